@@ -24,15 +24,61 @@ pub struct Llama<'a> {
     rope: Rope,
 }
 
+/// Element type of the KV cache (llama.cpp's `--cache-type-k/v`): f16 is the default and what
+/// llama.cpp uses; f32 trades twice the memory for exact keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvType {
+    F16,
+    F32,
+}
+
+/// One layer's keys or values.
+enum KvBuf {
+    F16(Vec<u16>),
+    F32(Vec<f32>),
+}
+
+impl KvBuf {
+    fn new(ty: KvType, len: usize) -> KvBuf {
+        match ty {
+            KvType::F16 => KvBuf::F16(vec![0; len]),
+            KvType::F32 => KvBuf::F32(vec![0.0; len]),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, i: usize, v: f32) {
+        match self {
+            KvBuf::F16(b) => b[i] = f32_to_f16(v),
+            KvBuf::F32(b) => b[i] = v,
+        }
+    }
+
+    /// Copies `[start, start + out.len())` into `out` as f32.
+    #[inline]
+    fn read(&self, start: usize, out: &mut [f32]) {
+        match self {
+            KvBuf::F16(b) => {
+                let n = out.len();
+                for (o, &h) in out.iter_mut().zip(&b[start..start + n]) {
+                    *o = f16_to_f32(h);
+                }
+            }
+            KvBuf::F32(b) => out.copy_from_slice(&b[start..start + out.len()]),
+        }
+    }
+}
+
 /// Per-sequence state: the KV cache and scratch buffers.
 pub struct State {
     pub n_ctx: usize,
     /// Tokens already in the cache.
     pub pos: usize,
-    /// Per layer: `n_ctx × kv_dim` f16 keys, position-major.
-    k: Vec<Vec<u16>>,
-    /// Per layer: `kv_dim × n_ctx` f16 values, transposed (each channel's history contiguous).
-    v: Vec<Vec<u16>>,
+    kv_type: KvType,
+    /// Per layer: `n_ctx × kv_dim` keys, position-major.
+    k: Vec<KvBuf>,
+    /// Per layer: `kv_dim × n_ctx` values, transposed (each channel's history contiguous).
+    v: Vec<KvBuf>,
     x: Vec<f32>,
     xn: Vec<f32>,
     q: Vec<f32>,
@@ -133,16 +179,17 @@ impl<'a> Llama<'a> {
     }
 
     /// A fresh sequence state with room for `n_ctx` tokens, scratch sized for `n_threads`.
-    pub fn new_state(&self, n_ctx: usize, n_threads: usize) -> State {
+    pub fn new_state(&self, n_ctx: usize, n_threads: usize, kv_type: KvType) -> State {
         let c = &self.config;
         State {
             n_ctx,
             pos: 0,
+            kv_type,
             k: (0..c.n_layer)
-                .map(|_| vec![0u16; n_ctx * c.kv_dim()])
+                .map(|_| KvBuf::new(kv_type, n_ctx * c.kv_dim()))
                 .collect(),
             v: (0..c.n_layer)
-                .map(|_| vec![0u16; n_ctx * c.kv_dim()])
+                .map(|_| KvBuf::new(kv_type, n_ctx * c.kv_dim()))
                 .collect(),
             x: vec![0.0; c.n_embd],
             xn: vec![0.0; c.n_embd],
@@ -255,13 +302,13 @@ impl<'a> Llama<'a> {
     fn store_kv(&self, s: &mut State, layer: usize) {
         let kv_dim = self.config.kv_dim();
         let pos = s.pos;
-        let kdst = &mut s.k[layer][pos * kv_dim..(pos + 1) * kv_dim];
-        for (d, &v) in kdst.iter_mut().zip(&s.kcur) {
-            *d = f32_to_f16(v);
+        let kl = &mut s.k[layer];
+        for (i, &v) in s.kcur.iter().enumerate() {
+            kl.set(pos * kv_dim + i, v);
         }
         let vl = &mut s.v[layer];
         for (ch, &v) in s.vcur.iter().enumerate() {
-            vl[ch * s.n_ctx + pos] = f32_to_f16(v);
+            vl.set(ch * s.n_ctx + pos, v);
         }
     }
 
@@ -277,6 +324,12 @@ impl<'a> Llama<'a> {
         let att = Out::new(&mut s.att);
         let scores = Out::new(&mut s.scores);
         let kernels = &self.kernels;
+        // ggml converts the f32 operand to the cache's type before each product.
+        let kv_type = s.kv_type;
+        let round = move |v: f32| match kv_type {
+            KvType::F16 => f16_to_f32(f32_to_f16(v)),
+            KvType::F32 => v,
+        };
         pool.run(&|tid| {
             let (h0, h1) = split(c.n_head, tid, pool.threads());
             if h0 == h1 {
@@ -291,24 +344,18 @@ impl<'a> Llama<'a> {
             for (h, o) in (h0..h1).zip(out.chunks_exact_mut(hd)) {
                 let g = h / group;
                 for (d, &v) in q16.iter_mut().zip(&q[h * hd..(h + 1) * hd]) {
-                    *d = f16_to_f32(f32_to_f16(v));
+                    *d = round(v);
                 }
                 for (t, score) in sc.iter_mut().enumerate() {
-                    let kr = &kc[t * kv_dim + g * hd..t * kv_dim + (g + 1) * hd];
-                    for (d, &k) in krow.iter_mut().zip(kr) {
-                        *d = f16_to_f32(k);
-                    }
+                    kc.read(t * kv_dim + g * hd, &mut krow);
                     *score = kernels.dot_f32(&krow, &q16);
                 }
                 ops::softmax_scaled(sc, scale);
                 for p in sc.iter_mut() {
-                    *p = f16_to_f32(f32_to_f16(*p));
+                    *p = round(*p);
                 }
                 for (d, od) in o.iter_mut().enumerate() {
-                    let ch = g * hd + d;
-                    for (x, &v) in vrow.iter_mut().zip(&vc[ch * n_ctx..ch * n_ctx + n_kv]) {
-                        *x = f16_to_f32(v);
-                    }
+                    vc.read((g * hd + d) * n_ctx, &mut vrow);
                     *od = kernels.dot_f32(&vrow, sc);
                 }
             }

@@ -1,0 +1,110 @@
+//! The commands behind the CLI: each takes parsed options, does the work, and returns a typed
+//! error that `main` prints as one line (exit code 2).
+
+pub mod generate;
+pub mod perplexity;
+pub mod tokenize;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::kernels::{KernelError, Kernels};
+use crate::model::llama::Llama;
+use crate::model::tokenizer::Tokenizer;
+use crate::model::weights::LlamaWeights;
+use crate::model::{LlamaConfig, ModelError, ModelFile};
+
+/// Any failure of a command.
+#[derive(Debug)]
+pub enum AppError {
+    Model(ModelError),
+    Kernels(KernelError),
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        err: std::io::Error,
+    },
+    Usage(String),
+}
+
+impl fmt::Display for AppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppError::Model(e) => write!(f, "{e}"),
+            AppError::Kernels(e) => write!(f, "{e}"),
+            AppError::Io { path, what, err } => write!(f, "{}: {what}: {err}", path.display()),
+            AppError::Usage(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for AppError {}
+
+impl From<ModelError> for AppError {
+    fn from(e: ModelError) -> Self {
+        AppError::Model(e)
+    }
+}
+
+impl From<KernelError> for AppError {
+    fn from(e: KernelError) -> Self {
+        AppError::Kernels(e)
+    }
+}
+
+/// Reads a text file named on the command line.
+pub fn read_text(path: &Path) -> Result<String, AppError> {
+    let bytes = std::fs::read(path).map_err(|err| AppError::Io {
+        path: path.to_path_buf(),
+        what: "cannot read the file",
+        err,
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        AppError::Usage(format!(
+            "{}: not valid UTF-8 text (first bad byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// A model loaded and ready: weights borrowed from the mapped file, plus its tokenizer.
+pub struct Loaded<'a> {
+    pub llama: Llama<'a>,
+    pub tokenizer: Tokenizer,
+    pub load_ms: f64,
+}
+
+impl<'a> Loaded<'a> {
+    pub fn load(file: &'a ModelFile, started: Instant) -> Result<Loaded<'a>, AppError> {
+        let g = file.gguf()?;
+        let config = LlamaConfig::from_gguf(&g)?;
+        let weights = LlamaWeights::from_gguf(&g, &config)?;
+        let tokenizer = Tokenizer::from_gguf(&g)?;
+        if tokenizer.n_vocab() != config.n_vocab {
+            return Err(AppError::Model(ModelError::BadKey {
+                key: "tokenizer.ggml.tokens".into(),
+                why: format!(
+                    "has {} entries but the model's vocabulary is {}",
+                    tokenizer.n_vocab(),
+                    config.n_vocab
+                ),
+            }));
+        }
+        let kernels = Kernels::detect()?;
+        let llama = Llama::new(config, weights, kernels);
+        Ok(Loaded {
+            llama,
+            tokenizer,
+            load_ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+}
+
+/// The CPUs this process may run on (sched_getaffinity), at least 1.
+pub fn default_threads() -> usize {
+    crate::sys::affinity::allowed_cpu_count()
+        .unwrap_or(1)
+        .max(1)
+}

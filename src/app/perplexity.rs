@@ -1,0 +1,122 @@
+//! `locus perplexity`: llama-perplexity's procedure. The text is tokenized once (BOS per the
+//! model), cut into non-overlapping windows of `ctx` tokens, each evaluated from an empty
+//! cache with its first token replaced by BOS (when the model adds one); the second half of
+//! each window is scored.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::{read_text, AppError, Loaded};
+use crate::model::llama::KvType;
+use crate::model::ModelFile;
+use crate::pool::Pool;
+
+#[derive(Clone, Debug)]
+pub struct PerplexityOptions {
+    pub model: PathBuf,
+    pub file: PathBuf,
+    pub ctx: usize,
+    pub chunks: Option<usize>,
+    pub threads: usize,
+    pub kv_type: KvType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerplexityResult {
+    pub ppl: f64,
+    pub err: f64,
+    pub scored_tokens: usize,
+    pub chunks: usize,
+    pub text_tokens: usize,
+}
+
+/// −log p(target) from raw logits, in f64.
+pub fn nll(logits: &[f32], target: u32) -> f64 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum();
+    -((logits[target as usize] as f64 - max) - sum.ln())
+}
+
+/// Scores `text` with a loaded model; `progress` receives each chunk's running estimate.
+pub fn perplexity(
+    l: &Loaded,
+    text: &str,
+    opts: &PerplexityOptions,
+    mut progress: impl FnMut(usize, f64),
+) -> Result<PerplexityResult, AppError> {
+    let n_ctx = opts.ctx;
+    if n_ctx < 4 {
+        return Err(AppError::Usage(format!(
+            "-c {n_ctx} is too small for perplexity (need at least 4)"
+        )));
+    }
+    let tokens = l.tokenizer.encode(text, true, false);
+    let available = tokens.len() / n_ctx;
+    let n_chunks = opts.chunks.map_or(available, |c| c.min(available));
+    if n_chunks == 0 {
+        return Err(AppError::Usage(format!(
+            "{}: the text is {} tokens; perplexity needs at least 2 × -c = {} tokens",
+            opts.file.display(),
+            tokens.len(),
+            2 * n_ctx
+        )));
+    }
+    let pool = Pool::new(opts.threads, |_| {});
+    let mut state = l.llama.new_state(n_ctx, pool.threads(), opts.kv_type);
+    let first = n_ctx / 2;
+    let (mut sum, mut sum2, mut count) = (0f64, 0f64, 0usize);
+    for chunk in 0..n_chunks {
+        let window = &tokens[chunk * n_ctx..(chunk + 1) * n_ctx];
+        state.pos = 0;
+        for (j, &tok) in window.iter().enumerate() {
+            let tok = match (j, l.tokenizer.add_bos(), l.tokenizer.bos()) {
+                (0, true, Some(bos)) => bos,
+                _ => tok,
+            };
+            let scored = j >= first && j + 1 < n_ctx;
+            l.llama.forward(&pool, &mut state, tok, scored);
+            if scored {
+                let v = nll(&state.logits, window[j + 1]);
+                sum += v;
+                sum2 += v * v;
+                count += 1;
+            }
+        }
+        progress(chunk + 1, (sum / count as f64).exp());
+    }
+    let mean = sum / count as f64;
+    let ppl = mean.exp();
+    let var = sum2 / count as f64 - mean * mean;
+    let err = if var > 0.0 && count > 1 {
+        (var / (count - 1) as f64).sqrt() * ppl
+    } else {
+        0.0
+    };
+    Ok(PerplexityResult {
+        ppl,
+        err,
+        scored_tokens: count,
+        chunks: n_chunks,
+        text_tokens: tokens.len(),
+    })
+}
+
+/// `locus perplexity`: prints per-chunk estimates and the final line llama-perplexity prints.
+pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
+    let started = Instant::now();
+    let text = read_text(&opts.file)?;
+    let file = ModelFile::open(&opts.model)?;
+    let l = Loaded::load(&file, started)?;
+    let t = Instant::now();
+    let r = perplexity(&l, &text, opts, |i, p| eprint!("[{i}]{p:.4},"))?;
+    eprintln!();
+    eprintln!(
+        "locus: {} tokens in {} chunks of {}, {:.1} s",
+        r.text_tokens,
+        r.chunks,
+        opts.ctx,
+        t.elapsed().as_secs_f64()
+    );
+    println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.err);
+    Ok(r)
+}

@@ -1,0 +1,37 @@
+//! `locus tokenize`: llama-tokenize's output shapes. `--ids` prints `[id, id, ...]`; otherwise
+//! one `id -> 'piece'` per line.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::{AppError, Loaded};
+use crate::model::ModelFile;
+
+#[derive(Clone, Debug)]
+pub struct TokenizeOptions {
+    pub model: PathBuf,
+    pub text: String,
+    pub ids_only: bool,
+    pub parse_special: bool,
+}
+
+/// Formats ids as llama-tokenize's `--ids` does.
+pub fn format_ids(ids: &[u32]) -> String {
+    let inner: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+pub fn run(opts: &TokenizeOptions) -> Result<Vec<u32>, AppError> {
+    let file = ModelFile::open(&opts.model)?;
+    let l = Loaded::load(&file, Instant::now())?;
+    let ids = l.tokenizer.encode(&opts.text, true, opts.parse_special);
+    if opts.ids_only {
+        println!("{}", format_ids(&ids));
+    } else {
+        for &id in &ids {
+            let piece = l.tokenizer.token_to_piece(id, true);
+            println!("{id:6} -> '{}'", String::from_utf8_lossy(&piece));
+        }
+    }
+    Ok(ids)
+}

@@ -1,0 +1,16 @@
+//! locus — a CPU inference engine for GGUF language models that places weights on purpose
+//! across NUMA nodes.
+//!
+//! The crate's map:
+#![deny(unsafe_op_in_unsafe_fn)]
+
+/// The commands behind the CLI (run, perplexity, tokenize, quantize).
+pub mod app;
+/// Compute kernels: block formats, dot products, the runtime dispatch table. Knows no files.
+pub mod kernels;
+/// Models: GGUF, weights, the llama forward pass, tokenizer, sampler, chat templates.
+pub mod model;
+/// The worker pool that runs every parallel step of the forward pass.
+pub mod pool;
+/// Linux: affinity and (later) topology and memory policy. Knows no models.
+pub mod sys;

@@ -1,0 +1,407 @@
+//! The `locus` command line: parses arguments and calls into the library. Nothing else.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use locus::app::generate::RunOptions;
+use locus::app::perplexity::PerplexityOptions;
+use locus::app::tokenize::TokenizeOptions;
+use locus::app::{self, AppError};
+use locus::kernels::GgmlType;
+use locus::model::llama::KvType;
+use locus::model::sampler::SamplerConfig;
+
+const MAIN_HELP: &str = "\
+locus — CPU inference for GGUF language models, with NUMA-aware weight placement
+
+Usage: locus <COMMAND> [OPTIONS]
+
+Commands:
+  run         generate text from a prompt (llama.cpp's flags)
+  perplexity  score a text file as llama-perplexity does
+  tokenize    print a text's token ids as llama-tokenize does
+  quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
+
+Run `locus <COMMAND> --help` for a command's options.
+Environment: LOCUS_KERNELS=scalar|avx2|avx512 forces a kernel tier.
+";
+
+const RUN_HELP: &str = "\
+Usage: locus run -m FILE (-p TEXT | -f FILE) [OPTIONS]
+
+Generates a continuation of the prompt. The generated text (not the prompt) goes to stdout as it
+is produced; load information, warnings and the timing line go to stderr.
+
+Options:
+  -m, --model FILE        GGUF model file (llama family)
+  -p, --prompt TEXT       prompt text; special tokens written in it (e.g. <|im_start|>) are recognised
+  -f, --file FILE         read the prompt from FILE
+  -n, --n-predict N       tokens to generate (default: -1 = until end of generation or context full)
+  -t, --threads N         worker threads (default: the CPUs this process may use)
+  -c, --ctx-size N        context size in tokens (default: 4096)
+      --temp X            temperature; 0 = greedy (default: 0.8)
+      --top-k N           keep the N most likely tokens; 0 = off (default: 40)
+      --top-p X           nucleus sampling threshold; 1 = off (default: 0.95)
+      --min-p X           drop tokens below X × the top probability; 0 = off (default: 0.05)
+      --repeat-penalty X  penalise recent tokens; 1 = off (default: 1.0)
+      --repeat-last-n N   window of recent tokens for the penalty (default: 64)
+  -s, --seed N            random seed (default: random)
+  -ctk, --cache-type-k T  KV cache type, f16 (default, as llama.cpp) or f32
+  -ctv, --cache-type-v T  (must equal -ctk)
+      --chat              wrap the prompt as a user message in the model's chat template
+      --system TEXT       system message for --chat
+  -v, --verbose           print model and kernel details to stderr
+  -h, --help              this help
+";
+
+const PPL_HELP: &str = "\
+Usage: locus perplexity -m FILE -f TEXT [OPTIONS]
+
+Cuts the tokenized text into windows of -c tokens, scores the second half of each, and prints
+`Final estimate: PPL = <value> +/- <error>` (the same procedure as llama-perplexity).
+
+Options:
+  -m, --model FILE     GGUF model file
+  -f, --file FILE      text to score
+  -c, --ctx-size N     window size in tokens (default: 512)
+      --chunks N       score at most N windows (default: all)
+  -t, --threads N      worker threads (default: the CPUs this process may use)
+  -ctk, -ctv T         KV cache type, f16 (default) or f32
+  -h, --help           this help
+";
+
+const TOKENIZE_HELP: &str = "\
+Usage: locus tokenize -m FILE (-p TEXT | -f FILE) [--ids] [--no-parse-special]
+
+Prints the token ids of a text as llama-tokenize does (BOS added if the model asks for it).
+
+Options:
+  -m, --model FILE       GGUF model file (only its vocabulary is used)
+  -p, --prompt TEXT      text to tokenize
+  -f, --file FILE        read the text from FILE (all bytes, trailing newline included)
+      --ids              print only `[id, id, ...]`
+      --no-parse-special treat special-token text (e.g. <|im_start|>) as plain text
+  -h, --help             this help
+";
+
+const QUANTIZE_HELP: &str = "\
+Usage: locus quantize INPUT OUTPUT TYPE
+
+Rewrites every 2-D weight of INPUT in TYPE (Q4_0, Q4_1, Q8_0, F16, BF16, F32), keeping 1-D
+tensors and all metadata, as `llama-quantize --pure` does. OUTPUT is written atomically.
+";
+
+/// A parse failure: printed as one line, exit code 2.
+struct CliError(String);
+
+impl From<AppError> for CliError {
+    fn from(e: AppError) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// Walks `--flag value`, `--flag=value` and `-f value` arguments.
+struct Args {
+    items: Vec<String>,
+    i: usize,
+}
+
+impl Args {
+    fn next_flag(&mut self) -> Option<(String, Option<String>)> {
+        let a = self.items.get(self.i)?.clone();
+        self.i += 1;
+        if a.starts_with("--") {
+            if let Some((k, v)) = a.split_once('=') {
+                return Some((k.to_string(), Some(v.to_string())));
+            }
+        }
+        Some((a, None))
+    }
+
+    fn value(&mut self, flag: &str, inline: Option<String>) -> Result<String, CliError> {
+        if let Some(v) = inline {
+            return Ok(v);
+        }
+        let v = self
+            .items
+            .get(self.i)
+            .cloned()
+            .ok_or_else(|| CliError(format!("{flag} needs a value")))?;
+        self.i += 1;
+        Ok(v)
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
+    v.trim()
+        .parse()
+        .map_err(|_| CliError(format!("{flag}: '{v}' is not a valid number")))
+}
+
+fn read_prompt_file(path: &str) -> Result<String, CliError> {
+    Ok(app::read_text(&PathBuf::from(path))?)
+}
+
+fn parse_kv(flag: &str, v: &str) -> Result<KvType, CliError> {
+    match v {
+        "f16" => Ok(KvType::F16),
+        "f32" => Ok(KvType::F32),
+        _ => Err(CliError(format!(
+            "{flag}: '{v}' is not a supported cache type (f16, f32)"
+        ))),
+    }
+}
+
+/// Applies -ctk/-ctv; locus keeps keys and values in one type.
+fn set_kv(slot: &mut Option<KvType>, flag: &str, v: &str) -> Result<(), CliError> {
+    let t = parse_kv(flag, v)?;
+    match slot {
+        Some(prev) if *prev != t => Err(CliError(format!(
+            "{flag}: -ctk and -ctv must name the same type"
+        ))),
+        _ => {
+            *slot = Some(t);
+            Ok(())
+        }
+    }
+}
+
+fn parse_threads(flag: &str, v: &str) -> Result<usize, CliError> {
+    let n: usize = parse_num(flag, v)?;
+    if n == 0 {
+        return Err(CliError(format!("{flag}: thread count must be at least 1")));
+    }
+    Ok(n)
+}
+
+fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
+    let mut model = None;
+    let mut prompt = None;
+    let mut o = RunOptions {
+        model: PathBuf::new(),
+        prompt: String::new(),
+        n_predict: None,
+        threads: app::default_threads(),
+        ctx: 4096,
+        sampling: SamplerConfig {
+            seed: random_seed(),
+            ..Default::default()
+        },
+        chat: false,
+        system: None,
+        verbose: false,
+        kv_type: KvType::F16,
+    };
+    let mut kv = None;
+    let mut ctx_given = false;
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{RUN_HELP}");
+                return Ok(None);
+            }
+            "-m" | "--model" => model = Some(a.value(&flag, inline)?),
+            "-p" | "--prompt" => prompt = Some(a.value(&flag, inline)?),
+            "-f" | "--file" => prompt = Some(read_prompt_file(&a.value(&flag, inline)?)?),
+            "-n" | "--n-predict" => {
+                let n: i64 = parse_num(&flag, &a.value(&flag, inline)?)?;
+                o.n_predict = if n < 0 { None } else { Some(n as usize) };
+            }
+            "-t" | "--threads" => o.threads = parse_threads(&flag, &a.value(&flag, inline)?)?,
+            "-c" | "--ctx-size" => {
+                o.ctx = parse_num(&flag, &a.value(&flag, inline)?)?;
+                ctx_given = true;
+            }
+            "--temp" => o.sampling.temp = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "--top-k" => o.sampling.top_k = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "--top-p" => o.sampling.top_p = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "--min-p" => o.sampling.min_p = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "--repeat-penalty" => {
+                o.sampling.repeat_penalty = parse_num(&flag, &a.value(&flag, inline)?)?
+            }
+            "--repeat-last-n" => {
+                o.sampling.repeat_last_n = parse_num(&flag, &a.value(&flag, inline)?)?
+            }
+            "-s" | "--seed" => o.sampling.seed = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "--chat" => o.chat = true,
+            "--system" => o.system = Some(a.value(&flag, inline)?),
+            "-v" | "--verbose" => o.verbose = true,
+            "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
+                set_kv(&mut kv, &flag, &a.value(&flag, inline)?)?
+            }
+            other => {
+                return Err(CliError(format!(
+                    "run: unknown option '{other}' (see `locus run --help`)"
+                )))
+            }
+        }
+    }
+    o.kv_type = kv.unwrap_or(KvType::F16);
+    o.model = PathBuf::from(model.ok_or_else(|| CliError("run: -m FILE is required".into()))?);
+    o.prompt =
+        prompt.ok_or_else(|| CliError("run: a prompt is required (-p TEXT or -f FILE)".into()))?;
+    if ctx_given && o.ctx == 0 {
+        return Err(CliError("-c: context size must be at least 1".into()));
+    }
+    if !(o.sampling.top_p > 0.0 && o.sampling.top_p <= 1.0) {
+        return Err(CliError(format!(
+            "--top-p: {} must be in (0, 1]",
+            o.sampling.top_p
+        )));
+    }
+    if !(0.0..=1.0).contains(&o.sampling.min_p) {
+        return Err(CliError(format!(
+            "--min-p: {} must be in [0, 1]",
+            o.sampling.min_p
+        )));
+    }
+    if o.sampling.repeat_penalty <= 0.0 {
+        return Err(CliError(format!(
+            "--repeat-penalty: {} must be positive",
+            o.sampling.repeat_penalty
+        )));
+    }
+    Ok(Some(o))
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    (t as u64) ^ ((std::process::id() as u64) << 32)
+}
+
+fn parse_perplexity(mut a: Args) -> Result<Option<PerplexityOptions>, CliError> {
+    let (mut model, mut file) = (None, None);
+    let mut o = PerplexityOptions {
+        model: PathBuf::new(),
+        file: PathBuf::new(),
+        ctx: 512,
+        chunks: None,
+        threads: app::default_threads(),
+        kv_type: KvType::F16,
+    };
+    let mut kv = None;
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{PPL_HELP}");
+                return Ok(None);
+            }
+            "-m" | "--model" => model = Some(a.value(&flag, inline)?),
+            "-f" | "--file" => file = Some(a.value(&flag, inline)?),
+            "-c" | "--ctx-size" => o.ctx = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "--chunks" => o.chunks = Some(parse_num(&flag, &a.value(&flag, inline)?)?),
+            "-t" | "--threads" => o.threads = parse_threads(&flag, &a.value(&flag, inline)?)?,
+            "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
+                set_kv(&mut kv, &flag, &a.value(&flag, inline)?)?
+            }
+            other => {
+                return Err(CliError(format!(
+                    "perplexity: unknown option '{other}' (see `locus perplexity --help`)"
+                )))
+            }
+        }
+    }
+    o.kv_type = kv.unwrap_or(KvType::F16);
+    o.model =
+        PathBuf::from(model.ok_or_else(|| CliError("perplexity: -m FILE is required".into()))?);
+    o.file = PathBuf::from(file.ok_or_else(|| CliError("perplexity: -f FILE is required".into()))?);
+    Ok(Some(o))
+}
+
+fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
+    let (mut model, mut text) = (None, None);
+    let (mut ids_only, mut parse_special) = (false, true);
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{TOKENIZE_HELP}");
+                return Ok(None);
+            }
+            "-m" | "--model" => model = Some(a.value(&flag, inline)?),
+            "-p" | "--prompt" => text = Some(a.value(&flag, inline)?),
+            "-f" | "--file" => text = Some(read_prompt_file(&a.value(&flag, inline)?)?),
+            "--ids" => ids_only = true,
+            "--no-parse-special" => parse_special = false,
+            other => {
+                return Err(CliError(format!(
+                    "tokenize: unknown option '{other}' (see `locus tokenize --help`)"
+                )))
+            }
+        }
+    }
+    Ok(Some(TokenizeOptions {
+        model: PathBuf::from(
+            model.ok_or_else(|| CliError("tokenize: -m FILE is required".into()))?,
+        ),
+        text: text
+            .ok_or_else(|| CliError("tokenize: text is required (-p TEXT or -f FILE)".into()))?,
+        ids_only,
+        parse_special,
+    }))
+}
+
+fn run_quantize(a: Args) -> Result<(), CliError> {
+    let rest: Vec<&String> = a.items[a.i..].iter().collect();
+    if rest.iter().any(|s| *s == "-h" || *s == "--help") {
+        print!("{QUANTIZE_HELP}");
+        return Ok(());
+    }
+    let [input, output, ty] = rest.as_slice() else {
+        return Err(CliError(
+            "quantize: expected INPUT OUTPUT TYPE (see `locus quantize --help`)".into(),
+        ));
+    };
+    let target = GgmlType::from_name(ty)
+        .ok_or_else(|| CliError(format!("quantize: unknown type '{ty}'")))?;
+    locus::model::quantize::quantize_file(&PathBuf::from(input), &PathBuf::from(output), target)
+        .map_err(|e| CliError(e.to_string()))
+}
+
+fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
+    let Some(cmd) = argv.get(1).cloned() else {
+        eprint!("{MAIN_HELP}");
+        return Err(CliError("no command given".into()));
+    };
+    let args = Args { items: argv, i: 2 };
+    match cmd.as_str() {
+        "-h" | "--help" | "help" => {
+            print!("{MAIN_HELP}");
+            Ok(())
+        }
+        "run" => {
+            if let Some(o) = parse_run(args)? {
+                locus::app::generate::run(&o)?;
+            }
+            Ok(())
+        }
+        "perplexity" => {
+            if let Some(o) = parse_perplexity(args)? {
+                locus::app::perplexity::run(&o)?;
+            }
+            Ok(())
+        }
+        "tokenize" => {
+            if let Some(o) = parse_tokenize(args)? {
+                locus::app::tokenize::run(&o)?;
+            }
+            Ok(())
+        }
+        "quantize" => run_quantize(args),
+        other => Err(CliError(format!(
+            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize)"
+        ))),
+    }
+}
+
+fn main() -> ExitCode {
+    match dispatch(std::env::args().collect()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError(msg)) => {
+            eprintln!("locus: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Models: GGUF files, weights by name, the llama forward pass, tokenizer, sampler, chat.
+
+pub mod chat;
+pub mod config;
+pub mod error;
+pub mod gguf;
+pub mod gguf_write;
+pub mod llama;
+pub mod quantize;
+pub mod sampler;
+pub mod synth;
+pub mod tokenizer;
+pub mod weights;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+pub use config::LlamaConfig;
+pub use error::ModelError;
+pub use gguf::Gguf;
+
+/// A model file opened read-only and mapped into memory. Parsed views borrow from it.
+pub struct ModelFile {
+    pub path: PathBuf,
+    map: Mmap,
+}
+
+impl ModelFile {
+    /// Opens and maps `path` read-only. The file is never written.
+    pub fn open(path: &Path) -> Result<ModelFile, ModelError> {
+        let file = File::open(path).map_err(|e| ModelError::Io {
+            path: path.to_path_buf(),
+            what: "cannot open the model file",
+            err: e,
+        })?;
+        let meta = file.metadata().map_err(|e| ModelError::Io {
+            path: path.to_path_buf(),
+            what: "cannot read the model file's size",
+            err: e,
+        })?;
+        if meta.is_dir() {
+            return Err(ModelError::NotAFile(path.to_path_buf()));
+        }
+        if meta.len() == 0 {
+            return Err(ModelError::Gguf {
+                path: path.to_path_buf(),
+                err: gguf::GgufError {
+                    kind: gguf::GgufErrorKind::Truncated { need: 4, have: 0 },
+                    field: "magic".into(),
+                    offset: 0,
+                },
+            });
+        }
+        // SAFETY: the mapping is read-only and private. Another process truncating the file
+        // while it is mapped would make reads fault (SIGBUS); that is the documented hazard of
+        // every mmap-based loader, and placement copies the weights out of the map early.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| ModelError::Io {
+            path: path.to_path_buf(),
+            what: "cannot map the model file",
+            err: e,
+        })?;
+        Ok(ModelFile {
+            path: path.to_path_buf(),
+            map,
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Parses the GGUF structure of the mapped bytes.
+    pub fn gguf(&self) -> Result<Gguf<'_>, ModelError> {
+        Gguf::parse(&self.map).map_err(|err| ModelError::Gguf {
+            path: self.path.clone(),
+            err,
+        })
+    }
+}

@@ -1,0 +1,239 @@
+//! Bad input gives exactly one clear line on stderr and exit code 2 — never a panic.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use locus::kernels::GgmlType;
+use locus::model::gguf_write::{GgufWriter, MetaValue};
+use locus::model::synth::{synth_model, SynthSpec};
+
+/// Runs `locus run` on `model` and checks the failure shape; returns the error line.
+fn run_fails(model: &Path, extra: &[&str]) -> String {
+    let m = model.to_str().unwrap();
+    let mut args = vec!["run", "-m", m, "-p", "hello", "-n", "4", "--temp", "0"];
+    args.extend_from_slice(extra);
+    fails(&args)
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = common::locus(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "args {args:?}: stderr {stderr}");
+    assert!(!stderr.contains("panicked"), "panic for {args:?}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one line for {args:?}, got: {stderr}"
+    );
+    assert!(lines[0].starts_with("locus: error: "), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing on stdout for a failure");
+    lines[0].to_string()
+}
+
+fn write(dir: &Path, name: &str, w: &GgufWriter) -> PathBuf {
+    let p = dir.join(name);
+    w.write_atomic(&p).unwrap();
+    p
+}
+
+fn tiny() -> GgufWriter {
+    synth_model(&SynthSpec::tiny(GgmlType::Q8_0))
+}
+
+#[test]
+fn a_valid_tiny_model_runs() {
+    let dir = common::temp_dir("cli-ok");
+    let p = write(&dir, "ok.gguf", &tiny());
+    let out = common::locus(&[
+        "run",
+        "-m",
+        p.to_str().unwrap(),
+        "-p",
+        "hello",
+        "-n",
+        "5",
+        "--temp",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("decode"));
+}
+
+#[test]
+fn missing_file_and_not_gguf() {
+    let dir = common::temp_dir("cli-missing");
+    let e = run_fails(&dir.join("nope.gguf"), &[]);
+    assert!(e.contains("nope.gguf") && e.contains("cannot open"), "{e}");
+    let txt = dir.join("notes.txt");
+    std::fs::write(&txt, "just some text, not a model\n").unwrap();
+    let e = run_fails(&txt, &[]);
+    assert!(e.contains("not a GGUF file"), "{e}");
+    let e = run_fails(&dir, &[]);
+    assert!(e.contains("directory"), "{e}");
+    let empty = dir.join("empty.gguf");
+    std::fs::write(&empty, b"").unwrap();
+    let e = run_fails(&empty, &[]);
+    assert!(e.contains("truncated"), "{e}");
+}
+
+#[test]
+fn truncation_at_many_points() {
+    let dir = common::temp_dir("cli-trunc");
+    let bytes = tiny().to_bytes();
+    let p = dir.join("cut.gguf");
+    let n = bytes.len();
+    for cut in [
+        3,
+        4,
+        8,
+        16,
+        23,
+        24,
+        40,
+        100,
+        1000,
+        4000,
+        n / 3,
+        n / 2,
+        n - 100,
+        n - 1,
+    ] {
+        std::fs::write(&p, &bytes[..cut]).unwrap();
+        let e = run_fails(&p, &[]);
+        assert!(
+            e.contains("truncated")
+                || e.contains("beyond the end")
+                || e.contains("larger than the file"),
+            "cut at {cut}: {e}"
+        );
+    }
+}
+
+#[test]
+fn tensor_data_beyond_end_of_file() {
+    let dir = common::temp_dir("cli-beyond");
+    let mut bytes = tiny().to_bytes();
+    bytes.truncate(bytes.len() - 64);
+    let p = dir.join("short.gguf");
+    std::fs::write(&p, &bytes).unwrap();
+    let e = run_fails(&p, &[]);
+    assert!(e.contains("beyond the end of the file"), "{e}");
+}
+
+#[test]
+fn unsupported_type_unknown_arch_missing_tensor_wrong_shape() {
+    let dir = common::temp_dir("cli-model");
+    // A weight in Q6_K (256-element blocks of 210 bytes): known to ggml, not computed here.
+    let spec = SynthSpec {
+        n_embd: 256,
+        n_ff: 256,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    };
+    let mut w = synth_model(&spec);
+    let t = w
+        .tensors
+        .iter_mut()
+        .find(|t| t.name == "blk.0.ffn_down.weight")
+        .unwrap();
+    t.ty = GgmlType::Q6K;
+    t.data = vec![0; 256 * 210];
+    let e = run_fails(&write(&dir, "q6k.gguf", &w), &[]);
+    assert!(e.contains("Q6_K") && e.contains("blk."), "{e}");
+
+    let mut w = tiny();
+    w.set("general.architecture", MetaValue::str("mamba"));
+    let e = run_fails(&write(&dir, "arch.gguf", &w), &[]);
+    assert!(e.contains("'mamba'") && e.contains("not supported"), "{e}");
+
+    let mut w = tiny();
+    w.tensors.retain(|t| t.name != "blk.1.ffn_up.weight");
+    let e = run_fails(&write(&dir, "missing.gguf", &w), &[]);
+    assert!(
+        e.contains("blk.1.ffn_up.weight") && e.contains("missing"),
+        "{e}"
+    );
+
+    let mut w = tiny();
+    let t = w
+        .tensors
+        .iter_mut()
+        .find(|t| t.name == "blk.0.attn_q.weight")
+        .unwrap();
+    t.dims = vec![64, 32];
+    t.data.truncate(32 * 2 * 34);
+    let e = run_fails(&write(&dir, "shape.gguf", &w), &[]);
+    assert!(
+        e.contains("blk.0.attn_q.weight") && e.contains("shape"),
+        "{e}"
+    );
+
+    let mut w = tiny();
+    w.metadata.retain(|(k, _)| k != "llama.block_count");
+    let e = run_fails(&write(&dir, "nokey.gguf", &w), &[]);
+    assert!(e.contains("llama.block_count"), "{e}");
+}
+
+#[test]
+fn prompt_longer_than_context() {
+    let dir = common::temp_dir("cli-ctx");
+    let p = write(&dir, "ok.gguf", &tiny());
+    let e = run_fails(&p, &["-c", "4"]);
+    assert!(e.contains("prompt is") && e.contains("-c"), "{e}");
+}
+
+#[test]
+fn bad_flags_and_values_name_the_flag() {
+    let e = fails(&["run", "--bogus"]);
+    assert!(e.contains("--bogus"), "{e}");
+    let e = fails(&["run", "-m", "x.gguf", "-p", "hi", "-n", "many"]);
+    assert!(e.contains("-n") && e.contains("many"), "{e}");
+    let e = fails(&["run", "-m", "x.gguf", "-p", "hi", "-t", "0"]);
+    assert!(e.contains("-t"), "{e}");
+    let e = fails(&["run", "-m", "x.gguf", "-p", "hi", "--top-p", "2"]);
+    assert!(e.contains("--top-p"), "{e}");
+    let e = fails(&["run", "-p", "hi"]);
+    assert!(e.contains("-m"), "{e}");
+    let e = fails(&["frobnicate"]);
+    assert!(e.contains("frobnicate"), "{e}");
+    let e = fails(&["perplexity", "-m", "x.gguf"]);
+    assert!(e.contains("-f"), "{e}");
+    let e = fails(&["quantize", "a", "b", "Q9_9"]);
+    assert!(e.contains("Q9_9"), "{e}");
+}
+
+#[test]
+fn help_describes_every_flag() {
+    let out = common::locus(&["run", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "-m",
+        "-p",
+        "-f",
+        "-n",
+        "-t",
+        "-c",
+        "--temp",
+        "--top-k",
+        "--top-p",
+        "--min-p",
+        "--repeat-penalty",
+        "--repeat-last-n",
+        "--seed",
+        "--chat",
+    ] {
+        assert!(help.contains(flag), "run --help lacks {flag}");
+    }
+    let out = common::locus(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["run", "perplexity", "tokenize", "quantize"] {
+        assert!(help.contains(cmd));
+    }
+}

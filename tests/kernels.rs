@@ -1,0 +1,207 @@
+//! Every kernel tier against the scalar oracle (bit-exact, since tiers share the operation
+//! order), and the oracle against an f64 reference on dequantized values (within a tolerance
+//! scaled by Σ|x·y|). A tier this CPU lacks is skipped with a printed reason.
+
+use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
+use locus::kernels::half::{f16_to_f32, f32_to_f16};
+use locus::kernels::{dequantize_row, ActRow, GgmlType, Kernels, Tier};
+use quickcheck::{quickcheck, Arbitrary, Gen};
+
+const TIERS: [Tier; 2] = [Tier::Avx2, Tier::Avx512];
+
+/// A weight row and an activation row of the same length (a multiple of 32), with edge cases
+/// mixed in: zero blocks, huge values, all-negative blocks.
+#[derive(Clone, Debug)]
+struct Rows {
+    w: Vec<f32>,
+    x: Vec<f32>,
+}
+
+impl Arbitrary for Rows {
+    fn arbitrary(g: &mut Gen) -> Rows {
+        let blocks = 1 + usize::arbitrary(g) % 24;
+        let gen_row = |g: &mut Gen| -> Vec<f32> {
+            let mut v = Vec::with_capacity(blocks * 32);
+            for _ in 0..blocks {
+                let kind = u8::arbitrary(g) % 6;
+                for _ in 0..32 {
+                    let r = (i32::arbitrary(g) % 10_000) as f32 / 1000.0;
+                    v.push(match kind {
+                        0 => 0.0,             // scale 0
+                        1 => r * 6000.0,      // near the largest f16 scales
+                        2 => -r.abs() - 0.01, // all negative
+                        3 => r * 1e-3,        // tiny
+                        _ => r,
+                    });
+                }
+            }
+            v
+        };
+        Rows {
+            w: gen_row(g),
+            x: gen_row(g),
+        }
+    }
+}
+
+fn weight_bytes(ty: GgmlType, w: &[f32]) -> Vec<u8> {
+    locus::model::quantize::quantize_row(ty, w)
+}
+
+fn tiers() -> Vec<Kernels> {
+    let mut v = Vec::new();
+    for t in TIERS {
+        match Kernels::for_tier(t) {
+            Ok(k) => v.push(k),
+            Err(e) => eprintln!("SKIPPED tier {t}: {e}"),
+        }
+    }
+    v
+}
+
+fn check_all_types(r: &Rows) -> bool {
+    let scalar = Kernels::scalar();
+    let tiers = tiers();
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Bf16,
+    ] {
+        let wb = weight_bytes(ty, &r.w);
+        let mut act = ActRow::new_for(ty);
+        act.set(&r.x);
+        let want = scalar.dot(ty, &wb, &act);
+        for k in &tiers {
+            let got = k.dot(ty, &wb, &act);
+            if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+                eprintln!("{} tier {}: {got} != scalar {want}", ty.name(), k.tier);
+                return false;
+            }
+        }
+        // The oracle against f64 arithmetic on the values the kernel actually multiplies. (An
+        // f16 overflow of Q8_1's s = d·Σq yields inf in ggml too; only tier equality applies.)
+        if !want.is_finite() {
+            continue;
+        }
+        let mut wd = vec![0f32; r.w.len()];
+        dequantize_row(ty, &wb, &mut wd);
+        let xd = dequantized_act(&act);
+        let exact: f64 = wd.iter().zip(&xd).map(|(a, b)| *a as f64 * *b as f64).sum();
+        let mag: f64 = wd
+            .iter()
+            .zip(&xd)
+            .map(|(a, b)| (*a as f64 * *b as f64).abs())
+            .sum();
+        // Q4_1's m·s term uses s rounded to f16 (as ggml does): allow for it.
+        let slack = if ty == GgmlType::Q4_1 { 2e-3 } else { 1e-5 };
+        if ((want as f64) - exact).abs() > slack * mag + 1e-6 {
+            eprintln!(
+                "{}: oracle {want} vs f64 {exact} (Σ|xy| = {mag})",
+                ty.name()
+            );
+            return false;
+        }
+    }
+    true
+}
+
+fn dequantized_act(a: &ActRow) -> Vec<f32> {
+    match a {
+        ActRow::F32(v) => v.clone(),
+        ActRow::Q8_0(b) => {
+            let mut o = vec![0f32; b.len() * 32];
+            blocks::dequantize_q8_0(b, &mut o);
+            o
+        }
+        ActRow::Q8_1(b) => b
+            .iter()
+            .flat_map(|blk| {
+                let d = f16_to_f32(u16::from_le_bytes(blk.d));
+                blk.qs.iter().map(move |&q| q as f32 * d)
+            })
+            .collect(),
+    }
+}
+
+quickcheck! {
+    fn tiers_equal_scalar_oracle(r: Rows) -> bool {
+        check_all_types(&r)
+    }
+}
+
+#[test]
+fn seed_table_edges() {
+    let one = |f: f32| Rows {
+        w: vec![f; 32],
+        x: (0..32).map(|i| i as f32 - 16.0).collect(),
+    };
+    for r in [one(0.0), one(65504.0), one(-3.0), one(1e-8)] {
+        assert!(check_all_types(&r));
+    }
+    // Odd block counts and the largest finite f16 scale.
+    let r = Rows {
+        w: (0..96).map(|i| (i as f32 * 0.37).sin() * 60000.0).collect(),
+        x: (0..96).map(|i| (i as f32).cos()).collect(),
+    };
+    assert!(check_all_types(&r));
+}
+
+#[test]
+fn activation_quantizers_round_half_to_even_like_ggml() {
+    // amax = 127 so the multiplier is exactly 1: 0.5 → 0, 1.5 → 2, 2.5 → 2, -0.5 → -0.
+    let mut x = vec![0f32; 32];
+    x[0] = 127.0;
+    x[1] = 0.5;
+    x[2] = 1.5;
+    x[3] = 2.5;
+    x[4] = -2.5;
+    let mut b = vec![BlockQ8_0::default(); 1];
+    blocks::quantize_act_q8_0(&x, &mut b);
+    assert_eq!(&b[0].qs[..5], &[127, 0, 2, 2, -2]);
+    assert_eq!(
+        f16_to_f32(u16::from_le_bytes(b[0].d)),
+        f16_to_f32(f32_to_f16(1.0))
+    );
+}
+
+#[test]
+fn reference_quantizers_match_ggml_rules() {
+    // Q4_0: d = max/-8 where max is the signed value of largest magnitude.
+    let mut x: Vec<f32> = (0..32).map(|i| i as f32 * 0.25).collect();
+    x[5] = -8.0;
+    let mut b = vec![BlockQ4_0::default(); 1];
+    blocks::quantize_q4_0_ref(&x, &mut b);
+    assert_eq!(f16_to_f32(u16::from_le_bytes(b[0].d)), 1.0);
+    let mut back = vec![0f32; 32];
+    blocks::dequantize_q4_0(&b, &mut back);
+    assert_eq!(back[5], -8.0);
+    assert_eq!(back[4], 1.0); // 4 × 0.25 = 1.0 exactly
+                              // Q4_1 keeps min exactly (as f16) and spans the range with 15 steps.
+    let x: Vec<f32> = (0..32).map(|i| 2.0 + i as f32 * 0.5).collect();
+    let mut b = vec![BlockQ4_1::default(); 1];
+    blocks::quantize_q4_1_ref(&x, &mut b);
+    blocks::dequantize_q4_1(&b, &mut back);
+    assert_eq!(back[0], 2.0);
+    assert!((back[31] - 17.5).abs() < 0.6);
+    // Q8_0 reference rounds half away from zero (roundf), unlike the activation path.
+    let mut x = vec![0f32; 32];
+    x[0] = 127.0;
+    x[1] = 2.5;
+    let mut b = vec![BlockQ8_0::default(); 1];
+    blocks::quantize_q8_0_ref(&x, &mut b);
+    assert_eq!(b[0].qs[1], 3);
+    assert_eq!(block_bytes(&b).len(), 34);
+}
+
+#[test]
+fn forced_tier_env_is_honoured_or_refused() {
+    assert_eq!(Kernels::for_tier(Tier::Scalar).unwrap().tier, Tier::Scalar);
+    assert!(Tier::parse("avx9").is_none());
+    match Kernels::for_tier(Tier::Avx512) {
+        Ok(k) => assert_eq!(k.tier, Tier::Avx512),
+        Err(e) => eprintln!("SKIPPED avx512 forcing check: {e}"),
+    }
+}
