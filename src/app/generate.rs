@@ -88,9 +88,12 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
     };
 
     let t0 = Instant::now();
-    for (i, &tok) in prompt.iter().enumerate() {
-        l.llama
-            .forward(&pool, &mut state, tok, i + 1 == prompt.len());
+    let mut last = vec![0f32; l.llama.config.n_vocab];
+    l.llama
+        .eval(&pool, &mut state, &prompt, prompt.len() - 1, |_, lg| {
+            last.copy_from_slice(lg)
+        });
+    for &tok in &prompt {
         sampler.accept(tok);
     }
     report.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -100,7 +103,7 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
     let limit = opts.n_predict.unwrap_or(usize::MAX);
     let mut out_ok = true;
     while report.generated.len() < limit {
-        let next = sampler.sample(&mut state.logits);
+        let next = sampler.sample(&mut last);
         if l.tokenizer.is_eog(next) {
             report.stopped_by_eog = true;
             break;
@@ -126,6 +129,7 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
             break;
         }
         l.llama.forward(&pool, &mut state, next, true);
+        last.copy_from_slice(state.logits(0));
     }
     let rest = stream.finish();
     if out_ok && !rest.is_empty() {

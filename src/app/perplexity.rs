@@ -66,22 +66,24 @@ pub fn perplexity(
     let first = n_ctx / 2;
     let (mut sum, mut sum2, mut count) = (0f64, 0f64, 0usize);
     for chunk in 0..n_chunks {
-        let window = &tokens[chunk * n_ctx..(chunk + 1) * n_ctx];
-        state.pos = 0;
-        for (j, &tok) in window.iter().enumerate() {
-            let tok = match (j, l.tokenizer.add_bos(), l.tokenizer.bos()) {
-                (0, true, Some(bos)) => bos,
-                _ => tok,
-            };
-            let scored = j >= first && j + 1 < n_ctx;
-            l.llama.forward(&pool, &mut state, tok, scored);
-            if scored {
-                let v = nll(&state.logits, window[j + 1]);
+        let mut window = tokens[chunk * n_ctx..(chunk + 1) * n_ctx].to_vec();
+        if let (true, Some(bos)) = (l.tokenizer.add_bos(), l.tokenizer.bos()) {
+            window[0] = bos;
+        }
+        state.reset();
+        let targets = &tokens[chunk * n_ctx..(chunk + 1) * n_ctx];
+        l.llama.eval(
+            &pool,
+            &mut state,
+            &window[..n_ctx - 1],
+            first,
+            |j, logits| {
+                let v = nll(logits, targets[j + 1]);
                 sum += v;
                 sum2 += v * v;
                 count += 1;
-            }
-        }
+            },
+        );
         progress(chunk + 1, (sum / count as f64).exp());
     }
     let mean = sum / count as f64;

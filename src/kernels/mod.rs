@@ -7,6 +7,7 @@
 //! scalar oracle in `scalar.rs`.
 
 pub mod blocks;
+pub mod ggml_math;
 pub mod half;
 pub mod ops;
 pub mod scalar;
@@ -54,10 +55,13 @@ impl Tier {
             Tier::Scalar => Ok(()),
             #[cfg(target_arch = "x86_64")]
             Tier::Avx2 => {
-                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                if is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+                {
                     Ok(())
                 } else {
-                    Err("this CPU lacks AVX2/FMA".into())
+                    Err("this CPU lacks AVX2/FMA/F16C".into())
                 }
             }
             // The AVX-512 kernels are not written yet; the tier exists so it can be forced and
@@ -172,6 +176,7 @@ type DotQ4_1 = fn(&[BlockQ4_1], &[BlockQ8_1]) -> f32;
 type DotQ8_0 = fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32;
 type DotF32 = fn(&[f32], &[f32]) -> f32;
 type DotU16 = fn(&[u16], &[f32]) -> f32;
+type AttGemv = fn(&[u16], &[f32], usize) -> f32;
 
 /// The dispatch table: one function pointer per weight type, all from one tier.
 #[derive(Clone, Copy)]
@@ -183,6 +188,8 @@ pub struct Kernels {
     f32: DotF32,
     f16: DotU16,
     bf16: DotU16,
+    att_gemv: AttGemv,
+    att_gemm: DotU16,
 }
 
 impl fmt::Debug for Kernels {
@@ -202,6 +209,8 @@ impl Kernels {
             f32: scalar::dot_f32,
             f16: scalar::dot_f16_f32,
             bf16: scalar::dot_bf16_f32,
+            att_gemv: ggml_math::dot_f16_gemv,
+            att_gemm: ggml_math::dot_f16_gemm,
         }
     }
 
@@ -218,6 +227,9 @@ impl Kernels {
                 q4_1: x86_64::avx2::dot_q4_1_q8_1,
                 q8_0: x86_64::avx2::dot_q8_0_q8_0,
                 f32: x86_64::avx2::dot_f32,
+                f16: x86_64::avx2::dot_f16_f32,
+                att_gemv: x86_64::avx2::att_gemv,
+                att_gemm: x86_64::avx2::att_gemm,
                 ..Kernels::scalar()
             },
             _ => unreachable!("available() refused tiers without kernels"),
@@ -275,6 +287,25 @@ impl Kernels {
     #[inline]
     pub fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
         (self.f32)(x, y)
+    }
+
+    /// f16·f32 dot product (general f16 weights).
+    #[inline]
+    pub fn dot_f16(&self, x: &[u16], y: &[f32]) -> f32 {
+        (self.f16)(x, y)
+    }
+
+    /// Attention dot product over f16 cache entries as llama.cpp computes it for a single
+    /// token (`ggml_vec_dot_f16`); `n_pad` is ggml's padded row length.
+    #[inline]
+    pub fn att_dot_decode(&self, x: &[u16], y: &[f32], n_pad: usize) -> f32 {
+        (self.att_gemv)(x, y, n_pad)
+    }
+
+    /// Attention dot product as llama.cpp computes it for a batch of tokens (tinyBLAS).
+    #[inline]
+    pub fn att_dot_batch(&self, x: &[u16], y: &[f32]) -> f32 {
+        (self.att_gemm)(x, y)
     }
 }
 

@@ -1,6 +1,9 @@
-//! Non-matmul operations of a transformer layer, with ggml's precision choices:
-//! RMSNorm sums squares in f64, softmax sums exponentials in f64, RoPE angles advance by
-//! repeated multiplication in f32, SiLU is `x / (1 + e^-x)`.
+//! Non-matmul operations of a transformer layer, with ggml's exact arithmetic (see
+//! `ggml_math`): RMSNorm sums squares in f64, softmax and SiLU use ggml's vectorised
+//! exponential, RoPE angles advance by repeated multiplication in f32 and rotate with the
+//! multiply-adds llama.cpp's build fuses.
+
+use super::ggml_math;
 
 /// `y = x / sqrt(mean(x²) + eps) * w` (ggml `rms_norm` fused with the weight multiply).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, y: &mut [f32]) {
@@ -56,9 +59,9 @@ impl Rope {
     pub fn apply(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
         for head in x.chunks_exact_mut(head_dim) {
             for (i, &(c, s)) in cache.iter().enumerate() {
-                let (x0, x1) = (head[2 * i], head[2 * i + 1]);
-                head[2 * i] = x0 * c - x1 * s;
-                head[2 * i + 1] = x0 * s + x1 * c;
+                let (y0, y1) = ggml_math::rotate(head[2 * i], head[2 * i + 1], c, s);
+                head[2 * i] = y0;
+                head[2 * i + 1] = y1;
             }
         }
     }
@@ -66,32 +69,19 @@ impl Rope {
 
 /// In-place softmax of `x * scale` (ggml `soft_max_ext` without mask or ALiBi).
 pub fn softmax_scaled(x: &mut [f32], scale: f32) {
-    let mut max = f32::NEG_INFINITY;
-    for v in x.iter_mut() {
-        *v *= scale;
-        max = max.max(*v);
-    }
-    let mut sum = 0f64;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v as f64;
-    }
-    let inv = (1.0 / sum) as f32;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
+    ggml_math::softmax(x, scale);
 }
 
-/// SiLU as ggml computes it.
-#[inline]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
-
-/// `gate = silu(gate) * up` (SwiGLU).
+/// `gate = silu(gate) * up` (SwiGLU) for one row, as `ggml_vec_swiglu_f32`: blocks of 16 use
+/// the vectorised exponential, the tail past the last full block uses libm's.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = silu(*g) * u;
+    let full = gate.len() / 16 * 16;
+    for (i, (g, &u)) in gate.iter_mut().zip(up).enumerate() {
+        *g = if i < full {
+            ggml_math::silu(*g)
+        } else {
+            ggml_math::silu_tail(*g)
+        } * u;
     }
 }
 

@@ -1,20 +1,33 @@
-//! The llama-family forward pass: embedding, RMSNorm, RoPE, grouped-query attention over an f16
-//! KV cache, SwiGLU feed-forward, output head.
+//! The llama-family forward pass: embedding, RMSNorm, RoPE, grouped-query attention over the KV
+//! cache, SwiGLU feed-forward, output head — for a batch of consecutive tokens at once.
 //!
 //! Precision follows llama.cpp's CPU path (flash attention off): matmul inputs are quantized to
-//! the weight type's activation format, K and V are stored as f16, the query is rounded to f16
-//! before Q·K, attention weights are rounded to f16 before weighting V.
+//! the weight type's activation format, K and V are stored in the cache type (f16 by default),
+//! and the query and the attention weights are rounded to that type before their products.
 //!
-//! Parallelism: every matrix-vector product splits its output rows into contiguous ranges, one
-//! per thread; attention splits heads. A row's value never depends on which thread computed it,
-//! so outputs are identical for any thread count.
+//! Batching: a prompt is processed in batches; each weight row is loaded once and multiplied
+//! with every token of the batch while it sits in cache, so prefill is compute-bound. Decode is
+//! the batch of one. Each output element is the same dot product whatever the batch, so results
+//! are bit-identical between batched and one-at-a-time evaluation.
+//!
+//! Parallelism: every matrix product splits its output rows into contiguous ranges, one per
+//! thread; attention splits (token, head) pairs. A row's value never depends on which thread
+//! computed it, so outputs are identical for any thread count.
 
 use super::config::LlamaConfig;
+pub use super::kv::{Arith, KvType};
+use super::kv::{KvBuf, KV_PAD};
 use super::weights::{LlamaWeights, Tensor};
-use crate::kernels::half::{f16_to_f32, f32_to_f16};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, GgmlType, Kernels};
 use crate::pool::{split, Pool};
+
+/// Tokens evaluated together in one batch (weight reuse factor for prefill).
+pub const MAX_BATCH: usize = 32;
+
+/// llama.cpp's default micro-batch (`n_ubatch`): a prompt is evaluated in micro-batches of
+/// this many tokens, and the size of each decides its arithmetic path ([`Arith`]).
+pub const UBATCH: usize = 512;
 
 /// A model ready to run: config, weight views and the kernels to use.
 pub struct Llama<'a> {
@@ -24,52 +37,7 @@ pub struct Llama<'a> {
     rope: Rope,
 }
 
-/// Element type of the KV cache (llama.cpp's `--cache-type-k/v`): f16 is the default and what
-/// llama.cpp uses; f32 trades twice the memory for exact keys and values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KvType {
-    F16,
-    F32,
-}
-
-/// One layer's keys or values.
-enum KvBuf {
-    F16(Vec<u16>),
-    F32(Vec<f32>),
-}
-
-impl KvBuf {
-    fn new(ty: KvType, len: usize) -> KvBuf {
-        match ty {
-            KvType::F16 => KvBuf::F16(vec![0; len]),
-            KvType::F32 => KvBuf::F32(vec![0.0; len]),
-        }
-    }
-
-    #[inline]
-    fn set(&mut self, i: usize, v: f32) {
-        match self {
-            KvBuf::F16(b) => b[i] = f32_to_f16(v),
-            KvBuf::F32(b) => b[i] = v,
-        }
-    }
-
-    /// Copies `[start, start + out.len())` into `out` as f32.
-    #[inline]
-    fn read(&self, start: usize, out: &mut [f32]) {
-        match self {
-            KvBuf::F16(b) => {
-                let n = out.len();
-                for (o, &h) in out.iter_mut().zip(&b[start..start + n]) {
-                    *o = f16_to_f32(h);
-                }
-            }
-            KvBuf::F32(b) => out.copy_from_slice(&b[start..start + out.len()]),
-        }
-    }
-}
-
-/// Per-sequence state: the KV cache and scratch buffers.
+/// Per-sequence state: the KV cache and scratch buffers for one batch.
 pub struct State {
     pub n_ctx: usize,
     /// Tokens already in the cache.
@@ -79,6 +47,7 @@ pub struct State {
     k: Vec<KvBuf>,
     /// Per layer: `kv_dim × n_ctx` values, transposed (each channel's history contiguous).
     v: Vec<KvBuf>,
+    // Batch activations, row-major `MAX_BATCH × width`.
     x: Vec<f32>,
     xn: Vec<f32>,
     q: Vec<f32>,
@@ -88,60 +57,95 @@ pub struct State {
     gate: Vec<f32>,
     up: Vec<f32>,
     tmp: Vec<f32>,
-    /// One attention-score row per thread.
-    scores: Vec<f32>,
-    acts: ActCache,
+    /// Per thread: attention scores and the rounded query row.
+    scratch: Vec<f32>,
+    scratch_stride: usize,
+    acts: BatchActs,
     rope_cache: Vec<(f32, f32)>,
-    pub logits: Vec<f32>,
+    /// Logits of the tokens asked for in the last batch, `n × n_vocab`.
+    logits: Vec<f32>,
+    n_logits: usize,
 }
 
-/// One input vector quantized once for each activation format a group of matmuls needs.
-struct ActCache {
-    f32: ActRow,
-    q8_0: ActRow,
-    q8_1: ActRow,
+impl State {
+    /// Logits of the `i`-th token for which the last call asked for logits.
+    pub fn logits(&mut self, i: usize) -> &mut [f32] {
+        assert!(i < self.n_logits, "logits row {i} was not computed");
+        let n = self.logits.len() / MAX_BATCH;
+        &mut self.logits[i * n..(i + 1) * n]
+    }
+
+    pub fn kv_type(&self) -> KvType {
+        self.kv_type
+    }
+
+    /// Empties the cache (a new sequence starts at position 0).
+    pub fn reset(&mut self) {
+        self.pos = 0;
+    }
 }
 
-impl ActCache {
-    fn new() -> ActCache {
-        ActCache {
-            f32: ActRow::new_for(GgmlType::F32),
-            q8_0: ActRow::new_for(GgmlType::Q8_0),
-            q8_1: ActRow::new_for(GgmlType::Q4_1),
+/// The batch's input rows quantized once for each activation format a group of matmuls needs.
+struct BatchActs {
+    f32: Vec<ActRow>,
+    q8_0: Vec<ActRow>,
+    q8_1: Vec<ActRow>,
+}
+
+impl BatchActs {
+    fn new() -> BatchActs {
+        let mk = |ty| (0..MAX_BATCH).map(|_| ActRow::new_for(ty)).collect();
+        BatchActs {
+            f32: mk(GgmlType::F32),
+            q8_0: mk(GgmlType::Q8_0),
+            q8_1: mk(GgmlType::Q4_1),
         }
     }
 
-    fn prepare(&mut self, x: &[f32], tensors: &[&Tensor]) {
-        let mut done = [false; 3];
-        for t in tensors {
-            let (i, row) = match ActType::for_weight(t.ty) {
-                ActType::F32 => (0, &mut self.f32),
-                ActType::Q8_0 => (1, &mut self.q8_0),
-                ActType::Q8_1 => (2, &mut self.q8_1),
-            };
-            if !done[i] {
-                row.set(x);
-                done[i] = true;
-            }
+    fn rows_mut(&mut self, t: ActType) -> &mut [ActRow] {
+        match t {
+            ActType::F32 => &mut self.f32,
+            ActType::Q8_0 => &mut self.q8_0,
+            ActType::Q8_1 => &mut self.q8_1,
         }
     }
 
-    fn for_type(&self, ty: GgmlType) -> &ActRow {
-        match ActType::for_weight(ty) {
+    fn rows(&self, t: ActType) -> &[ActRow] {
+        match t {
             ActType::F32 => &self.f32,
             ActType::Q8_0 => &self.q8_0,
             ActType::Q8_1 => &self.q8_1,
         }
     }
+
+    /// Quantizes the `n` rows of `x` (width `cols`) for every format `tensors` need.
+    fn prepare(&mut self, x: &[f32], n: usize, cols: usize, tensors: &[&Tensor]) {
+        let mut done = Vec::with_capacity(3);
+        for t in tensors {
+            let at = ActType::for_weight(t.ty);
+            if done.contains(&at) {
+                continue;
+            }
+            done.push(at);
+            for (row, xr) in self
+                .rows_mut(at)
+                .iter_mut()
+                .zip(x.chunks_exact(cols))
+                .take(n)
+            {
+                row.set(xr);
+            }
+        }
+    }
 }
 
-/// A shared mutable f32 buffer that threads write in disjoint ranges.
+/// A shared mutable f32 buffer that threads write in disjoint places.
 struct Out {
     ptr: *mut f32,
     len: usize,
 }
-// SAFETY: threads only write disjoint ranges (enforced by callers via `split`), and the buffer
-// outlives the parallel step (`Pool::run` returns only after every thread is done).
+// SAFETY: threads only write disjoint elements (callers split work so), and the buffer outlives
+// the parallel step (`Pool::run` returns only after every thread is done).
 unsafe impl Sync for Out {}
 
 impl Out {
@@ -153,12 +157,27 @@ impl Out {
     }
 
     /// # Safety
-    /// No two live slices from the same `Out` may overlap.
+    /// No two live slices or writes from the same `Out` may overlap.
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self, start: usize, end: usize) -> &mut [f32] {
         assert!(start <= end && end <= self.len, "Out::slice out of range");
         // SAFETY: in bounds (checked above); exclusivity is the caller's obligation.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+    }
+
+    /// # Safety
+    /// No other thread may access element `i` during the step.
+    #[inline]
+    unsafe fn write(&self, i: usize, v: f32) {
+        assert!(i < self.len, "Out::write out of range");
+        // SAFETY: in bounds (checked above); exclusivity is the caller's obligation.
+        unsafe { *self.ptr.add(i) = v }
+    }
+}
+
+fn add_into(x: &mut [f32], d: &[f32]) {
+    for (a, b) in x.iter_mut().zip(d) {
+        *a += b;
     }
 }
 
@@ -181,6 +200,8 @@ impl<'a> Llama<'a> {
     /// A fresh sequence state with room for `n_ctx` tokens, scratch sized for `n_threads`.
     pub fn new_state(&self, n_ctx: usize, n_threads: usize, kv_type: KvType) -> State {
         let c = &self.config;
+        let b = MAX_BATCH;
+        let scratch_stride = n_ctx + c.head_dim;
         State {
             n_ctx,
             pos: 0,
@@ -191,33 +212,37 @@ impl<'a> Llama<'a> {
             v: (0..c.n_layer)
                 .map(|_| KvBuf::new(kv_type, n_ctx * c.kv_dim()))
                 .collect(),
-            x: vec![0.0; c.n_embd],
-            xn: vec![0.0; c.n_embd],
-            q: vec![0.0; c.q_dim()],
-            kcur: vec![0.0; c.kv_dim()],
-            vcur: vec![0.0; c.kv_dim()],
-            att: vec![0.0; c.q_dim()],
-            gate: vec![0.0; c.n_ff],
-            up: vec![0.0; c.n_ff],
-            tmp: vec![0.0; c.n_embd],
-            scores: vec![0.0; n_threads.max(1) * n_ctx],
-            acts: ActCache::new(),
-            rope_cache: Vec::with_capacity(c.n_rot / 2),
-            logits: vec![0.0; c.n_vocab],
+            x: vec![0.0; b * c.n_embd],
+            xn: vec![0.0; b * c.n_embd],
+            q: vec![0.0; b * c.q_dim()],
+            kcur: vec![0.0; b * c.kv_dim()],
+            vcur: vec![0.0; b * c.kv_dim()],
+            att: vec![0.0; b * c.q_dim()],
+            gate: vec![0.0; b * c.n_ff],
+            up: vec![0.0; b * c.n_ff],
+            tmp: vec![0.0; b * c.n_embd],
+            scratch: vec![0.0; n_threads.max(1) * scratch_stride],
+            scratch_stride,
+            acts: BatchActs::new(),
+            rope_cache: Vec::with_capacity(b * c.n_rot / 2),
+            logits: vec![0.0; b * c.n_vocab],
+            n_logits: 0,
         }
     }
 
-    /// `outs[i] = tensors[i] · x` for matrices that share the input `x`, in one parallel step
-    /// whose rows (all matrices' rows, concatenated) are split evenly among the threads.
-    fn matvecs(
+    /// `outs[i][b] = tensors[i] · x[b]` for the `n` rows of `x`, for matrices that share the
+    /// input, in one parallel step whose rows (all matrices' rows, concatenated) are split
+    /// evenly among the threads. Each weight row is applied to all `n` inputs while it is hot.
+    fn matmuls(
         &self,
         pool: &Pool,
-        acts: &mut ActCache,
+        acts: &mut BatchActs,
         x: &[f32],
+        n: usize,
         jobs: &mut [(&Tensor, &mut [f32])],
     ) {
         let tensors: Vec<&Tensor> = jobs.iter().map(|(t, _)| *t).collect();
-        acts.prepare(x, &tensors);
+        acts.prepare(x, n, tensors[0].cols, &tensors);
         let outs: Vec<Out> = jobs.iter_mut().map(|(_, o)| Out::new(o)).collect();
         let total: usize = tensors.iter().map(|t| t.rows).sum();
         let acts = &*acts;
@@ -232,131 +257,231 @@ impl<'a> Llama<'a> {
                     continue;
                 }
                 let stop = end.min(hi);
-                let act = acts.for_type(t.ty);
-                // SAFETY: [start, stop) lies inside this thread's share, disjoint from others'.
-                let dst = unsafe { out.slice(start - lo, stop - lo) };
-                for (r, d) in (start - lo..stop - lo).zip(dst.iter_mut()) {
-                    *d = kernels.dot(t.ty, t.row(r), act);
+                let act = &acts.rows(ActType::for_weight(t.ty))[..n];
+                for r in start - lo..stop - lo {
+                    let row = t.row(r);
+                    for (b, a) in act.iter().enumerate() {
+                        // SAFETY: row r belongs to this thread's share alone, so element
+                        // (b, r) is written by this thread only.
+                        unsafe { out.write(b * t.rows + r, kernels.dot(t.ty, row, a)) };
+                    }
                 }
                 start = stop;
             }
         });
     }
 
-    /// Runs one token at position `s.pos` through the model, leaving its logits in `s.logits`.
-    /// `want_logits = false` skips the output head (prompt tokens whose logits are unused).
+    /// Runs one token at position `s.pos`; with `want_logits` its logits are `s.logits(0)`.
     pub fn forward(&self, pool: &Pool, s: &mut State, token: u32, want_logits: bool) {
+        self.forward_batch(
+            pool,
+            s,
+            &[token],
+            if want_logits { 0 } else { 1 },
+            Arith::Single,
+        );
+    }
+
+    /// Evaluates `tokens` (any number) at positions `s.pos..`, in batches of [`MAX_BATCH`].
+    /// Logits are computed for the tokens from index `logits_from` on and handed to `sink(i,
+    /// logits)` in order (`i` is the index in `tokens`).
+    pub fn eval(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        tokens: &[u32],
+        logits_from: usize,
+        mut sink: impl FnMut(usize, &mut [f32]),
+    ) {
+        for (ui, ubatch) in tokens.chunks(UBATCH).enumerate() {
+            let arith = Arith::for_ubatch(ubatch.len());
+            for (ci, chunk) in ubatch.chunks(MAX_BATCH).enumerate() {
+                let base = ui * UBATCH + ci * MAX_BATCH;
+                let from = logits_from.saturating_sub(base).min(chunk.len());
+                self.forward_batch(pool, s, chunk, from, arith);
+                for i in from..chunk.len() {
+                    sink(base + i, s.logits(i - from));
+                }
+            }
+        }
+    }
+
+    /// Evaluates up to [`MAX_BATCH`] consecutive tokens at positions `s.pos..`, computing
+    /// logits for tokens `logits_from..` (into `s.logits(0..)`), with attention summed as
+    /// llama.cpp does for a micro-batch of kind `arith`.
+    pub fn forward_batch(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        tokens: &[u32],
+        logits_from: usize,
+        arith: Arith,
+    ) {
         let c = &self.config;
         let w = &self.weights;
-        assert!(s.pos < s.n_ctx, "forward past the end of the context");
-        assert!((token as usize) < c.n_vocab, "token id out of range");
-        crate::kernels::dequantize_row(w.token_embd.ty, w.token_embd.row(token as usize), &mut s.x);
-        self.rope.cache(s.pos, &mut s.rope_cache);
+        let n = tokens.len();
+        assert!(n >= 1 && n <= MAX_BATCH, "batch of {n} tokens");
+        assert!(s.pos + n <= s.n_ctx, "forward past the end of the context");
+        let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
+        for (b, &tok) in tokens.iter().enumerate() {
+            assert!((tok as usize) < c.n_vocab, "token id {tok} out of range");
+            crate::kernels::dequantize_row(
+                w.token_embd.ty,
+                w.token_embd.row(tok as usize),
+                &mut s.x[b * e..(b + 1) * e],
+            );
+        }
+        s.rope_cache.clear();
+        let mut one = Vec::new();
+        for b in 0..n {
+            self.rope.cache(s.pos + b, &mut one);
+            s.rope_cache.extend_from_slice(&one);
+        }
+        let half = c.n_rot / 2;
 
         for (li, layer) in w.layers.iter().enumerate() {
-            ops::rms_norm(&s.x, &layer.attn_norm, c.rms_eps, &mut s.xn);
-            self.matvecs(
+            for b in 0..n {
+                ops::rms_norm(
+                    &s.x[b * e..(b + 1) * e],
+                    &layer.attn_norm,
+                    c.rms_eps,
+                    &mut s.xn[b * e..(b + 1) * e],
+                );
+            }
+            self.matmuls(
                 pool,
                 &mut s.acts,
                 &s.xn,
+                n,
                 &mut [
                     (&layer.wq, &mut s.q),
                     (&layer.wk, &mut s.kcur),
                     (&layer.wv, &mut s.vcur),
                 ],
             );
-            self.rope.apply(&s.rope_cache, &mut s.q, c.head_dim);
-            self.rope.apply(&s.rope_cache, &mut s.kcur, c.head_dim);
-            self.store_kv(s, li);
-            self.attention(pool, s, li);
-            self.matvecs(pool, &mut s.acts, &s.att, &mut [(&layer.wo, &mut s.tmp)]);
-            for (x, d) in s.x.iter_mut().zip(&s.tmp) {
-                *x += d;
+            for b in 0..n {
+                let rc = &s.rope_cache[b * half..(b + 1) * half];
+                self.rope
+                    .apply(rc, &mut s.q[b * qd..(b + 1) * qd], c.head_dim);
+                self.rope
+                    .apply(rc, &mut s.kcur[b * kvd..(b + 1) * kvd], c.head_dim);
             }
+            self.store_kv(s, li, n);
+            self.attention(pool, s, li, n, arith);
+            self.matmuls(pool, &mut s.acts, &s.att, n, &mut [(&layer.wo, &mut s.tmp)]);
+            add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
 
-            ops::rms_norm(&s.x, &layer.ffn_norm, c.rms_eps, &mut s.xn);
-            self.matvecs(
+            for b in 0..n {
+                ops::rms_norm(
+                    &s.x[b * e..(b + 1) * e],
+                    &layer.ffn_norm,
+                    c.rms_eps,
+                    &mut s.xn[b * e..(b + 1) * e],
+                );
+            }
+            self.matmuls(
                 pool,
                 &mut s.acts,
                 &s.xn,
+                n,
                 &mut [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
             );
-            ops::swiglu(&mut s.gate, &s.up);
-            self.matvecs(
+            ops::swiglu(&mut s.gate[..n * ff], &s.up[..n * ff]);
+            self.matmuls(
                 pool,
                 &mut s.acts,
                 &s.gate,
+                n,
                 &mut [(&layer.w_down, &mut s.tmp)],
             );
-            for (x, d) in s.x.iter_mut().zip(&s.tmp) {
-                *x += d;
+            add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
+        }
+        s.pos += n;
+        s.n_logits = n - logits_from.min(n);
+        if s.n_logits > 0 {
+            for b in logits_from..n {
+                let i = b - logits_from;
+                ops::rms_norm(
+                    &s.x[b * e..(b + 1) * e],
+                    &w.output_norm,
+                    c.rms_eps,
+                    &mut s.xn[i * e..(i + 1) * e],
+                );
+            }
+            let m = s.n_logits;
+            self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.xn,
+                m,
+                &mut [(&w.output, &mut s.logits)],
+            );
+        }
+    }
+
+    fn store_kv(&self, s: &mut State, layer: usize, n: usize) {
+        let kv_dim = self.config.kv_dim();
+        for b in 0..n {
+            let pos = s.pos + b;
+            let kl = &mut s.k[layer];
+            for (i, &v) in s.kcur[b * kv_dim..(b + 1) * kv_dim].iter().enumerate() {
+                kl.set(pos * kv_dim + i, v);
+            }
+            let vl = &mut s.v[layer];
+            for (ch, &v) in s.vcur[b * kv_dim..(b + 1) * kv_dim].iter().enumerate() {
+                vl.set(ch * s.n_ctx + pos, v);
             }
         }
-        s.pos += 1;
-        if want_logits {
-            ops::rms_norm(&s.x, &w.output_norm, c.rms_eps, &mut s.xn);
-            self.matvecs(pool, &mut s.acts, &s.xn, &mut [(&w.output, &mut s.logits)]);
-        }
     }
 
-    fn store_kv(&self, s: &mut State, layer: usize) {
-        let kv_dim = self.config.kv_dim();
-        let pos = s.pos;
-        let kl = &mut s.k[layer];
-        for (i, &v) in s.kcur.iter().enumerate() {
-            kl.set(pos * kv_dim + i, v);
-        }
-        let vl = &mut s.v[layer];
-        for (ch, &v) in s.vcur.iter().enumerate() {
-            vl.set(ch * s.n_ctx + pos, v);
-        }
-    }
-
-    /// Attention of the current token over positions `0..=pos`, heads split among threads.
-    fn attention(&self, pool: &Pool, s: &mut State, layer: usize) {
+    /// Causal attention of the batch's tokens; (token, head) pairs split among threads.
+    fn attention(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, arith: Arith) {
         let c = &self.config;
         let (hd, n_ctx) = (c.head_dim, s.n_ctx);
         let group = c.n_head / c.n_head_kv;
-        let n_kv = s.pos + 1;
         let scale = 1.0 / (hd as f32).sqrt();
-        let kv_dim = c.kv_dim();
+        let (kv_dim, q_dim) = (c.kv_dim(), c.q_dim());
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
-        let att = Out::new(&mut s.att);
-        let scores = Out::new(&mut s.scores);
-        let kernels = &self.kernels;
-        // ggml converts the f32 operand to the cache's type before each product.
+        let pos0 = s.pos;
+        // ggml's padded KV length for this micro-batch (cells used after it, rounded up).
+        let kv_pad = (pos0 + n).div_ceil(KV_PAD) * KV_PAD;
+        // tinyBLAS needs rows of whole 16-lane steps; otherwise ggml falls back to vector dots.
+        let kq_arith = if hd % 16 == 0 { arith } else { Arith::Single };
         let kv_type = s.kv_type;
-        let round = move |v: f32| match kv_type {
-            KvType::F16 => f16_to_f32(f32_to_f16(v)),
-            KvType::F32 => v,
-        };
+        let stride = s.scratch_stride;
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let kernels = &self.kernels;
         pool.run(&|tid| {
-            let (h0, h1) = split(c.n_head, tid, pool.threads());
-            if h0 == h1 {
+            let (i0, i1) = split(n * c.n_head, tid, pool.threads());
+            if i0 == i1 {
                 return;
             }
-            // SAFETY: each thread uses its own score row and its own heads' output range.
-            let sc = unsafe { scores.slice(tid * n_ctx, tid * n_ctx + n_kv) };
-            let out = unsafe { att.slice(h0 * hd, h1 * hd) };
-            let mut q16 = vec![0f32; hd];
-            let mut krow = vec![0f32; hd];
-            let mut vrow = vec![0f32; n_kv];
-            for (h, o) in (h0..h1).zip(out.chunks_exact_mut(hd)) {
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
+            let (sc, rest) = mine.split_at_mut(n_ctx);
+            let q16 = &mut rest[..hd];
+            for item in i0..i1 {
+                let (b, h) = (item / c.n_head, item % c.n_head);
+                let n_kv = pos0 + b + 1;
                 let g = h / group;
-                for (d, &v) in q16.iter_mut().zip(&q[h * hd..(h + 1) * hd]) {
-                    *d = round(v);
+                let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
+                for (d, &v) in q16.iter_mut().zip(qrow) {
+                    *d = kv_type.round(v);
                 }
+                let sc = &mut sc[..n_kv];
                 for (t, score) in sc.iter_mut().enumerate() {
-                    kc.read(t * kv_dim + g * hd, &mut krow);
-                    *score = kernels.dot_f32(&krow, &q16);
+                    *score = kc.dot(kernels, kq_arith, t * kv_dim + g * hd, q16, hd);
                 }
                 ops::softmax_scaled(sc, scale);
                 for p in sc.iter_mut() {
-                    *p = round(*p);
+                    *p = kv_type.round(*p);
                 }
-                for (d, od) in o.iter_mut().enumerate() {
-                    vc.read((g * hd + d) * n_ctx, &mut vrow);
-                    *od = kernels.dot_f32(&vrow, sc);
+                let at = b * q_dim + h * hd;
+                // SAFETY: output (b, h) belongs to this thread's items alone.
+                let out = unsafe { att.slice(at, at + hd) };
+                for (d, od) in out.iter_mut().enumerate() {
+                    *od = vc.dot(kernels, arith, (g * hd + d) * n_ctx, sc, kv_pad);
                 }
             }
         });

@@ -5,6 +5,7 @@ pub mod config;
 pub mod error;
 pub mod gguf;
 pub mod gguf_write;
+pub mod kv;
 pub mod llama;
 pub mod quantize;
 pub mod sampler;

@@ -1,0 +1,165 @@
+//! Bit-exact scalar models of the ggml CPU arithmetic that llama.cpp runs on x86-64 with
+//! AVX-512 (the build our golden data comes from). Small models quantize activations to int8,
+//! so a one-ulp difference anywhere can flip a rounding and change the next token; matching
+//! llama.cpp token for token therefore means matching each operation's exact float sequence:
+//!
+//! - `expf`: ggml's vectorised exponential (`ggml_v_expf`, AVX-512 form: a degree-5 polynomial
+//!   on a two-constant range reduction, scaled with `scalef`), used by SiLU and softmax;
+//! - 16-lane reductions in the order GCC's `_mm512_reduce_add_ps` adds them;
+//! - f16 attention dot products: `ggml_vec_dot_f16` (four 16-lane accumulators) for one token,
+//!   tinyBLAS (one 16-lane accumulator) for a batch of tokens;
+//! - RoPE with the multiply-adds GCC fused in `rotate_pairs`.
+
+use super::half::{f16_to_f32, f32_to_f16};
+
+/// `ggml_v_expf` (AVX-512 form) for one lane.
+pub fn expf(x: f32) -> f32 {
+    let r = f32::from_bits(0x4b40_0000); // 0x1.8p23
+    let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), r); // x·log2(e) + 0x1.8p23
+    let n = z - r;
+    let b = (-n).mul_add(f32::from_bits(0x3f31_7200), x); // x − n·0x1.62e4p-1
+    let b = (-n).mul_add(f32::from_bits(0x35bf_be8e), b); // − n·0x1.7f7d1cp-20
+    if n.abs() > 192.0 {
+        // Far out of range: ggml returns +inf above, 0 at or below zero (−inf input included).
+        return if n <= 0.0 { 0.0 } else { f32::INFINITY };
+    }
+    let u = b * b;
+    let p = f32::from_bits(0x3c07_2010).mul_add(b, f32::from_bits(0x3d2b_9f17)); // c5·b + c4
+    let q = f32::from_bits(0x3e2a_af33).mul_add(b, f32::from_bits(0x3eff_fedb)); // c3·b + c2
+    let s = f32::from_bits(0x3f7f_fff6).mul_add(b, 1.0); // c1·b + 1
+    let j = p.mul_add(u, q).mul_add(u, s);
+    // scalef(j, n) = j · 2^n, rounded once.
+    (j as f64 * 2f64.powi(n as i32)) as f32
+}
+
+/// SiLU as `ggml_v_silu`: x / (1 + expf(0 − x)).
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + expf(0.0 - x))
+}
+
+/// SiLU of the elements that ggml leaves to its scalar tail (libm `expf`).
+#[inline]
+pub fn silu_tail(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `_mm512_reduce_add_ps` as GCC expands it: halves, quarters, then pairs.
+#[inline]
+pub fn reduce16(a: &[f32; 16]) -> f32 {
+    let mut t = [0f32; 8];
+    for i in 0..8 {
+        t[i] = a[i] + a[8 + i];
+    }
+    let u = [t[0] + t[4], t[1] + t[5], t[2] + t[6], t[3] + t[7]];
+    (u[0] + u[2]) + (u[1] + u[3])
+}
+
+/// `ggml_vec_dot_f16` (AVX-512): four 16-lane accumulators over steps of 64, combined as
+/// (0+2)+(1+3), reduced, with leftovers (past a multiple of 64) added in f64. `x` holds f16
+/// bits, `y` f16 values already widened to f32; `n_pad` ≥ len is the length ggml sees (extra
+/// elements are zeros and contribute exactly nothing to the accumulators).
+pub fn dot_f16_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
+    let n = x.len().min(y.len());
+    let np = n_pad / 64 * 64;
+    let mut acc = [[0f32; 16]; 4];
+    for i in 0..n.min(np) {
+        let (j, lane) = ((i % 64) / 16, i % 16);
+        acc[j][lane] = f16_to_f32(x[i]).mul_add(y[i], acc[j][lane]);
+    }
+    let mut s = [0f32; 16];
+    for l in 0..16 {
+        s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    }
+    let mut sum = reduce16(&s) as f64;
+    for i in np..n {
+        sum += (f16_to_f32(x[i]) * y[i]) as f64;
+    }
+    sum as f32
+}
+
+/// tinyBLAS's f16 GEMM element (AVX-512): one 16-lane accumulator, a multiply-add per lane per
+/// step of 16, then [`reduce16`]. Requires the (padded) length to be a multiple of 16.
+pub fn dot_f16_gemm(x: &[u16], y: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    for (i, (a, b)) in x.iter().zip(y).enumerate() {
+        acc[i % 16] = f16_to_f32(*a).mul_add(*b, acc[i % 16]);
+    }
+    reduce16(&acc)
+}
+
+/// Softmax of `x · scale` as ggml's `soft_max` (no mask values inside `x`; masked positions of
+/// ggml's padded row are exact zeros after the exponential). Exponentials by [`expf`], sums of
+/// 16-lane blocks reduced by [`reduce16`] and accumulated in f64, then scaled by 1/sum.
+pub fn softmax(x: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    let mut sum = 0f64;
+    for block in x.chunks_mut(16) {
+        let mut lanes = [0f32; 16];
+        for (l, v) in block.iter_mut().enumerate() {
+            *v = expf(*v - max);
+            lanes[l] = *v;
+        }
+        sum += reduce16(&lanes) as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// Rounds to f16 and back (ggml converts an f32 operand to the f16 cache type).
+#[inline]
+pub fn round_f16(v: f32) -> f32 {
+    f16_to_f32(f32_to_f16(v))
+}
+
+/// One RoPE pair rotation with the multiply-adds GCC fused into ggml's `rotate_pairs`.
+#[inline]
+pub fn rotate(x0: f32, x1: f32, cos: f32, sin: f32) -> (f32, f32) {
+    (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expf_is_close_to_libm_and_handles_extremes() {
+        for i in -2000..2000 {
+            let x = i as f32 * 0.043;
+            let (a, b) = (expf(x), x.exp());
+            assert!(((a - b) / b).abs() < 4e-7, "x={x}: {a} vs {b}");
+        }
+        assert_eq!(expf(f32::NEG_INFINITY), 0.0);
+        assert_eq!(expf(-200.0), 0.0);
+        assert_eq!(expf(200.0), f32::INFINITY);
+        assert_eq!(expf(0.0), 1.0);
+    }
+
+    #[test]
+    fn reductions_sum_correctly() {
+        let a: [f32; 16] = std::array::from_fn(|i| i as f32);
+        assert_eq!(reduce16(&a), 120.0);
+        let xf: Vec<f32> = (0..130).map(|i| (i % 7) as f32 - 3.0).collect();
+        let x: Vec<u16> = xf.iter().map(|&v| f32_to_f16(v)).collect();
+        let y: Vec<f32> = (0..130).map(|i| (i % 5) as f32 * 0.5).collect();
+        let exact: f32 = xf.iter().zip(&y).map(|(a, b)| a * b).sum();
+        assert_eq!(dot_f16_gemv(&x, &y, 130), exact);
+        assert_eq!(dot_f16_gemv(&x, &y, 256), exact);
+        let e128: f32 = xf[..128].iter().zip(&y[..128]).map(|(a, b)| a * b).sum();
+        assert_eq!(dot_f16_gemm(&x[..128], &y[..128]), e128);
+    }
+
+    #[test]
+    fn softmax_sums_to_one() {
+        let mut x: Vec<f32> = (0..37).map(|i| (i as f32 * 0.7).sin() * 5.0).collect();
+        softmax(&mut x, 0.125);
+        let s: f64 = x.iter().map(|&v| v as f64).sum();
+        assert!((s - 1.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,96 @@
+//! The KV cache's element storage.
+
+use crate::kernels::half::{f16_to_f32, f32_to_f16};
+use crate::kernels::Kernels;
+
+/// Element type of the KV cache (llama.cpp's `--cache-type-k/v`): f16 is the default and what
+/// llama.cpp uses; f32 trades twice the memory for exact keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvType {
+    F16,
+    F32,
+}
+
+impl KvType {
+    /// Rounds `v` as the cache would store it (ggml converts the f32 operand of a product with
+    /// the cache to the cache's type).
+    #[inline]
+    pub fn round(self, v: f32) -> f32 {
+        match self {
+            KvType::F16 => f16_to_f32(f32_to_f16(v)),
+            KvType::F32 => v,
+        }
+    }
+
+    pub fn bytes(self) -> usize {
+        match self {
+            KvType::F16 => 2,
+            KvType::F32 => 4,
+        }
+    }
+}
+
+/// Which of llama.cpp's two arithmetic paths a step follows: a micro-batch of one token runs
+/// vector dot products; a micro-batch of several runs its GEMM (tinyBLAS). They sum in
+/// different orders, so the engine mirrors the choice to stay bit-identical.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    Single,
+    Batch,
+}
+
+impl Arith {
+    pub fn for_ubatch(n_tokens: usize) -> Arith {
+        if n_tokens >= 2 {
+            Arith::Batch
+        } else {
+            Arith::Single
+        }
+    }
+}
+
+/// ggml pads the KV length it attends over to a multiple of this.
+pub const KV_PAD: usize = 256;
+
+/// One layer's keys or values.
+pub(crate) enum KvBuf {
+    F16(Vec<u16>),
+    F32(Vec<f32>),
+}
+
+impl KvBuf {
+    pub(crate) fn new(ty: KvType, len: usize) -> KvBuf {
+        match ty {
+            KvType::F16 => KvBuf::F16(vec![0; len]),
+            KvType::F32 => KvBuf::F32(vec![0.0; len]),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set(&mut self, i: usize, v: f32) {
+        match self {
+            KvBuf::F16(b) => b[i] = f32_to_f16(v),
+            KvBuf::F32(b) => b[i] = v,
+        }
+    }
+
+    /// Dot product of elements `[start, start + y.len())` with `y`, in the operation order
+    /// llama.cpp uses for `arith` (`n_pad`: ggml's padded row length, for single tokens).
+    #[inline]
+    pub(crate) fn dot(
+        &self,
+        k: &Kernels,
+        arith: Arith,
+        start: usize,
+        y: &[f32],
+        n_pad: usize,
+    ) -> f32 {
+        match (self, arith) {
+            (KvBuf::F16(b), Arith::Single) => {
+                k.att_dot_decode(&b[start..start + y.len()], y, n_pad)
+            }
+            (KvBuf::F16(b), Arith::Batch) => k.att_dot_batch(&b[start..start + y.len()], y),
+            (KvBuf::F32(b), _) => k.dot_f32(&b[start..start + y.len()], y),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Readers for the golden data in tests/data/golden (plain text; see its README.md).
+#![allow(dead_code)]
+
+/// One greedy continuation recorded from llama.cpp.
+#[derive(Clone, Debug)]
+pub struct Greedy {
+    pub name: String,
+    pub prompt: String,
+    pub prompt_ids: Vec<u32>,
+    pub gen_ids: Vec<u32>,
+    /// Top-1 minus top-2 logit at each generated step.
+    pub gaps: Vec<f32>,
+}
+
+pub fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a') as u32 + 26,
+            b'0'..=b'9' => (c - b'0') as u32 + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => panic!("bad base64 byte {c}"),
+        }
+    };
+    let clean: Vec<u8> = s
+        .bytes()
+        .filter(|&c| c != b'=' && !c.is_ascii_whitespace())
+        .collect();
+    let mut out = Vec::new();
+    for chunk in clean.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c) << (18 - 6 * i);
+        }
+        let bytes = acc.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    out
+}
+
+fn ids(s: &str) -> Vec<u32> {
+    s.split_whitespace().map(|x| x.parse().unwrap()).collect()
+}
+
+pub fn read_greedy(text: &str) -> Vec<Greedy> {
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let mut g = Greedy {
+            name: String::new(),
+            prompt: String::new(),
+            prompt_ids: vec![],
+            gen_ids: vec![],
+            gaps: vec![],
+        };
+        let mut any = false;
+        for line in block.lines().filter(|l| !l.starts_with('#')) {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            any = true;
+            match k {
+                "name" => g.name = v.to_string(),
+                "prompt_b64" => g.prompt = String::from_utf8(base64_decode(v)).unwrap(),
+                "prompt_ids" => g.prompt_ids = ids(v),
+                "gen_ids" => g.gen_ids = ids(v),
+                "gaps" => g.gaps = v.split_whitespace().map(|x| x.parse().unwrap()).collect(),
+                _ => {}
+            }
+        }
+        if any && !g.gen_ids.is_empty() {
+            out.push(g);
+        }
+    }
+    out
+}
+
+#[test]
+fn base64_known_answers() {
+    assert_eq!(base64_decode("aGVsbG8="), b"hello");
+    assert_eq!(base64_decode("aGk="), b"hi");
+    assert_eq!(base64_decode(""), b"");
+}
