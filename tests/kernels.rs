@@ -4,7 +4,7 @@
 
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
-use locus::kernels::{dequantize_row, ActRow, GgmlType, Kernels, Tier};
+use locus::kernels::{dequantize_row, ActRow, GgmlType, Kernels, SumOrder, Tier};
 use quickcheck::{quickcheck, Arbitrary, Gen};
 
 const TIERS: [Tier; 2] = [Tier::Avx2, Tier::Avx512];
@@ -75,10 +75,19 @@ fn check_all_types(r: &Rows) -> bool {
         act.set(&r.x);
         let want = scalar.dot(ty, &wb, &act);
         for k in &tiers {
-            let got = k.dot(ty, &wb, &act);
-            if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
-                eprintln!("{} tier {}: {got} != scalar {want}", ty.name(), k.tier);
-                return false;
+            for order in [SumOrder::Lanes, SumOrder::BlockChain] {
+                let (got, want) = (
+                    k.dot_ordered(ty, order, &wb, &act),
+                    scalar.dot_ordered(ty, order, &wb, &act),
+                );
+                if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+                    eprintln!(
+                        "{} {order:?} tier {}: {got} != scalar {want}",
+                        ty.name(),
+                        k.tier
+                    );
+                    return false;
+                }
             }
         }
         // The oracle against f64 arithmetic on the values the kernel actually multiplies. (An

@@ -178,11 +178,21 @@ type DotF32 = fn(&[f32], &[f32]) -> f32;
 type DotU16 = fn(&[u16], &[f32]) -> f32;
 type AttGemv = fn(&[u16], &[f32], usize) -> f32;
 
+/// The order in which a quantized dot product sums its blocks. llama.cpp uses two: eight f32
+/// lanes reduced at the end (its vector dot products and tinyBLAS), and one scalar chain over
+/// blocks (the kernels for Q4_0 weights it repacks into interleaved 8-row blocks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SumOrder {
+    Lanes,
+    BlockChain,
+}
+
 /// The dispatch table: one function pointer per weight type, all from one tier.
 #[derive(Clone, Copy)]
 pub struct Kernels {
     pub tier: Tier,
     q4_0: DotQ4_0,
+    q4_0_chain: DotQ4_0,
     q4_1: DotQ4_1,
     q8_0: DotQ8_0,
     f32: DotF32,
@@ -204,6 +214,7 @@ impl Kernels {
         Kernels {
             tier: Tier::Scalar,
             q4_0: scalar::dot_q4_0_q8_0,
+            q4_0_chain: scalar::dot_q4_0_q8_0_chain,
             q4_1: scalar::dot_q4_1_q8_1,
             q8_0: scalar::dot_q8_0_q8_0,
             f32: scalar::dot_f32,
@@ -224,6 +235,7 @@ impl Kernels {
             Tier::Avx2 => Kernels {
                 tier,
                 q4_0: x86_64::avx2::dot_q4_0_q8_0,
+                q4_0_chain: x86_64::avx2::dot_q4_0_q8_0_chain,
                 q4_1: x86_64::avx2::dot_q4_1_q8_1,
                 q8_0: x86_64::avx2::dot_q8_0_q8_0,
                 f32: x86_64::avx2::dot_f32,
@@ -257,7 +269,16 @@ impl Kernels {
     /// when the model is loaded, so a mismatch here is a bug in the caller.
     #[inline]
     pub fn dot(&self, ty: GgmlType, row: &[u8], act: &ActRow) -> f32 {
+        self.dot_ordered(ty, SumOrder::Lanes, row, act)
+    }
+
+    /// [`Kernels::dot`] with an explicit summation order (only Q4_0 has a block-chain form).
+    #[inline]
+    pub fn dot_ordered(&self, ty: GgmlType, order: SumOrder, row: &[u8], act: &ActRow) -> f32 {
         match (ty, act) {
+            (GgmlType::Q4_0, ActRow::Q8_0(a)) if order == SumOrder::BlockChain => {
+                (self.q4_0_chain)(checked_blocks(row, a.len()), a)
+            }
             (GgmlType::Q4_0, ActRow::Q8_0(a)) => (self.q4_0)(checked_blocks(row, a.len()), a),
             (GgmlType::Q4_1, ActRow::Q8_1(a)) => (self.q4_1)(checked_blocks(row, a.len()), a),
             (GgmlType::Q8_0, ActRow::Q8_0(a)) => (self.q8_0)(checked_blocks(row, a.len()), a),

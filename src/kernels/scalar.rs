@@ -46,6 +46,20 @@ pub fn dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     hsum_float_8(acc)
 }
 
+/// Q4_0·Q8_0 as llama.cpp computes it for weights it has repacked into 8-row interleaved
+/// blocks (its default for Q4_0 matmul weights on x86): one scalar chain over blocks,
+/// `acc = fma(Σ(q_x−8)·q_y, d_x·d_y, acc)`, with no lanes and no horizontal sum.
+pub fn dot_q4_0_q8_0_chain(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = 0f32;
+    for (a, b) in x.iter().zip(y) {
+        let isum: i32 = (0..QK)
+            .map(|e| (nibble(&a.qs, e) - 8) * b.qs[e] as i32)
+            .sum();
+        acc = (isum as f32).mul_add(scale(a.d) * scale(b.d), acc);
+    }
+    acc
+}
+
 /// Σ_blocks d_x·d_y·Σq_x·q_y + m_x·s_y, the lanes as in [`dot_q4_0_q8_0`] and the `m·s` terms
 /// summed separately in block order, added last.
 pub fn dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {

@@ -263,7 +263,9 @@ impl<'a> Llama<'a> {
                     for (b, a) in act.iter().enumerate() {
                         // SAFETY: row r belongs to this thread's share alone, so element
                         // (b, r) is written by this thread only.
-                        unsafe { out.write(b * t.rows + r, kernels.dot(t.ty, row, a)) };
+                        unsafe {
+                            out.write(b * t.rows + r, kernels.dot_ordered(t.ty, t.order, row, a))
+                        };
                     }
                 }
                 start = stop;

@@ -4,12 +4,18 @@
 use super::config::LlamaConfig;
 use super::error::ModelError;
 use super::gguf::Gguf;
-use crate::kernels::GgmlType;
+use crate::kernels::{GgmlType, SumOrder};
+
+/// llama.cpp interleaves Q4_0 matmul weights in groups of this many rows.
+const REPACK_ROWS: usize = 8;
 
 /// A 1-D or 2-D tensor view: `rows` rows of `cols` elements, row-major, of type `ty`.
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor<'a> {
     pub ty: GgmlType,
+    /// How its dot products sum: llama.cpp repacks Q4_0 matmul weights whose row count is a
+    /// multiple of 8 and then sums them in one chain over blocks.
+    pub order: SumOrder,
     pub rows: usize,
     pub cols: usize,
     pub row_bytes: usize,
@@ -87,6 +93,7 @@ fn tensor<'a>(
     }
     Ok(Tensor {
         ty: t.ty,
+        order: SumOrder::Lanes,
         rows,
         cols,
         row_bytes: t.ty.row_bytes(cols),
@@ -99,19 +106,24 @@ fn vector(g: &Gguf, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
     Ok(tensor(g, name, len, 1)?.to_f32())
 }
 
-/// Matrices used as matmul weights need rows made of whole blocks.
+/// A matrix used only as a matmul weight (so llama.cpp may repack it).
 fn matrix<'a>(
     g: &Gguf<'a>,
     name: &str,
     cols: usize,
     rows: usize,
 ) -> Result<Tensor<'a>, ModelError> {
-    tensor(g, name, cols, rows)
+    let mut t = tensor(g, name, cols, rows)?;
+    if t.ty == GgmlType::Q4_0 && rows % REPACK_ROWS == 0 {
+        t.order = SumOrder::BlockChain;
+    }
+    Ok(t)
 }
 
 impl<'a> LlamaWeights<'a> {
     pub fn from_gguf(g: &Gguf<'a>, c: &LlamaConfig) -> Result<LlamaWeights<'a>, ModelError> {
-        let token_embd = matrix(g, "token_embd.weight", c.n_embd, c.n_vocab)?;
+        // The embedding is also read row by row (get_rows), so llama.cpp never repacks it.
+        let token_embd = tensor(g, "token_embd.weight", c.n_embd, c.n_vocab)?;
         let output = if g.tensor("output.weight").is_some() {
             matrix(g, "output.weight", c.n_embd, c.n_vocab)?
         } else {

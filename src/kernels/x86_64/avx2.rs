@@ -248,6 +248,36 @@ pub(in crate::kernels) fn dot_f16_f32(x: &[u16], y: &[f32]) -> f32 {
     unsafe { dot_f16_f32_impl(x, y) }
 }
 
+/// See `scalar::dot_q4_0_q8_0_chain` (same operation order).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_q4_0_q8_0_chain_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let off = _mm256_set1_epi8(8);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = 0f32;
+    for (a, b) in x.iter().zip(y) {
+        let qx = _mm256_sub_epi8(bytes_from_nibbles_32(&a.qs), off);
+        // SAFETY: b.qs is 32 readable bytes; the load is unaligned.
+        let qy = unsafe { _mm256_loadu_si256(b.qs.as_ptr().cast()) };
+        let prod = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)),
+            ones,
+        );
+        let s4 = _mm_add_epi32(
+            _mm256_castsi256_si128(prod),
+            _mm256_extracti128_si256(prod, 1),
+        );
+        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        let isum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+        acc = (isum as f32).mul_add(scale(a.d) * scale(b.d), acc);
+    }
+    acc
+}
+
+pub(in crate::kernels) fn dot_q4_0_q8_0_chain(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { dot_q4_0_q8_0_chain_impl(x, y) }
+}
+
 pub(in crate::kernels) fn dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     // SAFETY: this wrapper is only placed in the dispatch table after AVX2, FMA and F16C were detected.
     unsafe { dot_q4_0_q8_0_impl(x, y) }
