@@ -35,7 +35,7 @@ is produced; load information, warnings and the timing line go to stderr.
 Options:
   -m, --model FILE        GGUF model file (llama family)
   -p, --prompt TEXT       prompt text; special tokens written in it (e.g. <|im_start|>) are recognised
-  -f, --file FILE         read the prompt from FILE
+  -f, --file FILE         read the prompt from FILE (one trailing newline dropped, as llama.cpp does)
   -n, --n-predict N       tokens to generate (default: -1 = until end of generation or context full)
   -t, --threads N         worker threads (default: the CPUs this process may use)
   -c, --ctx-size N        context size in tokens (default: 4096)
@@ -71,14 +71,15 @@ Options:
 ";
 
 const TOKENIZE_HELP: &str = "\
-Usage: locus tokenize -m FILE (-p TEXT | -f FILE) [--ids] [--no-parse-special]
+Usage: locus tokenize -m FILE (-p TEXT | -f FILE | --stdin) [--ids] [--no-parse-special]
 
 Prints the token ids of a text as llama-tokenize does (BOS added if the model asks for it).
 
 Options:
   -m, --model FILE       GGUF model file (only its vocabulary is used)
   -p, --prompt TEXT      text to tokenize
-  -f, --file FILE        read the text from FILE (all bytes, trailing newline included)
+  -f, --file FILE        read the text from FILE (one trailing newline dropped, as llama-tokenize does)
+      --stdin            read the text from standard input, every byte kept
       --ids              print only `[id, id, ...]`
       --no-parse-special treat special-token text (e.g. <|im_start|>) as plain text
   -h, --help             this help
@@ -138,8 +139,28 @@ fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
         .map_err(|_| CliError(format!("{flag}: '{v}' is not a valid number")))
 }
 
+/// Reads `-f FILE` as llama.cpp does: the whole file less one trailing newline.
 fn read_prompt_file(path: &str) -> Result<String, CliError> {
-    Ok(app::read_text(&PathBuf::from(path))?)
+    let mut text = app::read_text(&PathBuf::from(path))?;
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    Ok(text)
+}
+
+/// Reads standard input exactly (for `tokenize --stdin`).
+fn read_stdin() -> Result<String, CliError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError(format!("cannot read standard input: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        CliError(format!(
+            "standard input is not valid UTF-8 (first bad byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 fn parse_kv(flag: &str, v: &str) -> Result<KvType, CliError> {
@@ -323,6 +344,7 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
             "-m" | "--model" => model = Some(a.value(&flag, inline)?),
             "-p" | "--prompt" => text = Some(a.value(&flag, inline)?),
             "-f" | "--file" => text = Some(read_prompt_file(&a.value(&flag, inline)?)?),
+            "--stdin" => text = Some(read_stdin()?),
             "--ids" => ids_only = true,
             "--no-parse-special" => parse_special = false,
             other => {
@@ -336,8 +358,9 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
         model: PathBuf::from(
             model.ok_or_else(|| CliError("tokenize: -m FILE is required".into()))?,
         ),
-        text: text
-            .ok_or_else(|| CliError("tokenize: text is required (-p TEXT or -f FILE)".into()))?,
+        text: text.ok_or_else(|| {
+            CliError("tokenize: text is required (-p TEXT, -f FILE or --stdin)".into())
+        })?,
         ids_only,
         parse_special,
     }))

@@ -100,3 +100,54 @@ fn greedy_matches_llama_cpp_q8_0() {
 fn greedy_matches_llama_cpp_q4_0() {
     check("Q4_0");
 }
+
+/// The full logits vector after a prompt equals llama.cpp's bit for bit (recorded with
+/// `%.9g`, which round-trips f32), for two prompts of the Q4_1 model.
+#[test]
+fn prompt_logits_equal_llama_cpp_exactly() {
+    let Some(path) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let text =
+        std::fs::read_to_string(common::repo_path("tests/data/golden/greedy_Q4_1.txt")).unwrap();
+    let cases = golden::read_greedy(&text);
+    let file = ModelFile::open(&path).unwrap();
+    let l = Loaded::load(&file, Instant::now()).unwrap();
+    let pool = Pool::new(1, |_| {});
+    for (idx, name) in [(0, "00.txt"), (5, "05.txt")] {
+        let gz = common::repo_path(&format!("tests/data/golden/logits_Q4_1_p{idx:02}.txt.gz"));
+        let out = std::process::Command::new("gzip")
+            .arg("-dc")
+            .arg(&gz)
+            .output()
+            .expect("gzip is needed to read the golden logits");
+        assert!(out.status.success(), "gzip -dc {}", gz.display());
+        let want: Vec<f32> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|v| v.parse().unwrap())
+            .collect();
+        let case = cases.iter().find(|c| c.name == name).unwrap();
+        let mut s = l.llama.new_state(2048, 1, KvType::F16);
+        let mut got = Vec::new();
+        l.llama.eval(
+            &pool,
+            &mut s,
+            &case.prompt_ids,
+            case.prompt_ids.len() - 1,
+            |_, lg| got = lg.to_vec(),
+        );
+        assert_eq!(got.len(), want.len());
+        let differing = got
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            differing,
+            0,
+            "prompt {name}: {differing} of {} logits differ from llama.cpp",
+            want.len()
+        );
+    }
+}

@@ -106,7 +106,11 @@ pub fn perplexity(
 /// `locus perplexity`: prints per-chunk estimates and the final line llama-perplexity prints.
 pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
     let started = Instant::now();
-    let text = read_text(&opts.file)?;
+    let mut text = read_text(&opts.file)?;
+    // llama-perplexity reads -f without one trailing newline; do the same so token counts agree.
+    if text.ends_with('\n') {
+        text.pop();
+    }
     let file = ModelFile::open(&opts.model)?;
     let l = Loaded::load(&file, started)?;
     let t = Instant::now();
