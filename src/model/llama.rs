@@ -322,7 +322,7 @@ impl<'a> Llama<'a> {
         let c = &self.config;
         let w = &self.weights;
         let n = tokens.len();
-        assert!(n >= 1 && n <= MAX_BATCH, "batch of {n} tokens");
+        assert!((1..=MAX_BATCH).contains(&n), "batch of {n} tokens");
         assert!(s.pos + n <= s.n_ctx, "forward past the end of the context");
         let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
         for (b, &tok) in tokens.iter().enumerate() {
