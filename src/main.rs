@@ -78,7 +78,7 @@ Prints the token ids of a text as llama-tokenize does (BOS added if the model as
 Options:
   -m, --model FILE       GGUF model file (only its vocabulary is used)
   -p, --prompt TEXT      text to tokenize
-  -f, --file FILE        read the text from FILE (one trailing newline dropped, as llama-tokenize does)
+  -f, --file FILE        read the text from FILE, every byte kept (as llama-tokenize does)
       --stdin            read the text from standard input, every byte kept
       --ids              print only `[id, id, ...]`
       --no-parse-special treat special-token text (e.g. <|im_start|>) as plain text
@@ -146,6 +146,11 @@ fn read_prompt_file(path: &str) -> Result<String, CliError> {
         text.pop();
     }
     Ok(text)
+}
+
+/// Reads a file's exact bytes (llama-tokenize's `-f` keeps the trailing newline).
+fn read_exact_file(path: &str) -> Result<String, CliError> {
+    Ok(app::read_text(&PathBuf::from(path))?)
 }
 
 /// Reads standard input exactly (for `tokenize --stdin`).
@@ -343,7 +348,7 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
             }
             "-m" | "--model" => model = Some(a.value(&flag, inline)?),
             "-p" | "--prompt" => text = Some(a.value(&flag, inline)?),
-            "-f" | "--file" => text = Some(read_prompt_file(&a.value(&flag, inline)?)?),
+            "-f" | "--file" => text = Some(read_exact_file(&a.value(&flag, inline)?)?),
             "--stdin" => text = Some(read_stdin()?),
             "--ids" => ids_only = true,
             "--no-parse-special" => parse_special = false,

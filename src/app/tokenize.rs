@@ -2,9 +2,9 @@
 //! one `id -> 'piece'` per line.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
-use super::{AppError, Loaded};
+use super::AppError;
+use crate::model::tokenizer::Tokenizer;
 use crate::model::ModelFile;
 
 #[derive(Clone, Debug)]
@@ -22,14 +22,15 @@ pub fn format_ids(ids: &[u32]) -> String {
 }
 
 pub fn run(opts: &TokenizeOptions) -> Result<Vec<u32>, AppError> {
+    // Only the vocabulary is needed, so any architecture's file will do.
     let file = ModelFile::open(&opts.model)?;
-    let l = Loaded::load(&file, Instant::now())?;
-    let ids = l.tokenizer.encode(&opts.text, true, opts.parse_special);
+    let tokenizer = Tokenizer::from_gguf(&file.gguf()?)?;
+    let ids = tokenizer.encode(&opts.text, true, opts.parse_special);
     if opts.ids_only {
         println!("{}", format_ids(&ids));
     } else {
         for &id in &ids {
-            let piece = l.tokenizer.token_to_piece(id, true);
+            let piece = tokenizer.token_to_piece(id, true);
             println!("{id:6} -> '{}'", String::from_utf8_lossy(&piece));
         }
     }
