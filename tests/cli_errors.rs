@@ -237,3 +237,35 @@ fn help_describes_every_flag() {
         assert!(help.contains(cmd));
     }
 }
+
+/// Truncations of the real SmolLM2 file: every cut gives one line and exit 2. Cuts are spread
+/// over the header (vocabulary, merges, tensor table) and a few land in the tensor data.
+#[test]
+fn truncations_of_the_real_model() {
+    let Some(src) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let bytes = std::fs::read(&src).unwrap();
+    let header_end = locus::model::gguf::Gguf::parse(&bytes).unwrap().data_offset as usize;
+    let dir = common::temp_dir("cli-real-trunc");
+    let p = dir.join("cut.gguf");
+    let mut cuts: Vec<usize> = (0..24).map(|i| 1 + i * (header_end - 1) / 24).collect();
+    cuts.extend([
+        header_end,
+        header_end + 1,
+        header_end + 4096,
+        bytes.len() / 2,
+        bytes.len() - 1,
+    ]);
+    for cut in cuts {
+        std::fs::write(&p, &bytes[..cut]).unwrap();
+        let e = run_fails(&p, &[]);
+        assert!(
+            e.contains("truncated")
+                || e.contains("beyond the end")
+                || e.contains("larger than the file"),
+            "cut at {cut}: {e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
