@@ -12,5 +12,5 @@ pub mod kernels;
 pub mod model;
 /// The worker pool that runs every parallel step of the forward pass.
 pub mod pool;
-/// Linux: affinity and (later) topology and memory policy. Knows no models.
+/// Linux: topology from sysfs, affinity, memory-policy syscalls, the capability probe. Knows no models.
 pub mod sys;

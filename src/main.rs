@@ -21,6 +21,7 @@ Commands:
   perplexity  score a text file as llama-perplexity does
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
+  topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
 
 Run `locus <COMMAND> --help` for a command's options.
 Environment: LOCUS_KERNELS=scalar|avx2|avx512 forces a kernel tier.
@@ -90,6 +91,19 @@ Usage: locus quantize INPUT OUTPUT TYPE
 
 Rewrites every 2-D weight of INPUT in TYPE (Q4_0, Q4_1, Q8_0, F16, BF16, F32), keeping 1-D
 tensors and all metadata, as `llama-quantize --pure` does. OUTPUT is written atomically.
+";
+
+const TOPO_HELP: &str = "\
+Usage: locus topo [--json]
+
+Prints what locus sees of the machine: NUMA nodes (CPUs, memory, page cache, hugepages,
+memory-only nodes), the distance matrix, the CPUs and nodes this process may use, which NUMA
+system calls are allowed (EPERM under Docker's default seccomp profile), numa_balancing, the
+transparent hugepage setting, and the kernel tier in use.
+
+Options:
+      --json   print one JSON object instead of the table
+  -h, --help   this help
 ";
 
 /// A parse failure: printed as one line, exit code 2.
@@ -388,6 +402,26 @@ fn run_quantize(a: Args) -> Result<(), CliError> {
         .map_err(|e| CliError(e.to_string()))
 }
 
+fn run_topo(mut a: Args) -> Result<(), CliError> {
+    let mut o = locus::app::topo::TopoOptions::default();
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{TOPO_HELP}");
+                return Ok(());
+            }
+            "--json" if inline.is_none() => o.json = true,
+            "--json" => return Err(CliError("topo: --json takes no value".into())),
+            other => {
+                return Err(CliError(format!(
+                    "topo: unknown option '{other}' (see `locus topo --help`)"
+                )))
+            }
+        }
+    }
+    locus::app::topo::run(&o).map_err(|e| CliError(e.to_string()))
+}
+
 fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
     let Some(cmd) = argv.get(1).cloned() else {
         eprint!("{MAIN_HELP}");
@@ -418,8 +452,9 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
             Ok(())
         }
         "quantize" => run_quantize(args),
+        "topo" => run_topo(args),
         other => Err(CliError(format!(
-            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize)"
+            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, topo)"
         ))),
     }
 }

@@ -4,6 +4,7 @@
 pub mod generate;
 pub mod perplexity;
 pub mod tokenize;
+pub mod topo;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

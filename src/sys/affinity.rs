@@ -1,56 +1,53 @@
-//! CPU affinity through raw `sched_getaffinity`.
+//! CPU affinity through raw `sched_getaffinity` / `sched_setaffinity` (per thread).
 
-use std::fmt;
-
-/// An errno from a failed system call, with the call's name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SysError {
-    pub call: &'static str,
-    pub errno: i32,
-}
-
-impl fmt::Display for SysError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let msg = std::io::Error::from_raw_os_error(self.errno);
-        write!(f, "{} failed: {msg}", self.call)
-    }
-}
-
-impl std::error::Error for SysError {}
+use super::errno::check;
+pub use super::errno::SysError;
+use super::ids::CpuSet;
 
 /// Largest CPU mask we ask the kernel for, in bytes (grows on EINVAL up to this).
 const MAX_MASK_BYTES: usize = 1 << 16;
 
-/// `sched_getaffinity(0, len, mask)` — the CPUs this thread may run on, as a list of CPU ids.
-/// The mask buffer grows until the kernel accepts its size (it returns EINVAL while the buffer
-/// is smaller than its own `nr_cpu_ids`).
-pub fn allowed_cpus() -> Result<Vec<usize>, SysError> {
+/// `sched_getaffinity(0, len, mask)` — the CPUs the calling thread may run on
+/// (sched_getaffinity(2)). The mask buffer grows until the kernel accepts its size (it returns
+/// EINVAL while the buffer is smaller than its own `nr_cpu_ids`).
+pub fn allowed_cpu_set() -> Result<CpuSet, SysError> {
+    const WORD: usize = std::mem::size_of::<libc::c_ulong>();
     let mut bytes = 128usize;
     loop {
-        let mut mask = vec![0u8; bytes];
-        // SAFETY: the pointer and length describe a writable buffer we own; pid 0 is this thread.
+        let mut mask = vec![0 as libc::c_ulong; bytes / WORD];
+        // SAFETY: the pointer and length describe a writable buffer we own (bytes is a multiple
+        // of the word size); pid 0 is this thread.
         let r = unsafe { libc::syscall(libc::SYS_sched_getaffinity, 0, bytes, mask.as_mut_ptr()) };
-        if r >= 0 {
-            let used = (r as usize).min(bytes);
-            return Ok((0..used * 8)
-                .filter(|&c| mask[c / 8] & (1 << (c % 8)) != 0)
-                .collect());
+        match check("sched_getaffinity", r) {
+            Ok(used) => {
+                // The kernel returns the number of bytes it wrote.
+                let used_words = (used as usize).min(bytes).div_ceil(WORD);
+                return Ok(CpuSet::from_ulongs(&mask[..used_words]));
+            }
+            Err(e) if e.errno == libc::EINVAL && bytes < MAX_MASK_BYTES => bytes *= 2,
+            Err(e) => return Err(e),
         }
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if errno == libc::EINVAL && bytes < MAX_MASK_BYTES {
-            bytes *= 2;
-            continue;
-        }
-        return Err(SysError {
-            call: "sched_getaffinity",
-            errno,
-        });
     }
+}
+
+/// `sched_setaffinity(0, len, mask)` — restricts the calling thread to `cpus`
+/// (sched_setaffinity(2)). Fails with EINVAL when no CPU of the set is allowed (cpuset).
+pub fn set_affinity(cpus: &CpuSet) -> Result<(), SysError> {
+    let mask = cpus.to_ulongs(0);
+    let bytes = std::mem::size_of_val(mask.as_slice());
+    // SAFETY: the pointer and length describe a readable buffer we own; pid 0 is this thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setaffinity, 0, bytes, mask.as_ptr()) };
+    check("sched_setaffinity", r).map(|_| ())
+}
+
+/// `sched_getaffinity` as a list of CPU ids.
+pub fn allowed_cpus() -> Result<Vec<usize>, SysError> {
+    Ok(allowed_cpu_set()?.iter().map(|c| c.index()).collect())
 }
 
 /// How many CPUs this process may run on.
 pub fn allowed_cpu_count() -> Result<usize, SysError> {
-    allowed_cpus().map(|v| v.len())
+    allowed_cpu_set().map(|s| s.len())
 }
 
 #[cfg(test)]
@@ -63,5 +60,19 @@ mod tests {
             cpus.len(),
             std::thread::available_parallelism().unwrap().get()
         );
+    }
+
+    #[test]
+    fn setting_the_same_affinity_is_allowed() {
+        // On a scratch thread, so the test runner's threads keep theirs.
+        std::thread::spawn(|| {
+            let before = super::allowed_cpu_set().unwrap();
+            super::set_affinity(&before).unwrap();
+            let first: super::CpuSet = before.first().into_iter().collect();
+            super::set_affinity(&first).unwrap();
+            assert_eq!(super::allowed_cpu_set().unwrap(), first);
+        })
+        .join()
+        .unwrap();
     }
 }

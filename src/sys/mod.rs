@@ -1,4 +1,13 @@
-//! Linux system interfaces: affinity now; topology and memory policy to come. Knows nothing
+//! Linux system interfaces: NUMA topology from sysfs, memory policy and affinity through raw
+//! system calls, and the start-up probe of which of those calls are allowed. Knows nothing
 //! about models.
 
 pub mod affinity;
+pub mod errno;
+pub mod ids;
+pub mod mempolicy;
+pub mod probe;
+pub mod topology;
+
+pub use errno::SysError;
+pub use ids::{CpuId, CpuSet, NodeId, NodeMask};
