@@ -21,6 +21,7 @@ Commands:
   perplexity  score a text file as llama-perplexity does
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
+  gen-model   write a llama-shaped GGUF with random weights (for benchmarks and tests)
   topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
 
 Run `locus <COMMAND> --help` for a command's options.
@@ -49,6 +50,7 @@ Options:
   -s, --seed N            random seed (default: random)
   -ctk, --cache-type-k T  KV cache type, f16 (default, as llama.cpp) or f32
   -ctv, --cache-type-v T  (must equal -ctk)
+      --ignore-eos        keep generating past end-of-generation tokens
       --chat              wrap the prompt as a user message in the model's chat template
       --system TEXT       system message for --chat
   -v, --verbose           print model and kernel details to stderr
@@ -86,6 +88,28 @@ Options:
   -h, --help             this help
 ";
 
+const GEN_MODEL_HELP: &str = "\
+Usage: locus gen-model OUTPUT [OPTIONS]
+
+Writes a llama-shaped GGUF with random weights and a working byte-level BPE vocabulary, so
+models of any size can be benchmarked without downloads. OUTPUT is written atomically.
+
+Options:
+      --preset NAME   starting shape: tiny (default) or 1b (dim 2048, 16 layers, FFN 5632,
+                      32 heads, 4 KV heads, vocabulary 32000)
+      --type T        weight type: Q4_0, Q4_1, Q8_0, F16, BF16, F32 (default: Q4_0)
+      --dim N         embedding length
+      --layers N      number of blocks
+      --ffn N         feed-forward length
+      --heads N       attention heads
+      --kv-heads N    key/value heads
+      --vocab N       vocabulary size (at least 259)
+      --ctx N         training context length written to the metadata
+      --seed N        random seed (default: 1)
+      --untied        separate output head instead of sharing the token embedding
+  -h, --help          this help
+";
+
 const QUANTIZE_HELP: &str = "\
 Usage: locus quantize INPUT OUTPUT TYPE
 
@@ -106,12 +130,17 @@ Options:
   -h, --help   this help
 ";
 
-/// A parse failure: printed as one line, exit code 2.
-struct CliError(String);
+/// Why a command did not succeed.
+enum CliError {
+    /// Printed as one line; exit code 2.
+    Message(String),
+    /// SIGINT stopped generation after the timing line was printed; exit code 130.
+    Interrupted,
+}
 
 impl From<AppError> for CliError {
     fn from(e: AppError) -> Self {
-        CliError(e.to_string())
+        CliError::Message(e.to_string())
     }
 }
 
@@ -141,7 +170,7 @@ impl Args {
             .items
             .get(self.i)
             .cloned()
-            .ok_or_else(|| CliError(format!("{flag} needs a value")))?;
+            .ok_or_else(|| CliError::Message(format!("{flag} needs a value")))?;
         self.i += 1;
         Ok(v)
     }
@@ -150,7 +179,7 @@ impl Args {
 fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
     v.trim()
         .parse()
-        .map_err(|_| CliError(format!("{flag}: '{v}' is not a valid number")))
+        .map_err(|_| CliError::Message(format!("{flag}: '{v}' is not a valid number")))
 }
 
 /// Reads `-f FILE` as llama.cpp does: the whole file less one trailing newline.
@@ -173,9 +202,9 @@ fn read_stdin() -> Result<String, CliError> {
     let mut bytes = Vec::new();
     std::io::stdin()
         .read_to_end(&mut bytes)
-        .map_err(|e| CliError(format!("cannot read standard input: {e}")))?;
+        .map_err(|e| CliError::Message(format!("cannot read standard input: {e}")))?;
     String::from_utf8(bytes).map_err(|e| {
-        CliError(format!(
+        CliError::Message(format!(
             "standard input is not valid UTF-8 (first bad byte at offset {})",
             e.utf8_error().valid_up_to()
         ))
@@ -186,7 +215,7 @@ fn parse_kv(flag: &str, v: &str) -> Result<KvType, CliError> {
     match v {
         "f16" => Ok(KvType::F16),
         "f32" => Ok(KvType::F32),
-        _ => Err(CliError(format!(
+        _ => Err(CliError::Message(format!(
             "{flag}: '{v}' is not a supported cache type (f16, f32)"
         ))),
     }
@@ -196,7 +225,7 @@ fn parse_kv(flag: &str, v: &str) -> Result<KvType, CliError> {
 fn set_kv(slot: &mut Option<KvType>, flag: &str, v: &str) -> Result<(), CliError> {
     let t = parse_kv(flag, v)?;
     match slot {
-        Some(prev) if *prev != t => Err(CliError(format!(
+        Some(prev) if *prev != t => Err(CliError::Message(format!(
             "{flag}: -ctk and -ctv must name the same type"
         ))),
         _ => {
@@ -209,7 +238,9 @@ fn set_kv(slot: &mut Option<KvType>, flag: &str, v: &str) -> Result<(), CliError
 fn parse_threads(flag: &str, v: &str) -> Result<usize, CliError> {
     let n: usize = parse_num(flag, v)?;
     if n == 0 {
-        return Err(CliError(format!("{flag}: thread count must be at least 1")));
+        return Err(CliError::Message(format!(
+            "{flag}: thread count must be at least 1"
+        )));
     }
     Ok(n)
 }
@@ -231,6 +262,7 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
         system: None,
         verbose: false,
         kv_type: KvType::F16,
+        ignore_eos: false,
     };
     let mut kv = None;
     let mut ctx_given = false;
@@ -264,39 +296,44 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
             }
             "-s" | "--seed" => o.sampling.seed = parse_num(&flag, &a.value(&flag, inline)?)?,
             "--chat" => o.chat = true,
+            "--ignore-eos" => o.ignore_eos = true,
             "--system" => o.system = Some(a.value(&flag, inline)?),
             "-v" | "--verbose" => o.verbose = true,
             "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
                 set_kv(&mut kv, &flag, &a.value(&flag, inline)?)?
             }
             other => {
-                return Err(CliError(format!(
+                return Err(CliError::Message(format!(
                     "run: unknown option '{other}' (see `locus run --help`)"
                 )))
             }
         }
     }
     o.kv_type = kv.unwrap_or(KvType::F16);
-    o.model = PathBuf::from(model.ok_or_else(|| CliError("run: -m FILE is required".into()))?);
-    o.prompt =
-        prompt.ok_or_else(|| CliError("run: a prompt is required (-p TEXT or -f FILE)".into()))?;
+    o.model =
+        PathBuf::from(model.ok_or_else(|| CliError::Message("run: -m FILE is required".into()))?);
+    o.prompt = prompt.ok_or_else(|| {
+        CliError::Message("run: a prompt is required (-p TEXT or -f FILE)".into())
+    })?;
     if ctx_given && o.ctx == 0 {
-        return Err(CliError("-c: context size must be at least 1".into()));
+        return Err(CliError::Message(
+            "-c: context size must be at least 1".into(),
+        ));
     }
     if !(o.sampling.top_p > 0.0 && o.sampling.top_p <= 1.0) {
-        return Err(CliError(format!(
+        return Err(CliError::Message(format!(
             "--top-p: {} must be in (0, 1]",
             o.sampling.top_p
         )));
     }
     if !(0.0..=1.0).contains(&o.sampling.min_p) {
-        return Err(CliError(format!(
+        return Err(CliError::Message(format!(
             "--min-p: {} must be in [0, 1]",
             o.sampling.min_p
         )));
     }
     if o.sampling.repeat_penalty <= 0.0 {
-        return Err(CliError(format!(
+        return Err(CliError::Message(format!(
             "--repeat-penalty: {} must be positive",
             o.sampling.repeat_penalty
         )));
@@ -338,16 +375,19 @@ fn parse_perplexity(mut a: Args) -> Result<Option<PerplexityOptions>, CliError> 
                 set_kv(&mut kv, &flag, &a.value(&flag, inline)?)?
             }
             other => {
-                return Err(CliError(format!(
+                return Err(CliError::Message(format!(
                     "perplexity: unknown option '{other}' (see `locus perplexity --help`)"
                 )))
             }
         }
     }
     o.kv_type = kv.unwrap_or(KvType::F16);
-    o.model =
-        PathBuf::from(model.ok_or_else(|| CliError("perplexity: -m FILE is required".into()))?);
-    o.file = PathBuf::from(file.ok_or_else(|| CliError("perplexity: -f FILE is required".into()))?);
+    o.model = PathBuf::from(
+        model.ok_or_else(|| CliError::Message("perplexity: -m FILE is required".into()))?,
+    );
+    o.file = PathBuf::from(
+        file.ok_or_else(|| CliError::Message("perplexity: -f FILE is required".into()))?,
+    );
     Ok(Some(o))
 }
 
@@ -367,7 +407,7 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
             "--ids" => ids_only = true,
             "--no-parse-special" => parse_special = false,
             other => {
-                return Err(CliError(format!(
+                return Err(CliError::Message(format!(
                     "tokenize: unknown option '{other}' (see `locus tokenize --help`)"
                 )))
             }
@@ -375,10 +415,10 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
     }
     Ok(Some(TokenizeOptions {
         model: PathBuf::from(
-            model.ok_or_else(|| CliError("tokenize: -m FILE is required".into()))?,
+            model.ok_or_else(|| CliError::Message("tokenize: -m FILE is required".into()))?,
         ),
         text: text.ok_or_else(|| {
-            CliError("tokenize: text is required (-p TEXT, -f FILE or --stdin)".into())
+            CliError::Message("tokenize: text is required (-p TEXT, -f FILE or --stdin)".into())
         })?,
         ids_only,
         parse_special,
@@ -392,14 +432,14 @@ fn run_quantize(a: Args) -> Result<(), CliError> {
         return Ok(());
     }
     let [input, output, ty] = rest.as_slice() else {
-        return Err(CliError(
+        return Err(CliError::Message(
             "quantize: expected INPUT OUTPUT TYPE (see `locus quantize --help`)".into(),
         ));
     };
     let target = GgmlType::from_name(ty)
-        .ok_or_else(|| CliError(format!("quantize: unknown type '{ty}'")))?;
+        .ok_or_else(|| CliError::Message(format!("quantize: unknown type '{ty}'")))?;
     locus::model::quantize::quantize_file(&PathBuf::from(input), &PathBuf::from(output), target)
-        .map_err(|e| CliError(e.to_string()))
+        .map_err(|e| CliError::Message(e.to_string()))
 }
 
 fn run_topo(mut a: Args) -> Result<(), CliError> {
@@ -411,21 +451,95 @@ fn run_topo(mut a: Args) -> Result<(), CliError> {
                 return Ok(());
             }
             "--json" if inline.is_none() => o.json = true,
-            "--json" => return Err(CliError("topo: --json takes no value".into())),
+            "--json" => return Err(CliError::Message("topo: --json takes no value".into())),
             other => {
-                return Err(CliError(format!(
+                return Err(CliError::Message(format!(
                     "topo: unknown option '{other}' (see `locus topo --help`)"
                 )))
             }
         }
     }
-    locus::app::topo::run(&o).map_err(|e| CliError(e.to_string()))
+    locus::app::topo::run(&o).map_err(|e| CliError::Message(e.to_string()))
+}
+
+fn run_gen_model(mut a: Args) -> Result<(), CliError> {
+    use locus::model::synth::SynthSpec;
+    let mut out = None;
+    let mut ty = GgmlType::Q4_0;
+    let mut spec = SynthSpec::tiny(ty);
+    let mut overrides: Vec<(String, usize)> = Vec::new();
+    let (mut seed, mut untied) = (None, false);
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{GEN_MODEL_HELP}");
+                return Ok(());
+            }
+            "--preset" => {
+                spec = match a.value(&flag, inline)?.as_str() {
+                    "tiny" => SynthSpec::tiny(ty),
+                    "1b" => SynthSpec::one_b(ty),
+                    other => {
+                        return Err(CliError::Message(format!(
+                            "--preset: unknown preset '{other}' (tiny, 1b)"
+                        )))
+                    }
+                }
+            }
+            "--type" => {
+                let v = a.value(&flag, inline)?;
+                ty = GgmlType::from_name(&v)
+                    .ok_or_else(|| CliError::Message(format!("--type: unknown type '{v}'")))?;
+            }
+            "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx" => {
+                let v = parse_num(&flag, &a.value(&flag, inline)?)?;
+                overrides.push((flag, v));
+            }
+            "--seed" => seed = Some(parse_num(&flag, &a.value(&flag, inline)?)?),
+            "--untied" => untied = true,
+            other if other.starts_with('-') => {
+                return Err(CliError::Message(format!(
+                    "gen-model: unknown option '{other}' (see `locus gen-model --help`)"
+                )))
+            }
+            other => {
+                if out.replace(PathBuf::from(other)).is_some() {
+                    return Err(CliError::Message(
+                        "gen-model: more than one OUTPUT given".into(),
+                    ));
+                }
+            }
+        }
+    }
+    spec.weight_type = ty;
+    for (flag, v) in overrides {
+        match flag.as_str() {
+            "--dim" => spec.n_embd = v,
+            "--layers" => spec.n_layer = v,
+            "--ffn" => spec.n_ff = v,
+            "--heads" => spec.n_head = v,
+            "--kv-heads" => spec.n_head_kv = v,
+            "--vocab" => spec.n_vocab = v,
+            _ => spec.n_ctx_train = v,
+        }
+    }
+    if let Some(s) = seed {
+        spec.seed = s;
+    }
+    if untied {
+        spec.tied = false;
+    }
+    let out = out.ok_or_else(|| {
+        CliError::Message("gen-model: OUTPUT is required (see `locus gen-model --help`)".into())
+    })?;
+    locus::app::genmodel::run(&locus::app::genmodel::GenModelOptions { out, spec })?;
+    Ok(())
 }
 
 fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
     let Some(cmd) = argv.get(1).cloned() else {
         eprint!("{MAIN_HELP}");
-        return Err(CliError("no command given".into()));
+        return Err(CliError::Message("no command given".into()));
     };
     let args = Args { items: argv, i: 2 };
     match cmd.as_str() {
@@ -435,7 +549,9 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
         }
         "run" => {
             if let Some(o) = parse_run(args)? {
-                locus::app::generate::run(&o)?;
+                if locus::app::generate::run(&o)?.interrupted {
+                    return Err(CliError::Interrupted);
+                }
             }
             Ok(())
         }
@@ -452,17 +568,21 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
             Ok(())
         }
         "quantize" => run_quantize(args),
+        "gen-model" => run_gen_model(args),
         "topo" => run_topo(args),
-        other => Err(CliError(format!(
-            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, topo)"
+        other => Err(CliError::Message(format!(
+            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, topo)"
         ))),
     }
 }
 
 fn main() -> ExitCode {
+    // `locus … | head` should end quietly, like any C tool, not with a broken-pipe panic.
+    let _ = locus::sys::signal::default_sigpipe();
     match dispatch(std::env::args().collect()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError(msg)) => {
+        Err(CliError::Interrupted) => ExitCode::from(locus::sys::signal::EXIT_INTERRUPTED),
+        Err(CliError::Message(msg)) => {
             eprintln!("locus: error: {msg}");
             ExitCode::from(2)
         }

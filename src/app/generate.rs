@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub system: Option<String>,
     pub verbose: bool,
     pub kv_type: KvType,
+    /// Keep generating past end-of-generation tokens (llama.cpp's `--ignore-eos`).
+    pub ignore_eos: bool,
 }
 
 /// What a generation produced (for tests and the timing line).
@@ -40,6 +42,8 @@ pub struct RunReport {
     pub prompt_ms: f64,
     pub gen_ms: f64,
     pub stopped_by_eog: bool,
+    /// Generation stopped because SIGINT arrived.
+    pub interrupted: bool,
 }
 
 /// Builds the prompt text: the raw prompt, or the chat template applied to it.
@@ -103,8 +107,12 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
     let limit = opts.n_predict.unwrap_or(usize::MAX);
     let mut out_ok = true;
     while report.generated.len() < limit {
+        if crate::sys::signal::interrupted() {
+            report.interrupted = true;
+            break;
+        }
         let next = sampler.sample(&mut last);
-        if l.tokenizer.is_eog(next) {
+        if l.tokenizer.is_eog(next) && !opts.ignore_eos {
             report.stopped_by_eog = true;
             break;
         }
@@ -161,6 +169,9 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             l.llama.kernels.tier,
             opts.threads
         );
+    }
+    if let Err(e) = crate::sys::signal::catch_sigint() {
+        eprintln!("warning: cannot catch SIGINT ({e}); Ctrl-C will end the run without timings");
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();

@@ -2,6 +2,7 @@
 //! error that `main` prints as one line (exit code 2).
 
 pub mod generate;
+pub mod genmodel;
 pub mod perplexity;
 pub mod tokenize;
 pub mod topo;

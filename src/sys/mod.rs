@@ -7,6 +7,7 @@ pub mod errno;
 pub mod ids;
 pub mod mempolicy;
 pub mod probe;
+pub mod signal;
 pub mod topology;
 
 pub use errno::SysError;
