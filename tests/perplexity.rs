@@ -4,6 +4,8 @@
 //! command); the test scores the first `CHUNKS` chunks and compares with the estimate llama.cpp
 //! printed after the same chunk. (llama-perplexity runs with flash attention on, so the two
 //! engines round differently inside attention: close, not bit-identical, is the expectation.)
+//! With flash attention off, llama-perplexity's printed estimates must equal ours exactly
+//! (tests/data/golden/perplexity_fa_off.txt).
 
 mod common;
 
@@ -78,6 +80,61 @@ fn check(quant: &str) {
         r.ppl,
         rel * 100.0
     );
+}
+
+/// With flash attention off, llama-perplexity runs the arithmetic locus reproduces: its running
+/// estimate after each of the first 8 chunks equals ours to every printed digit.
+fn check_exact(quant: &str) {
+    let Some(model) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
+        return;
+    };
+    let golden =
+        std::fs::read_to_string(common::repo_path("tests/data/golden/perplexity_fa_off.txt"))
+            .unwrap();
+    let line = golden
+        .lines()
+        .find(|l| l.starts_with(&format!("chunks_{quant}\t")))
+        .unwrap();
+    let want: Vec<&str> = line
+        .split('\t')
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let file = ModelFile::open(&model).unwrap();
+    let l = Loaded::load(&file, Instant::now()).unwrap();
+    let mut text =
+        std::fs::read_to_string(common::repo_path("tests/data/ppl/english.txt")).unwrap();
+    text.pop();
+    let opts = PerplexityOptions {
+        model,
+        file: common::repo_path("tests/data/ppl/english.txt"),
+        ctx: 512,
+        chunks: Some(want.len()),
+        threads: 1,
+        kv_type: KvType::F16,
+    };
+    let mut got = Vec::new();
+    perplexity(&l, &text, &opts, |i, p| got.push(format!("[{i}]{p:.4}"))).unwrap();
+    assert_eq!(
+        got, want,
+        "{quant}: running estimates differ from llama-perplexity -fa off"
+    );
+}
+
+#[test]
+fn perplexity_q4_1_equals_llama_cpp_fa_off() {
+    check_exact("Q4_1");
+}
+
+#[test]
+fn perplexity_q8_0_equals_llama_cpp_fa_off() {
+    check_exact("Q8_0");
+}
+
+#[test]
+fn perplexity_q4_0_equals_llama_cpp_fa_off() {
+    check_exact("Q4_0");
 }
 
 #[test]
