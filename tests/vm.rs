@@ -1,0 +1,710 @@
+//! Multi-node tests in QEMU VMs: a one-node machine boots guests with 2, 4 and 8 NUMA nodes and
+//! one with a memory-only node, and checks from inside each guest that the kernel sees the
+//! topology we asked for and that the static `locus` binary generates exactly the host's tokens.
+//!
+//! The VMs come from `tools/vm/boot.sh` (busybox initramfs on a cached Debian cloud kernel, TCG
+//! where the host has no vmx/svm); `tools/vm/setup.sh` installs QEMU, busybox-static and cpio and
+//! fetches the kernel (`make vm-test` runs it). Without them every test prints a SKIPPED line.
+//!
+//! The static binary is built here with the flags of `make static` (cargo with
+//! `RUSTFLAGS=-C target-feature=+crt-static --release --target x86_64-unknown-linux-gnu`, into
+//! `$CARGO_TARGET_DIR` or `target/`); cargo itself makes that a no-op when it is fresh.
+//!
+//! Each guest also runs `locus topo --json`, whose nodes must match the spec. Placement modes
+//! (issue 5) will add their audits here; today's assertions cover what exists.
+
+mod common;
+
+use locus::kernels::GgmlType;
+use locus::model::synth::{synth_model, SynthSpec};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+const TARGET: &str = "x86_64-unknown-linux-gnu";
+const PROMPT: &str = "hello world";
+const N_PREDICT: &str = "16";
+/// Host-side limit for one boot, generous for TCG on a busy two-core machine.
+const BOOT_TIMEOUT_S: u32 = 300;
+
+/// One guest NUMA node: how many CPUs (0 = memory-only) and MiB of memory it gets.
+#[derive(Clone, Copy, Debug)]
+struct NodeSpec {
+    cpus: usize,
+    mib: usize,
+}
+
+/// A guest topology: nodes in id order and the full distance matrix.
+#[derive(Debug)]
+struct Topo {
+    nodes: Vec<NodeSpec>,
+    dist: Vec<Vec<u32>>,
+}
+
+impl Topo {
+    /// Nodes with 10 on the diagonal and 20 elsewhere (QEMU's and the kernel's default shape).
+    fn uniform(nodes: &[(usize, usize)]) -> Topo {
+        let n = nodes.len();
+        Topo {
+            nodes: nodes
+                .iter()
+                .map(|&(cpus, mib)| NodeSpec { cpus, mib })
+                .collect(),
+            dist: (0..n)
+                .map(|i| (0..n).map(|j| if i == j { 10 } else { 20 }).collect())
+                .collect(),
+        }
+    }
+
+    fn total_cpus(&self) -> usize {
+        self.nodes.iter().map(|n| n.cpus).sum()
+    }
+
+    /// `--nodes` for boot.sh: `CPUS:MIB,…`.
+    fn nodes_arg(&self) -> String {
+        let v: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{}:{}", n.cpus, n.mib))
+            .collect();
+        v.join(",")
+    }
+
+    /// `--dist` for boot.sh: rows joined by `/`.
+    fn dist_arg(&self) -> String {
+        let rows: Vec<String> = self
+            .dist
+            .iter()
+            .map(|r| {
+                let v: Vec<String> = r.iter().map(u32::to_string).collect();
+                v.join(",")
+            })
+            .collect();
+        rows.join("/")
+    }
+
+    /// The cpulist the guest kernel should show for each node (boot.sh numbers CPUs
+    /// contiguously in node order); empty for a memory-only node.
+    fn expected_cpulists(&self) -> Vec<String> {
+        let mut next = 0;
+        self.nodes
+            .iter()
+            .map(|n| {
+                let s = range_list(next, n.cpus);
+                next += n.cpus;
+                s
+            })
+            .collect()
+    }
+}
+
+/// `first-last` (or `first`, or empty) in sysfs's range-list form.
+fn range_list(first: usize, count: usize) -> String {
+    match count {
+        0 => String::new(),
+        1 => first.to_string(),
+        _ => format!("{}-{}", first, first + count - 1),
+    }
+}
+
+/// What a VM test needs from the host, or `None` after a loud SKIPPED line.
+struct VmEnv {
+    boot: PathBuf,
+    locus_static: PathBuf,
+}
+
+fn vm_env(test: &str) -> Option<VmEnv> {
+    let cache = std::env::var_os("LOCUS_VM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo_path("target/vm"));
+    let mut missing = Vec::new();
+    if !on_path("qemu-system-x86_64") {
+        missing.push("qemu-system-x86_64".to_string());
+    }
+    if !on_path("cpio") {
+        missing.push("cpio".to_string());
+    }
+    if !Path::new("/bin/busybox").is_file() {
+        missing.push("/bin/busybox (busybox-static)".to_string());
+    }
+    let kernel = cache.join("vmlinuz");
+    if !kernel.is_file() {
+        missing.push(format!("the guest kernel {}", kernel.display()));
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "SKIPPED: vm test {test}: {} missing; run tools/vm/setup.sh (make vm-test does)",
+            missing.join(", ")
+        );
+        return None;
+    }
+    Some(VmEnv {
+        boot: common::repo_path("tools/vm/boot.sh"),
+        locus_static: static_locus().clone(),
+    })
+}
+
+fn on_path(exe: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
+        .unwrap_or(false)
+}
+
+/// The static binary, built (or found fresh by cargo) once per test run with `make static`'s
+/// flags. Panics if the build fails: a broken static build is a real failure, not a skip.
+fn static_locus() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .map(|d| {
+                if d.is_absolute() {
+                    d
+                } else {
+                    common::repo_path(".").join(d)
+                }
+            })
+            .unwrap_or_else(|| common::repo_path("target"));
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let t = Instant::now();
+        let out = Command::new(cargo)
+            .current_dir(common::repo_path("."))
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .args(["build", "--release", "--bin", "locus", "--target", TARGET])
+            .output()
+            .expect("cannot start cargo for the static build");
+        assert!(
+            out.status.success(),
+            "static build failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!(
+            "vm: static locus ready in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+        target_dir.join(TARGET).join("release").join("locus")
+    })
+}
+
+/// The synthetic model every guest runs, written once per test run.
+fn model_file() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = common::temp_dir("vm-model");
+        let path = dir.join("model.gguf");
+        // Untied head: the tied tiny model repeats one token, which would prove little.
+        let spec = SynthSpec {
+            tied: false,
+            seed: 4,
+            ..SynthSpec::tiny(GgmlType::Q8_0)
+        };
+        synth_model(&spec)
+            .write_atomic(&path)
+            .expect("cannot write the synthetic model");
+        path
+    })
+}
+
+/// The `locus run` arguments both sides use (`-t` = the guest's CPU count on both).
+fn run_args(model: &str, threads: usize) -> Vec<String> {
+    [
+        "run", "-m", model, "-p", PROMPT, "-n", N_PREDICT, "--temp", "0", "-t",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([threads.to_string()])
+    .collect()
+}
+
+/// The guest script: topology facts from sysfs and the model run, each under a `== key` line.
+fn guest_script(topo: &Topo) -> String {
+    let run = run_args("/model.gguf", topo.total_cpus()).join("' '");
+    format!(
+        r#"cd /sys/devices/system/node
+echo "== online"; cat online
+echo "== has_cpu"; cat has_cpu
+echo "== has_memory"; cat has_memory
+for d in node[0-9]*; do
+  i=${{d#node}}
+  echo "== cpulist $i"; cat $d/cpulist
+  echo "== distance $i"; cat $d/distance
+  echo "== memtotal_kb $i"; awk '/MemTotal/ {{print $4}}' $d/meminfo
+done
+echo "== nproc"; nproc
+cd /tmp
+locus topo --json >/tmp/topo.json
+echo "== topo_status"; echo $?
+echo "== topo_json"; cat /tmp/topo.json; echo
+locus '{run}' >/tmp/run.out
+echo "== run_status"; echo $?
+echo "== run_hex"; od -An -v -tx1 /tmp/run.out
+echo "== end"
+"#
+    )
+}
+
+/// Splits the guest's stdout into its `== key` sections (each value keeps its own lines).
+fn sections(stdout: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    let mut key: Option<String> = None;
+    let mut val = String::new();
+    for line in stdout.split_inclusive('\n') {
+        if let Some(k) = line.strip_prefix("== ") {
+            if let Some(prev) = key.take() {
+                map.insert(prev, std::mem::take(&mut val));
+            }
+            key = Some(k.trim_end().to_string());
+        } else if key.is_some() {
+            val.push_str(line);
+        }
+    }
+    if let Some(prev) = key {
+        map.insert(prev, val);
+    }
+    map
+}
+
+/// One VM at a time: TCG is CPU-heavy and the tests may run on two cores.
+static VM_LOCK: Mutex<()> = Mutex::new(());
+
+/// Host greedy output (stdout bytes) for the model at `threads` threads.
+fn host_output(threads: usize) -> Vec<u8> {
+    let model = model_file().to_str().unwrap().to_string();
+    let args = run_args(&model, threads);
+    let out = Command::new(env!("CARGO_BIN_EXE_locus"))
+        .args(&args)
+        .output()
+        .expect("cannot start locus");
+    assert!(
+        out.status.success(),
+        "host locus run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Boots `topo`, runs the guest script and checks everything it reports.
+fn check_topology(name: &str, topo: &Topo) {
+    let Some(env) = vm_env(name) else { return };
+    let model = model_file();
+    let host = host_output(topo.total_cpus());
+
+    let _one_vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let t = Instant::now();
+    let out = Command::new(&env.boot)
+        .args(["--nodes", &topo.nodes_arg(), "--dist", &topo.dist_arg()])
+        .arg("--locus")
+        .arg(&env.locus_static)
+        .arg("--file")
+        .arg(format!("{}:/model.gguf", model.display()))
+        .args(["--timeout", &BOOT_TIMEOUT_S.to_string()])
+        .args(["--", "sh", "-c", &guest_script(topo)])
+        .output()
+        .expect("cannot start tools/vm/boot.sh");
+    let secs = t.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!(
+        "vm {name}: {} nodes, {} cpus: boot + run {secs:.1}s\n--- guest stdout ---\n{stdout}--- guest stderr ---\n{stderr}---",
+        topo.nodes.len(),
+        topo.total_cpus()
+    );
+    assert!(
+        out.status.success(),
+        "vm {name}: boot.sh exited with {:?}",
+        out.status.code()
+    );
+    let s = sections(&stdout);
+    let get = |k: &str| -> &str {
+        s.get(k)
+            .map(|v| v.trim_end_matches('\n'))
+            .unwrap_or_else(|| panic!("vm {name}: guest printed no '{k}' section"))
+    };
+
+    // (1) the guest kernel sees the topology we asked for.
+    let n = topo.nodes.len();
+    assert_eq!(get("online"), range_list(0, n), "vm {name}: node/online");
+    assert_eq!(
+        get("nproc"),
+        topo.total_cpus().to_string(),
+        "vm {name}: nproc"
+    );
+    let cpulists = topo.expected_cpulists();
+    let mut with_cpus = Vec::new();
+    for (i, node) in topo.nodes.iter().enumerate() {
+        assert_eq!(
+            get(&format!("cpulist {i}")),
+            cpulists[i],
+            "vm {name}: node{i}/cpulist"
+        );
+        let dist: Vec<String> = topo.dist[i].iter().map(u32::to_string).collect();
+        assert_eq!(
+            get(&format!("distance {i}")),
+            dist.join(" "),
+            "vm {name}: node{i}/distance"
+        );
+        let kb: usize = get(&format!("memtotal_kb {i}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("vm {name}: node{i} MemTotal: {e}"));
+        // The kernel keeps some of each node for itself; most of it must be there.
+        assert!(
+            kb <= node.mib * 1024 && kb >= node.mib * 1024 * 3 / 4,
+            "vm {name}: node{i} MemTotal {kb} kB for {} MiB",
+            node.mib
+        );
+        if node.cpus > 0 {
+            with_cpus.push(i);
+        }
+    }
+    let expect_has_cpu = with_cpus
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        compact_list(get("has_cpu")),
+        expect_has_cpu,
+        "vm {name}: has_cpu (memory-only nodes have no CPUs)"
+    );
+    assert_eq!(get("has_memory"), range_list(0, n), "vm {name}: has_memory");
+
+    // (2) the static binary's greedy tokens in the guest equal the host's.
+    assert_eq!(get("run_status"), "0", "vm {name}: guest locus run failed");
+    let guest_run = from_hex(get("run_hex"));
+    eprintln!(
+        "vm {name}: guest generated {:?}",
+        String::from_utf8_lossy(&guest_run)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&guest_run),
+        String::from_utf8_lossy(&host),
+        "vm {name}: guest output differs from host"
+    );
+    assert_eq!(guest_run, host, "vm {name}: guest bytes differ from host");
+
+    // (3) `locus topo --json` in the guest reports the same nodes, CPUs, memory-only flags and
+    // distances.
+    assert_eq!(
+        get("topo_status"),
+        "0",
+        "vm {name}: guest locus topo failed"
+    );
+    let json = Json::parse(get("topo_json"))
+        .unwrap_or_else(|e| panic!("vm {name}: topo --json is not JSON: {e}"));
+    let nodes = json
+        .get("nodes")
+        .and_then(Json::as_array)
+        .expect("topo: nodes");
+    assert_eq!(nodes.len(), n, "vm {name}: topo node count");
+    let mut next_cpu = 0;
+    for (i, (jn, node)) in nodes.iter().zip(&topo.nodes).enumerate() {
+        let num = |k: &str| jn.get(k).and_then(Json::as_f64);
+        assert_eq!(num("id"), Some(i as f64), "vm {name}: topo node {i} id");
+        let cpus: Vec<f64> = jn
+            .get("cpus")
+            .and_then(Json::as_array)
+            .expect("topo: node cpus")
+            .iter()
+            .filter_map(Json::as_f64)
+            .collect();
+        let want: Vec<f64> = (next_cpu..next_cpu + node.cpus).map(|c| c as f64).collect();
+        next_cpu += node.cpus;
+        assert_eq!(cpus, want, "vm {name}: topo node {i} cpus");
+        assert_eq!(
+            jn.get("memory_only"),
+            Some(&Json::Bool(node.cpus == 0)),
+            "vm {name}: topo node {i} memory_only"
+        );
+        let mem = num("mem_total").expect("topo: node mem_total");
+        let spec_bytes = (node.mib << 20) as f64;
+        assert!(
+            mem <= spec_bytes && mem >= spec_bytes * 0.75,
+            "vm {name}: topo node {i} mem_total {mem} for {} MiB",
+            node.mib
+        );
+    }
+    let dist: Vec<Vec<f64>> = json
+        .get("distances")
+        .and_then(Json::as_array)
+        .expect("topo: distances")
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Json::as_f64)
+                .collect()
+        })
+        .collect();
+    let want: Vec<Vec<f64>> = topo
+        .dist
+        .iter()
+        .map(|r| r.iter().map(|&d| d as f64).collect())
+        .collect();
+    assert_eq!(dist, want, "vm {name}: topo distances");
+}
+
+/// `od -An -tx1` output back to bytes.
+fn from_hex(s: &str) -> Vec<u8> {
+    s.split_whitespace()
+        .map(|h| u8::from_str_radix(h, 16).expect("od hex byte"))
+        .collect()
+}
+
+/// Just enough JSON to read `locus topo --json` (the crate has no JSON dependency).
+#[derive(Clone, Debug, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn parse(s: &str) -> Result<Json, String> {
+        let mut p = JsonParser {
+            b: s.as_bytes(),
+            i: 0,
+        };
+        let v = p.value()?;
+        p.ws();
+        if p.i != p.b.len() {
+            return Err(format!("trailing data at byte {}", p.i));
+        }
+        Ok(v)
+    }
+
+    fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn as_array(&self) -> Option<&[Json]> {
+        match self {
+            Json::Arr(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Json::Num(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+struct JsonParser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl JsonParser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && self.b[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Result<(), String> {
+        self.ws();
+        if self.b.get(self.i) == Some(&c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(format!("expected '{}' at byte {}", c as char, self.i))
+        }
+    }
+
+    fn lit(&mut self, word: &str, v: Json) -> Result<Json, String> {
+        if self.b[self.i..].starts_with(word.as_bytes()) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            Err(format!("bad literal at byte {}", self.i))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        self.ws();
+        match self.b.get(self.i) {
+            None => Err("unexpected end".into()),
+            Some(b'n') => self.lit("null", Json::Null),
+            Some(b't') => self.lit("true", Json::Bool(true)),
+            Some(b'f') => self.lit("false", Json::Bool(false)),
+            Some(b'"') => self.string().map(Json::Str),
+            Some(b'[') => {
+                self.i += 1;
+                let mut v = Vec::new();
+                self.ws();
+                if self.b.get(self.i) == Some(&b']') {
+                    self.i += 1;
+                    return Ok(Json::Arr(v));
+                }
+                loop {
+                    v.push(self.value()?);
+                    self.ws();
+                    if self.b.get(self.i) == Some(&b',') {
+                        self.i += 1;
+                    } else {
+                        self.eat(b']')?;
+                        return Ok(Json::Arr(v));
+                    }
+                }
+            }
+            Some(b'{') => {
+                self.i += 1;
+                let mut kv = Vec::new();
+                self.ws();
+                if self.b.get(self.i) == Some(&b'}') {
+                    self.i += 1;
+                    return Ok(Json::Obj(kv));
+                }
+                loop {
+                    self.ws();
+                    let k = self.string()?;
+                    self.eat(b':')?;
+                    kv.push((k, self.value()?));
+                    self.ws();
+                    if self.b.get(self.i) == Some(&b',') {
+                        self.i += 1;
+                    } else {
+                        self.eat(b'}')?;
+                        return Ok(Json::Obj(kv));
+                    }
+                }
+            }
+            Some(_) => {
+                let start = self.i;
+                while self.i < self.b.len() && b"+-.eE0123456789".contains(&self.b[self.i]) {
+                    self.i += 1;
+                }
+                std::str::from_utf8(&self.b[start..self.i])
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .map(Json::Num)
+                    .ok_or_else(|| format!("bad value at byte {start}"))
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.eat(b'"')?;
+        let mut out = String::new();
+        loop {
+            let c = *self.b.get(self.i).ok_or("unterminated string")?;
+            self.i += 1;
+            match c {
+                b'"' => return Ok(out),
+                b'\\' => {
+                    let e = *self.b.get(self.i).ok_or("unterminated escape")?;
+                    self.i += 1;
+                    match e {
+                        b'n' => out.push('\n'),
+                        b't' => out.push('\t'),
+                        b'r' => out.push('\r'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'u' => {
+                            let hex = self.b.get(self.i..self.i + 4).ok_or("short \\u escape")?;
+                            let code =
+                                u32::from_str_radix(std::str::from_utf8(hex).unwrap_or(""), 16)
+                                    .map_err(|_| "bad \\u escape")?;
+                            self.i += 4;
+                            out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                        }
+                        other => out.push(other as char),
+                    }
+                }
+                _ => {
+                    // Copy a whole UTF-8 sequence at once.
+                    let start = self.i - 1;
+                    let mut end = self.i;
+                    while end < self.b.len() && (self.b[end] & 0xc0) == 0x80 {
+                        end += 1;
+                    }
+                    out.push_str(
+                        std::str::from_utf8(&self.b[start..end]).map_err(|e| e.to_string())?,
+                    );
+                    self.i = end;
+                }
+            }
+        }
+    }
+}
+
+/// A sysfs range list (`0-1,3`) expanded to comma-separated ids (`0,1,3`).
+fn compact_list(s: &str) -> String {
+    let mut ids = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+                ids.extend(a..=b);
+            }
+            None => ids.push(part.parse().unwrap()),
+        }
+    }
+    ids.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn vm_two_nodes() {
+    check_topology("two_nodes", &Topo::uniform(&[(2, 256), (1, 256)]));
+}
+
+#[test]
+fn vm_four_nodes() {
+    check_topology("four_nodes", &Topo::uniform(&[(1, 256); 4]));
+}
+
+#[test]
+fn vm_eight_nodes() {
+    check_topology("eight_nodes", &Topo::uniform(&[(1, 256); 8]));
+}
+
+#[test]
+fn vm_memory_only_node() {
+    // Two sockets and a CXL-like memory-only node that is farther from both.
+    let topo = Topo {
+        nodes: vec![
+            NodeSpec { cpus: 2, mib: 256 },
+            NodeSpec { cpus: 2, mib: 256 },
+            NodeSpec { cpus: 0, mib: 256 },
+        ],
+        dist: vec![vec![10, 21, 30], vec![21, 10, 30], vec![30, 30, 10]],
+    };
+    check_topology("memory_only_node", &topo);
+}
+
+#[test]
+fn topo_args_and_lists() {
+    let t = Topo::uniform(&[(2, 256), (0, 512), (1, 256)]);
+    assert_eq!(t.nodes_arg(), "2:256,0:512,1:256");
+    assert_eq!(t.dist_arg(), "10,20,20/20,10,20/20,20,10");
+    assert_eq!(t.expected_cpulists(), ["0-1", "", "2"]);
+    assert_eq!(compact_list("0-2,5\n"), "0,1,2,5");
+    let s = sections("junk\n== a\nx\ny\n== b\n\n== c\n");
+    assert_eq!(s["a"], "x\ny\n");
+    assert_eq!(s["b"], "\n");
+    assert_eq!(s["c"], "");
+    assert_eq!(from_hex(" 61 0a\n ff\n"), [0x61, 0x0a, 0xff]);
+    let j = Json::parse(r#"{"a": [1, -2.5e1, true, null], "s": "x\"\u00e9y", "o": {}}"#).unwrap();
+    assert_eq!(
+        j.get("a").and_then(Json::as_array).unwrap()[1].as_f64(),
+        Some(-25.0)
+    );
+    assert_eq!(j.get("s"), Some(&Json::Str("x\"éy".into())));
+    assert_eq!(j.get("o"), Some(&Json::Obj(vec![])));
+    assert!(Json::parse("[1,").is_err());
+}
