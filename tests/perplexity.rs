@@ -41,6 +41,23 @@ fn golden(quant: &str, chunk: usize) -> (f64, usize) {
     (v.parse().unwrap(), n_tokens)
 }
 
+/// llama-perplexity -fa off's printed running estimates (tests/data/golden/perplexity_fa_off.txt).
+fn fa_off_golden(quant: &str) -> Vec<String> {
+    let golden =
+        std::fs::read_to_string(common::repo_path("tests/data/golden/perplexity_fa_off.txt"))
+            .unwrap();
+    let line = golden
+        .lines()
+        .find(|l| l.starts_with(&format!("chunks_{quant}\t")))
+        .unwrap();
+    line.split('\t')
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
 fn check(quant: &str) {
     let Some(model) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
         return;
@@ -59,7 +76,18 @@ fn check(quant: &str) {
         kv_type: KvType::F16,
     };
     let t = Instant::now();
-    let r = perplexity(&l, &text, &opts, |_, _| {}).unwrap();
+    let mut running = Vec::new();
+    let r = perplexity(&l, &text, &opts, |i, p| {
+        running.push(format!("[{i}]{p:.4}"))
+    })
+    .unwrap();
+    // Flash attention off: llama-perplexity's running estimates equal ours to every digit.
+    let exact = fa_off_golden(quant);
+    assert_eq!(
+        &running[..exact.len()],
+        &exact[..],
+        "{quant}: running estimates differ from llama-perplexity -fa off"
+    );
     let (want, want_tokens) = golden(quant, CHUNKS);
     assert_eq!(
         r.text_tokens, want_tokens,
@@ -80,61 +108,6 @@ fn check(quant: &str) {
         r.ppl,
         rel * 100.0
     );
-}
-
-/// With flash attention off, llama-perplexity runs the arithmetic locus reproduces: its running
-/// estimate after each of the first 8 chunks equals ours to every printed digit.
-fn check_exact(quant: &str) {
-    let Some(model) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
-        return;
-    };
-    let golden =
-        std::fs::read_to_string(common::repo_path("tests/data/golden/perplexity_fa_off.txt"))
-            .unwrap();
-    let line = golden
-        .lines()
-        .find(|l| l.starts_with(&format!("chunks_{quant}\t")))
-        .unwrap();
-    let want: Vec<&str> = line
-        .split('\t')
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let file = ModelFile::open(&model).unwrap();
-    let l = Loaded::load(&file, Instant::now()).unwrap();
-    let mut text =
-        std::fs::read_to_string(common::repo_path("tests/data/ppl/english.txt")).unwrap();
-    text.pop();
-    let opts = PerplexityOptions {
-        model,
-        file: common::repo_path("tests/data/ppl/english.txt"),
-        ctx: 512,
-        chunks: Some(want.len()),
-        threads: 1,
-        kv_type: KvType::F16,
-    };
-    let mut got = Vec::new();
-    perplexity(&l, &text, &opts, |i, p| got.push(format!("[{i}]{p:.4}"))).unwrap();
-    assert_eq!(
-        got, want,
-        "{quant}: running estimates differ from llama-perplexity -fa off"
-    );
-}
-
-#[test]
-fn perplexity_q4_1_equals_llama_cpp_fa_off() {
-    check_exact("Q4_1");
-}
-
-#[test]
-fn perplexity_q8_0_equals_llama_cpp_fa_off() {
-    check_exact("Q8_0");
-}
-
-#[test]
-fn perplexity_q4_0_equals_llama_cpp_fa_off() {
-    check_exact("Q4_0");
 }
 
 #[test]
