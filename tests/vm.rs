@@ -14,6 +14,10 @@
 //! (issue 5) will add their audits here; today's assertions cover what exists.
 
 mod common;
+#[path = "common/json.rs"]
+mod json;
+
+use json::Value as Json;
 
 use locus::kernels::GgmlType;
 use locus::model::synth::{synth_model, SynthSpec};
@@ -392,7 +396,7 @@ fn check_topology(name: &str, topo: &Topo) {
         "0",
         "vm {name}: guest locus topo failed"
     );
-    let json = Json::parse(get("topo_json"))
+    let json = json::parse(get("topo_json"))
         .unwrap_or_else(|e| panic!("vm {name}: topo --json is not JSON: {e}"));
     let nodes = json
         .get("nodes")
@@ -454,192 +458,6 @@ fn from_hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Just enough JSON to read `locus topo --json` (the crate has no JSON dependency).
-#[derive(Clone, Debug, PartialEq)]
-enum Json {
-    Null,
-    Bool(bool),
-    Num(f64),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-}
-
-impl Json {
-    fn parse(s: &str) -> Result<Json, String> {
-        let mut p = JsonParser {
-            b: s.as_bytes(),
-            i: 0,
-        };
-        let v = p.value()?;
-        p.ws();
-        if p.i != p.b.len() {
-            return Err(format!("trailing data at byte {}", p.i));
-        }
-        Ok(v)
-    }
-
-    fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    fn as_array(&self) -> Option<&[Json]> {
-        match self {
-            Json::Arr(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    fn as_f64(&self) -> Option<f64> {
-        match self {
-            Json::Num(x) => Some(*x),
-            _ => None,
-        }
-    }
-}
-
-struct JsonParser<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl JsonParser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.b.len() && self.b[self.i].is_ascii_whitespace() {
-            self.i += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> Result<(), String> {
-        self.ws();
-        if self.b.get(self.i) == Some(&c) {
-            self.i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected '{}' at byte {}", c as char, self.i))
-        }
-    }
-
-    fn lit(&mut self, word: &str, v: Json) -> Result<Json, String> {
-        if self.b[self.i..].starts_with(word.as_bytes()) {
-            self.i += word.len();
-            Ok(v)
-        } else {
-            Err(format!("bad literal at byte {}", self.i))
-        }
-    }
-
-    fn value(&mut self) -> Result<Json, String> {
-        self.ws();
-        match self.b.get(self.i) {
-            None => Err("unexpected end".into()),
-            Some(b'n') => self.lit("null", Json::Null),
-            Some(b't') => self.lit("true", Json::Bool(true)),
-            Some(b'f') => self.lit("false", Json::Bool(false)),
-            Some(b'"') => self.string().map(Json::Str),
-            Some(b'[') => {
-                self.i += 1;
-                let mut v = Vec::new();
-                self.ws();
-                if self.b.get(self.i) == Some(&b']') {
-                    self.i += 1;
-                    return Ok(Json::Arr(v));
-                }
-                loop {
-                    v.push(self.value()?);
-                    self.ws();
-                    if self.b.get(self.i) == Some(&b',') {
-                        self.i += 1;
-                    } else {
-                        self.eat(b']')?;
-                        return Ok(Json::Arr(v));
-                    }
-                }
-            }
-            Some(b'{') => {
-                self.i += 1;
-                let mut kv = Vec::new();
-                self.ws();
-                if self.b.get(self.i) == Some(&b'}') {
-                    self.i += 1;
-                    return Ok(Json::Obj(kv));
-                }
-                loop {
-                    self.ws();
-                    let k = self.string()?;
-                    self.eat(b':')?;
-                    kv.push((k, self.value()?));
-                    self.ws();
-                    if self.b.get(self.i) == Some(&b',') {
-                        self.i += 1;
-                    } else {
-                        self.eat(b'}')?;
-                        return Ok(Json::Obj(kv));
-                    }
-                }
-            }
-            Some(_) => {
-                let start = self.i;
-                while self.i < self.b.len() && b"+-.eE0123456789".contains(&self.b[self.i]) {
-                    self.i += 1;
-                }
-                std::str::from_utf8(&self.b[start..self.i])
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .map(Json::Num)
-                    .ok_or_else(|| format!("bad value at byte {start}"))
-            }
-        }
-    }
-
-    fn string(&mut self) -> Result<String, String> {
-        self.eat(b'"')?;
-        let mut out = String::new();
-        loop {
-            let c = *self.b.get(self.i).ok_or("unterminated string")?;
-            self.i += 1;
-            match c {
-                b'"' => return Ok(out),
-                b'\\' => {
-                    let e = *self.b.get(self.i).ok_or("unterminated escape")?;
-                    self.i += 1;
-                    match e {
-                        b'n' => out.push('\n'),
-                        b't' => out.push('\t'),
-                        b'r' => out.push('\r'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'u' => {
-                            let hex = self.b.get(self.i..self.i + 4).ok_or("short \\u escape")?;
-                            let code =
-                                u32::from_str_radix(std::str::from_utf8(hex).unwrap_or(""), 16)
-                                    .map_err(|_| "bad \\u escape")?;
-                            self.i += 4;
-                            out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
-                        }
-                        other => out.push(other as char),
-                    }
-                }
-                _ => {
-                    // Copy a whole UTF-8 sequence at once.
-                    let start = self.i - 1;
-                    let mut end = self.i;
-                    while end < self.b.len() && (self.b[end] & 0xc0) == 0x80 {
-                        end += 1;
-                    }
-                    out.push_str(
-                        std::str::from_utf8(&self.b[start..end]).map_err(|e| e.to_string())?,
-                    );
-                    self.i = end;
-                }
-            }
-        }
-    }
-}
-
 /// A sysfs range list (`0-1,3`) expanded to comma-separated ids (`0,1,3`).
 fn compact_list(s: &str) -> String {
     let mut ids = Vec::new();
@@ -699,12 +517,12 @@ fn topo_args_and_lists() {
     assert_eq!(s["b"], "\n");
     assert_eq!(s["c"], "");
     assert_eq!(from_hex(" 61 0a\n ff\n"), [0x61, 0x0a, 0xff]);
-    let j = Json::parse(r#"{"a": [1, -2.5e1, true, null], "s": "x\"\u00e9y", "o": {}}"#).unwrap();
+    let j = json::parse(r#"{"a": [1, -2.5e1, true, null], "s": "x\"\u00e9y", "o": {}}"#).unwrap();
     assert_eq!(
         j.get("a").and_then(Json::as_array).unwrap()[1].as_f64(),
         Some(-25.0)
     );
-    assert_eq!(j.get("s"), Some(&Json::Str("x\"éy".into())));
-    assert_eq!(j.get("o"), Some(&Json::Obj(vec![])));
-    assert!(Json::parse("[1,").is_err());
+    assert_eq!(j.get("s"), Some(&Json::String("x\"éy".into())));
+    assert_eq!(j.get("o"), Some(&Json::Object(vec![])));
+    assert!(json::parse("[1,").is_err());
 }
