@@ -22,6 +22,7 @@ Commands:
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
   gen-model   write a llama-shaped GGUF with random weights (for benchmarks and tests)
+  membw       measure memory read bandwidth per node (--matrix: node to node)
   topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
 
 Run `locus <COMMAND> --help` for a command's options.
@@ -108,6 +109,22 @@ Options:
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help
+";
+
+const MEMBW_HELP: &str = "\
+Usage: locus membw [-t N] [--size MIB] [--passes N] [--matrix] [--json]
+
+Measures read bandwidth with threads pinned to each node's CPUs reading memory bound to that
+node (the decode roofline: tokens/s <= bandwidth / weight bytes read per token). --matrix
+measures every CPU node against every memory node: what locality is worth on this host.
+
+Options:
+  -t, --threads N   threads per measurement, capped at the node's CPUs (default: all allowed)
+      --size MIB    buffer per measurement (default: 512)
+      --passes N    passes per measurement; the best counts (default: 5)
+      --matrix      node-to-node matrix
+      --json        one JSON object
+  -h, --help        this help
 ";
 
 const QUANTIZE_HELP: &str = "\
@@ -536,6 +553,42 @@ fn run_gen_model(mut a: Args) -> Result<(), CliError> {
     Ok(())
 }
 
+fn run_membw(mut a: Args) -> Result<(), CliError> {
+    let mut o = locus::app::membw::MembwOptions {
+        threads: app::default_threads(),
+        bytes: 512 << 20,
+        passes: 5,
+        matrix: false,
+        json: false,
+    };
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{MEMBW_HELP}");
+                return Ok(());
+            }
+            "-t" | "--threads" => o.threads = parse_threads(&flag, &a.value(&flag, inline)?)?,
+            "--size" => {
+                let mib: usize = parse_num(&flag, &a.value(&flag, inline)?)?;
+                if mib == 0 {
+                    return Err(CliError::Message("--size: must be at least 1 MiB".into()));
+                }
+                o.bytes = mib << 20;
+            }
+            "--passes" => o.passes = parse_num::<usize>(&flag, &a.value(&flag, inline)?)?.max(1),
+            "--matrix" => o.matrix = true,
+            "--json" => o.json = true,
+            other => {
+                return Err(CliError::Message(format!(
+                    "membw: unknown option '{other}' (see `locus membw --help`)"
+                )))
+            }
+        }
+    }
+    locus::app::membw::run(&o)?;
+    Ok(())
+}
+
 fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
     let Some(cmd) = argv.get(1).cloned() else {
         eprint!("{MAIN_HELP}");
@@ -569,9 +622,10 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
         }
         "quantize" => run_quantize(args),
         "gen-model" => run_gen_model(args),
+        "membw" => run_membw(args),
         "topo" => run_topo(args),
         other => Err(CliError::Message(format!(
-            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, topo)"
+            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, membw, topo)"
         ))),
     }
 }

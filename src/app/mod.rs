@@ -3,6 +3,7 @@
 
 pub mod generate;
 pub mod genmodel;
+pub mod membw;
 pub mod perplexity;
 pub mod tokenize;
 pub mod topo;

@@ -1,0 +1,236 @@
+//! `locus membw`: how fast this machine reads memory — per node (threads pinned to a node's
+//! CPUs reading memory placed on that node) and, with `--matrix`, from every node to every
+//! node. Decode streams every weight once per token, so this is the roofline for decode, and
+//! the matrix shows what locality is worth on a host before memory is spent on copies.
+//!
+//! Memory is anonymous, bound to its node with `mbind(MPOL_BIND)` before first touch, and
+//! first-touched by threads pinned to that node, so placement is right even where `mbind` is
+//! refused (containers). Each thread reads its own slice; the best of several passes counts.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use memmap2::MmapMut;
+
+use super::AppError;
+use crate::sys::affinity::set_affinity;
+use crate::sys::ids::{CpuSet, NodeId, NodeMask};
+use crate::sys::mempolicy::{mbind, MPOL_BIND};
+use crate::sys::topology::Topology;
+
+#[derive(Clone, Debug)]
+pub struct MembwOptions {
+    /// Threads per measurement (capped at the reading node's allowed CPUs).
+    pub threads: usize,
+    /// Buffer size per measurement, bytes.
+    pub bytes: usize,
+    pub passes: usize,
+    pub matrix: bool,
+    pub json: bool,
+}
+
+/// One measurement: threads on `cpu_node` reading memory on `mem_node`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reading {
+    pub cpu_node: u32,
+    pub mem_node: u32,
+    pub threads: usize,
+    pub gb_per_s: f64,
+}
+
+/// Sums `words` with eight independent accumulators (the loads are the point, not the sum).
+#[inline(never)]
+fn read_all(words: &[u64]) -> u64 {
+    let mut acc = [0u64; 8];
+    for chunk in words.chunks_exact(8) {
+        for (a, w) in acc.iter_mut().zip(chunk) {
+            *a = a.wrapping_add(*w);
+        }
+    }
+    acc.iter().fold(0, |s, a| s.wrapping_add(*a))
+}
+
+/// Measures threads pinned to `cpus` reading a buffer placed on `mem_node`.
+pub fn measure(
+    cpus: &CpuSet,
+    mem_node: NodeId,
+    mask_bits: usize,
+    opts: &MembwOptions,
+) -> Result<f64, AppError> {
+    let cpu_list: Vec<_> = cpus.iter().collect();
+    let n = opts.threads.clamp(1, cpu_list.len().max(1));
+    let words_per_thread = (opts.bytes / 8 / n).max(8) / 8 * 8;
+    let bytes = words_per_thread * 8 * n;
+    let mut map = MmapMut::map_anon(bytes).map_err(|err| AppError::Io {
+        path: "anonymous memory".into(),
+        what: "cannot map the measurement buffer",
+        err,
+    })?;
+    let mut mask = NodeMask::with_capacity(mask_bits);
+    mask.insert(mem_node);
+    // Refused in some containers: first touch by threads pinned near the node still places it.
+    let bound = mbind(&map[..], MPOL_BIND, Some(&mask), 0).is_ok();
+    let base = map.as_mut_ptr() as usize;
+    let mut best = 0f64;
+    let barrier = std::sync::Barrier::new(n + 1);
+    std::thread::scope(|scope| {
+        let times: Vec<_> = (0..n)
+            .map(|t| {
+                let cpu = cpu_list.get(t % cpu_list.len().max(1)).copied();
+                let barrier = &barrier;
+                let passes = opts.passes;
+                scope.spawn(move || {
+                    if let Some(c) = cpu {
+                        let mut one = CpuSet::with_capacity(c.index() + 1);
+                        one.insert(c);
+                        let _ = set_affinity(&one);
+                    }
+                    // SAFETY: each thread owns the disjoint slice [t·w, (t+1)·w) of the
+                    // mapping, which outlives the scope; u64 is valid for any bytes and the
+                    // mapping is page-aligned.
+                    let words = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            (base as *mut u64).add(t * words_per_thread),
+                            words_per_thread,
+                        )
+                    };
+                    for (i, w) in words.iter_mut().enumerate() {
+                        *w = i as u64; // first touch, by a thread on the reading node
+                    }
+                    let mut secs = Vec::with_capacity(passes);
+                    for _ in 0..passes {
+                        barrier.wait();
+                        let t0 = Instant::now();
+                        std::hint::black_box(read_all(words));
+                        secs.push(t0.elapsed().as_secs_f64());
+                        barrier.wait();
+                    }
+                    secs
+                })
+            })
+            .collect::<Vec<_>>();
+        let mut wall = Vec::with_capacity(opts.passes);
+        for _ in 0..opts.passes {
+            barrier.wait();
+            let t0 = Instant::now();
+            barrier.wait();
+            wall.push(t0.elapsed().as_secs_f64());
+        }
+        for h in times {
+            let _ = h.join();
+        }
+        best = wall
+            .iter()
+            .map(|s| bytes as f64 / s / 1e9)
+            .fold(0.0, f64::max);
+    });
+    if !bound {
+        eprintln!(
+            "locus: mbind refused; node {} memory placed by first touch only",
+            mem_node.0
+        );
+    }
+    Ok(best)
+}
+
+/// Runs the measurements the options ask for.
+pub fn readings(topo: &Topology, opts: &MembwOptions) -> Result<Vec<Reading>, AppError> {
+    let cpu_nodes: Vec<NodeId> = topo
+        .nodes
+        .iter()
+        .map(|n| n.id)
+        .filter(|&id| !topo.allowed_cpus_of(id).is_empty())
+        .collect();
+    let mem_nodes: Vec<NodeId> = topo
+        .nodes
+        .iter()
+        .map(|n| n.id)
+        .filter(|id| topo.allowed_nodes.contains(*id))
+        .collect();
+    let mut out = Vec::new();
+    for &c in &cpu_nodes {
+        let cpus = topo.allowed_cpus_of(c);
+        let targets: Vec<NodeId> = if opts.matrix {
+            mem_nodes.clone()
+        } else {
+            vec![c]
+        };
+        for m in targets {
+            let gb = measure(&cpus, m, topo.node_mask_bits(), opts)?;
+            out.push(Reading {
+                cpu_node: c.0,
+                mem_node: m.0,
+                threads: opts.threads.min(cpus.len()).max(1),
+                gb_per_s: gb,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A table (or `n×n` matrix) of the readings.
+pub fn render_text(r: &[Reading], matrix: bool) -> String {
+    let mut s = String::new();
+    if !matrix {
+        let _ = writeln!(
+            s,
+            "node  threads  read GB/s (threads on the node, memory on the node)"
+        );
+        for x in r {
+            let _ = writeln!(s, "{:<5} {:>7}  {:>9.2}", x.cpu_node, x.threads, x.gb_per_s);
+        }
+        let total: f64 = r.iter().map(|x| x.gb_per_s).sum();
+        let _ = writeln!(
+            s,
+            "sum of nodes: {total:.2} GB/s (the decode roofline when every node reads locally)"
+        );
+        return s;
+    }
+    let mut mems: Vec<u32> = r.iter().map(|x| x.mem_node).collect();
+    mems.sort_unstable();
+    mems.dedup();
+    let _ = write!(s, "read GB/s  cpu\\mem");
+    for m in &mems {
+        let _ = write!(s, " {m:>8}");
+    }
+    let mut cpus: Vec<u32> = r.iter().map(|x| x.cpu_node).collect();
+    cpus.dedup();
+    for c in cpus {
+        let _ = write!(s, "\n{c:>18}");
+        for m in &mems {
+            let v = r
+                .iter()
+                .find(|x| x.cpu_node == c && x.mem_node == *m)
+                .map_or(0.0, |x| x.gb_per_s);
+            let _ = write!(s, " {v:>8.2}");
+        }
+    }
+    s.push('\n');
+    s
+}
+
+pub fn render_json(r: &[Reading]) -> String {
+    let items: Vec<String> = r
+        .iter()
+        .map(|x| {
+            format!(
+                "{{\"cpu_node\":{},\"mem_node\":{},\"threads\":{},\"gb_per_s\":{:.3}}}",
+                x.cpu_node, x.mem_node, x.threads, x.gb_per_s
+            )
+        })
+        .collect();
+    format!("{{\"readings\":[{}]}}", items.join(","))
+}
+
+/// `locus membw`.
+pub fn run(opts: &MembwOptions) -> Result<Vec<Reading>, AppError> {
+    let topo = Topology::detect()
+        .map_err(|e| AppError::Usage(format!("cannot read the topology: {e}")))?;
+    let r = readings(&topo, opts)?;
+    if opts.json {
+        println!("{}", render_json(&r));
+    } else {
+        print!("{}", render_text(&r, opts.matrix));
+    }
+    Ok(r)
+}
