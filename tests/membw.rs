@@ -7,19 +7,37 @@ mod json;
 #[test]
 fn membw_json_has_a_positive_reading_per_node_pair() {
     let topo = locus::sys::topology::Topology::detect().unwrap();
-    let cpu_nodes = topo.nodes.iter().filter(|n| !topo.allowed_cpus_of(n.id).is_empty()).count();
-    let mem_nodes = topo.nodes.iter().filter(|n| topo.allowed_nodes.contains(n.id)).count();
-    for (flags, want) in [(&["--json"][..], cpu_nodes), (&["--json", "--matrix"][..], cpu_nodes * mem_nodes)] {
+    let cpu_nodes = topo
+        .nodes
+        .iter()
+        .filter(|n| !topo.allowed_cpus_of(n.id).is_empty())
+        .count();
+    let mem_nodes = topo
+        .nodes
+        .iter()
+        .filter(|n| topo.allowed_nodes.contains(n.id))
+        .count();
+    for (flags, want) in [
+        (&["--json"][..], cpu_nodes),
+        (&["--json", "--matrix"][..], cpu_nodes * mem_nodes),
+    ] {
         let mut args = vec!["membw", "--size", "16", "--passes", "2", "-t", "1"];
         args.extend_from_slice(flags);
         let out = common::locus(&args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8(out.stdout).unwrap();
         let v = json::parse(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
         let readings = v.get("readings").and_then(json::Value::as_array).unwrap();
         assert_eq!(readings.len(), want, "{flags:?}: {text}");
         for r in readings {
-            assert!(r.get("gb_per_s").and_then(json::Value::as_f64).unwrap() > 0.0, "{text}");
+            assert!(
+                r.get("gb_per_s").and_then(json::Value::as_f64).unwrap() > 0.0,
+                "{text}"
+            );
         }
     }
 }
