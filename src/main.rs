@@ -22,6 +22,7 @@ Commands:
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
   gen-model   write a llama-shaped GGUF with random weights (for benchmarks and tests)
+  bench       prompt and decode speed, llama-bench style (pp/tg, mean ± sd)
   membw       measure memory read bandwidth per node (--matrix: node to node)
   topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
 
@@ -108,6 +109,23 @@ Options:
       --ctx N         training context length written to the metadata
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
+  -h, --help          this help
+";
+
+const BENCH_HELP: &str = "\
+Usage: locus bench -m FILE[,FILE...] [-p N] [-n N] [-r N] [-t N[,N...]] [--json]
+
+For every model and thread count: pp<N> evaluates N random prompt tokens from an empty cache,
+tg<N> generates N tokens one at a time; each after a warm-up run, repeated -r times, reported
+as mean ± sd tokens/s in llama-bench's markdown table (or JSON).
+
+Options:
+  -m, --model FILES   comma-separated GGUF files
+  -p, --n-prompt N    prompt tokens (default: 512; 0 skips the test)
+  -n, --n-gen N       generated tokens (default: 128; 0 skips the test)
+  -r, --repetitions N repetitions (default: 5)
+  -t, --threads LIST  comma-separated thread counts (default: the CPUs this process may use)
+      --json          JSON array of results
   -h, --help          this help
 ";
 
@@ -553,6 +571,56 @@ fn run_gen_model(mut a: Args) -> Result<(), CliError> {
     Ok(())
 }
 
+fn run_bench(mut a: Args) -> Result<(), CliError> {
+    let mut o = locus::app::bench::BenchOptions {
+        models: Vec::new(),
+        n_prompt: 512,
+        n_gen: 128,
+        reps: 5,
+        threads: vec![app::default_threads()],
+        json: false,
+    };
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{BENCH_HELP}");
+                return Ok(());
+            }
+            "-m" | "--model" => {
+                o.models = a
+                    .value(&flag, inline)?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            }
+            "-p" | "--n-prompt" => o.n_prompt = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "-n" | "--n-gen" => o.n_gen = parse_num(&flag, &a.value(&flag, inline)?)?,
+            "-r" | "--repetitions" => {
+                o.reps = parse_num::<usize>(&flag, &a.value(&flag, inline)?)?.max(1)
+            }
+            "-t" | "--threads" => {
+                o.threads = a
+                    .value(&flag, inline)?
+                    .split(',')
+                    .map(|v| parse_threads(&flag, v))
+                    .collect::<Result<_, _>>()?
+            }
+            "--json" => o.json = true,
+            other => {
+                return Err(CliError::Message(format!(
+                    "bench: unknown option '{other}' (see `locus bench --help`)"
+                )))
+            }
+        }
+    }
+    if o.models.is_empty() {
+        return Err(CliError::Message("bench: -m FILE is required".into()));
+    }
+    locus::app::bench::run(&o)?;
+    Ok(())
+}
+
 fn run_membw(mut a: Args) -> Result<(), CliError> {
     let mut o = locus::app::membw::MembwOptions {
         threads: app::default_threads(),
@@ -623,9 +691,10 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
         "quantize" => run_quantize(args),
         "gen-model" => run_gen_model(args),
         "membw" => run_membw(args),
+        "bench" => run_bench(args),
         "topo" => run_topo(args),
         other => Err(CliError::Message(format!(
-            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, membw, topo)"
+            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, bench, membw, topo)"
         ))),
     }
 }

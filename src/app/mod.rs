@@ -1,6 +1,7 @@
 //! The commands behind the CLI: each takes parsed options, does the work, and returns a typed
 //! error that `main` prints as one line (exit code 2).
 
+pub mod bench;
 pub mod generate;
 pub mod genmodel;
 pub mod membw;
