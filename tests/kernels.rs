@@ -1,10 +1,14 @@
 //! Every kernel tier against the scalar oracle (bit-exact, since tiers share the operation
 //! order), and the oracle against an f64 reference on dequantized values (within a tolerance
-//! scaled by Σ|x·y|). A tier this CPU lacks is skipped with a printed reason.
+//! scaled by Σ|x·y|). A tier this CPU lacks is skipped with a printed reason. Tiled kernels
+//! ([`Kernels::dot_tile`]) of every tier, the scalar one included, are held to the scalar single
+//! dot of each of their outputs, for whole tiles and for every edge tile.
 
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
-use locus::kernels::{dequantize_row, ActRow, GgmlType, Kernels, SumOrder, Tier};
+use locus::kernels::{
+    dequantize_row, ActRow, GgmlType, Kernels, SumOrder, Tier, TILE_ROWS, TILE_TOKENS,
+};
 use quickcheck::{quickcheck, Arbitrary, Gen};
 
 const TIERS: [Tier; 2] = [Tier::Avx2, Tier::Avx512];
@@ -17,29 +21,51 @@ struct Rows {
     x: Vec<f32>,
 }
 
+/// A row of `blocks` blocks of 32 values, each block of one random kind (edge cases included).
+fn gen_row(g: &mut Gen, blocks: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(blocks * 32);
+    for _ in 0..blocks {
+        let kind = u8::arbitrary(g) % 6;
+        for _ in 0..32 {
+            let r = (i32::arbitrary(g) % 10_000) as f32 / 1000.0;
+            v.push(match kind {
+                0 => 0.0,             // scale 0
+                1 => r * 6000.0,      // near the largest f16 scales
+                2 => -r.abs() - 0.01, // all negative
+                3 => r * 1e-3,        // tiny
+                _ => r,
+            });
+        }
+    }
+    v
+}
+
 impl Arbitrary for Rows {
     fn arbitrary(g: &mut Gen) -> Rows {
         let blocks = 1 + usize::arbitrary(g) % 24;
-        let gen_row = |g: &mut Gen| -> Vec<f32> {
-            let mut v = Vec::with_capacity(blocks * 32);
-            for _ in 0..blocks {
-                let kind = u8::arbitrary(g) % 6;
-                for _ in 0..32 {
-                    let r = (i32::arbitrary(g) % 10_000) as f32 / 1000.0;
-                    v.push(match kind {
-                        0 => 0.0,             // scale 0
-                        1 => r * 6000.0,      // near the largest f16 scales
-                        2 => -r.abs() - 0.01, // all negative
-                        3 => r * 1e-3,        // tiny
-                        _ => r,
-                    });
-                }
-            }
-            v
-        };
         Rows {
-            w: gen_row(g),
-            x: gen_row(g),
+            w: gen_row(g, blocks),
+            x: gen_row(g, blocks),
+        }
+    }
+}
+
+/// Weight rows and activation rows of one length for a tile: up to two whole tiles and an edge
+/// each way, so whole tiles, edge tiles and several tiles per call all occur.
+#[derive(Clone, Debug)]
+struct TileRows {
+    w: Vec<Vec<f32>>,
+    x: Vec<Vec<f32>>,
+}
+
+impl Arbitrary for TileRows {
+    fn arbitrary(g: &mut Gen) -> TileRows {
+        let blocks = 1 + usize::arbitrary(g) % 12;
+        let n_rows = 1 + usize::arbitrary(g) % (2 * TILE_ROWS + 1);
+        let n_tokens = 1 + usize::arbitrary(g) % (2 * TILE_TOKENS + 1);
+        TileRows {
+            w: (0..n_rows).map(|_| gen_row(g, blocks)).collect(),
+            x: (0..n_tokens).map(|_| gen_row(g, blocks)).collect(),
         }
     }
 }
@@ -117,6 +143,57 @@ fn check_all_types(r: &Rows) -> bool {
     true
 }
 
+const TILE_TYPES: [GgmlType; 6] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Bf16,
+];
+
+/// Every tier's `dot_tile` (the scalar tier's too) over the first `n_rows` × `n_tokens` of
+/// `r`, element by element against the scalar single dot, bit for bit, in both orders.
+fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
+    let scalar = Kernels::scalar();
+    let mut all = vec![scalar];
+    all.extend(tiers());
+    for ty in TILE_TYPES {
+        let weights: Vec<Vec<u8>> = r.w[..n_rows].iter().map(|w| weight_bytes(ty, w)).collect();
+        let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
+        let acts: Vec<ActRow> = r.x[..n_tokens]
+            .iter()
+            .map(|x| {
+                let mut a = ActRow::new_for(ty);
+                a.set(x);
+                a
+            })
+            .collect();
+        for order in [SumOrder::Lanes, SumOrder::BlockChain] {
+            for k in &all {
+                let mut out = vec![f32::NAN; n_rows * n_tokens];
+                k.dot_tile(ty, order, &rows, &acts, &mut out);
+                for (t, a) in acts.iter().enumerate() {
+                    for (i, row) in rows.iter().enumerate() {
+                        let want = scalar.dot_ordered(ty, order, row, a);
+                        let got = out[t * n_rows + i];
+                        if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+                            eprintln!(
+                                "{} {order:?} tier {} tile {n_rows}x{n_tokens}, row {i} token \
+                                 {t}: {got} != scalar {want}",
+                                ty.name(),
+                                k.tier
+                            );
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
 fn dequantized_act(a: &ActRow) -> Vec<f32> {
     match a {
         ActRow::F32(v) => v.clone(),
@@ -138,6 +215,31 @@ fn dequantized_act(a: &ActRow) -> Vec<f32> {
 quickcheck! {
     fn tiers_equal_scalar_oracle(r: Rows) -> bool {
         check_all_types(&r)
+    }
+
+    fn tiles_equal_scalar_single_dots(r: TileRows) -> bool {
+        check_tile(&r, r.w.len(), r.x.len())
+    }
+}
+
+#[test]
+fn tile_edges_equal_scalar_single_dots() {
+    let mut g = Gen::new(100);
+    let blocks = 5;
+    // Every tile edge (1..=rows × 1..=tokens), with an all-zero, a huge and an all-negative row.
+    let mut r = TileRows {
+        w: (0..TILE_ROWS).map(|_| gen_row(&mut g, blocks)).collect(),
+        x: (0..TILE_TOKENS).map(|_| gen_row(&mut g, blocks)).collect(),
+    };
+    r.w[0] = vec![0.0; blocks * 32];
+    r.x[0] = (0..blocks * 32)
+        .map(|i| (i as f32 * 0.37).sin() * 60000.0)
+        .collect();
+    r.x[TILE_TOKENS - 1] = (0..blocks * 32).map(|i| -1.0 - i as f32).collect();
+    for n_rows in 1..=TILE_ROWS {
+        for n_tokens in 1..=TILE_TOKENS {
+            assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
+        }
     }
 }
 

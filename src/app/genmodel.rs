@@ -32,13 +32,13 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             ty.name()
         ));
     }
-    if spec.n_head == 0 || spec.n_head_kv == 0 || spec.n_head % spec.n_head_kv != 0 {
+    if spec.n_head == 0 || spec.n_head_kv == 0 || !spec.n_head.is_multiple_of(spec.n_head_kv) {
         return bad(format!(
             "--kv-heads {} must divide --heads {}",
             spec.n_head_kv, spec.n_head
         ));
     }
-    if spec.n_embd % spec.n_head != 0 || (spec.n_embd / spec.n_head) % 2 != 0 {
+    if !spec.n_embd.is_multiple_of(spec.n_head) || !(spec.n_embd / spec.n_head).is_multiple_of(2) {
         return bad(format!(
             "--dim {} must be a multiple of 2 × --heads {}",
             spec.n_embd, spec.n_head

@@ -95,7 +95,7 @@ unsafe impl Block for BlockQ8_1 {}
 /// Views `bytes` as blocks; `None` if the length is not a whole number of blocks.
 pub fn as_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return None;
     }
     // SAFETY: B is alignment 1 and valid for any bytes (Block contract); the length is an exact

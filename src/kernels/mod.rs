@@ -5,6 +5,12 @@
 //! chosen from the best tier the CPU supports. `LOCUS_KERNELS=scalar|avx2|avx512` forces a tier
 //! (a tier the CPU lacks is an error, not a silent downgrade). Every tier is tested against the
 //! scalar oracle in `scalar.rs`.
+//!
+//! Besides one dot per call, each tier has tiled kernels ([`Kernels::dot_tile`]) that compute a
+//! [`TILE_ROWS`] × [`TILE_TOKENS`] block of outputs in one pass over the blocks: each weight
+//! block is unpacked once for several tokens, each activation block loaded once for several rows,
+//! and the outputs' independent accumulator chains overlap. Every output keeps its own float
+//! operations, so a tile is bit-identical to its single dots.
 
 pub mod blocks;
 pub mod ggml_math;
@@ -64,9 +70,20 @@ impl Tier {
                     Err("this CPU lacks AVX2/FMA/F16C".into())
                 }
             }
-            // The AVX-512 kernels are not written yet; the tier exists so it can be forced and
-            // reported consistently once they are.
-            Tier::Avx512 => Err("the AVX-512 tier is not implemented yet".into()),
+            // The AVX-512 tier has its own tiled matmul kernels and borrows the rest from AVX2.
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512 => {
+                Tier::Avx2.available()?;
+                if is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+                {
+                    Ok(())
+                } else {
+                    Err("this CPU lacks AVX-512 F/BW/VL/VNNI".into())
+                }
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => Err("not an x86-64 CPU".into()),
         }
@@ -178,6 +195,29 @@ type DotF32 = fn(&[f32], &[f32]) -> f32;
 type DotU16 = fn(&[u16], &[f32]) -> f32;
 type AttGemv = fn(&[u16], &[f32], usize) -> f32;
 
+/// Weight rows in one tile of [`Kernels::dot_tile`]. With [`TILE_TOKENS`] it sets how many
+/// independent accumulators a tile keeps: 2 × 4 = 8 eight-lane accumulators leave the other
+/// half of AVX2's sixteen vector registers for the unpacked weights and the activation block.
+/// Of the shapes measured (1×4, 1×8, 2×2, 2×3, 3×2, 4×1, 4×2, 2×4), 2×4 was fastest for every
+/// type but Q8_0 (4×2 by a few percent). The SIMD tiles carry a tile's scale products in one
+/// eight-lane vector, so rows + tokens and rows × tokens must both stay within 8.
+pub const TILE_ROWS: usize = 2;
+/// Tokens (activation rows) in one tile of [`Kernels::dot_tile`]; the batch size
+/// (`MAX_BATCH` = 32) is a multiple of it.
+pub const TILE_TOKENS: usize = 4;
+
+/// The tile a tiled kernel computes in one pass: `rows` weight rows × `tokens` activations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    pub rows: usize,
+    pub tokens: usize,
+}
+
+/// A tiled kernel: `out[t][r] = dot(w[r], a[t])`, every row and activation of one length.
+type Tile<W, A> = fn(&[&[W]; TILE_ROWS], &[&[A]; TILE_TOKENS], &mut TileOut);
+/// A tile's outputs, token-major.
+type TileOut = [[f32; TILE_ROWS]; TILE_TOKENS];
+
 /// The order in which a quantized dot product sums its blocks. llama.cpp uses two: eight f32
 /// lanes reduced at the end (its vector dot products and tinyBLAS), and one scalar chain over
 /// blocks (the kernels for Q4_0 weights it repacks into interleaved 8-row blocks).
@@ -200,6 +240,10 @@ pub struct Kernels {
     bf16: DotU16,
     att_gemv: AttGemv,
     att_gemm: DotU16,
+    q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
+    q4_0_chain_tile: Tile<BlockQ4_0, BlockQ8_0>,
+    q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
+    q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
 }
 
 impl fmt::Debug for Kernels {
@@ -222,6 +266,10 @@ impl Kernels {
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
             att_gemm: ggml_math::dot_f16_gemm,
+            q4_0_tile: scalar::tile_q4_0_q8_0,
+            q4_0_chain_tile: scalar::tile_q4_0_q8_0_chain,
+            q4_1_tile: scalar::tile_q4_1_q8_1,
+            q8_0_tile: scalar::tile_q8_0_q8_0,
         }
     }
 
@@ -242,8 +290,22 @@ impl Kernels {
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemm: x86_64::avx2::att_gemm,
+                q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
+                q4_0_chain_tile: x86_64::avx2::tile_q4_0_q8_0_chain,
+                q4_1_tile: x86_64::avx2::tile_q4_1_q8_1,
+                q8_0_tile: x86_64::avx2::tile_q8_0_q8_0,
                 ..Kernels::scalar()
             },
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512 => Kernels {
+                tier,
+                q4_0_tile: x86_64::avx512::tile_q4_0_q8_0,
+                q4_0_chain_tile: x86_64::avx512::tile_q4_0_q8_0_chain,
+                q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
+                q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
+                ..Kernels::for_tier(Tier::Avx2)?
+            },
+            #[cfg(not(target_arch = "x86_64"))]
             _ => unreachable!("available() refused tiers without kernels"),
         })
     }
@@ -304,6 +366,95 @@ impl Kernels {
         }
     }
 
+    /// The tile [`Kernels::dot_tile`] computes in one pass; callers that hand it whole tiles
+    /// (`rows` rows and a multiple of `tokens` activations) avoid its single-dot fallback.
+    #[inline]
+    pub fn tile_shape(&self) -> TileShape {
+        TileShape {
+            rows: TILE_ROWS,
+            tokens: TILE_TOKENS,
+        }
+    }
+
+    /// `out[t * rows.len() + r] = self.dot_ordered(ty, order, rows[r], &acts[t])` for every
+    /// row and activation, bit for bit. Whole [`TileShape`] tiles of Q4_0, Q4_1 and Q8_0 weights
+    /// go through the tiled kernels; edge tiles and the float types use the single dot.
+    ///
+    /// # Panics
+    /// If `out.len() != rows.len() * acts.len()`, or as [`Kernels::dot_ordered`] does.
+    pub fn dot_tile(
+        &self,
+        ty: GgmlType,
+        order: SumOrder,
+        rows: &[&[u8]],
+        acts: &[ActRow],
+        out: &mut [f32],
+    ) {
+        let n_rows = rows.len();
+        assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+        let mut tile = [[0f32; TILE_ROWS]; TILE_TOKENS];
+        for (r0, rc) in (0..).step_by(TILE_ROWS).zip(rows.chunks(TILE_ROWS)) {
+            for (t0, ac) in (0..).step_by(TILE_TOKENS).zip(acts.chunks(TILE_TOKENS)) {
+                if self.whole_tile(ty, order, rc, ac, &mut tile) {
+                    for (t, o) in tile.iter().enumerate() {
+                        let at = (t0 + t) * n_rows + r0;
+                        out[at..at + TILE_ROWS].copy_from_slice(o);
+                    }
+                } else {
+                    for (t, a) in ac.iter().enumerate() {
+                        for (r, row) in rc.iter().enumerate() {
+                            out[(t0 + t) * n_rows + r0 + r] = self.dot_ordered(ty, order, row, a);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the tiled kernel for `ty` if `rows` × `acts` is a whole tile of a type that has
+    /// one; `false` (nothing written) otherwise.
+    fn whole_tile(
+        &self,
+        ty: GgmlType,
+        order: SumOrder,
+        rows: &[&[u8]],
+        acts: &[ActRow],
+        out: &mut TileOut,
+    ) -> bool {
+        let (Ok(rows), Ok(acts)) = (
+            <&[&[u8]; TILE_ROWS]>::try_from(rows),
+            <&[ActRow; TILE_TOKENS]>::try_from(acts),
+        ) else {
+            return false;
+        };
+        let n = acts[0].len() / QK;
+        match ty {
+            GgmlType::Q4_0 => {
+                let kernel = match order {
+                    SumOrder::Lanes => self.q4_0_tile,
+                    SumOrder::BlockChain => self.q4_0_chain_tile,
+                };
+                kernel(
+                    &rows.map(|r| checked_blocks(r, n)),
+                    &acts.each_ref().map(|a| q8_0_blocks(a, n)),
+                    out,
+                );
+            }
+            GgmlType::Q4_1 => (self.q4_1_tile)(
+                &rows.map(|r| checked_blocks(r, n)),
+                &acts.each_ref().map(|a| q8_1_blocks(a, n)),
+                out,
+            ),
+            GgmlType::Q8_0 => (self.q8_0_tile)(
+                &rows.map(|r| checked_blocks(r, n)),
+                &acts.each_ref().map(|a| q8_0_blocks(a, n)),
+                out,
+            ),
+            _ => return false,
+        }
+        true
+    }
+
     /// f32·f32 dot product (attention scores and the like).
     #[inline]
     pub fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
@@ -334,6 +485,23 @@ fn checked_blocks<B: blocks::Block>(row: &[u8], n_blocks: usize) -> &[B] {
     let b = blocks::as_blocks::<B>(row).expect("weight row is not a whole number of blocks");
     assert_eq!(b.len(), n_blocks, "row length mismatch");
     b
+}
+
+/// The Q8_0 blocks of an activation of `n_blocks` blocks (a caller bug otherwise: see
+/// [`Kernels::dot_ordered`]).
+fn q8_0_blocks(act: &ActRow, n_blocks: usize) -> &[BlockQ8_0] {
+    match act {
+        ActRow::Q8_0(a) if a.len() == n_blocks => a,
+        _ => panic!("activation is not Q8_0 of {n_blocks} blocks"),
+    }
+}
+
+/// The Q8_1 blocks of an activation of `n_blocks` blocks, as [`q8_0_blocks`].
+fn q8_1_blocks(act: &ActRow, n_blocks: usize) -> &[BlockQ8_1] {
+    match act {
+        ActRow::Q8_1(a) if a.len() == n_blocks => a,
+        _ => panic!("activation is not Q8_1 of {n_blocks} blocks"),
+    }
 }
 
 /// A weight row of f32 values, copied only when the bytes are not 4-byte aligned.

@@ -6,6 +6,9 @@
 //! in any order; the float parts are done in the same order, so every SIMD tier — ours and
 //! llama.cpp's — produces bit-identical results to this file. That is what makes greedy output
 //! match llama.cpp token for token.
+//!
+//! The tile oracles (`tile_*`) are plain loops of the single dot products: a tiled SIMD kernel
+//! may share loads between outputs, but each output must come out as that output's dot alone.
 
 use super::blocks::{scale, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use super::half::{bf16_to_f32, f16_to_f32};
@@ -139,4 +142,55 @@ pub fn dot_bf16_f32(x: &[u16], y: &[f32]) -> f32 {
         s = bf16_to_f32(x[i]).mul_add(y[i], s);
     }
     s
+}
+
+/// `out[t][r] = dot(w[r], a[t])` for every pair: the tile oracle, built from a single dot.
+#[inline]
+fn tile_of<W, A, const R: usize, const T: usize>(
+    dot: fn(&[W], &[A]) -> f32,
+    w: &[&[W]; R],
+    a: &[&[A]; T],
+    out: &mut [[f32; R]; T],
+) {
+    for (o, at) in out.iter_mut().zip(a) {
+        for (v, wr) in o.iter_mut().zip(w) {
+            *v = dot(wr, at);
+        }
+    }
+}
+
+/// [`dot_q4_0_q8_0`] for every (row, token) pair of a tile.
+pub fn tile_q4_0_q8_0<const R: usize, const T: usize>(
+    w: &[&[BlockQ4_0]; R],
+    a: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; R]; T],
+) {
+    tile_of(dot_q4_0_q8_0, w, a, out)
+}
+
+/// [`dot_q4_0_q8_0_chain`] for every (row, token) pair of a tile.
+pub fn tile_q4_0_q8_0_chain<const R: usize, const T: usize>(
+    w: &[&[BlockQ4_0]; R],
+    a: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; R]; T],
+) {
+    tile_of(dot_q4_0_q8_0_chain, w, a, out)
+}
+
+/// [`dot_q4_1_q8_1`] for every (row, token) pair of a tile.
+pub fn tile_q4_1_q8_1<const R: usize, const T: usize>(
+    w: &[&[BlockQ4_1]; R],
+    a: &[&[BlockQ8_1]; T],
+    out: &mut [[f32; R]; T],
+) {
+    tile_of(dot_q4_1_q8_1, w, a, out)
+}
+
+/// [`dot_q8_0_q8_0`] for every (row, token) pair of a tile.
+pub fn tile_q8_0_q8_0<const R: usize, const T: usize>(
+    w: &[&[BlockQ8_0]; R],
+    a: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; R]; T],
+) {
+    tile_of(dot_q8_0_q8_0, w, a, out)
 }

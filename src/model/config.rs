@@ -82,7 +82,7 @@ impl LlamaConfig {
             Some(_) => req_u64(g, &k("attention.head_count_kv"))? as usize,
             None => n_head,
         };
-        if n_head % n_head_kv != 0 {
+        if !n_head.is_multiple_of(n_head_kv) {
             return Err(ModelError::BadKey {
                 key: k("attention.head_count_kv"),
                 why: format!("= {n_head_kv} does not divide the head count {n_head}"),
@@ -91,7 +91,7 @@ impl LlamaConfig {
         let head_dim = match g.get(&k("attention.key_length")) {
             Some(_) => req_u64(g, &k("attention.key_length"))? as usize,
             None => {
-                if n_embd % n_head != 0 {
+                if !n_embd.is_multiple_of(n_head) {
                     return Err(ModelError::BadKey {
                         key: k("attention.head_count"),
                         why: format!("= {n_head} does not divide the embedding length {n_embd}"),

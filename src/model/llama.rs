@@ -248,7 +248,10 @@ impl<'a> Llama<'a> {
         let acts = &*acts;
         let kernels = &self.kernels;
         pool.run(&|tid| {
+            use crate::kernels::TILE_ROWS;
             let (mut start, end) = split(total, tid, pool.threads());
+            // The outputs of one step of TILE_ROWS rows for every token, token-major.
+            let mut step = [0f32; TILE_ROWS * MAX_BATCH];
             let mut base = 0;
             for (t, out) in tensors.iter().zip(&outs) {
                 let (lo, hi) = (base, base + t.rows);
@@ -258,14 +261,20 @@ impl<'a> Llama<'a> {
                 }
                 let stop = end.min(hi);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
-                for r in start - lo..stop - lo {
-                    let row = t.row(r);
-                    for (b, a) in act.iter().enumerate() {
-                        // SAFETY: row r belongs to this thread's share alone, so element
-                        // (b, r) is written by this thread only.
-                        unsafe {
-                            out.write(b * t.rows + r, kernels.dot_ordered(t.ty, t.order, row, a))
-                        };
+                // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
+                // walks them a tile's tokens at a time), so the step's rows stay in L1.
+                for r0 in (start - lo..stop - lo).step_by(TILE_ROWS) {
+                    let k = TILE_ROWS.min(stop - lo - r0);
+                    let rows: [&[u8]; TILE_ROWS] =
+                        std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
+                    let step = &mut step[..k * n];
+                    kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
+                    for (b, outs_b) in step.chunks_exact(k).enumerate() {
+                        for (j, v) in outs_b.iter().enumerate() {
+                            // SAFETY: rows r0..r0 + k belong to this thread's share alone, so
+                            // element (b, r0 + j) is written by this thread only.
+                            unsafe { out.write(b * t.rows + r0 + j, *v) };
+                        }
                     }
                 }
                 start = stop;

@@ -86,7 +86,7 @@ pub fn quantize_file(input: &Path, output: &Path, target: GgmlType) -> Result<()
             });
         }
         let cols = t.dims[0] as usize;
-        if cols % target.block_size() != 0 {
+        if !cols.is_multiple_of(target.block_size()) {
             return Err(ModelError::BadShape {
                 tensor: t.name.into(),
                 expected: vec![(cols / target.block_size() * target.block_size()) as u64],

@@ -114,7 +114,7 @@ fn matrix<'a>(
     rows: usize,
 ) -> Result<Tensor<'a>, ModelError> {
     let mut t = tensor(g, name, cols, rows)?;
-    if t.ty == GgmlType::Q4_0 && rows % REPACK_ROWS == 0 {
+    if t.ty == GgmlType::Q4_0 && rows.is_multiple_of(REPACK_ROWS) {
         t.order = SumOrder::BlockChain;
     }
     Ok(t)

@@ -1,12 +1,17 @@
 //! AVX2 + FMA + F16C tier. Same operation order as the scalar oracle (see `scalar.rs`), so results are
 //! bit-identical to it.
 //!
-//! The `#[target_feature]` functions are private; the safe wrappers below are only handed out by
-//! [`super::super::Kernels::detect`] after `is_x86_feature_detected!` confirmed AVX2, FMA and F16C.
+//! Single dots first, then the tiled kernels (R weight rows × T tokens per pass).
+//!
+//! The kernels' `#[target_feature]` functions are private; the safe wrappers below are only
+//! handed out by [`super::super::Kernels::detect`] after `is_x86_feature_detected!` confirmed
+//! AVX2, FMA and F16C. A few helpers are `pub(super)` for the AVX-512 tier, whose functions
+//! enable these features too.
 
 use std::arch::x86_64::*;
 
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use crate::kernels::{TILE_ROWS as TR, TILE_TOKENS as TT};
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
 #[target_feature(enable = "avx2,fma")]
@@ -29,25 +34,35 @@ fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
 /// 32 nibbles → 32 bytes: low nibbles in the low 128 bits, high nibbles in the high 128 bits.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
+pub(super) fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
     // SAFETY: qs is exactly 16 readable bytes; the load is unaligned.
     let tmp = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
     let bytes = _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp);
     _mm256_and_si256(bytes, _mm256_set1_epi8(0x0f))
 }
 
-/// An f16 block scale → f32 with the F16C instruction (exactly as the software conversion).
+// f16 block scales → f32 with the F16C instruction (exactly as the software conversion),
+// broadcast to every lane and used as vectors. Converting a lone scalar instead lets the
+// compiler insert the f16 into whatever register it likes (often the loop's accumulator), which
+// chains every block's scale conversion behind the previous block's sum.
+
+/// An f16 block scale → f32 in all four lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn scale(d: [u8; 2]) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(
-        _mm_cvtsi32_si128(u16::from_le_bytes(d) as i32),
-    ))
+fn scale4(d: [u8; 2]) -> __m128 {
+    _mm_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(d)))
+}
+
+/// An f16 block scale → f32 in all eight lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn scale8(d: [u8; 2]) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(d)))
 }
 
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn hsum_float_8(x: __m256) -> f32 {
+pub(super) fn hsum_float_8(x: __m256) -> f32 {
     let mut res = _mm256_extractf128_ps(x, 1);
     res = _mm_add_ps(res, _mm256_castps256_ps128(x));
     res = _mm_add_ps(res, _mm_movehl_ps(res, res));
@@ -60,7 +75,7 @@ fn dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let off = _mm256_set1_epi8(8);
     for (a, b) in x.iter().zip(y) {
-        let d = _mm256_set1_ps(scale(a.d) * scale(b.d));
+        let d = _mm256_mul_ps(scale8(a.d), scale8(b.d));
         let qx = bytes_from_nibbles_32(&a.qs);
         // SAFETY: b.qs is 32 readable bytes; the load is unaligned.
         let qy = unsafe { _mm256_loadu_si256(b.qs.as_ptr().cast()) };
@@ -73,23 +88,23 @@ fn dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
+    let mut summs = _mm256_setzero_ps(); // the same scalar chain in every lane
     for (a, b) in x.iter().zip(y) {
-        summs += scale(a.m) * scale(b.s);
-        let d = _mm256_set1_ps(scale(a.d) * scale(b.d));
+        summs = _mm256_add_ps(summs, _mm256_mul_ps(scale8(a.m), scale8(b.s)));
+        let d = _mm256_mul_ps(scale8(a.d), scale8(b.d));
         let qx = bytes_from_nibbles_32(&a.qs);
         // SAFETY: b.qs is 32 readable bytes; the load is unaligned.
         let qy = unsafe { _mm256_loadu_si256(b.qs.as_ptr().cast()) };
         acc = _mm256_fmadd_ps(d, mul_sum_us8_pairs_float(qx, qy), acc);
     }
-    hsum_float_8(acc) + summs
+    hsum_float_8(acc) + _mm256_cvtss_f32(summs)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (a, b) in x.iter().zip(y) {
-        let d = _mm256_set1_ps(scale(a.d) * scale(b.d));
+        let d = _mm256_mul_ps(scale8(a.d), scale8(b.d));
         // SAFETY: both qs arrays are 32 bytes, read unaligned.
         let (qx, qy) = unsafe {
             (
@@ -253,7 +268,7 @@ pub(in crate::kernels) fn dot_f16_f32(x: &[u16], y: &[f32]) -> f32 {
 fn dot_q4_0_q8_0_chain_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let off = _mm256_set1_epi8(8);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = 0f32;
+    let mut acc = _mm_setzero_ps(); // the same scalar chain in every lane
     for (a, b) in x.iter().zip(y) {
         let qx = _mm256_sub_epi8(bytes_from_nibbles_32(&a.qs), off);
         // SAFETY: b.qs is 32 readable bytes; the load is unaligned.
@@ -266,12 +281,19 @@ fn dot_q4_0_q8_0_chain_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
             _mm256_castsi256_si128(prod),
             _mm256_extracti128_si256(prod, 1),
         );
-        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-        let isum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
-        acc = (isum as f32).mul_add(scale(a.d) * scale(b.d), acc);
+        // The block's total in every lane (integer sums: any order is exact).
+        let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, SWAP_PAIRS));
+        let isum = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, SWAP_NEIGHBOURS));
+        let d = _mm_mul_ps(scale4(a.d), scale4(b.d));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), d, acc);
     }
-    acc
+    _mm_cvtss_f32(acc)
 }
+
+/// `_mm_shuffle_epi32` control: lanes (2, 3, 0, 1).
+const SWAP_PAIRS: i32 = 0b01_00_11_10;
+/// `_mm_shuffle_epi32` control: lanes (1, 0, 3, 2).
+const SWAP_NEIGHBOURS: i32 = 0b10_11_00_01;
 
 pub(in crate::kernels) fn dot_q4_0_q8_0_chain(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
@@ -296,4 +318,300 @@ pub(in crate::kernels) fn dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32
 pub(in crate::kernels) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { dot_f32_impl(x, y) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tiled kernels: R weight rows × T tokens per pass. Each output keeps the float operations of
+// its single dot above (same lanes, same fma per block, same reduction), so tiles are
+// bit-identical to it; only loads, unpacking and the f16 scale conversions are shared, and the
+// R·T independent accumulator chains hide each other's fma latency.
+// ---------------------------------------------------------------------------------------------
+
+/// 32 bytes of quantized values, read unaligned.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn load_qs(qs: &[i8; 32]) -> __m256i {
+    // SAFETY: qs is exactly 32 readable bytes; the load is unaligned.
+    unsafe { _mm256_loadu_si256(qs.as_ptr().cast()) }
+}
+
+/// `rows` cut to exactly `n` elements each, so indexing below `n` needs no bounds checks.
+#[inline(always)]
+pub(super) fn exact<'a, B, const K: usize>(rows: &[&'a [B]; K], n: usize) -> [&'a [B]; K] {
+    std::array::from_fn(|k| &rows[k][..n])
+}
+
+/// Most outputs a tile may have: one per lane of an f32 vector, so a tile's scale products
+/// (and its block-chain sums) travel as one vector, output `t*R + r` in lane `t*R + r`.
+pub(super) const TILE_LANES: usize = 8;
+
+/// `x[r]·y[t]` in lane `t*R + r`, for R + T f16 values converted to f32 by one instruction.
+/// A product of two f16 values is exact in f32, so each lane is bit for bit the product the
+/// single dot forms from the same two scales.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn scale_products<const R: usize, const T: usize>(
+    x: [[u8; 2]; R],
+    y: [[u8; 2]; T],
+) -> __m256 {
+    const { assert!(R + T <= TILE_LANES && R * T <= TILE_LANES) };
+    // The eight f16 values packed in two general registers, then moved over whole: building
+    // the vector by word inserts would merge into (and wait for) a stale register.
+    let mut h = [0u64; 2];
+    for (k, v) in x.iter().chain(&y).enumerate() {
+        h[k / 4] |= u64::from(u16::from_le_bytes(*v)) << (16 * (k % 4));
+    }
+    let f = _mm256_cvtph_ps(_mm_set_epi64x(h[1] as i64, h[0] as i64));
+    let xi: [i32; TILE_LANES] = std::array::from_fn(|o| (o % R) as i32);
+    let yi: [i32; TILE_LANES] = std::array::from_fn(|o| (R + (o / R).min(T - 1)) as i32);
+    // SAFETY: xi and yi are 8 i32s each; unaligned loads.
+    let (xi, yi) = unsafe {
+        (
+            _mm256_loadu_si256(xi.as_ptr().cast()),
+            _mm256_loadu_si256(yi.as_ptr().cast()),
+        )
+    };
+    _mm256_mul_ps(
+        _mm256_permutevar8x32_ps(f, xi),
+        _mm256_permutevar8x32_ps(f, yi),
+    )
+}
+
+/// The lanes of an f32 vector as an array.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn lanes(v: __m256) -> [f32; TILE_LANES] {
+    let mut a = [0f32; TILE_LANES];
+    // SAFETY: a is 8 writable f32s; the store is unaligned.
+    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+    a
+}
+
+/// The lanes of `v`, stored in `buf` and kept in memory (`black_box`): each lane is then
+/// broadcast straight from its load (one micro-op, or none where AVX-512 folds the broadcast
+/// into the instruction), not extracted by shuffles.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn spill(v: __m256, buf: &mut [f32; TILE_LANES]) -> &[f32; TILE_LANES] {
+    // SAFETY: buf is 8 writable f32s; the store is unaligned.
+    unsafe { _mm256_storeu_ps(buf.as_mut_ptr(), v) };
+    std::hint::black_box(buf)
+}
+
+/// Tiled Q4_0·Q8_0 (lanes order), the tile of [`dot_q4_0_q8_0_impl`]:
+/// ```text
+/// for each block i:
+///   x[r] = nibbles(w[r][i]) − 8                                      once per row
+///   y[t] = a[t][i].qs                                                once per token
+///   d[t*R+r] = f16→f32(w[r][i].d) · f16→f32(a[t][i].d)               one vector for all
+///   acc[t][r] = fma(d[t*R+r], Σ4 x[r]·y[t] per lane, acc[t][r])      per output
+/// out[t][r] = hsum_float_8(acc[t][r])
+/// ```
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
+    w: &[&[BlockQ4_0]; R],
+    a: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; R]; T],
+) {
+    let n = a[0].len();
+    let (w, a) = (exact(w, n), exact(a, n));
+    let off = _mm256_set1_epi8(8);
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let mut d_buf = [0f32; TILE_LANES];
+    for i in 0..n {
+        let d = spill(
+            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+            &mut d_buf,
+        );
+        let qx: [__m256i; R] =
+            std::array::from_fn(|r| _mm256_sub_epi8(bytes_from_nibbles_32(&w[r][i].qs), off));
+        for (t, acc_t) in acc.iter_mut().enumerate() {
+            let qy = load_qs(&a[t][i].qs);
+            for r in 0..R {
+                let q = mul_sum_i8_pairs_float(qx[r], qy);
+                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+            }
+        }
+    }
+    for (o, acc_t) in out.iter_mut().zip(&acc) {
+        for (v, s) in o.iter_mut().zip(acc_t) {
+            *v = hsum_float_8(*s);
+        }
+    }
+}
+
+/// Tiled Q8_0·Q8_0 (lanes order), the tile of [`dot_q8_0_q8_0_impl`]; as
+/// [`tile_q4_0_q8_0_impl`] with the weights loaded instead of unpacked.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_q8_0_q8_0_impl<const R: usize, const T: usize>(
+    w: &[&[BlockQ8_0]; R],
+    a: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; R]; T],
+) {
+    let n = a[0].len();
+    let (w, a) = (exact(w, n), exact(a, n));
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let mut d_buf = [0f32; TILE_LANES];
+    for i in 0..n {
+        let d = spill(
+            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+            &mut d_buf,
+        );
+        let qx: [__m256i; R] = std::array::from_fn(|r| load_qs(&w[r][i].qs));
+        for (t, acc_t) in acc.iter_mut().enumerate() {
+            let qy = load_qs(&a[t][i].qs);
+            for r in 0..R {
+                let q = mul_sum_i8_pairs_float(qx[r], qy);
+                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+            }
+        }
+    }
+    for (o, acc_t) in out.iter_mut().zip(&acc) {
+        for (v, s) in o.iter_mut().zip(acc_t) {
+            *v = hsum_float_8(*s);
+        }
+    }
+}
+
+/// Tiled Q4_1·Q8_1, the tile of [`dot_q4_1_q8_1_impl`]: the lanes as in
+/// [`tile_q4_0_q8_0_impl`] (nibbles unsigned, no offset), plus per output the chain
+/// `summs[t*R+r] += m_w[r]·s_a[t]` in block order (all R·T chains in one vector), added after
+/// the lanes' hsum.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_q4_1_q8_1_impl<const R: usize, const T: usize>(
+    w: &[&[BlockQ4_1]; R],
+    a: &[&[BlockQ8_1]; T],
+    out: &mut [[f32; R]; T],
+) {
+    let n = a[0].len();
+    let (w, a) = (exact(w, n), exact(a, n));
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let mut d_buf = [0f32; TILE_LANES];
+    let mut summs = _mm256_setzero_ps();
+    for i in 0..n {
+        let d = spill(
+            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+            &mut d_buf,
+        );
+        let ms = scale_products(w.map(|w| w[i].m), a.map(|a| a[i].s));
+        summs = _mm256_add_ps(summs, ms);
+        let qx: [__m256i; R] = std::array::from_fn(|r| bytes_from_nibbles_32(&w[r][i].qs));
+        for (t, acc_t) in acc.iter_mut().enumerate() {
+            let qy = load_qs(&a[t][i].qs);
+            for r in 0..R {
+                let q = mul_sum_us8_pairs_float(qx[r], qy);
+                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+            }
+        }
+    }
+    let summs = lanes(summs);
+    for (t, (o, acc_t)) in out.iter_mut().zip(&acc).enumerate() {
+        for (r, (v, s)) in o.iter_mut().zip(acc_t).enumerate() {
+            *v = hsum_float_8(*s) + summs[t * R + r];
+        }
+    }
+}
+
+/// The totals of eight vectors of eight i32, in order, for partial sums of magnitude at most
+/// 4096 (so every intermediate fits i16): two rounds of `packs_epi32` (exact, nothing
+/// saturates) and `madd_epi16` by ones (adds neighbours), then the two 128-bit halves added.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn hsum_i32_8x8_small(v: [__m256i; TILE_LANES]) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    // Per 128-bit half: [a0+a1, a2+a3, b0+b1, b2+b3] (low) and the same of lanes 4..8 (high).
+    let pair = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
+    let (ab, cd, ef, gh) = (
+        pair(v[0], v[1]),
+        pair(v[2], v[3]),
+        pair(v[4], v[5]),
+        pair(v[6], v[7]),
+    );
+    // [a, b, c, d] over lanes 0..4 | the same over lanes 4..8.
+    let (abcd, efgh) = (pair(ab, cd), pair(ef, gh));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(abcd, efgh, LOW_HALVES),
+        _mm256_permute2x128_si256(abcd, efgh, HIGH_HALVES),
+    )
+}
+
+/// `_mm256_permute2x128_si256` control: (a's low half, b's low half).
+const LOW_HALVES: i32 = 0x20;
+/// `_mm256_permute2x128_si256` control: (a's high half, b's high half).
+const HIGH_HALVES: i32 = 0x31;
+
+/// Tiled Q4_0·Q8_0 (block-chain order), the tile of [`dot_q4_0_q8_0_chain_impl`]. The R·T
+/// chains run side by side in the lanes of one vector (lane `t*R + r`):
+/// ```text
+/// for each block i:
+///   isum[t*R+r] = Σ_{32} x[r]·y[t]                     (exact, reduced eight at a time)
+///   acc = fma(isum, d, acc)                             (one vector fma for all chains)
+/// ```
+/// Each |x − 8| ≤ 8 and |y| ≤ 128, so a lane's four products stay within 4096.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
+    w: &[&[BlockQ4_0]; R],
+    a: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; R]; T],
+) {
+    let n = a[0].len();
+    let (w, a) = (exact(w, n), exact(a, n));
+    let off = _mm256_set1_epi8(8);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..n {
+        let d = scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d));
+        let qx: [__m256i; R] =
+            std::array::from_fn(|r| _mm256_sub_epi8(bytes_from_nibbles_32(&w[r][i].qs), off));
+        let mut sums = [_mm256_setzero_si256(); TILE_LANES];
+        for (t, a_t) in a.iter().enumerate() {
+            let qy = load_qs(&a_t[i].qs);
+            for (r, x) in qx.iter().enumerate() {
+                let (ax, sy) = (_mm256_sign_epi8(*x, *x), _mm256_sign_epi8(qy, *x));
+                sums[t * R + r] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), ones);
+            }
+        }
+        let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(sums));
+        acc = _mm256_fmadd_ps(isum, d, acc);
+    }
+    let acc = lanes(acc);
+    for (t, o) in out.iter_mut().enumerate() {
+        o.copy_from_slice(&acc[t * R..t * R + R]);
+    }
+}
+
+pub(in crate::kernels) fn tile_q4_0_q8_0(
+    w: &[&[BlockQ4_0]; TR],
+    a: &[&[BlockQ8_0]; TT],
+    out: &mut [[f32; TR]; TT],
+) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { tile_q4_0_q8_0_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn tile_q4_0_q8_0_chain(
+    w: &[&[BlockQ4_0]; TR],
+    a: &[&[BlockQ8_0]; TT],
+    out: &mut [[f32; TR]; TT],
+) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { tile_q4_0_q8_0_chain_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn tile_q4_1_q8_1(
+    w: &[&[BlockQ4_1]; TR],
+    a: &[&[BlockQ8_1]; TT],
+    out: &mut [[f32; TR]; TT],
+) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { tile_q4_1_q8_1_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn tile_q8_0_q8_0(
+    w: &[&[BlockQ8_0]; TR],
+    a: &[&[BlockQ8_0]; TT],
+    out: &mut [[f32; TR]; TT],
+) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { tile_q8_0_q8_0_impl(w, a, out) }
 }

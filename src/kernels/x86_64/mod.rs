@@ -2,3 +2,4 @@
 //! dispatch table built after feature detection.
 
 pub(super) mod avx2;
+pub(super) mod avx512;

@@ -1,0 +1,95 @@
+//! Matmul kernel throughput: each quantized kernel × tier × row length, computed one dot per
+//! call (`single`) and in tiles (`tile`, [`Kernels::dot_tile`]).
+//!
+//! One iteration multiplies `TILE_ROWS` weight rows with a batch of `BATCH` tokens, as the
+//! model's matmuls do for one step of rows, so the activations come from L1/L2 as they do there.
+//! Throughput is in bytes of weights *as read per dot* (row bytes × rows × tokens); ns per block
+//! is `block bytes / (GB/s)`: 18 bytes for Q4_0, 20 for Q4_1, 34 for Q8_0.
+//!
+//! Run: `cargo bench --bench kernels`. A tier this CPU lacks is reported with a SKIPPED line.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use locus::kernels::{ActRow, GgmlType, Kernels, SumOrder, Tier, TILE_ROWS};
+use locus::model::quantize::quantize_row;
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Tokens per iteration: the model's batch size (`MAX_BATCH`).
+const BATCH: usize = 32;
+/// Row lengths: SmolLM2-135M's model width and feed-forward width, and a 1B-class FFN width.
+const ROW_LENS: [usize; 3] = [576, 2048, 5632];
+
+/// Deterministic pseudo-random values in [-1, 1) (a 32-bit LCG; the bench needs no crate).
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn kernels(c: &mut Criterion) {
+    let tiers: Vec<Kernels> = [Tier::Scalar, Tier::Avx2, Tier::Avx512]
+        .into_iter()
+        .filter_map(|t| match Kernels::for_tier(t) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                eprintln!("SKIPPED tier {t}: {e}");
+                None
+            }
+        })
+        .collect();
+    let cases = [
+        ("q4_0_lanes", GgmlType::Q4_0, SumOrder::Lanes),
+        ("q4_0_chain", GgmlType::Q4_0, SumOrder::BlockChain),
+        ("q4_1", GgmlType::Q4_1, SumOrder::Lanes),
+        ("q8_0", GgmlType::Q8_0, SumOrder::Lanes),
+    ];
+    for (name, ty, order) in cases {
+        let mut group = c.benchmark_group(format!("matmul_{name}"));
+        group
+            .sample_size(20)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(1));
+        for n in ROW_LENS {
+            let weights: Vec<Vec<u8>> = (0..TILE_ROWS)
+                .map(|r| quantize_row(ty, &values(n, r as u32)))
+                .collect();
+            let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
+            let acts: Vec<ActRow> = (0..BATCH)
+                .map(|t| {
+                    let mut a = ActRow::new_for(ty);
+                    a.set(&values(n, 1000 + t as u32));
+                    a
+                })
+                .collect();
+            let mut out = vec![0f32; TILE_ROWS * BATCH];
+            let weight_bytes = (weights[0].len() * TILE_ROWS * BATCH) as u64;
+            group.throughput(Throughput::Bytes(weight_bytes));
+            for k in &tiers {
+                group.bench_function(BenchmarkId::new(format!("{}/single", k.tier), n), |b| {
+                    b.iter(|| {
+                        for (t, a) in acts.iter().enumerate() {
+                            for (r, row) in rows.iter().enumerate() {
+                                out[t * TILE_ROWS + r] = k.dot_ordered(ty, order, row, a);
+                            }
+                        }
+                        black_box(&mut out);
+                    })
+                });
+                group.bench_function(BenchmarkId::new(format!("{}/tile", k.tier), n), |b| {
+                    b.iter(|| {
+                        k.dot_tile(ty, order, black_box(&rows), &acts, &mut out);
+                        black_box(&mut out);
+                    })
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, kernels);
+criterion_main!(benches);
