@@ -316,3 +316,35 @@ fn forced_tier_env_is_honoured_or_refused() {
         Err(e) => eprintln!("SKIPPED avx512 forcing check: {e}"),
     }
 }
+
+/// Softmax and SwiGLU (ggml's vectorised exp) give the same bits in every tier.
+#[test]
+fn softmax_and_swiglu_tiers_equal_scalar() {
+    let scalar = Kernels::scalar();
+    for n in [1usize, 15, 16, 17, 64, 257, 1536] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.031 - 15.0)
+            .collect();
+        let up: Vec<f32> = (0..n)
+            .map(|i| ((i * 104729) % 997) as f32 * 0.01 - 5.0)
+            .collect();
+        for k in tiers() {
+            let (mut a, mut b) = (x.clone(), x.clone());
+            scalar.softmax(&mut a, 0.125);
+            k.softmax(&mut b, 0.125);
+            assert!(
+                a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
+                "softmax n={n} tier {}",
+                k.tier
+            );
+            let (mut a, mut b) = (x.clone(), x.clone());
+            scalar.swiglu(&mut a, &up);
+            k.swiglu(&mut b, &up);
+            assert!(
+                a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
+                "swiglu n={n} tier {}",
+                k.tier
+            );
+        }
+    }
+}

@@ -12,7 +12,16 @@
 
 use super::half::{f16_to_f32, f32_to_f16};
 
+/// IEEE binary64 exponent bias and mantissa width (for building powers of two).
+const F64_EXP_BIAS: i64 = 1023;
+const F64_MANTISSA_BITS: u32 = 52;
+
 /// `ggml_v_expf` (AVX-512 form) for one lane.
+///
+/// The `#[inline(always)]` functions here are also compiled inside the x86 tiers' FMA-enabled
+/// wrappers, where `mul_add` becomes one instruction instead of a libm call; the bits are the
+/// same either way (a fused multiply-add is exact by definition).
+#[inline(always)]
 pub fn expf(x: f32) -> f32 {
     let r = f32::from_bits(0x4b40_0000); // 0x1.8p23
     let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), r); // x·log2(e) + 0x1.8p23
@@ -28,12 +37,14 @@ pub fn expf(x: f32) -> f32 {
     let q = f32::from_bits(0x3e2a_af33).mul_add(b, f32::from_bits(0x3eff_fedb)); // c3·b + c2
     let s = f32::from_bits(0x3f7f_fff6).mul_add(b, 1.0); // c1·b + 1
     let j = p.mul_add(u, q).mul_add(u, s);
-    // scalef(j, n) = j · 2^n, rounded once.
-    (j as f64 * 2f64.powi(n as i32)) as f32
+    // scalef(j, n) = j · 2^n, rounded once: 2^n built from its bits (|n| ≤ 192 here), the
+    // product exact in f64, then one rounding to f32.
+    let pow2 = f64::from_bits(((n as i64 + F64_EXP_BIAS) as u64) << F64_MANTISSA_BITS);
+    (j as f64 * pow2) as f32
 }
 
 /// SiLU as `ggml_v_silu`: x / (1 + expf(0 − x)).
-#[inline]
+#[inline(always)]
 pub fn silu(x: f32) -> f32 {
     x / (1.0 + expf(0.0 - x))
 }
@@ -91,6 +102,7 @@ pub fn dot_f16_gemm(x: &[u16], y: &[f32]) -> f32 {
 /// Softmax of `x · scale` as ggml's `soft_max` (no mask values inside `x`; masked positions of
 /// ggml's padded row are exact zeros after the exponential). Exponentials by [`expf`], sums of
 /// 16-lane blocks reduced by [`reduce16`] and accumulated in f64, then scaled by 1/sum.
+#[inline(always)]
 pub fn softmax(x: &mut [f32], scale: f32) {
     let mut max = f32::NEG_INFINITY;
     for v in x.iter_mut() {
@@ -116,6 +128,16 @@ pub fn softmax(x: &mut [f32], scale: f32) {
 #[inline]
 pub fn round_f16(v: f32) -> f32 {
     f16_to_f32(f32_to_f16(v))
+}
+
+/// `gate = silu(gate) * up` for one row, as `ggml_vec_swiglu_f32`: blocks of 16 use the
+/// vectorised exponential, the tail past the last full block uses libm's.
+#[inline(always)]
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    let full = gate.len() / 16 * 16;
+    for (i, (g, &u)) in gate.iter_mut().zip(up).enumerate() {
+        *g = if i < full { silu(*g) } else { silu_tail(*g) } * u;
+    }
 }
 
 /// One RoPE pair rotation with the multiply-adds GCC fused into ggml's `rotate_pairs`.

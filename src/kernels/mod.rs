@@ -240,6 +240,8 @@ pub struct Kernels {
     bf16: DotU16,
     att_gemv: AttGemv,
     att_gemm: DotU16,
+    softmax: fn(&mut [f32], f32),
+    swiglu: fn(&mut [f32], &[f32]),
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
@@ -266,6 +268,8 @@ impl Kernels {
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
             att_gemm: ggml_math::dot_f16_gemm,
+            softmax: ggml_math::softmax,
+            swiglu: ggml_math::swiglu,
             q4_0_tile: scalar::tile_q4_0_q8_0,
             q4_0_chain_tile: scalar::tile_q4_0_q8_0_chain,
             q4_1_tile: scalar::tile_q4_1_q8_1,
@@ -290,6 +294,8 @@ impl Kernels {
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemm: x86_64::avx2::att_gemm,
+                softmax: x86_64::avx2::softmax,
+                swiglu: x86_64::avx2::swiglu,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
                 q4_0_chain_tile: x86_64::avx2::tile_q4_0_q8_0_chain,
                 q4_1_tile: x86_64::avx2::tile_q4_1_q8_1,
@@ -472,6 +478,18 @@ impl Kernels {
     #[inline]
     pub fn att_dot_decode(&self, x: &[u16], y: &[f32], n_pad: usize) -> f32 {
         (self.att_gemv)(x, y, n_pad)
+    }
+
+    /// Softmax of `x · scale` with ggml's arithmetic (see `ggml_math::softmax`).
+    #[inline]
+    pub fn softmax(&self, x: &mut [f32], scale: f32) {
+        (self.softmax)(x, scale)
+    }
+
+    /// SwiGLU of one row with ggml's arithmetic (see `ggml_math::swiglu`).
+    #[inline]
+    pub fn swiglu(&self, gate: &mut [f32], up: &[f32]) {
+        (self.swiglu)(gate, up)
     }
 
     /// Attention dot product as llama.cpp computes it for a batch of tokens (tinyBLAS).

@@ -72,17 +72,9 @@ pub fn softmax_scaled(x: &mut [f32], scale: f32) {
     ggml_math::softmax(x, scale);
 }
 
-/// `gate = silu(gate) * up` (SwiGLU) for one row, as `ggml_vec_swiglu_f32`: blocks of 16 use
-/// the vectorised exponential, the tail past the last full block uses libm's.
+/// `gate = silu(gate) * up` (SwiGLU) for one row, as `ggml_vec_swiglu_f32`.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    let full = gate.len() / 16 * 16;
-    for (i, (g, &u)) in gate.iter_mut().zip(up).enumerate() {
-        *g = if i < full {
-            ggml_math::silu(*g)
-        } else {
-            ggml_math::silu_tail(*g)
-        } * u;
-    }
+    ggml_math::swiglu(gate, up);
 }
 
 #[cfg(test)]

@@ -397,7 +397,13 @@ impl<'a> Llama<'a> {
                 n,
                 &mut [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
             );
-            ops::swiglu(&mut s.gate[..n * ff], &s.up[..n * ff]);
+            for b in 0..n {
+                let (g, u) = (
+                    &mut s.gate[b * ff..(b + 1) * ff],
+                    &s.up[b * ff..(b + 1) * ff],
+                );
+                self.kernels.swiglu(g, u);
+            }
             self.matmuls(
                 pool,
                 &mut s.acts,
@@ -484,7 +490,7 @@ impl<'a> Llama<'a> {
                 for (t, score) in sc.iter_mut().enumerate() {
                     *score = kc.dot(kernels, kq_arith, t * kv_dim + g * hd, q16, hd);
                 }
-                ops::softmax_scaled(sc, scale);
+                kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
                 }

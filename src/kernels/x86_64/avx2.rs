@@ -615,3 +615,25 @@ pub(in crate::kernels) fn tile_q8_0_q8_0(
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { tile_q8_0_q8_0_impl(w, a, out) }
 }
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn softmax_impl(x: &mut [f32], scale: f32) {
+    crate::kernels::ggml_math::softmax(x, scale)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
+    crate::kernels::ggml_math::swiglu(gate, up)
+}
+
+/// `ggml_math::softmax` compiled with hardware FMA (same bits).
+pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { softmax_impl(x, scale) }
+}
+
+/// `ggml_math::swiglu` compiled with hardware FMA (same bits).
+pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { swiglu_impl(gate, up) }
+}
