@@ -46,6 +46,11 @@ impl Rope {
     /// (cos, sin) for each rotated pair at position `pos`, as ggml's `rope_cache_init`.
     pub fn cache(&self, pos: usize, out: &mut Vec<(f32, f32)>) {
         out.clear();
+        self.append_cache(pos, out);
+    }
+
+    /// Like [`Rope::cache`], appending to `out` (one buffer for a whole batch of positions).
+    pub fn append_cache(&self, pos: usize, out: &mut Vec<(f32, f32)>) {
         let mut theta = pos as f32;
         for i in 0..self.n_dims / 2 {
             let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
@@ -67,16 +72,6 @@ impl Rope {
     }
 }
 
-/// In-place softmax of `x * scale` (ggml `soft_max_ext` without mask or ALiBi).
-pub fn softmax_scaled(x: &mut [f32], scale: f32) {
-    ggml_math::softmax(x, scale);
-}
-
-/// `gate = silu(gate) * up` (SwiGLU) for one row, as `ggml_vec_swiglu_f32`.
-pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    ggml_math::swiglu(gate, up);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,7 +89,7 @@ mod tests {
     #[test]
     fn softmax_sums_to_one_and_orders() {
         let mut x = vec![1.0, 3.0, 2.0, -1.0];
-        softmax_scaled(&mut x, 0.5);
+        ggml_math::softmax(&mut x, 0.5);
         assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         assert!(x[1] > x[2] && x[2] > x[0] && x[0] > x[3]);
     }

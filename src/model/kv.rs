@@ -1,6 +1,7 @@
 //! The KV cache's element storage.
 
-use crate::kernels::half::{f16_to_f32, f32_to_f16};
+use crate::kernels::ggml_math::round_f16;
+use crate::kernels::half::f32_to_f16;
 use crate::kernels::Kernels;
 
 /// Element type of the KV cache (llama.cpp's `--cache-type-k/v`): f16 is the default and what
@@ -17,7 +18,7 @@ impl KvType {
     #[inline]
     pub fn round(self, v: f32) -> f32 {
         match self {
-            KvType::F16 => f16_to_f32(f32_to_f16(v)),
+            KvType::F16 => round_f16(v),
             KvType::F32 => v,
         }
     }

@@ -120,13 +120,13 @@ impl BatchActs {
 
     /// Quantizes the `n` rows of `x` (width `cols`) for every format `tensors` need.
     fn prepare(&mut self, x: &[f32], n: usize, cols: usize, tensors: &[&Tensor]) {
-        let mut done = Vec::with_capacity(3);
+        let mut done = [None; 3];
         for t in tensors {
             let at = ActType::for_weight(t.ty);
-            if done.contains(&at) {
+            if done.contains(&Some(at)) {
                 continue;
             }
-            done.push(at);
+            done[done.iter().position(Option::is_none).unwrap_or(0)] = Some(at);
             for (row, xr) in self
                 .rows_mut(at)
                 .iter_mut()
@@ -233,17 +233,17 @@ impl<'a> Llama<'a> {
     /// `outs[i][b] = tensors[i] · x[b]` for the `n` rows of `x`, for matrices that share the
     /// input, in one parallel step whose rows (all matrices' rows, concatenated) are split
     /// evenly among the threads. Each weight row is applied to all `n` inputs while it is hot.
-    fn matmuls(
+    fn matmuls<const N: usize>(
         &self,
         pool: &Pool,
         acts: &mut BatchActs,
         x: &[f32],
         n: usize,
-        jobs: &mut [(&Tensor, &mut [f32])],
+        jobs: [(&Tensor, &mut [f32]); N],
     ) {
-        let tensors: Vec<&Tensor> = jobs.iter().map(|(t, _)| *t).collect();
+        let jobs = jobs.map(|(t, o)| (t, Out::new(o)));
+        let tensors = jobs.each_ref().map(|(t, _)| *t);
         acts.prepare(x, n, tensors[0].cols, &tensors);
-        let outs: Vec<Out> = jobs.iter_mut().map(|(_, o)| Out::new(o)).collect();
         let total: usize = tensors.iter().map(|t| t.rows).sum();
         let acts = &*acts;
         let kernels = &self.kernels;
@@ -253,7 +253,7 @@ impl<'a> Llama<'a> {
             // The outputs of one step of TILE_ROWS rows for every token, token-major.
             let mut step = [0f32; TILE_ROWS * MAX_BATCH];
             let mut base = 0;
-            for (t, out) in tensors.iter().zip(&outs) {
+            for (t, out) in &jobs {
                 let (lo, hi) = (base, base + t.rows);
                 base = hi;
                 if start >= hi || start >= end {
@@ -343,10 +343,8 @@ impl<'a> Llama<'a> {
             );
         }
         s.rope_cache.clear();
-        let mut one = Vec::new();
         for b in 0..n {
-            self.rope.cache(s.pos + b, &mut one);
-            s.rope_cache.extend_from_slice(&one);
+            self.rope.append_cache(s.pos + b, &mut s.rope_cache);
         }
         let half = c.n_rot / 2;
 
@@ -364,7 +362,7 @@ impl<'a> Llama<'a> {
                 &mut s.acts,
                 &s.xn,
                 n,
-                &mut [
+                [
                     (&layer.wq, &mut s.q),
                     (&layer.wk, &mut s.kcur),
                     (&layer.wv, &mut s.vcur),
@@ -379,7 +377,7 @@ impl<'a> Llama<'a> {
             }
             self.store_kv(s, li, n);
             self.attention(pool, s, li, n, arith);
-            self.matmuls(pool, &mut s.acts, &s.att, n, &mut [(&layer.wo, &mut s.tmp)]);
+            self.matmuls(pool, &mut s.acts, &s.att, n, [(&layer.wo, &mut s.tmp)]);
             add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
 
             for b in 0..n {
@@ -395,7 +393,7 @@ impl<'a> Llama<'a> {
                 &mut s.acts,
                 &s.xn,
                 n,
-                &mut [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
+                [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
             );
             for b in 0..n {
                 let (g, u) = (
@@ -404,13 +402,7 @@ impl<'a> Llama<'a> {
                 );
                 self.kernels.swiglu(g, u);
             }
-            self.matmuls(
-                pool,
-                &mut s.acts,
-                &s.gate,
-                n,
-                &mut [(&layer.w_down, &mut s.tmp)],
-            );
+            self.matmuls(pool, &mut s.acts, &s.gate, n, [(&layer.w_down, &mut s.tmp)]);
             add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
         }
         s.pos += n;
@@ -426,13 +418,7 @@ impl<'a> Llama<'a> {
                 );
             }
             let m = s.n_logits;
-            self.matmuls(
-                pool,
-                &mut s.acts,
-                &s.xn,
-                m,
-                &mut [(&w.output, &mut s.logits)],
-            );
+            self.matmuls(pool, &mut s.acts, &s.xn, m, [(&w.output, &mut s.logits)]);
         }
     }
 
