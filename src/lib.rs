@@ -10,6 +10,8 @@ pub mod app;
 pub mod kernels;
 /// Models: GGUF, weights, the llama forward pass, tokenizer, sampler, chat templates.
 pub mod model;
+/// Placement: modes, the plan, placed copies of the weights, the audit. Knows nodes and tensors.
+pub mod placement;
 /// The worker pool that runs every parallel step of the forward pass.
 pub mod pool;
 /// Linux: topology from sysfs, affinity, memory-policy syscalls, the capability probe. Knows no models.

@@ -10,6 +10,8 @@ use locus::app::{self, AppError};
 use locus::kernels::GgmlType;
 use locus::model::llama::KvType;
 use locus::model::sampler::SamplerConfig;
+use locus::placement;
+use locus::sys::NodeId;
 
 const MAIN_HELP: &str = "\
 locus — CPU inference for GGUF language models, with NUMA-aware weight placement
@@ -25,12 +27,30 @@ Commands:
   bench       prompt and decode speed, llama-bench style (pp/tg, mean ± sd)
   membw       measure memory read bandwidth per node (--matrix: node to node)
   topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
+  audit       place a model as `run` would and report where every page landed, and locality
 
 Run `locus <COMMAND> --help` for a command's options.
 Environment: LOCUS_KERNELS=scalar|avx2|avx512 forces a kernel tier.
 ";
 
-const RUN_HELP: &str = "\
+/// The placement options' help lines, shared by `run` and `audit`.
+macro_rules! numa_options_help {
+    () => {
+        "      --numa MODE         weight placement: off, distribute, interleave, isolate, mirror,
+                          shard or auto (default: auto = mirror if every node has room,
+                          else shard; off on a one-node host)
+      --numa-node N       the node for --numa isolate (default: the node locus starts on)
+      --pin node|core     pin each thread to its node's CPUs (default) or to one CPU
+      --strict            fail (exit 2) instead of falling back when placement cannot be honoured
+      --hugepages         back the weight copies with 2 MiB hugetlb pages (falls back loudly)
+      --poll N            how long idle threads spin, 0-100 (default 50; 0 where threads
+                          outnumber CPUs: VMs, CPU quotas)
+"
+    };
+}
+
+const RUN_HELP: &str = concat!(
+    "\
 Usage: locus run -m FILE (-p TEXT | -f FILE) [OPTIONS]
 
 Generates a continuation of the prompt. The generated text (not the prompt) goes to stdout as it
@@ -55,9 +75,12 @@ Options:
       --ignore-eos        keep generating past end-of-generation tokens
       --chat              wrap the prompt as a user message in the model's chat template
       --system TEXT       system message for --chat
-  -v, --verbose           print model and kernel details to stderr
+",
+    numa_options_help!(),
+    "  -v, --verbose           print model, kernel tier, placement and its audit to stderr
   -h, --help              this help
-";
+"
+);
 
 const PPL_HELP: &str = "\
 Usage: locus perplexity -m FILE -f TEXT [OPTIONS]
@@ -72,6 +95,8 @@ Options:
       --chunks N       score at most N windows (default: all)
   -t, --threads N      worker threads (default: the CPUs this process may use)
   -ctk, -ctv T         KV cache type, f16 (default) or f32
+      --numa MODE, --numa-node N, --pin node|core, --strict, --hugepages
+                       weight placement, as for `locus run`
   -h, --help           this help
 ";
 
@@ -164,6 +189,27 @@ Options:
       --json   print one JSON object instead of the table
   -h, --help   this help
 ";
+
+const AUDIT_HELP: &str = concat!(
+    "\
+Usage: locus audit -m FILE [--numa MODE] [-t N] [--json]
+
+Places the model exactly as `locus run` would (reading one token's weights where they come from
+the file mapping), then reports per tensor and
+copy the pages on each node (move_pages, or /proc/self/numa_maps where that is refused), totals
+per node, how much of the model file is still in the page cache, and locality: the share of the
+weight bytes each thread reads per token that sit on its own node.
+
+Options:
+  -m, --model FILE        GGUF model file
+  -t, --threads N         worker threads (default: the CPUs of the nodes in use)
+",
+    numa_options_help!(),
+    "      --json              print one JSON object (mode, nodes, copies, page_cache_bytes,
+                          locality, warnings, ...)
+  -h, --help              this help
+"
+);
 
 /// Why a command did not succeed.
 enum CliError {
@@ -280,6 +326,85 @@ fn parse_threads(flag: &str, v: &str) -> Result<usize, CliError> {
     Ok(n)
 }
 
+/// Handles a placement flag (`--numa`, `--numa-node`, `--pin`, `--strict`, `--hugepages`);
+/// returns false for any other flag.
+fn numa_flag(
+    a: &mut Args,
+    flag: &str,
+    inline: Option<String>,
+    o: &mut placement::Options,
+) -> Result<bool, CliError> {
+    match flag {
+        "--numa" => {
+            let v = a.value(flag, inline)?;
+            o.mode = placement::Mode::parse(&v).ok_or_else(|| {
+                CliError::Message(format!(
+                    "--numa: unknown mode '{v}' (off, distribute, interleave, isolate, mirror, shard, auto)"
+                ))
+            })?;
+        }
+        "--numa-node" => {
+            o.node = Some(NodeId(parse_num(flag, &a.value(flag, inline)?)?));
+        }
+        "--pin" => {
+            o.pin = match a.value(flag, inline)?.as_str() {
+                "node" => placement::Pin::Node,
+                "core" => placement::Pin::Core,
+                v => {
+                    return Err(CliError::Message(format!(
+                        "--pin: unknown value '{v}' (node or core)"
+                    )))
+                }
+            }
+        }
+        "--strict" => o.strict = true,
+        "--poll" => {
+            let v: u32 = parse_num(flag, &a.value(flag, inline)?)?;
+            if v > 100 {
+                return Err(CliError::Message(format!("--poll: {v} is not in 0..=100")));
+            }
+            o.poll = v;
+        }
+        "--hugepages" => o.hugepages = true,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn run_audit(mut a: Args) -> Result<(), CliError> {
+    let mut model = None;
+    let mut o = app::audit::AuditOptions {
+        model: PathBuf::new(),
+        numa: placement::Options::default(),
+        json: false,
+    };
+    while let Some((flag, inline)) = a.next_flag() {
+        if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{AUDIT_HELP}");
+                return Ok(());
+            }
+            "-m" | "--model" => model = Some(a.value(&flag, inline)?),
+            "-t" | "--threads" => {
+                o.numa.threads = Some(parse_threads(&flag, &a.value(&flag, inline)?)?)
+            }
+            "--json" => o.json = true,
+            other => {
+                return Err(CliError::Message(format!(
+                    "audit: unknown option '{other}' (see `locus audit --help`)"
+                )))
+            }
+        }
+    }
+    o.model =
+        PathBuf::from(model.ok_or_else(|| CliError::Message("audit: -m FILE is required".into()))?);
+    app::audit::run(&o)?;
+    Ok(())
+}
+
 fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
     let mut model = None;
     let mut prompt = None;
@@ -287,7 +412,7 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
         model: PathBuf::new(),
         prompt: String::new(),
         n_predict: None,
-        threads: app::default_threads(),
+        numa: placement::Options::default(),
         ctx: 4096,
         sampling: SamplerConfig {
             seed: random_seed(),
@@ -302,6 +427,9 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
     let mut kv = None;
     let mut ctx_given = false;
     while let Some((flag, inline)) = a.next_flag() {
+        if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
         match flag.as_str() {
             "-h" | "--help" => {
                 print!("{RUN_HELP}");
@@ -314,7 +442,9 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
                 let n: i64 = parse_num(&flag, &a.value(&flag, inline)?)?;
                 o.n_predict = if n < 0 { None } else { Some(n as usize) };
             }
-            "-t" | "--threads" => o.threads = parse_threads(&flag, &a.value(&flag, inline)?)?,
+            "-t" | "--threads" => {
+                o.numa.threads = Some(parse_threads(&flag, &a.value(&flag, inline)?)?)
+            }
             "-c" | "--ctx-size" => {
                 o.ctx = parse_num(&flag, &a.value(&flag, inline)?)?;
                 ctx_given = true;
@@ -391,11 +521,14 @@ fn parse_perplexity(mut a: Args) -> Result<Option<PerplexityOptions>, CliError> 
         file: PathBuf::new(),
         ctx: 512,
         chunks: None,
-        threads: app::default_threads(),
         kv_type: KvType::F16,
+        numa: placement::Options::default(),
     };
     let mut kv = None;
     while let Some((flag, inline)) = a.next_flag() {
+        if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
         match flag.as_str() {
             "-h" | "--help" => {
                 print!("{PPL_HELP}");
@@ -405,7 +538,9 @@ fn parse_perplexity(mut a: Args) -> Result<Option<PerplexityOptions>, CliError> 
             "-f" | "--file" => file = Some(a.value(&flag, inline)?),
             "-c" | "--ctx-size" => o.ctx = parse_num(&flag, &a.value(&flag, inline)?)?,
             "--chunks" => o.chunks = Some(parse_num(&flag, &a.value(&flag, inline)?)?),
-            "-t" | "--threads" => o.threads = parse_threads(&flag, &a.value(&flag, inline)?)?,
+            "-t" | "--threads" => {
+                o.numa.threads = Some(parse_threads(&flag, &a.value(&flag, inline)?)?)
+            }
             "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
                 set_kv(&mut kv, &flag, &a.value(&flag, inline)?)?
             }
@@ -693,8 +828,9 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
         "membw" => run_membw(args),
         "bench" => run_bench(args),
         "topo" => run_topo(args),
+        "audit" => run_audit(args),
         other => Err(CliError::Message(format!(
-            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, bench, membw, topo)"
+            "unknown command '{other}' (commands: run, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit)"
         ))),
     }
 }

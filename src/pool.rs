@@ -6,57 +6,99 @@
 //! spin briefly between steps (steps are microseconds apart during decode), then yield, then
 //! sleep on a condition variable so an idle engine burns no CPU.
 //!
-//! No allocation or lock happens on the per-step path while workers are spinning.
+//! Threads come in **groups** (one per NUMA node in use), numbered contiguously: group 0 has
+//! threads `0..a`, group 1 `a..b`, and so on. Completion is a two-level barrier: each thread
+//! counts down its group's counter, and the last of a group counts down the global one, so
+//! most of the traffic stays on cache lines of the thread's own node.
+//!
+//! The per-step path takes no lock and allocates nothing: the job is published through an
+//! atomic pointer, and the condition variable is signalled only when some worker sleeps.
 
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-/// Spins before a waiting worker starts yielding its CPU.
+/// Spins before a waiting thread starts yielding its CPU, at the default polling level.
 const SPIN_ITERS: u32 = 1 << 14;
+/// The default polling level (llama.cpp's `--poll`: 0 = no spinning, 100 = twice the default).
+pub const DEFAULT_POLL: u32 = 50;
 /// Yields before a waiting worker goes to sleep.
 const YIELD_ITERS: u32 = 1 << 8;
 
-type Job = dyn Fn(usize) + Sync;
+type Job<'a> = dyn Fn(usize) + Sync + 'a;
+
+/// A counter on its own cache line (so groups do not share lines).
+#[repr(align(128))]
+struct Padded(AtomicUsize);
 
 struct Shared {
     /// Bumped once per step; workers run the job when they see a new value.
     generation: AtomicUsize,
-    /// The current job. Written by `run` before `generation` is bumped (Release), read by
-    /// workers after they observe the bump (Acquire).
-    job: Mutex<Option<JobPtr>>,
-    /// Workers still running the current step.
-    remaining: AtomicUsize,
+    /// Points at the caller's `&Job` for the current step. Written by `run` before
+    /// `generation` is bumped (the bump releases it), read by workers after they observe it.
+    job: AtomicPtr<()>,
+    /// Per group: threads still running the current step.
+    group_left: Vec<Padded>,
+    /// Groups still running the current step.
+    groups_left: Padded,
     panicked: AtomicBool,
     stop: AtomicBool,
+    /// Workers asleep (or about to sleep) on `wake`.
+    sleepers: AtomicUsize,
+    /// Spins before yielding (from the polling level).
+    spin: AtomicU32,
     sleep_lock: Mutex<()>,
     wake: Condvar,
 }
 
-#[derive(Clone, Copy)]
-struct JobPtr(*const Job);
-// SAFETY: the pointee is `Sync` (Job: Sync) and `run` keeps it alive until every worker is done.
-unsafe impl Send for JobPtr {}
-
-/// A pool of `n` threads (the caller counts as one).
+/// A pool of `n` threads (the caller counts as one), in groups.
 pub struct Pool {
     n: usize,
+    groups: Vec<Range<usize>>,
+    group_of: Vec<usize>,
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
 }
 
 impl Pool {
-    /// A pool of `n` threads in all (`n - 1` workers plus the caller). `hook(i)` runs first on
-    /// each worker thread `i` (used to pin threads); it is not run for the caller.
+    /// A pool of `n` threads in all (`n - 1` workers plus the caller), one group. `hook(i)`
+    /// runs first on each worker thread `i`; it is not run for the caller.
     pub fn new(n: usize, hook: impl Fn(usize) + Send + Sync + 'static) -> Pool {
-        let n = n.max(1);
+        Pool::build(&[n.max(1)], hook)
+    }
+
+    /// A pool whose group `g` has `sizes[g]` threads, numbered contiguously. `hook(i)` runs
+    /// first on each thread `i`, the caller (thread 0) included, before `grouped` returns
+    /// (used to pin each thread to its node). Empty groups are not allowed.
+    pub fn grouped(sizes: &[usize], hook: impl Fn(usize) + Send + Sync + 'static) -> Pool {
+        assert!(
+            !sizes.is_empty() && sizes.iter().all(|&s| s > 0),
+            "every pool group needs a thread"
+        );
+        hook(0);
+        Pool::build(sizes, hook)
+    }
+
+    fn build(sizes: &[usize], hook: impl Fn(usize) + Send + Sync + 'static) -> Pool {
+        let n: usize = sizes.iter().sum();
+        let mut groups = Vec::with_capacity(sizes.len());
+        let mut group_of = Vec::with_capacity(n);
+        for (g, &size) in sizes.iter().enumerate() {
+            let start = group_of.len();
+            group_of.extend(std::iter::repeat_n(g, size));
+            groups.push(start..start + size);
+        }
         let shared = Arc::new(Shared {
             generation: AtomicUsize::new(0),
-            job: Mutex::new(None),
-            remaining: AtomicUsize::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            group_left: sizes.iter().map(|_| Padded(AtomicUsize::new(0))).collect(),
+            groups_left: Padded(AtomicUsize::new(0)),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            spin: AtomicU32::new(SPIN_ITERS),
             sleep_lock: Mutex::new(()),
             wake: Condvar::new(),
         });
@@ -65,20 +107,46 @@ impl Pool {
             .map(|tid| {
                 let shared = Arc::clone(&shared);
                 let hook = Arc::clone(&hook);
+                let group = group_of[tid];
                 std::thread::Builder::new()
                     .name(format!("locus-{tid}"))
                     .spawn(move || {
                         hook(tid);
-                        worker(tid, &shared)
+                        worker(tid, group, &shared)
                     })
                     .expect("cannot spawn a worker thread")
             })
             .collect();
-        Pool { n, shared, workers }
+        Pool {
+            n,
+            groups,
+            group_of,
+            shared,
+            workers,
+        }
     }
 
     pub fn threads(&self) -> usize {
         self.n
+    }
+
+    /// Sets how long waiting threads spin before yielding and sleeping: `poll` 0 never spins
+    /// (best where threads outnumber CPUs: VMs, CPU quotas), 50 is the default, 100 spins twice
+    /// as long.
+    pub fn set_poll(&self, poll: u32) {
+        let iters = (SPIN_ITERS as u64 * poll.min(100) as u64 / DEFAULT_POLL as u64) as u32;
+        self.shared.spin.store(iters, Ordering::Relaxed);
+    }
+
+    /// The group (node slot) thread `tid` belongs to.
+    #[inline]
+    pub fn group_of(&self, tid: usize) -> usize {
+        self.group_of[tid]
+    }
+
+    /// The threads of each group, in order.
+    pub fn groups(&self) -> &[Range<usize>] {
+        &self.groups
     }
 
     /// Runs `f(tid)` on every thread, `tid` in `0..threads()`, and returns when all are done.
@@ -88,22 +156,25 @@ impl Pool {
             return;
         }
         let s = &*self.shared;
-        let job: &(dyn Fn(usize) + Sync + '_) = f;
-        // SAFETY: the lifetime is erased only for the duration of this call: `run` does not
-        // return until `remaining` is zero, i.e. every worker has finished calling the job.
-        let ptr: *const Job =
-            unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(job) };
-        *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(JobPtr(ptr));
-        s.remaining.store(self.n - 1, Ordering::Release);
-        s.generation.fetch_add(1, Ordering::AcqRel);
-        {
+        let job: &Job<'_> = f;
+        for (g, r) in self.groups.iter().enumerate() {
+            s.group_left[g].0.store(r.len(), Ordering::Relaxed);
+        }
+        s.groups_left.0.store(self.groups.len(), Ordering::Relaxed);
+        // Workers read `job` through this pointer; it stays valid until `run` returns, which
+        // is after every worker has finished with it (the barrier below).
+        s.job
+            .store(&job as *const &Job<'_> as *mut (), Ordering::Relaxed);
+        s.generation.fetch_add(1, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = s.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
             s.wake.notify_all();
         }
         let mine = catch_unwind(AssertUnwindSafe(|| f(0)));
-        let mut spins = 0u32;
-        while s.remaining.load(Ordering::Acquire) != 0 {
-            spins = backoff(spins);
+        arrive(s, 0);
+        let (mut spins, limit) = (0u32, s.spin.load(Ordering::Relaxed));
+        while s.groups_left.0.load(Ordering::Acquire) != 0 {
+            spins = backoff(spins, limit);
         }
         if let Err(p) = mine {
             std::panic::resume_unwind(p);
@@ -114,8 +185,16 @@ impl Pool {
     }
 }
 
-fn backoff(spins: u32) -> u32 {
-    if spins < SPIN_ITERS {
+/// Counts a thread of `group` out of the current step (the two-level barrier).
+#[inline]
+fn arrive(s: &Shared, group: usize) {
+    if s.group_left[group].0.fetch_sub(1, Ordering::AcqRel) == 1 {
+        s.groups_left.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn backoff(spins: u32, limit: u32) -> u32 {
+    if spins < limit {
         std::hint::spin_loop();
     } else {
         std::thread::yield_now();
@@ -123,10 +202,10 @@ fn backoff(spins: u32) -> u32 {
     spins.saturating_add(1)
 }
 
-fn worker(tid: usize, s: &Shared) {
+fn worker(tid: usize, group: usize, s: &Shared) {
     let mut seen = 0usize;
     loop {
-        let mut spins = 0u32;
+        let (mut spins, limit) = (0u32, s.spin.load(Ordering::Relaxed));
         loop {
             if s.stop.load(Ordering::Acquire) {
                 return;
@@ -136,31 +215,37 @@ fn worker(tid: usize, s: &Shared) {
                 seen = g;
                 break;
             }
-            if spins < SPIN_ITERS + YIELD_ITERS {
-                spins = backoff(spins);
+            // Polling level 0 sleeps at once: yields are system calls too, and where threads
+            // outnumber CPUs a sleeping worker costs nothing until it is woken.
+            let yields = if limit == 0 { 0 } else { YIELD_ITERS };
+            if spins < limit + yields {
+                spins = backoff(spins, limit);
             } else {
                 let guard = s.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
-                if s.generation.load(Ordering::Acquire) == seen && !s.stop.load(Ordering::Acquire) {
+                s.sleepers.fetch_add(1, Ordering::SeqCst);
+                if s.generation.load(Ordering::SeqCst) == seen && !s.stop.load(Ordering::SeqCst) {
                     drop(s.wake.wait(guard));
                 }
+                s.sleepers.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(JobPtr(p)) = job {
-            // SAFETY: `run` published this pointer before bumping the generation we observed
-            // and keeps the closure alive until we decrement `remaining` below.
-            let f = unsafe { &*p };
+        let p = s.job.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: `run` stored a pointer to its live `&Job` before bumping the generation
+            // we observed (Acquire above pairs with that SeqCst bump) and keeps it alive until
+            // every thread has arrived at the barrier, which this thread does only below.
+            let f: &Job<'_> = unsafe { *(p as *const &Job<'_>) };
             if catch_unwind(AssertUnwindSafe(|| f(tid))).is_err() {
                 s.panicked.store(true, Ordering::Release);
             }
         }
-        s.remaining.fetch_sub(1, Ordering::AcqRel);
+        arrive(s, group);
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
+        self.shared.stop.store(true, Ordering::SeqCst);
         {
             let _g = self
                 .shared
@@ -173,6 +258,24 @@ impl Drop for Pool {
             let _ = w.join();
         }
     }
+}
+
+/// The rows `[start, end)` of a matrix of `rows` rows that thread `tid` of `nth` computes.
+/// Placement stores a group's rows where that group runs, so both sides use this one rule.
+#[inline]
+pub fn rows_of_thread(rows: usize, tid: usize, nth: usize) -> (usize, usize) {
+    split(rows, tid, nth)
+}
+
+/// The rows a group of consecutive threads `threads` (of `nth`) computes together.
+pub fn rows_of_group(rows: usize, threads: &Range<usize>, nth: usize) -> (usize, usize) {
+    if threads.is_empty() {
+        return (0, 0);
+    }
+    (
+        split(rows, threads.start, nth).0,
+        split(rows, threads.end - 1, nth).1,
+    )
 }
 
 /// The contiguous share `[start, end)` of `n` items that thread `tid` of `nth` takes.
@@ -202,6 +305,62 @@ mod tests {
         for h in &hits {
             assert_eq!(h.load(Ordering::Relaxed), 1000);
         }
+    }
+
+    #[test]
+    fn groups_number_threads_contiguously_and_all_run() {
+        let pinned = Arc::new(Mutex::new(Vec::new()));
+        let p2 = Arc::clone(&pinned);
+        let pool = Pool::grouped(&[2, 1, 3], move |tid| p2.lock().unwrap().push(tid));
+        assert_eq!(pool.threads(), 6);
+        assert_eq!(pool.groups(), &[0..2, 2..3, 3..6]);
+        assert_eq!(
+            (0..6).map(|t| pool.group_of(t)).collect::<Vec<_>>(),
+            vec![0, 0, 1, 2, 2, 2]
+        );
+        let hits: Vec<AtomicU64> = (0..6).map(|_| AtomicU64::new(0)).collect();
+        for _ in 0..500 {
+            pool.run(&|tid| {
+                hits[tid].fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 500));
+        let mut p = pinned.lock().unwrap().clone();
+        p.sort_unstable();
+        assert_eq!(
+            p,
+            vec![0, 1, 2, 3, 4, 5],
+            "the hook ran once on every thread"
+        );
+    }
+
+    #[test]
+    fn group_rows_are_the_union_of_their_threads_rows() {
+        for rows in [0, 5, 64, 577] {
+            for nth in 1..7 {
+                for a in 0..nth {
+                    for b in a + 1..=nth {
+                        let (lo, hi) = rows_of_group(rows, &(a..b), nth);
+                        assert_eq!(lo, rows_of_thread(rows, a, nth).0);
+                        assert_eq!(hi, rows_of_thread(rows, b - 1, nth).1);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn workers_wake_after_sleeping() {
+        let pool = Pool::new(3, |_| {});
+        let count = AtomicU64::new(0);
+        for _ in 0..3 {
+            // Long enough for the workers to go to sleep on the condition variable.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            pool.run(&|_| {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        assert_eq!(count.load(Ordering::Relaxed), 9);
     }
 
     #[test]

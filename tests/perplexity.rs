@@ -72,12 +72,13 @@ fn check(quant: &str) {
         file: common::repo_path("tests/data/ppl/english.txt"),
         ctx: 512,
         chunks: Some(CHUNKS),
-        threads: 1,
         kv_type: KvType::F16,
+        numa: Default::default(),
     };
+    let pool = locus::pool::Pool::new(1, |_| {});
     let t = Instant::now();
     let mut running = Vec::new();
-    let r = perplexity(&l, &text, &opts, |i, p| {
+    let r = perplexity(&l, &pool, &text, &opts, |i, p| {
         running.push(format!("[{i}]{p:.4}"))
     })
     .unwrap();

@@ -545,70 +545,9 @@ fn cli_topo_text_and_bad_flag() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn cli_topo_under_a_seccomp_filter_reports_eperm() {
-    use std::os::unix::process::CommandExt;
-
-    /// `AUDIT_ARCH_X86_64` from `<linux/audit.h>`: EM_X86_64 | 64-bit | little-endian.
-    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
-    /// Offsets of `nr` and `arch` in `struct seccomp_data`.
-    const NR_OFFSET: u32 = 0;
-    const ARCH_OFFSET: u32 = 4;
-    let stmt = |code: u32, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
-        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-        jt,
-        jf,
-        k,
-    };
-    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    let allow = stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW);
-    let eperm = stmt(
-        libc::BPF_RET | libc::BPF_K,
-        libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA),
-    );
-    let mut filter = vec![
-        stmt(load, ARCH_OFFSET),
-        jeq(AUDIT_ARCH_X86_64, 1, 0),
-        allow,
-        stmt(load, NR_OFFSET),
-    ];
-    for nr in [
-        libc::SYS_mbind,
-        libc::SYS_set_mempolicy,
-        libc::SYS_get_mempolicy,
-        libc::SYS_move_pages,
-    ] {
-        filter.push(jeq(nr as u32, 0, 1));
-        filter.push(eperm);
-    }
-    filter.push(allow);
-
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_locus"));
     cmd.args(["topo", "--json"]);
-    // SAFETY: the closure runs in the forked child before exec; it only makes two prctl calls
-    // on the filter built before the fork (no allocation, no locks).
-    unsafe {
-        cmd.pre_exec(move || {
-            let prog = libc::sock_fprog {
-                len: filter.len() as libc::c_ushort,
-                filter: filter.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::prctl(
-                    libc::PR_SET_SECCOMP,
-                    libc::SECCOMP_MODE_FILTER,
-                    &prog as *const libc::sock_fprog,
-                ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
+    seccomp::refuse_numa_syscalls(&mut cmd);
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => {
@@ -645,3 +584,5 @@ fn cli_topo_under_a_seccomp_filter_reports_eperm() {
 
 #[path = "common/json.rs"]
 mod json;
+#[path = "common/seccomp.rs"]
+mod seccomp;

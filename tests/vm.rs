@@ -10,8 +10,11 @@
 //! `RUSTFLAGS=-C target-feature=+crt-static --release --target x86_64-unknown-linux-gnu`, into
 //! `$CARGO_TARGET_DIR` or `target/`); cargo itself makes that a no-op when it is fresh.
 //!
-//! Each guest also runs `locus topo --json`, whose nodes must match the spec. Placement modes
-//! (issue 5) will add their audits here; today's assertions cover what exists.
+//! Each guest also runs `locus topo --json`, whose nodes must match the spec, and then every
+//! placement mode: `locus audit --numa MODE --json` must show mirror copies and shards 100% on
+//! their nodes with locality 1.0, interleave spread evenly (within 5%) over every node with
+//! memory, and `locus run --numa MODE` must generate the host's tokens in every mode. A VM with
+//! one node too small for a copy checks that `auto` picks shard and `mirror --strict` fails.
 
 mod common;
 #[path = "common/json.rs"]
@@ -21,6 +24,7 @@ use json::Value as Json;
 
 use locus::kernels::GgmlType;
 use locus::model::synth::{synth_model, SynthSpec};
+use locus::placement::Mode;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,7 +33,7 @@ use std::time::Instant;
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 const PROMPT: &str = "hello world";
-const N_PREDICT: &str = "16";
+const N_PREDICT: &str = "8";
 /// Host-side limit for one boot, generous for TCG on a busy two-core machine.
 const BOOT_TIMEOUT_S: u32 = 300;
 
@@ -193,29 +197,49 @@ fn static_locus() -> &'static PathBuf {
     })
 }
 
-/// The synthetic model every guest runs, written once per test run.
-fn model_file() -> &'static PathBuf {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        let dir = common::temp_dir("vm-model");
-        let path = dir.join("model.gguf");
-        // Untied head: the tied tiny model repeats one token, which would prove little.
-        let spec = SynthSpec {
-            tied: false,
-            seed: 4,
-            ..SynthSpec::tiny(GgmlType::Q8_0)
-        };
-        synth_model(&spec)
-            .write_atomic(&path)
-            .expect("cannot write the synthetic model");
-        path
-    })
+/// Writes a synthetic Q8_0 model with an untied head (the tied tiny model repeats one token,
+/// which would prove little) into a fresh temporary folder.
+fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
+    let [n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv] = shape;
+    let path = common::temp_dir(tag).join("model.gguf");
+    let spec = SynthSpec {
+        tied: false,
+        seed,
+        n_vocab,
+        n_embd,
+        n_layer,
+        n_ff,
+        n_head,
+        n_head_kv,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    };
+    synth_model(&spec)
+        .write_atomic(&path)
+        .expect("cannot write the synthetic model");
+    path
 }
 
-/// The `locus run` arguments both sides use (`-t` = the guest's CPU count on both).
+/// The synthetic model every guest audits, written once per test run: about 3 MiB, enough
+/// pages (≈ 750) that interleave's per-node counts can be judged to 5%.
+fn model_file() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| write_synth("vm-model", 4, [1024, 256, 4, 512, 4, 2]))
+}
+
+/// The small synthetic model every guest generates with (TCG emulates SIMD slowly).
+fn small_model_file() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| write_synth("vm-small-model", 4, [384, 64, 2, 96, 4, 2]))
+}
+
+/// Placement modes every multi-node guest runs: all of them.
+const MODES: [&str; 7] = Mode::ALL_NAMES;
+
+/// The `locus run` arguments both sides use (`-t` = the guest's CPU count on both). `--poll 0`:
+/// a TCG guest's vCPUs share the host's two cores, where spinning threads only steal time.
 fn run_args(model: &str, threads: usize) -> Vec<String> {
     [
-        "run", "-m", model, "-p", PROMPT, "-n", N_PREDICT, "--temp", "0", "-t",
+        "run", "-m", model, "-p", PROMPT, "-n", N_PREDICT, "--temp", "0", "--poll", "0", "-t",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -225,7 +249,7 @@ fn run_args(model: &str, threads: usize) -> Vec<String> {
 
 /// The guest script: topology facts from sysfs and the model run, each under a `== key` line.
 fn guest_script(topo: &Topo) -> String {
-    let run = run_args("/model.gguf", topo.total_cpus()).join("' '");
+    let run = run_args("/small.gguf", topo.total_cpus()).join("' '");
     format!(
         r#"cd /sys/devices/system/node
 echo "== online"; cat online
@@ -240,13 +264,24 @@ done
 echo "== nproc"; nproc
 cd /tmp
 locus topo --json >/tmp/topo.json
-echo "== topo_status"; echo $?
+st=$?; echo "== topo_status"; echo $st
 echo "== topo_json"; cat /tmp/topo.json; echo
 locus '{run}' >/tmp/run.out
-echo "== run_status"; echo $?
+st=$?; echo "== run_status"; echo $st
 echo "== run_hex"; od -An -v -tx1 /tmp/run.out
+for m in {modes}; do
+  locus audit -m /model.gguf --numa $m --poll 0 --json >/tmp/audit.json 2>/tmp/audit.err
+  st=$?; echo "== audit_status $m"; echo $st
+  echo "== audit $m"; cat /tmp/audit.json; echo
+  echo "== audit_err $m"; cat /tmp/audit.err
+  locus '{run}' --numa $m >/tmp/run.out 2>/tmp/run.err
+  st=$?; echo "== run_status $m"; echo $st
+  echo "== run_hex $m"; od -An -v -tx1 /tmp/run.out
+  echo "== run_err $m"; cat /tmp/run.err
+done
 echo "== end"
-"#
+"#,
+        modes = MODES.join(" ")
     )
 }
 
@@ -276,7 +311,7 @@ static VM_LOCK: Mutex<()> = Mutex::new(());
 
 /// Host greedy output (stdout bytes) for the model at `threads` threads.
 fn host_output(threads: usize) -> Vec<u8> {
-    let model = model_file().to_str().unwrap().to_string();
+    let model = small_model_file().to_str().unwrap().to_string();
     let args = run_args(&model, threads);
     let out = Command::new(env!("CARGO_BIN_EXE_locus"))
         .args(&args)
@@ -304,6 +339,8 @@ fn check_topology(name: &str, topo: &Topo) {
         .arg(&env.locus_static)
         .arg("--file")
         .arg(format!("{}:/model.gguf", model.display()))
+        .arg("--file")
+        .arg(format!("{}:/small.gguf", small_model_file().display()))
         .args(["--timeout", &BOOT_TIMEOUT_S.to_string()])
         .args(["--", "sh", "-c", &guest_script(topo)])
         .output()
@@ -449,6 +486,174 @@ fn check_topology(name: &str, topo: &Topo) {
         .map(|r| r.iter().map(|&d| d as f64).collect())
         .collect();
     assert_eq!(dist, want, "vm {name}: topo distances");
+
+    // (4) every placement mode: the audit proves placement, the run gives the host's tokens.
+    for mode in MODES {
+        assert_eq!(
+            get(&format!("run_status {mode}")),
+            "0",
+            "vm {name}: run --numa {mode} failed: {}",
+            get(&format!("run_err {mode}"))
+        );
+        assert_eq!(
+            from_hex(get(&format!("run_hex {mode}"))),
+            host,
+            "vm {name}: run --numa {mode} generated other tokens than the host"
+        );
+        assert_eq!(
+            get(&format!("audit_status {mode}")),
+            "0",
+            "vm {name}: audit --numa {mode} failed: {}",
+            get(&format!("audit_err {mode}"))
+        );
+        let a = json::parse(get(&format!("audit {mode}")))
+            .unwrap_or_else(|e| panic!("vm {name}: audit --numa {mode} --json: {e}"));
+        check_audit(name, mode, topo, &a);
+    }
+}
+
+/// Node ids of the spec with CPUs, and with memory (all of them).
+fn cpu_nodes(topo: &Topo) -> Vec<u32> {
+    (0..topo.nodes.len() as u32)
+        .filter(|&i| topo.nodes[i as usize].cpus > 0)
+        .collect()
+}
+
+/// `pages_by_node` of a copy as (node, pages) pairs.
+fn pages_by_node(c: &Json) -> Vec<(u32, f64)> {
+    match c.get("pages_by_node") {
+        Some(Json::Object(kv)) => kv
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap()))
+            .collect(),
+        other => panic!("pages_by_node is not an object: {other:?}"),
+    }
+}
+
+/// What each mode's audit must show in a guest with room for every copy.
+fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
+    let num = |v: &Json, k: &str| v.get(k).and_then(Json::as_f64);
+    let effective = match a.get("mode") {
+        Some(Json::String(m)) => m.clone(),
+        other => panic!("vm {name}: audit {mode}: mode {other:?}"),
+    };
+    let want = if mode == "auto" { "mirror" } else { mode };
+    assert_eq!(
+        effective, want,
+        "vm {name}: audit --numa {mode} ran as {effective}"
+    );
+    let copies = a.get("copies").and_then(Json::as_array).expect("copies");
+    assert!(!copies.is_empty(), "vm {name}: audit {mode}: no copies");
+    let locality = num(a, "locality");
+    let on_own_node = |kind: &str| {
+        let mut nodes_seen = std::collections::BTreeSet::new();
+        for c in copies {
+            let node = num(c, "node")
+                .unwrap_or_else(|| panic!("vm {name}: {mode}: copy without node"))
+                as u32;
+            nodes_seen.insert(node);
+            assert_eq!(
+                c.get("kind"),
+                Some(&Json::String(kind.into())),
+                "vm {name}: {mode}: kind"
+            );
+            let pages = num(c, "pages").unwrap();
+            assert_eq!(
+                pages_by_node(c),
+                vec![(node, pages)],
+                "vm {name}: {mode}: copy of {:?} for node {node} is not wholly on it",
+                c.get("tensor")
+            );
+            assert_eq!(
+                num(c, "unknown_pages"),
+                Some(0.0),
+                "vm {name}: {mode}: unknown pages"
+            );
+        }
+        nodes_seen
+    };
+    match want {
+        "mirror" => {
+            let seen = on_own_node("copy");
+            assert_eq!(
+                seen.into_iter().collect::<Vec<_>>(),
+                cpu_nodes(topo),
+                "vm {name}: mirror nodes"
+            );
+            assert_eq!(locality, Some(1.0), "vm {name}: mirror locality");
+        }
+        "shard" => {
+            let seen = on_own_node("shard");
+            assert_eq!(
+                seen.into_iter().collect::<Vec<_>>(),
+                cpu_nodes(topo),
+                "vm {name}: shard nodes"
+            );
+            assert_eq!(locality, Some(1.0), "vm {name}: shard locality");
+            // The shards of each tensor tile its rows exactly once.
+            let mut rows: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for c in copies {
+                let r = c.get("rows").and_then(Json::as_array).unwrap();
+                let t = match c.get("tensor") {
+                    Some(Json::String(t)) => t.clone(),
+                    _ => panic!("tensor name"),
+                };
+                rows.entry(t)
+                    .or_default()
+                    .push((r[0].as_f64().unwrap(), r[1].as_f64().unwrap()));
+            }
+            for (t, mut r) in rows {
+                r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                assert_eq!(r[0].0, 0.0, "vm {name}: shard {t} starts at row 0");
+                for w in r.windows(2) {
+                    assert_eq!(w[0].1, w[1].0, "vm {name}: shard {t} rows not contiguous");
+                }
+            }
+        }
+        "isolate" => {
+            let seen = on_own_node("copy");
+            assert_eq!(seen.len(), 1, "vm {name}: isolate uses one node");
+            assert_eq!(locality, Some(1.0), "vm {name}: isolate locality");
+        }
+        "interleave" => {
+            let by_node: Vec<(u32, f64)> = match a.get("bytes_by_node") {
+                Some(Json::Object(kv)) => kv
+                    .iter()
+                    .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap()))
+                    .collect(),
+                other => panic!("bytes_by_node {other:?}"),
+            };
+            let ids: Vec<u32> = by_node.iter().map(|x| x.0).collect();
+            let all: Vec<u32> = (0..topo.nodes.len() as u32).collect();
+            assert_eq!(
+                ids, all,
+                "vm {name}: interleave reaches every node with memory"
+            );
+            let mean = by_node.iter().map(|x| x.1).sum::<f64>() / by_node.len() as f64;
+            for (n, b) in &by_node {
+                assert!(
+                    (b - mean).abs() <= 0.05 * mean,
+                    "vm {name}: interleave node {n} holds {b} bytes, mean {mean}"
+                );
+            }
+            let l = locality.expect("interleave locality");
+            let expect = 1.0 / topo.nodes.len() as f64;
+            assert!(
+                (l - expect).abs() < 0.1,
+                "vm {name}: interleave locality {l}, expected ≈ {expect}"
+            );
+        }
+        _ => {
+            // off and distribute read the page cache: pages wherever they landed.
+            assert_eq!(
+                copies.len(),
+                copies
+                    .iter()
+                    .filter(|c| c.get("kind") == Some(&Json::String("file".into())))
+                    .count()
+            );
+        }
+    }
 }
 
 /// `od -An -tx1` output back to bytes.
@@ -525,4 +730,88 @@ fn topo_args_and_lists() {
     assert_eq!(j.get("s"), Some(&Json::String("x\"éy".into())));
     assert_eq!(j.get("o"), Some(&Json::Object(vec![])));
     assert!(json::parse("[1,").is_err());
+}
+
+/// A model of about 58 MiB for the node-too-small VM: more than its small node can hold as a
+/// full copy (with locus's margin), while half of it fits.
+fn big_model_file() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| write_synth("vm-big-model", 5, [4096, 512, 16, 1536, 4, 2]))
+}
+
+#[test]
+fn vm_node_too_small_for_a_copy() {
+    let name = "node_too_small";
+    let Some(env) = vm_env(name) else { return };
+    let model = big_model_file();
+    let topo = Topo::uniform(&[(1, 512), (1, 80)]);
+    let script = r#"cd /tmp
+locus audit -m /big.gguf --numa auto --poll 0 --json >/tmp/auto.json 2>/tmp/auto.err
+st=$?; echo "== auto_status"; echo $st
+echo "== auto"; cat /tmp/auto.json; echo
+echo "== auto_err"; cat /tmp/auto.err
+locus audit -m /big.gguf --numa mirror --strict >/dev/null 2>/tmp/strict.err
+st=$?; echo "== strict_status"; echo $st
+echo "== strict_err"; cat /tmp/strict.err
+locus run -m /big.gguf -p hello -n 1 --temp 0 --poll 0 --numa mirror >/dev/null 2>/tmp/mirror.err
+st=$?; echo "== mirror_status"; echo $st
+echo "== mirror_err"; cat /tmp/mirror.err
+echo "== end"
+"#;
+    let _one_vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(&env.boot)
+        .args(["--nodes", &topo.nodes_arg()])
+        .arg("--locus")
+        .arg(&env.locus_static)
+        .arg("--file")
+        .arg(format!("{}:/big.gguf", model.display()))
+        .args(["--timeout", &BOOT_TIMEOUT_S.to_string()])
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("cannot start tools/vm/boot.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!(
+        "vm {name}:\n{stdout}--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "vm {name}: boot failed");
+    let s = sections(&stdout);
+    let get = |k: &str| {
+        s.get(k)
+            .map(|v| v.trim_end_matches('\n'))
+            .unwrap_or_else(|| panic!("vm {name}: no '{k}'"))
+    };
+    assert_eq!(
+        get("auto_status"),
+        "0",
+        "vm {name}: auto audit failed: {}",
+        get("auto_err")
+    );
+    let a = json::parse(get("auto")).expect("auto audit JSON");
+    assert_eq!(
+        a.get("mode"),
+        Some(&Json::String("shard".into())),
+        "vm {name}: auto must choose shard when node 1 cannot hold a copy"
+    );
+    check_audit(name, "shard", &topo, &a);
+    assert_eq!(
+        get("strict_status"),
+        "2",
+        "vm {name}: mirror --strict must fail with exit 2"
+    );
+    let strict = get("strict_err");
+    assert!(
+        strict.contains("--strict") && strict.contains("node 1") && !strict.contains("panicked"),
+        "vm {name}: mirror --strict message: {strict}"
+    );
+    assert_eq!(
+        get("mirror_status"),
+        "0",
+        "vm {name}: mirror without --strict falls back"
+    );
+    assert!(
+        get("mirror_err").contains("using shard instead"),
+        "vm {name}: the fallback is announced: {}",
+        get("mirror_err")
+    );
 }

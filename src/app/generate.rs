@@ -22,7 +22,8 @@ pub struct RunOptions {
     pub prompt: String,
     /// Tokens to generate; `None` = until end of generation or the context is full.
     pub n_predict: Option<usize>,
-    pub threads: usize,
+    /// Placement mode, threads (`numa.threads`), pinning.
+    pub numa: crate::placement::Options,
     pub ctx: usize,
     pub sampling: SamplerConfig,
     pub chat: bool,
@@ -67,7 +68,12 @@ pub fn prompt_text(l: &Loaded, opts: &RunOptions) -> String {
 }
 
 /// Runs generation, streaming text to `out`. Returns the report; the caller prints timings.
-pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<RunReport, AppError> {
+pub fn generate(
+    l: &Loaded,
+    pool: &Pool,
+    opts: &RunOptions,
+    out: &mut dyn Write,
+) -> Result<RunReport, AppError> {
     let text = prompt_text(l, opts);
     let prompt = l.tokenizer.encode(&text, true, true);
     let n_ctx = opts.ctx.max(1);
@@ -82,7 +88,6 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
             ctx: n_ctx,
         }));
     }
-    let pool = Pool::new(opts.threads, |_| {});
     let mut state = l.llama.new_state(n_ctx, pool.threads(), opts.kv_type);
     let mut sampler = Sampler::new(opts.sampling.clone());
     let mut report = RunReport {
@@ -94,7 +99,7 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
     let t0 = Instant::now();
     let mut last = vec![0f32; l.llama.config.n_vocab];
     l.llama
-        .eval(&pool, &mut state, &prompt, prompt.len() - 1, |_, lg| {
+        .eval(pool, &mut state, &prompt, prompt.len() - 1, |_, lg| {
             last.copy_from_slice(lg)
         });
     for &tok in &prompt {
@@ -136,7 +141,7 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
             eprintln!("\nlocus: the context of {n_ctx} tokens is full; stopping (raise -c to generate more)");
             break;
         }
-        l.llama.forward(&pool, &mut state, next, true);
+        l.llama.forward(pool, &mut state, next, true);
         last.copy_from_slice(state.logits(0));
     }
     let rest = stream.finish();
@@ -154,7 +159,9 @@ pub fn generate(l: &Loaded, opts: &RunOptions, out: &mut dyn Write) -> Result<Ru
 pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     let started = Instant::now();
     let file = ModelFile::open(&opts.model)?;
-    let l = Loaded::load(&file, started)?;
+    let placement = super::place(&file, &opts.numa, opts.verbose)?;
+    let l = Loaded::load_placed(&file, &placement, started)?;
+    let pool = super::pool_of(&placement);
     let c = &l.llama.config;
     if opts.verbose {
         eprintln!(
@@ -167,7 +174,7 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             c.n_ff,
             c.n_vocab,
             l.llama.kernels.tier,
-            opts.threads
+            pool.threads()
         );
     }
     if let Err(e) = crate::sys::signal::catch_sigint() {
@@ -175,9 +182,14 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
-    let report = generate(&l, opts, &mut lock)?;
+    let report = generate(&l, &pool, opts, &mut lock)?;
     drop(lock);
     eprintln!();
+    if opts.verbose {
+        // After generation: every weight page a run reads has been read once.
+        let a = crate::placement::audit::audit(&placement, &l.llama.weights, &file);
+        eprintln!("locus: audit: {}", super::audit::one_line(&a));
+    }
     eprintln!("{}", timing_line(&report));
     Ok(report)
 }

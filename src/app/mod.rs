@@ -1,6 +1,7 @@
 //! The commands behind the CLI: each takes parsed options, does the work, and returns a typed
 //! error that `main` prints as one line (exit code 2).
 
+pub mod audit;
 pub mod bench;
 pub mod generate;
 pub mod genmodel;
@@ -18,6 +19,7 @@ use crate::model::llama::Llama;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::weights::LlamaWeights;
 use crate::model::{LlamaConfig, ModelError, ModelFile};
+use crate::placement::Placement;
 
 /// Any failure of a command.
 #[derive(Debug)]
@@ -30,6 +32,7 @@ pub enum AppError {
         err: std::io::Error,
     },
     Usage(String),
+    Placement(crate::placement::PlacementError),
 }
 
 impl fmt::Display for AppError {
@@ -39,6 +42,7 @@ impl fmt::Display for AppError {
             AppError::Kernels(e) => write!(f, "{e}"),
             AppError::Io { path, what, err } => write!(f, "{}: {what}: {err}", path.display()),
             AppError::Usage(m) => write!(f, "{m}"),
+            AppError::Placement(e) => write!(f, "{e}"),
         }
     }
 }
@@ -48,6 +52,12 @@ impl std::error::Error for AppError {}
 impl From<ModelError> for AppError {
     fn from(e: ModelError) -> Self {
         AppError::Model(e)
+    }
+}
+
+impl From<crate::placement::PlacementError> for AppError {
+    fn from(e: crate::placement::PlacementError) -> Self {
+        AppError::Placement(e)
     }
 }
 
@@ -81,10 +91,31 @@ pub struct Loaded<'a> {
 }
 
 impl<'a> Loaded<'a> {
+    /// Loads with the weights read straight from the file's mapping (no placement).
     pub fn load(file: &'a ModelFile, started: Instant) -> Result<Loaded<'a>, AppError> {
+        Loaded::load_inner(file, None, started)
+    }
+
+    /// Loads with the weights read from `placement`'s copies (built beforehand).
+    pub fn load_placed(
+        file: &'a ModelFile,
+        placement: &'a Placement,
+        started: Instant,
+    ) -> Result<Loaded<'a>, AppError> {
+        Loaded::load_inner(file, Some(placement), started)
+    }
+
+    fn load_inner(
+        file: &'a ModelFile,
+        placement: Option<&'a Placement>,
+        started: Instant,
+    ) -> Result<Loaded<'a>, AppError> {
         let g = file.gguf()?;
         let config = LlamaConfig::from_gguf(&g)?;
-        let weights = LlamaWeights::from_gguf(&g, &config)?;
+        let mut weights = LlamaWeights::from_gguf(&g, &config)?;
+        if let Some(p) = placement {
+            p.bind(&mut weights);
+        }
         let tokenizer = Tokenizer::from_gguf(&g)?;
         if tokenizer.n_vocab() != config.n_vocab {
             return Err(AppError::Model(ModelError::BadKey {
@@ -98,12 +129,46 @@ impl<'a> Loaded<'a> {
         }
         let kernels = Kernels::detect()?;
         let llama = Llama::new(config, weights, kernels);
+        if let Some(p) = placement {
+            if let Err(w) = p.release_file_pages(file) {
+                eprintln!("locus: warning: {w}");
+            }
+        }
         Ok(Loaded {
             llama,
             tokenizer,
             load_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// Detects the host and places `file`'s weights for `opts`, printing every warning and
+/// fallback to stderr (never silently), and the plan's summary with `verbose`.
+pub fn place(
+    file: &ModelFile,
+    opts: &crate::placement::Options,
+    verbose: bool,
+) -> Result<Placement, AppError> {
+    let p = Placement::build(file, opts)?;
+    for w in &p.warnings {
+        eprintln!("locus: warning: {w}");
+    }
+    if verbose {
+        for n in &p.plan.notes {
+            eprintln!("locus: {n}");
+        }
+        eprintln!("locus: numa: {}", p.summary());
+    }
+    Ok(p)
+}
+
+/// The placement's pinned pool; pinning failures go to stderr.
+pub fn pool_of(p: &Placement) -> crate::pool::Pool {
+    let (pool, warnings) = p.pool();
+    for w in warnings {
+        eprintln!("locus: warning: {w}");
+    }
+    pool
 }
 
 /// The CPUs this process may run on (sched_getaffinity), at least 1.

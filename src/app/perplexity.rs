@@ -17,8 +17,9 @@ pub struct PerplexityOptions {
     pub file: PathBuf,
     pub ctx: usize,
     pub chunks: Option<usize>,
-    pub threads: usize,
     pub kv_type: KvType,
+    /// Placement for `run` (the `perplexity` function takes a ready pool instead).
+    pub numa: crate::placement::Options,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +41,7 @@ pub fn nll(logits: &[f32], target: u32) -> f64 {
 /// Scores `text` with a loaded model; `progress` receives each chunk's running estimate.
 pub fn perplexity(
     l: &Loaded,
+    pool: &Pool,
     text: &str,
     opts: &PerplexityOptions,
     mut progress: impl FnMut(usize, f64),
@@ -61,7 +63,6 @@ pub fn perplexity(
             2 * n_ctx
         )));
     }
-    let pool = Pool::new(opts.threads, |_| {});
     let mut state = l.llama.new_state(n_ctx, pool.threads(), opts.kv_type);
     let first = n_ctx / 2;
     let (mut sum, mut sum2, mut count) = (0f64, 0f64, 0usize);
@@ -73,7 +74,7 @@ pub fn perplexity(
         state.reset();
         let targets = &tokens[chunk * n_ctx..(chunk + 1) * n_ctx];
         l.llama.eval(
-            &pool,
+            pool,
             &mut state,
             &window[..n_ctx - 1],
             first,
@@ -112,9 +113,11 @@ pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
         text.pop();
     }
     let file = ModelFile::open(&opts.model)?;
-    let l = Loaded::load(&file, started)?;
+    let placement = super::place(&file, &opts.numa, false)?;
+    let l = Loaded::load_placed(&file, &placement, started)?;
+    let pool = super::pool_of(&placement);
     let t = Instant::now();
-    let r = perplexity(&l, &text, opts, |i, p| eprint!("[{i}]{p:.4},"))?;
+    let r = perplexity(&l, &pool, &text, opts, |i, p| eprint!("[{i}]{p:.4},"))?;
     eprintln!();
     eprintln!(
         "locus: {} tokens in {} chunks of {}, {:.1} s",

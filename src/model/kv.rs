@@ -53,6 +53,35 @@ impl Arith {
 /// ggml pads the KV length it attends over to a multiple of this.
 pub const KV_PAD: usize = 256;
 
+/// Stores into a [`KvBuf`] from several threads at once, each element by one thread only.
+pub(crate) struct KvWriter {
+    ptr: *mut u8,
+    len: usize,
+    f16: bool,
+}
+
+// SAFETY: threads write disjoint elements (the caller's obligation in `set`), and the buffer
+// outlives the parallel step that uses the writer.
+unsafe impl Sync for KvWriter {}
+
+impl KvWriter {
+    /// Stores `v` (rounded to the cache type) at element `i`.
+    ///
+    /// # Safety
+    /// No other thread may access element `i` while the writer is in use.
+    #[inline]
+    pub(crate) unsafe fn set(&self, i: usize, v: f32) {
+        assert!(i < self.len, "KV index out of range");
+        if self.f16 {
+            // SAFETY: in bounds (checked above) of a u16 buffer; exclusive by the contract.
+            unsafe { *self.ptr.cast::<u16>().add(i) = f32_to_f16(v) }
+        } else {
+            // SAFETY: in bounds (checked above) of an f32 buffer; exclusive by the contract.
+            unsafe { *self.ptr.cast::<f32>().add(i) = v }
+        }
+    }
+}
+
 /// One layer's keys or values.
 pub(crate) enum KvBuf {
     F16(Vec<u16>),
@@ -67,11 +96,19 @@ impl KvBuf {
         }
     }
 
-    #[inline]
-    pub(crate) fn set(&mut self, i: usize, v: f32) {
+    /// A writer through which threads store disjoint elements in one parallel step.
+    pub(crate) fn writer(&mut self) -> KvWriter {
         match self {
-            KvBuf::F16(b) => b[i] = f32_to_f16(v),
-            KvBuf::F32(b) => b[i] = v,
+            KvBuf::F16(b) => KvWriter {
+                ptr: b.as_mut_ptr().cast(),
+                len: b.len(),
+                f16: true,
+            },
+            KvBuf::F32(b) => KvWriter {
+                ptr: b.as_mut_ptr().cast(),
+                len: b.len(),
+                f16: false,
+            },
         }
     }
 

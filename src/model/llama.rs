@@ -10,17 +10,19 @@
 //! the batch of one. Each output element is the same dot product whatever the batch, so results
 //! are bit-identical between batched and one-at-a-time evaluation.
 //!
-//! Parallelism: every matrix product splits its output rows into contiguous ranges, one per
-//! thread; attention splits (token, head) pairs. A row's value never depends on which thread
-//! computed it, so outputs are identical for any thread count.
+//! Parallelism: every matrix product splits each matrix's output rows into contiguous ranges,
+//! one per thread ([`rows_of_thread`]); a thread reads its rows from the view of its pool group
+//! (its NUMA node's copy or shard, placed by `crate::placement`). Attention splits (token,
+//! head) pairs. A row's value never depends on which thread computed it or which copy it was
+//! read from, so outputs are identical for any thread count and placement.
 
 use super::config::LlamaConfig;
 pub use super::kv::{Arith, KvType};
 use super::kv::{KvBuf, KV_PAD};
-use super::weights::{LlamaWeights, Tensor};
+use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, GgmlType, Kernels};
-use crate::pool::{split, Pool};
+use crate::pool::{rows_of_group, rows_of_thread, split, Pool};
 
 /// Tokens evaluated together in one batch (weight reuse factor for prefill).
 pub const MAX_BATCH: usize = 32;
@@ -43,9 +45,11 @@ pub struct State {
     /// Tokens already in the cache.
     pub pos: usize,
     kv_type: KvType,
-    /// Per layer: `n_ctx × kv_dim` keys, position-major.
+    /// Per layer: keys, head-major (`n_head_kv × n_ctx × head_dim`), so each KV head's keys
+    /// are one contiguous block.
     k: Vec<KvBuf>,
-    /// Per layer: `kv_dim × n_ctx` values, transposed (each channel's history contiguous).
+    /// Per layer: `kv_dim × n_ctx` values, transposed (each channel's history contiguous, so
+    /// each KV head's values are one contiguous block too).
     v: Vec<KvBuf>,
     // Batch activations, row-major `MAX_BATCH × width`.
     x: Vec<f32>,
@@ -230,54 +234,49 @@ impl<'a> Llama<'a> {
         }
     }
 
-    /// `outs[i][b] = tensors[i] · x[b]` for the `n` rows of `x`, for matrices that share the
-    /// input, in one parallel step whose rows (all matrices' rows, concatenated) are split
-    /// evenly among the threads. Each weight row is applied to all `n` inputs while it is hot.
+    /// `outs[i][b] = mats[i] · x[b]` for the `n` rows of `x`, for matrices that share the
+    /// input, in one parallel step. Each thread computes its share of every matrix's rows
+    /// ([`rows_of_thread`], the split placement stored on its node), reading them from its
+    /// group's view; each weight row is applied to all `n` inputs while it is hot.
     fn matmuls<const N: usize>(
         &self,
         pool: &Pool,
         acts: &mut BatchActs,
         x: &[f32],
         n: usize,
-        jobs: [(&Tensor, &mut [f32]); N],
+        jobs: [(&Matrix, &mut [f32]); N],
     ) {
-        let jobs = jobs.map(|(t, o)| (t, Out::new(o)));
-        let tensors = jobs.each_ref().map(|(t, _)| *t);
+        let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
+        let tensors = jobs.each_ref().map(|(m, _)| &m.file);
         acts.prepare(x, n, tensors[0].cols, &tensors);
-        let total: usize = tensors.iter().map(|t| t.rows).sum();
         let acts = &*acts;
         let kernels = &self.kernels;
+        let nth = pool.threads();
         pool.run(&|tid| {
             use crate::kernels::TILE_ROWS;
-            let (mut start, end) = split(total, tid, pool.threads());
             // The outputs of one step of TILE_ROWS rows for every token, token-major.
             let mut step = [0f32; TILE_ROWS * MAX_BATCH];
-            let mut base = 0;
-            for (t, out) in &jobs {
-                let (lo, hi) = (base, base + t.rows);
-                base = hi;
-                if start >= hi || start >= end {
-                    continue;
-                }
-                let stop = end.min(hi);
+            let slot = pool.group_of(tid);
+            for (m, out) in &jobs {
+                let t = m.view(slot);
+                let (lo, hi) = rows_of_thread(t.rows, tid, nth);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
                 // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
                 // walks them a tile's tokens at a time), so the step's rows stay in L1.
-                for r0 in (start - lo..stop - lo).step_by(TILE_ROWS) {
-                    let k = TILE_ROWS.min(stop - lo - r0);
+                for r0 in (lo..hi).step_by(TILE_ROWS) {
+                    let k = TILE_ROWS.min(hi - r0);
                     let rows: [&[u8]; TILE_ROWS] =
                         std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
                     let step = &mut step[..k * n];
                     kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
                     for (b, outs_b) in step.chunks_exact(k).enumerate() {
                         for (j, v) in outs_b.iter().enumerate() {
-                            // SAFETY: rows r0..r0 + k belong to this thread's share alone, so
+                            // SAFETY: rows lo..hi belong to this thread's share alone, so
                             // element (b, r0 + j) is written by this thread only.
                             unsafe { out.write(b * t.rows + r0 + j, *v) };
                         }
                     }
                 }
-                start = stop;
             }
         });
     }
@@ -337,8 +336,8 @@ impl<'a> Llama<'a> {
         for (b, &tok) in tokens.iter().enumerate() {
             assert!((tok as usize) < c.n_vocab, "token id {tok} out of range");
             crate::kernels::dequantize_row(
-                w.token_embd.ty,
-                w.token_embd.row(tok as usize),
+                w.token_embd.ty(),
+                w.token_embd.row_any(tok as usize),
                 &mut s.x[b * e..(b + 1) * e],
             );
         }
@@ -375,7 +374,7 @@ impl<'a> Llama<'a> {
                 self.rope
                     .apply(rc, &mut s.kcur[b * kvd..(b + 1) * kvd], c.head_dim);
             }
-            self.store_kv(s, li, n);
+            self.store_kv(pool, s, li, n);
             self.attention(pool, s, li, n, arith);
             self.matmuls(pool, &mut s.acts, &s.att, n, [(&layer.wo, &mut s.tmp)]);
             add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
@@ -422,28 +421,48 @@ impl<'a> Llama<'a> {
         }
     }
 
-    fn store_kv(&self, s: &mut State, layer: usize, n: usize) {
-        let kv_dim = self.config.kv_dim();
-        for b in 0..n {
-            let pos = s.pos + b;
-            let kl = &mut s.k[layer];
-            for (i, &v) in s.kcur[b * kv_dim..(b + 1) * kv_dim].iter().enumerate() {
-                kl.set(pos * kv_dim + i, v);
-            }
-            let vl = &mut s.v[layer];
-            for (ch, &v) in s.vcur[b * kv_dim..(b + 1) * kv_dim].iter().enumerate() {
-                vl.set(ch * s.n_ctx + pos, v);
-            }
-        }
+    /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
+    /// node's threads store (first touch: on their node) and read their heads' cache.
+    fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
+        rows_of_group(self.config.n_head_kv, &pool.groups()[group], pool.threads())
     }
 
-    /// Causal attention of the batch's tokens; (token, head) pairs split among threads.
+    /// Stores the batch's keys and values: each group writes its KV heads' channels, split
+    /// among its threads.
+    fn store_kv(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
+        let c = &self.config;
+        let (kv_dim, hd, n_ctx, pos0) = (c.kv_dim(), c.head_dim, s.n_ctx, s.pos);
+        let kw = s.k[layer].writer();
+        let vw = s.v[layer].writer();
+        let (kcur, vcur) = (&s.kcur, &s.vcur);
+        pool.run(&|tid| {
+            let g = pool.group_of(tid);
+            let (h0, h1) = self.kv_heads_of_group(pool, g);
+            let threads = &pool.groups()[g];
+            let (c0, c1) = split((h1 - h0) * hd, tid - threads.start, threads.len());
+            for ch in h0 * hd + c0..h0 * hd + c1 {
+                let (head, d) = (ch / hd, ch % hd);
+                for b in 0..n {
+                    let pos = pos0 + b;
+                    // SAFETY: channel `ch` belongs to this thread alone (its group's heads,
+                    // split among the group's threads), so these elements are its alone.
+                    unsafe {
+                        kw.set((head * n_ctx + pos) * hd + d, kcur[b * kv_dim + ch]);
+                        vw.set(ch * n_ctx + pos, vcur[b * kv_dim + ch]);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Causal attention of the batch's tokens. Each group computes the query heads of its KV
+    /// heads; its (token, head) pairs are split among its threads.
     fn attention(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, arith: Arith) {
         let c = &self.config;
         let (hd, n_ctx) = (c.head_dim, s.n_ctx);
         let group = c.n_head / c.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
-        let (kv_dim, q_dim) = (c.kv_dim(), c.q_dim());
+        let q_dim = c.q_dim();
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
         let pos0 = s.pos;
         // ggml's padded KV length for this micro-batch (cells used after it, rounded up).
@@ -456,7 +475,11 @@ impl<'a> Llama<'a> {
         let scratch = Out::new(&mut s.scratch);
         let kernels = &self.kernels;
         pool.run(&|tid| {
-            let (i0, i1) = split(n * c.n_head, tid, pool.threads());
+            let grp = pool.group_of(tid);
+            let (g0, g1) = self.kv_heads_of_group(pool, grp);
+            let threads = &pool.groups()[grp];
+            let heads = (g1 - g0) * group;
+            let (i0, i1) = split(n * heads, tid - threads.start, threads.len());
             if i0 == i1 {
                 return;
             }
@@ -465,7 +488,7 @@ impl<'a> Llama<'a> {
             let (sc, rest) = mine.split_at_mut(n_ctx);
             let q16 = &mut rest[..hd];
             for item in i0..i1 {
-                let (b, h) = (item / c.n_head, item % c.n_head);
+                let (b, h) = (item / heads, g0 * group + item % heads);
                 let n_kv = pos0 + b + 1;
                 let g = h / group;
                 let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
@@ -474,7 +497,7 @@ impl<'a> Llama<'a> {
                 }
                 let sc = &mut sc[..n_kv];
                 for (t, score) in sc.iter_mut().enumerate() {
-                    *score = kc.dot(kernels, kq_arith, t * kv_dim + g * hd, q16, hd);
+                    *score = kc.dot(kernels, kq_arith, (g * n_ctx + t) * hd, q16, hd);
                 }
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {

@@ -25,6 +25,8 @@ pub use gguf::Gguf;
 /// A model file opened read-only and mapped into memory. Parsed views borrow from it.
 pub struct ModelFile {
     pub path: PathBuf,
+    /// Kept open for `posix_fadvise` (placement releases the file's page cache).
+    file: File,
     map: Mmap,
 }
 
@@ -64,8 +66,15 @@ impl ModelFile {
         })?;
         Ok(ModelFile {
             path: path.to_path_buf(),
+            file,
             map,
         })
+    }
+
+    /// The open file's descriptor (read-only).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
     }
 
     pub fn bytes(&self) -> &[u8] {

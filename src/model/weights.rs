@@ -9,7 +9,8 @@ use crate::kernels::{GgmlType, SumOrder};
 /// llama.cpp interleaves Q4_0 matmul weights in groups of this many rows.
 const REPACK_ROWS: usize = 8;
 
-/// A 1-D or 2-D tensor view: `rows` rows of `cols` elements, row-major, of type `ty`.
+/// A 1-D or 2-D tensor view: `rows` rows of `cols` elements, row-major, of type `ty`, of which
+/// `data` holds rows `row0..row0 + data.len() / row_bytes` (all of them, except in a shard).
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor<'a> {
     pub ty: GgmlType,
@@ -19,13 +20,41 @@ pub struct Tensor<'a> {
     pub rows: usize,
     pub cols: usize,
     pub row_bytes: usize,
+    /// The first row `data` holds.
+    pub row0: usize,
     pub data: &'a [u8],
 }
 
 impl<'a> Tensor<'a> {
+    /// Row `i` of the matrix; it must be one of the rows this view holds.
     #[inline]
     pub fn row(&self, i: usize) -> &'a [u8] {
-        &self.data[i * self.row_bytes..(i + 1) * self.row_bytes]
+        let j = i - self.row0;
+        &self.data[j * self.row_bytes..(j + 1) * self.row_bytes]
+    }
+
+    /// The rows this view holds.
+    pub fn held_rows(&self) -> std::ops::Range<usize> {
+        self.row0..self.row0 + self.data.len() / self.row_bytes.max(1)
+    }
+
+    /// The same tensor with rows `lo..hi` held in `data` (a shard's or a copy's bytes).
+    pub fn with_data(&self, lo: usize, hi: usize, data: &'a [u8]) -> Tensor<'a> {
+        assert_eq!(
+            data.len(),
+            (hi - lo) * self.row_bytes,
+            "view of the wrong size"
+        );
+        Tensor {
+            row0: lo,
+            data,
+            ..*self
+        }
+    }
+
+    /// The bytes of rows `lo..hi` of the file's tensor (a view holding every row).
+    pub fn rows_bytes(&self, lo: usize, hi: usize) -> &'a [u8] {
+        &self.data[(lo - self.row0) * self.row_bytes..(hi - self.row0) * self.row_bytes]
     }
 
     /// The tensor as f32 values (for norm weights and other small vectors).
@@ -38,23 +67,88 @@ impl<'a> Tensor<'a> {
     }
 }
 
+/// A weight matrix as the forward pass reads it: the tensor as the file stores it, and for
+/// each node slot of the thread pool a view holding at least the rows that slot computes.
+/// One view serves every slot when the weights are not placed (the file's mapping).
+#[derive(Clone, Debug)]
+pub struct Matrix<'a> {
+    pub name: String,
+    /// Shape, type and the file's bytes.
+    pub file: Tensor<'a>,
+    views: Vec<Tensor<'a>>,
+}
+
+impl<'a> Matrix<'a> {
+    fn new(name: &str, file: Tensor<'a>) -> Matrix<'a> {
+        Matrix {
+            name: name.to_string(),
+            file,
+            views: vec![file],
+        }
+    }
+
+    /// The view node slot `slot` reads.
+    #[inline]
+    pub fn view(&self, slot: usize) -> &Tensor<'a> {
+        if self.views.len() == 1 {
+            &self.views[0]
+        } else {
+            &self.views[slot]
+        }
+    }
+
+    pub fn views(&self) -> &[Tensor<'a>] {
+        &self.views
+    }
+
+    /// Replaces the views (placement); every view must describe this matrix.
+    pub fn set_views(&mut self, views: Vec<Tensor<'a>>) {
+        assert!(!views.is_empty(), "a matrix needs a view");
+        for v in &views {
+            assert!(
+                v.ty == self.file.ty && v.rows == self.file.rows && v.cols == self.file.cols,
+                "a view of another matrix"
+            );
+        }
+        self.views = views;
+    }
+
+    /// Row `i` from whichever view holds it (the embedding lookup reads any row).
+    pub fn row_any(&self, i: usize) -> &'a [u8] {
+        let v = self
+            .views
+            .iter()
+            .find(|v| v.held_rows().contains(&i))
+            .expect("every row is held by some view");
+        v.row(i)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.file.rows
+    }
+
+    pub fn ty(&self) -> GgmlType {
+        self.file.ty
+    }
+}
+
 pub struct Layer<'a> {
     pub attn_norm: Vec<f32>,
-    pub wq: Tensor<'a>,
-    pub wk: Tensor<'a>,
-    pub wv: Tensor<'a>,
-    pub wo: Tensor<'a>,
+    pub wq: Matrix<'a>,
+    pub wk: Matrix<'a>,
+    pub wv: Matrix<'a>,
+    pub wo: Matrix<'a>,
     pub ffn_norm: Vec<f32>,
-    pub w_gate: Tensor<'a>,
-    pub w_up: Tensor<'a>,
-    pub w_down: Tensor<'a>,
+    pub w_gate: Matrix<'a>,
+    pub w_up: Matrix<'a>,
+    pub w_down: Matrix<'a>,
 }
 
 pub struct LlamaWeights<'a> {
-    pub token_embd: Tensor<'a>,
+    pub token_embd: Matrix<'a>,
     pub output_norm: Vec<f32>,
     /// The output head; the token embedding itself when the model ties them.
-    pub output: Tensor<'a>,
+    pub output: Matrix<'a>,
     pub layers: Vec<Layer<'a>>,
     /// Llama-3 RoPE frequency divisors, if present.
     pub rope_freqs: Option<Vec<f32>>,
@@ -97,6 +191,7 @@ fn tensor<'a>(
         rows,
         cols,
         row_bytes: t.ty.row_bytes(cols),
+        row0: 0,
         data: t.data,
     })
 }
@@ -112,22 +207,52 @@ fn matrix<'a>(
     name: &str,
     cols: usize,
     rows: usize,
-) -> Result<Tensor<'a>, ModelError> {
+) -> Result<Matrix<'a>, ModelError> {
     let mut t = tensor(g, name, cols, rows)?;
     if t.ty == GgmlType::Q4_0 && rows.is_multiple_of(REPACK_ROWS) {
         t.order = SumOrder::BlockChain;
     }
-    Ok(t)
+    Ok(Matrix::new(name, t))
 }
 
 impl<'a> LlamaWeights<'a> {
+    /// Every matrix, the tied output head included (it shares the embedding's name).
+    pub fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
+        let mut v = vec![&mut self.token_embd, &mut self.output];
+        for l in &mut self.layers {
+            v.extend([
+                &mut l.wq,
+                &mut l.wk,
+                &mut l.wv,
+                &mut l.wo,
+                &mut l.w_gate,
+                &mut l.w_up,
+                &mut l.w_down,
+            ]);
+        }
+        v
+    }
+
+    /// Every distinct matrix once (a tied output head is the embedding), in file order of use.
+    pub fn matrices(&self) -> Vec<&Matrix<'a>> {
+        let mut v = vec![&self.token_embd];
+        if self.output.name != self.token_embd.name {
+            v.push(&self.output);
+        }
+        for l in &self.layers {
+            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+        }
+        v
+    }
+
     pub fn from_gguf(g: &Gguf<'a>, c: &LlamaConfig) -> Result<LlamaWeights<'a>, ModelError> {
         // The embedding is also read row by row (get_rows), so llama.cpp never repacks it.
-        let token_embd = tensor(g, "token_embd.weight", c.n_embd, c.n_vocab)?;
+        let embd = "token_embd.weight";
+        let token_embd = Matrix::new(embd, tensor(g, embd, c.n_embd, c.n_vocab)?);
         let output = if g.tensor("output.weight").is_some() {
             matrix(g, "output.weight", c.n_embd, c.n_vocab)?
         } else {
-            token_embd
+            token_embd.clone()
         };
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {

@@ -5,7 +5,9 @@
 pub mod affinity;
 pub mod errno;
 pub mod ids;
+pub mod memory;
 pub mod mempolicy;
+pub mod numa_maps;
 pub mod probe;
 pub mod signal;
 pub mod topology;

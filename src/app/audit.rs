@@ -1,0 +1,281 @@
+//! `locus audit -m FILE --numa MODE [-t N] [--json]`: loads and places the model exactly as
+//! `run` does (in modes that read the file mapping, evaluates one token, so its pages are
+//! faulted in where a run would fault them), then reports where every page of every copy is, how much of the
+//! model file is still in the page cache, and the share of each thread's per-token reads that
+//! sit on its own node.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::topo::json_string;
+use super::{AppError, Loaded};
+use crate::model::llama::KvType;
+use crate::model::ModelFile;
+use crate::placement::audit::{audit, Audit, CopyReport};
+use crate::placement::Placement;
+
+/// Options of `locus audit`.
+#[derive(Clone, Debug)]
+pub struct AuditOptions {
+    pub model: PathBuf,
+    pub numa: crate::placement::Options,
+    pub json: bool,
+}
+
+/// The audit plus what it was taken of.
+pub struct AuditRun {
+    pub audit: Audit,
+    pub placement_summary: String,
+    pub json: String,
+}
+
+/// Places, warms up and audits; prints the report.
+pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
+    let started = Instant::now();
+    let file = ModelFile::open(&o.model)?;
+    let p = super::place(&file, &o.numa, false)?;
+    let l = Loaded::load_placed(&file, &p, started)?;
+    let pool = super::pool_of(&p);
+    if p.plan.store == crate::placement::Store::File {
+        // Weights read from the page cache land where they are first read: read them once.
+        let mut state = l.llama.new_state(1, pool.threads(), KvType::F16);
+        let tok = l.tokenizer.bos().unwrap_or(0);
+        l.llama.forward(&pool, &mut state, tok, true);
+    }
+    let a = audit(&p, &l.llama.weights, &file);
+    let json = render_json(&p, &a);
+    if o.json {
+        println!("{json}");
+    } else {
+        print!("{}", render_text(&p, &a));
+    }
+    Ok(AuditRun {
+        placement_summary: p.summary(),
+        audit: a,
+        json,
+    })
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// `locality 100.0% | node 0: 54.1 MiB, node 1: 54.1 MiB | page cache 0.0 MiB of 86.2 MiB`.
+pub fn one_line(a: &Audit) -> String {
+    let nodes: Vec<String> = a
+        .bytes_by_node
+        .iter()
+        .map(|(n, b)| format!("node {n}: {:.1} MiB", mib(*b)))
+        .collect();
+    format!(
+        "locality {} | {}{} | page cache {:.1} MiB of {:.1} MiB (pages via {})",
+        pct(a.locality),
+        if nodes.is_empty() {
+            "no page located".to_string()
+        } else {
+            nodes.join(", ")
+        },
+        if a.unknown_bytes > 0 {
+            format!(", unknown: {:.1} MiB", mib(a.unknown_bytes))
+        } else {
+            String::new()
+        },
+        mib(a.page_cache_bytes),
+        mib(a.file_bytes),
+        a.source.name()
+    )
+}
+
+fn node_cols(a: &Audit) -> Vec<u32> {
+    let mut ids: Vec<u32> = a.bytes_by_node.keys().copied().collect();
+    for c in &a.copies {
+        ids.extend(c.pages_by_node.keys().copied());
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+fn copy_where(c: &CopyReport) -> String {
+    match c.node {
+        Some(n) => format!("{} @{}", c.kind, n.0),
+        None => c.kind.to_string(),
+    }
+}
+
+/// The human report: one line per tensor copy, then totals, page cache, threads, locality.
+pub fn render_text(p: &Placement, a: &Audit) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "mode: {} (requested {})", p.summary(), p.plan.requested);
+    for n in &p.plan.notes {
+        let _ = writeln!(s, "  {n}");
+    }
+    let cols = node_cols(a);
+    let _ = write!(
+        s,
+        "{:<28} {:>12} {:>14} {:>9}",
+        "tensor", "copy", "rows", "MiB"
+    );
+    for c in &cols {
+        let _ = write!(s, " {:>8}", format!("N{c} pages"));
+    }
+    let _ = writeln!(s, " {:>8}", "unknown");
+    for c in &a.copies {
+        let _ = write!(
+            s,
+            "{:<28} {:>12} {:>14} {:>9.2}",
+            c.tensor,
+            copy_where(c),
+            format!("{}-{}", c.rows.0, c.rows.1),
+            mib(c.bytes)
+        );
+        for n in &cols {
+            let _ = write!(s, " {:>8}", c.pages_by_node.get(n).copied().unwrap_or(0));
+        }
+        let _ = writeln!(s, " {:>8}", c.unknown_pages);
+    }
+    let _ = writeln!(s, "totals by node:");
+    for (n, b) in &a.bytes_by_node {
+        let _ = writeln!(s, "  node {n}: {:.1} MiB", mib(*b));
+    }
+    if a.unknown_bytes > 0 {
+        let _ = writeln!(s, "  unknown: {:.1} MiB", mib(a.unknown_bytes));
+    }
+    let _ = writeln!(
+        s,
+        "page cache: {:.1} MiB of the {:.1} MiB model file",
+        mib(a.page_cache_bytes),
+        mib(a.file_bytes)
+    );
+    let _ = writeln!(s, "threads (per-token reads, local share):");
+    for t in &a.threads {
+        let share = (t.known_bytes > 0.0).then(|| t.local_bytes / t.known_bytes);
+        let _ = writeln!(
+            s,
+            "  thread {:>3} node {:>4}: {:>8.2} MiB, {}",
+            t.tid,
+            t.node.map_or("-".to_string(), |n| n.0.to_string()),
+            mib(t.read_bytes),
+            pct(share)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "locality: {} (pages via {})",
+        pct(a.locality),
+        a.source.name()
+    );
+    for w in p.warnings.iter().chain(&a.warnings) {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+fn json_node_map(o: &mut String, m: &std::collections::BTreeMap<u32, u64>) {
+    o.push('{');
+    for (i, (n, v)) in m.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let _ = write!(o, "\"{n}\":{v}");
+    }
+    o.push('}');
+}
+
+/// One JSON object: mode, nodes, slots, copies, totals, page cache, locality, warnings.
+pub fn render_json(p: &Placement, a: &Audit) -> String {
+    let mut o = String::from("{\"mode\":");
+    json_string(&mut o, p.plan.mode.name());
+    o.push_str(",\"requested\":");
+    json_string(&mut o, p.plan.requested.name());
+    let _ = write!(o, ",\"threads\":{}", p.plan.threads);
+    o.push_str(",\"nodes\":[");
+    for (i, n) in p.topo.nodes.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let _ = write!(o, "{{\"id\":{},\"cpus\":", n.id.0);
+        json_string(&mut o, &n.cpus.to_list());
+        let _ = write!(
+            o,
+            ",\"mem_total\":{},\"mem_free\":{}}}",
+            n.memory.total, n.memory.free
+        );
+    }
+    o.push_str("],\"slots\":[");
+    for (i, sl) in p.plan.slots.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let node = sl.node.map_or("null".to_string(), |n| n.0.to_string());
+        let _ = write!(
+            o,
+            "{{\"node\":{node},\"threads\":[{},{}]}}",
+            sl.threads.start, sl.threads.end
+        );
+    }
+    o.push_str("],\"copies\":[");
+    for (i, c) in a.copies.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        o.push_str("{\"tensor\":");
+        json_string(&mut o, &c.tensor);
+        let node = c.node.map_or("null".to_string(), |n| n.0.to_string());
+        let _ = write!(
+            o,
+            ",\"node\":{node},\"kind\":\"{}\",\"rows\":[{},{}],\"bytes\":{},\"pages\":{},\"pages_by_node\":",
+            c.kind, c.rows.0, c.rows.1, c.bytes, c.pages
+        );
+        json_node_map(&mut o, &c.pages_by_node);
+        let _ = write!(o, ",\"unknown_pages\":{}}}", c.unknown_pages);
+    }
+    o.push_str("],\"bytes_by_node\":");
+    json_node_map(&mut o, &a.bytes_by_node);
+    let _ = write!(
+        o,
+        ",\"unknown_bytes\":{},\"page_cache_bytes\":{},\"file_bytes\":{},\"page_source\":\"{}\"",
+        a.unknown_bytes,
+        a.page_cache_bytes,
+        a.file_bytes,
+        a.source.name()
+    );
+    o.push_str(",\"thread_locality\":[");
+    for (i, t) in a.threads.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let node = t.node.map_or("null".to_string(), |n| n.0.to_string());
+        let share = if t.known_bytes > 0.0 {
+            format!("{:.6}", t.local_bytes / t.known_bytes)
+        } else {
+            "null".into()
+        };
+        let _ = write!(
+            o,
+            "{{\"thread\":{},\"node\":{node},\"read_bytes\":{},\"locality\":{share}}}",
+            t.tid, t.read_bytes
+        );
+    }
+    o.push_str("],\"locality\":");
+    match a.locality {
+        Some(v) => {
+            let _ = write!(o, "{v:.6}");
+        }
+        None => o.push_str("null"),
+    }
+    o.push_str(",\"warnings\":[");
+    for (i, w) in p.warnings.iter().chain(&a.warnings).enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        json_string(&mut o, w);
+    }
+    o.push_str("]}");
+    o
+}

@@ -1,0 +1,248 @@
+//! Placement: the bridge between `sys` (nodes, policies, pinning) and `model` (tensors). It
+//! decides a [`Plan`] (mode, threads per node, where each matrix's rows live), builds the
+//! [`WeightStore`] of placed copies, hands the forward pass one view per node through
+//! [`Placement::bind`], builds the node-grouped, pinned [`Pool`], and audits where every page
+//! landed ([`audit`]).
+//!
+//! Every mode runs the same forward pass: a thread reads its rows from its node's view.
+//! Placement is a property of the views, never an `if mode` in the model code.
+
+pub mod audit;
+pub mod plan;
+pub mod store;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+pub use plan::{Mode, Options, Pin, Plan, PlanError, Store};
+pub use store::{BuildError, WeightStore};
+
+use crate::model::weights::LlamaWeights;
+use crate::model::{LlamaConfig, ModelError, ModelFile};
+use crate::pool::Pool;
+use crate::sys::probe::Capabilities;
+use crate::sys::topology::{NumaBalancing, Topology, TopologyError};
+use crate::sys::{affinity, memory, mempolicy};
+
+/// Why placement failed.
+#[derive(Debug)]
+pub enum PlacementError {
+    Topology(TopologyError),
+    Plan(PlanError),
+    Model(ModelError),
+    /// A copy could not be built and `--strict` forbids falling back.
+    Strict(BuildError),
+}
+
+impl fmt::Display for PlacementError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlacementError::Topology(e) => write!(f, "{e}"),
+            PlacementError::Plan(e) => write!(f, "{e}"),
+            PlacementError::Model(e) => write!(f, "{e}"),
+            PlacementError::Strict(e) => write!(
+                f,
+                "--strict: {e}; free memory, use fewer copies (--numa shard) or drop --strict to fall back"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlacementError {}
+
+/// A model's weights placed for a run.
+pub struct Placement {
+    pub topo: Topology,
+    pub caps: Capabilities,
+    pub plan: Plan,
+    pub store: WeightStore,
+    /// Everything the user should know, one line each (also printed by the commands).
+    pub warnings: Vec<String>,
+    /// The file's bytes holding the weights, released once the copies are in use.
+    file_span: Option<std::ops::Range<usize>>,
+}
+
+impl Placement {
+    /// Detects the host, plans for `opts` and builds the copies of `file`'s weights.
+    pub fn build(file: &ModelFile, opts: &Options) -> Result<Placement, PlacementError> {
+        let topo = Topology::detect().map_err(PlacementError::Topology)?;
+        Placement::build_on(file, opts, topo)
+    }
+
+    /// As [`Placement::build`], on a given topology.
+    pub fn build_on(
+        file: &ModelFile,
+        opts: &Options,
+        topo: Topology,
+    ) -> Result<Placement, PlacementError> {
+        let caps = Capabilities::probe(topo.node_mask_bits());
+        let g = file.gguf().map_err(PlacementError::Model)?;
+        let config = LlamaConfig::from_gguf(&g).map_err(PlacementError::Model)?;
+        let weights = LlamaWeights::from_gguf(&g, &config).map_err(PlacementError::Model)?;
+        let mats = weights.matrices();
+        let need = plan::Need {
+            copy_bytes: mats.iter().map(|m| m.file.data.len() as u64).sum(),
+        };
+        let mut warnings = Vec::new();
+        if topo.nodes.len() > 1 && matches!(topo.numa_balancing, NumaBalancing::On { .. }) {
+            warnings.push(
+                "kernel NUMA balancing is on: it may migrate pages behind locus's back (echo 0 > /proc/sys/kernel/numa_balancing)".into(),
+            );
+        }
+        let mut o = opts.clone();
+        let mut plan = Plan::new(&topo, &o, need).map_err(PlacementError::Plan)?;
+        let store = loop {
+            let host = store::Host {
+                topo: &topo,
+                caps: &caps,
+            };
+            match WeightStore::build(&plan, &host, &mats, true) {
+                Ok(s) => break s,
+                Err(e) if opts.strict => return Err(PlacementError::Strict(e)),
+                Err(e) => {
+                    let next = match plan.mode {
+                        Mode::Mirror | Mode::Isolate => Mode::Shard,
+                        Mode::Shard => Mode::Interleave,
+                        _ => Mode::Off,
+                    };
+                    warnings.push(format!(
+                        "{}: {e}; released what was built and falling back to {next}",
+                        plan.mode
+                    ));
+                    o.mode = next;
+                    plan = Plan::new(&topo, &o, need).map_err(PlacementError::Plan)?;
+                }
+            }
+        };
+        warnings.extend(plan.fallbacks.iter().cloned());
+        warnings.extend(store.warnings.iter().cloned());
+        let file_span = (!store.is_empty()).then(|| {
+            let bytes = file.bytes();
+            data_span(&mats, bytes.as_ptr() as usize)
+        });
+        if let Some(p) = &caps.start_policy {
+            if p.mode != mempolicy::MPOL_DEFAULT && plan.store == Store::File {
+                warnings.push(format!(
+                    "this process started with memory policy {} (numactl?); weights read from the page cache follow it",
+                    mempolicy::mode_name(p.mode)
+                ));
+            }
+        }
+        drop(mats);
+        drop(weights);
+        Ok(Placement {
+            topo,
+            caps,
+            plan,
+            store,
+            warnings,
+            file_span,
+        })
+    }
+
+    /// Once the model is loaded (every tensor read that will come from the file has been
+    /// made), drops the file's weight pages from this process and the page cache, so no
+    /// hidden extra copy of the weights stays resident. A no-op for file-backed modes.
+    pub fn release_file_pages(&self, file: &ModelFile) -> Result<(), String> {
+        let Some(span) = self.file_span.clone() else {
+            return Ok(());
+        };
+        let bytes = file.bytes();
+        if span.end > bytes.len() {
+            return Err("the model file's mapping is smaller than planned".into());
+        }
+        // SAFETY: `span` lies in the model file's private read-only mapping, which nobody
+        // writes; the pages refault unchanged if anything reads them again.
+        unsafe { memory::drop_file_pages(&bytes[span.clone()], file.fd(), span.start as u64) }
+            .map_err(|e| format!("{e}: the model file's pages may stay in the page cache"))
+    }
+
+    /// Points the weights' matrices at the placed copies (a no-op for file-backed modes).
+    pub fn bind<'s>(&'s self, w: &mut LlamaWeights<'s>) {
+        self.store.bind(w);
+    }
+
+    /// The thread pool for this plan: one group per slot, each thread pinned as planned
+    /// (the calling thread becomes thread 0 and is pinned too). A thread that cannot be
+    /// pinned runs where the scheduler puts it, and the returned warnings say so.
+    pub fn pool(&self) -> (Pool, Vec<String>) {
+        if !self.plan.pinned() {
+            let pool = Pool::new(self.plan.threads, |_| {});
+            pool.set_poll(self.plan.poll);
+            return (pool, Vec::new());
+        }
+        let plan = Arc::new(self.plan.clone());
+        let failed: Arc<Mutex<Vec<String>>> = Arc::default();
+        let f2 = Arc::clone(&failed);
+        let pool = Pool::grouped(&self.plan.group_sizes(), move |tid| {
+            let Some(cpus) = plan.cpus_of_thread(tid) else {
+                return;
+            };
+            let r = match fault("pin") {
+                Some(_) => Err(crate::sys::SysError {
+                    call: "sched_setaffinity",
+                    errno: libc::EINVAL,
+                }),
+                None => affinity::set_affinity(&cpus),
+            };
+            if let Err(e) = r {
+                f2.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                    "thread {tid}: pinning to CPUs {} failed: {e}",
+                    cpus.to_list()
+                ));
+            }
+        });
+        pool.set_poll(self.plan.poll);
+        // Every worker has run its hook once it has run a step.
+        pool.run(&|_| {});
+        let mut failed = std::mem::take(&mut *failed.lock().unwrap_or_else(|e| e.into_inner()));
+        if !failed.is_empty() {
+            failed.sort();
+            let n = failed.len();
+            let first = failed.swap_remove(0);
+            failed = vec![format!(
+                "{n} of {} threads could not be pinned and run unpinned (locality is not guaranteed; see `locus topo` for the allowed CPUs); first: {first}",
+                self.plan.threads
+            )];
+        }
+        (pool, failed)
+    }
+
+    /// `mirror on nodes 0,1 (2+2 threads, pinned), 2 copies, 270 MiB placed in 0.4 s`.
+    pub fn summary(&self) -> String {
+        let mut s = self.plan.summary();
+        if !self.store.is_empty() {
+            s.push_str(&format!(
+                ", {:.1} MiB placed in {:.2} s",
+                self.store.bytes as f64 / (1u64 << 20) as f64,
+                self.store.elapsed.as_secs_f64()
+            ));
+        }
+        s
+    }
+}
+
+/// A test hook from `LOCUS_FAULT` (`alloc:N`, `hugepages`, `pin`): the value after the
+/// colon (empty without one) when the variable names `kind`.
+pub(crate) fn fault(kind: &str) -> Option<String> {
+    let spec = std::env::var("LOCUS_FAULT").ok()?;
+    let rest = spec.strip_prefix(kind)?;
+    match rest.strip_prefix(':') {
+        Some(v) => Some(v.to_string()),
+        None if rest.is_empty() => Some(String::new()),
+        None => None,
+    }
+}
+
+/// The byte range of the file (offsets from `base`, the mapping's start) holding every matrix.
+fn data_span(mats: &[&crate::model::weights::Matrix], base: usize) -> std::ops::Range<usize> {
+    let lo = mats.iter().map(|m| m.file.data.as_ptr() as usize).min();
+    let hi = mats
+        .iter()
+        .map(|m| m.file.data.as_ptr() as usize + m.file.data.len())
+        .max();
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => lo - base..hi - base,
+        _ => 0..0,
+    }
+}

@@ -1,0 +1,428 @@
+//! The WeightStore: the placed copies of the weights. Each piece (a matrix, or the rows of it a
+//! node computes) lives in its own anonymous [`Region`], given its memory policy with `mbind`
+//! before any page exists, then filled in parallel by threads pinned to the target node — so
+//! placement is right by first touch even where `mbind` is refused (containers).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::plan::{Plan, Store};
+use crate::model::weights::{LlamaWeights, Matrix, Tensor};
+use crate::pool::rows_of_group;
+use crate::sys::memory::{self, Backing, Region};
+use crate::sys::mempolicy::{self, MPOL_BIND, MPOL_INTERLEAVE};
+use crate::sys::probe::Capabilities;
+use crate::sys::topology::{Thp, Topology};
+use crate::sys::{affinity, NodeId, NodeMask, SysError};
+
+/// The size of the hugetlb pages `--hugepages` asks for.
+pub const HUGE_PAGE_BYTES: usize = 2 << 20;
+/// Regions at least this large get `MADV_HUGEPAGE` (smaller ones cannot use a huge page).
+const THP_MIN_BYTES: usize = 2 << 20;
+/// An interleaved copy uses huge pages only when it spans at least this many per node.
+const INTERLEAVE_THP_PAGES_PER_NODE: usize = 64;
+/// Bytes one filler copies between progress updates.
+const FILL_CHUNK: usize = 1 << 20;
+
+/// One placed piece of a matrix: rows `rows` of `tensor`, at `offset` in region `region`.
+pub struct Piece {
+    pub tensor: String,
+    /// The pool slot whose view this is (`None`: one interleaved copy read by every slot).
+    pub slot: Option<usize>,
+    /// The node the piece was placed on (`None`: interleaved).
+    pub node: Option<NodeId>,
+    pub rows: Range<usize>,
+    region: usize,
+    offset: usize,
+    len: usize,
+}
+
+/// Why a store could not be built.
+#[derive(Debug)]
+pub struct BuildError {
+    pub tensor: String,
+    pub node: Option<NodeId>,
+    pub err: SysError,
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let place = match self.node {
+            Some(n) => format!("on node {}", n.0),
+            None => "interleaved".to_string(),
+        };
+        write!(
+            f,
+            "cannot allocate the copy of {} {place}: {}",
+            self.tensor, self.err
+        )
+    }
+}
+
+/// Test hook: `LOCUS_FAULT=alloc:N` makes every region allocation after the first N fail
+/// with ENOMEM (as `mmap` does when memory or `ulimit -v` runs out midway).
+fn injected_alloc_failure(count: &AtomicUsize) -> Option<SysError> {
+    let n: usize = super::fault("alloc")?.parse().ok()?;
+    (count.fetch_add(1, Ordering::Relaxed) >= n).then_some(SysError {
+        call: "mmap",
+        errno: libc::ENOMEM,
+    })
+}
+
+/// The placed copies, by tensor name. One region per node slot (or one interleaved region),
+/// each its own mapping, the pieces packed in it at page boundaries.
+pub struct WeightStore {
+    regions: Vec<Region>,
+    pieces: Vec<Piece>,
+    by_tensor: HashMap<String, Vec<usize>>,
+    pub warnings: Vec<String>,
+    /// Bytes copied and how long it took.
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// What building needs to know about the host.
+pub struct Host<'a> {
+    pub topo: &'a Topology,
+    pub caps: &'a Capabilities,
+}
+
+impl WeightStore {
+    /// Copies `mats` as `plan` says. `Store::File` plans need no store (returns an empty one).
+    pub fn build(
+        plan: &Plan,
+        host: &Host,
+        mats: &[&Matrix],
+        progress: bool,
+    ) -> Result<WeightStore, BuildError> {
+        let t0 = Instant::now();
+        let page = memory::page_size();
+        let mut warnings = Vec::new();
+        // The regions: (slot, node) for each, and the pieces laid out in them.
+        let region_keys: Vec<(Option<usize>, Option<NodeId>)> = match &plan.store {
+            Store::File => Vec::new(),
+            Store::Interleaved(_) => vec![(None, None)],
+            Store::PerSlot { .. } => plan
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (Some(i), s.node))
+                .collect(),
+        };
+        let mut pieces = Vec::new();
+        let mut sizes = vec![0usize; region_keys.len()];
+        for m in mats {
+            for (ri, &(slot, node)) in region_keys.iter().enumerate() {
+                let rows = match (&plan.store, slot) {
+                    (Store::PerSlot { full: false }, Some(i)) => {
+                        let (lo, hi) =
+                            rows_of_group(m.rows(), &plan.slots[i].threads, plan.threads);
+                        lo..hi
+                    }
+                    _ => 0..m.rows(),
+                };
+                let len = rows.len() * m.file.row_bytes;
+                pieces.push(Piece {
+                    tensor: m.name.clone(),
+                    slot,
+                    node,
+                    rows,
+                    region: ri,
+                    offset: sizes[ri],
+                    len,
+                });
+                sizes[ri] += len.div_ceil(page) * page;
+            }
+        }
+        let alloc_count = AtomicUsize::new(0);
+        let mbind_ok = host.caps.mbind.is_allowed();
+        let mut hugetlb = plan.hugepages;
+        let bits = host.topo.node_mask_bits();
+        let mut regions = Vec::with_capacity(region_keys.len());
+        for (&(_, node), &size) in region_keys.iter().zip(&sizes) {
+            let fail = |err| BuildError {
+                tensor: "the weights".into(),
+                node,
+                err,
+            };
+            if let Some(err) = injected_alloc_failure(&alloc_count) {
+                return Err(fail(err));
+            }
+            let region = if hugetlb {
+                let huge = match super::fault("hugepages") {
+                    Some(_) => Err(SysError {
+                        call: "mmap",
+                        errno: libc::ENOMEM,
+                    }),
+                    None => Region::anonymous(size, Backing::HugeTlb(HUGE_PAGE_BYTES)),
+                };
+                match huge {
+                    Ok(r) => r,
+                    Err(e) if plan.strict => {
+                        return Err(BuildError {
+                            tensor: "the weights (--hugepages)".into(),
+                            node,
+                            err: e,
+                        })
+                    }
+                    Err(e) => {
+                        warnings.push(format!(
+                            "--hugepages: no 2 MiB hugetlb pages ({e}); using base pages (reserve some in /sys/devices/system/node/node*/hugepages/hugepages-2048kB/nr_hugepages)"
+                        ));
+                        hugetlb = false;
+                        Region::anonymous(size, Backing::Base).map_err(fail)?
+                    }
+                }
+            } else {
+                Region::anonymous(size, Backing::Base).map_err(fail)?
+            };
+            if region.backing() == Backing::Base && host.topo.thp != Thp::Never {
+                // Huge pages cut TLB misses on the streamed weights, but an interleaved copy
+                // would then spread in 2 MiB steps: lumpy unless it spans many per node.
+                let advice = match &plan.store {
+                    Store::Interleaved(mask)
+                        if size < INTERLEAVE_THP_PAGES_PER_NODE * THP_MIN_BYTES * mask.len() =>
+                    {
+                        memory::MADV_NOHUGEPAGE
+                    }
+                    _ if size >= THP_MIN_BYTES => memory::MADV_HUGEPAGE,
+                    _ => memory::MADV_NOHUGEPAGE,
+                };
+                // Best effort: advice only.
+                let _ = memory::madvise(region.as_slice(), advice);
+            }
+            if mbind_ok {
+                let r = match (&plan.store, node) {
+                    (Store::Interleaved(mask), _) => {
+                        mempolicy::mbind(region.as_slice(), MPOL_INTERLEAVE, Some(mask), 0)
+                    }
+                    (_, Some(n)) => {
+                        let mut mask = NodeMask::with_capacity(bits);
+                        mask.insert(n);
+                        mempolicy::mbind(region.as_slice(), MPOL_BIND, Some(&mask), 0)
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(e) = r {
+                    warnings.push(format!("{e}; relying on first touch by pinned threads"));
+                }
+            }
+            regions.push(region);
+        }
+        if !mbind_ok && !regions.is_empty() {
+            warnings.push(
+                "mbind is refused here (seccomp? see `locus topo`): copies are placed by first touch from threads pinned to each node"
+                    .into(),
+            );
+        }
+        let bytes = fill(plan, mats, &mut regions, &pieces, mbind_ok, progress);
+        let mut by_tensor: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, p) in pieces.iter().enumerate() {
+            by_tensor.entry(p.tensor.clone()).or_default().push(i);
+        }
+        Ok(WeightStore {
+            regions,
+            pieces,
+            by_tensor,
+            warnings,
+            bytes,
+            elapsed: t0.elapsed(),
+        })
+    }
+
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// A piece's bytes.
+    pub fn bytes_of(&self, p: &Piece) -> &[u8] {
+        &self.regions[p.region].as_slice()[p.offset..p.offset + p.len]
+    }
+
+    /// Points every matrix of `w` at its placed pieces (one view per slot, or one shared).
+    pub fn bind<'s>(&'s self, w: &mut LlamaWeights<'s>) {
+        if self.pieces.is_empty() {
+            return;
+        }
+        for m in w.matrices_mut() {
+            let Some(ids) = self.by_tensor.get(&m.name) else {
+                continue;
+            };
+            let views: Vec<Tensor<'s>> = ids
+                .iter()
+                .map(|&i| {
+                    let p = &self.pieces[i];
+                    m.file.with_data(p.rows.start, p.rows.end, self.bytes_of(p))
+                })
+                .collect();
+            m.set_views(views);
+        }
+    }
+}
+
+/// A copy job: `len` bytes from `src` to `dst`, done by a thread of `slot` (or any thread).
+struct Job {
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+}
+
+/// Copies the file's bytes into the pieces with threads pinned to each piece's node. Returns
+/// the bytes copied.
+fn fill(
+    plan: &Plan,
+    mats: &[&Matrix],
+    regions: &mut [Region],
+    pieces: &[Piece],
+    mbind_ok: bool,
+    progress: bool,
+) -> u64 {
+    let by_name: HashMap<&str, &Matrix> = mats.iter().map(|m| (m.name.as_str(), *m)).collect();
+    let page = memory::page_size();
+    let interleave_by_touch = matches!(plan.store, Store::Interleaved(_)) && !mbind_ok;
+    let nslots = plan.slots.len();
+    let bases: Vec<*mut u8> = regions
+        .iter_mut()
+        .map(|r| r.as_mut_slice().as_mut_ptr())
+        .collect();
+    // Per filler thread: its jobs.
+    let mut jobs: Vec<Vec<Job>> = (0..plan.threads).map(|_| Vec::new()).collect();
+    let mut total = 0u64;
+    for p in pieces {
+        let m = by_name[p.tensor.as_str()];
+        let src = m.file.rows_bytes(p.rows.start, p.rows.end);
+        assert_eq!(src.len(), p.len, "piece and source sizes differ");
+        total += p.len as u64;
+        // SAFETY: the piece lies inside its region (laid out by `build`).
+        let base = unsafe { bases[p.region].add(p.offset) };
+        let len = p.len;
+        let threads: Range<usize> = match p.slot {
+            Some(s) => plan.slots[s].threads.clone(),
+            None => 0..plan.threads,
+        };
+        if interleave_by_touch {
+            // Page i (by address) goes to slot i % nslots: that slot's threads touch it.
+            let first_page = base as usize / page;
+            let mut off = 0;
+            while off < len {
+                let end = ((off / page + 1) * page).min(len);
+                let s = (first_page + off / page) % nslots;
+                let ts = &plan.slots[s].threads;
+                let t = ts.start + (off / page) % ts.len();
+                // SAFETY: off..end lies inside both the piece and the source (same length).
+                jobs[t].push(unsafe { job(base, src.as_ptr(), off, end) });
+                off = end;
+            }
+        } else {
+            let k = threads.len();
+            for (j, t) in threads.enumerate() {
+                let lo = (len * j / k) / page * page;
+                let hi = if j + 1 == k {
+                    len
+                } else {
+                    (len * (j + 1) / k) / page * page
+                };
+                if hi > lo {
+                    // SAFETY: lo..hi lies inside both the piece and the source.
+                    jobs[t].push(unsafe { job(base, src.as_ptr(), lo, hi) });
+                }
+            }
+        }
+    }
+    if total == 0 {
+        return 0;
+    }
+    // Bytes copied by the threads of each slot (one slot's threads fill its node's copy).
+    let done_by_slot: &Vec<AtomicU64> = &plan.slots.iter().map(|_| AtomicU64::new(0)).collect();
+    let finished = &AtomicUsize::new(0);
+    let t0 = Instant::now();
+    std::thread::scope(|scope| {
+        for (tid, list) in jobs.into_iter().enumerate() {
+            let cpus = plan.cpus_of_thread(tid);
+            let slot = plan
+                .slots
+                .iter()
+                .position(|s| s.threads.contains(&tid))
+                .unwrap_or(0);
+            let done = &done_by_slot[slot];
+            let list = SendJobs(list);
+            scope.spawn(move || {
+                let list = list;
+                if let Some(c) = cpus {
+                    // Unpinnable CPUs leave the copy on whatever node we run; the audit shows it.
+                    let _ = affinity::set_affinity(&c);
+                }
+                for j in &list.0 {
+                    let mut off = 0;
+                    while off < j.len {
+                        let n = FILL_CHUNK.min(j.len - off);
+                        // SAFETY: every job covers a range of its region no other job covers,
+                        // the source is the mapped file's tensor bytes of the same length, and
+                        // the regions outlive this scope.
+                        unsafe { std::ptr::copy_nonoverlapping(j.src.add(off), j.dst.add(off), n) };
+                        off += n;
+                        done.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                }
+                finished.fetch_add(1, Ordering::Release);
+            });
+        }
+        if progress {
+            let nthreads = plan.threads;
+            scope.spawn(move || {
+                let mut next = Duration::from_secs(1);
+                while finished.load(Ordering::Acquire) < nthreads {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if t0.elapsed() >= next {
+                        next += Duration::from_secs(1);
+                        let per: Vec<u64> = done_by_slot
+                            .iter()
+                            .map(|d| d.load(Ordering::Relaxed))
+                            .collect();
+                        let d: u64 = per.iter().sum();
+                        let nodes: Vec<String> = plan
+                            .slots
+                            .iter()
+                            .zip(&per)
+                            .map(|(s, b)| match s.node {
+                                Some(n) => format!("node {}: {} MiB", n.0, b >> 20),
+                                None => format!("{} MiB", b >> 20),
+                            })
+                            .collect();
+                        eprintln!(
+                            "locus: placing weights: {} of {} MiB ({}), {:.0} MB/s",
+                            d >> 20,
+                            total >> 20,
+                            nodes.join(", "),
+                            d as f64 / 1e6 / t0.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+            });
+        }
+    });
+    total
+}
+
+/// # Safety
+/// `lo..hi` must lie inside both the destination region and the source.
+unsafe fn job(base: *mut u8, src: *const u8, lo: usize, hi: usize) -> Job {
+    Job {
+        // SAFETY: in bounds by the caller's promise.
+        dst: unsafe { base.add(lo) },
+        // SAFETY: in bounds by the caller's promise.
+        src: unsafe { src.add(lo) },
+        len: hi - lo,
+    }
+}
+
+struct SendJobs(Vec<Job>);
+// SAFETY: the jobs' pointers name disjoint ranges of regions and the shared read-only file
+// mapping, all alive for the whole fill scope; each list is used by exactly one thread.
+unsafe impl Send for SendJobs {}

@@ -1,0 +1,336 @@
+//! Placement on this host, end to end through the binary: every `--numa` mode generates the
+//! same greedy tokens and its audit shows every page on this one node (locality 1.0); the same
+//! holds in a seccomp'd "container" where the NUMA system calls fail with EPERM (first touch
+//! and /proc/self/numa_maps take over, and a warning says so); and the faults: an allocation
+//! failing midway, hugepages missing, threads that cannot be pinned, bad flags. The multi-node
+//! placement itself is asserted in QEMU guests (tests/vm.rs).
+
+mod common;
+#[path = "common/json.rs"]
+mod json;
+#[path = "common/seccomp.rs"]
+mod seccomp;
+
+use json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const MODES: [&str; 7] = locus::placement::Mode::ALL_NAMES;
+/// Modes that copy the weights out of the file.
+const COPYING: [&str; 4] = ["interleave", "isolate", "mirror", "shard"];
+
+/// The small model, shared by the tests that do not measure the page cache.
+fn model() -> Option<&'static PathBuf> {
+    static MODEL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))
+        .as_ref()
+}
+
+/// A private copy of the small model for one test, so its page cache is that test's to
+/// measure (a file another process maps cannot be dropped from the cache). Deleted on drop.
+struct PrivateModel(PathBuf);
+
+impl std::ops::Deref for PrivateModel {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateModel {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn private_model(tag: &str) -> Option<PrivateModel> {
+    let src = model()?;
+    let dst = common::temp_dir(tag).join("model.gguf");
+    std::fs::copy(src, &dst).expect("cannot copy the model");
+    Some(PrivateModel(dst))
+}
+
+fn locus(args: &[&str], env: &[(&str, &str)], container: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_locus"));
+    cmd.args(args).env_remove("LOCUS_FAULT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if container {
+        seccomp::refuse_numa_syscalls(&mut cmd);
+    }
+    cmd.output().expect("cannot start locus")
+}
+
+fn run(model: &Path, extra: &[&str], env: &[(&str, &str)], container: bool) -> Output {
+    let m = model.to_str().unwrap();
+    let mut args = vec![
+        "run",
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "12",
+        "--temp",
+        "0",
+        "-t",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    locus(&args, env, container)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The reference tokens: the file-backed, unpinned run.
+fn baseline(model: &Path) -> Vec<u8> {
+    let out = run(model, &["--numa", "off"], &[], false);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!out.stdout.is_empty());
+    out.stdout
+}
+
+fn audit(model: &Path, mode: &str, container: bool) -> Json {
+    let m = model.to_str().unwrap();
+    let out = locus(
+        &["audit", "-m", m, "--numa", mode, "-t", "2", "--json"],
+        &[],
+        container,
+    );
+    assert!(
+        out.status.success(),
+        "audit --numa {mode}: {}",
+        text(&out.stderr)
+    );
+    json::parse(text(&out.stdout).trim())
+        .unwrap_or_else(|e| panic!("audit --numa {mode} --json: {e}"))
+}
+
+fn num(v: &Json, k: &str) -> f64 {
+    v.get(k)
+        .and_then(Json::as_f64)
+        .unwrap_or_else(|| panic!("no number '{k}'"))
+}
+
+fn strings(v: &Json, k: &str) -> Vec<String> {
+    v.get(k)
+        .and_then(Json::as_array)
+        .unwrap_or_else(|| panic!("no array '{k}'"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// What every audit on a one-node host must show.
+fn check_one_node_audit(mode: &str, a: &Json, container: bool) {
+    let want = if mode == "auto" { "off" } else { mode };
+    assert_eq!(a.get("mode"), Some(&Json::String(want.into())), "{mode}");
+    assert_eq!(num(a, "locality"), 1.0, "{mode}: locality on one node");
+    let source = if container { "numa_maps" } else { "move_pages" };
+    assert_eq!(
+        a.get("page_source"),
+        Some(&Json::String(source.into())),
+        "{mode}"
+    );
+    let copies = a.get("copies").and_then(Json::as_array).unwrap();
+    // 30 layers × 7 matrices + the tied embedding/output.
+    assert_eq!(copies.len(), 211, "{mode}: one entry per tensor copy");
+    if COPYING.contains(&mode) {
+        for c in copies {
+            assert_eq!(
+                num(c, "unknown_pages"),
+                0.0,
+                "{mode}: {:?}",
+                c.get("tensor")
+            );
+            let by_node = match c.get("pages_by_node") {
+                Some(Json::Object(kv)) => kv,
+                _ => panic!("pages_by_node"),
+            };
+            assert_eq!(by_node.len(), 1, "{mode}: one node");
+            assert_eq!(by_node[0].0, "0");
+            assert_eq!(by_node[0].1.as_f64(), Some(num(c, "pages")));
+        }
+        // The file's weight pages were released once copied.
+        assert!(
+            num(a, "page_cache_bytes") < 0.1 * num(a, "file_bytes"),
+            "{mode}: page cache still holds {} of {} bytes",
+            num(a, "page_cache_bytes"),
+            num(a, "file_bytes")
+        );
+    }
+    if container {
+        let w = strings(a, "warnings");
+        assert!(
+            w.iter().any(|w| w.contains("move_pages is refused")),
+            "{mode}: {w:?}"
+        );
+    }
+}
+
+#[test]
+fn every_mode_gives_the_same_tokens_and_a_local_audit() {
+    let Some(model) = private_model("placement-modes") else {
+        return;
+    };
+    let model = &model;
+    let base = baseline(model);
+    for mode in MODES {
+        let out = run(model, &["--numa", mode], &[], false);
+        assert!(out.status.success(), "{mode}: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            text(&base),
+            "--numa {mode} changed the tokens"
+        );
+        check_one_node_audit(mode, &audit(model, mode, false), false);
+    }
+}
+
+#[test]
+fn container_without_numa_syscalls_runs_every_mode() {
+    let Some(model) = private_model("placement-container") else {
+        return;
+    };
+    let model = &model;
+    let base = baseline(model);
+    for mode in MODES {
+        let out = run(model, &["--numa", mode], &[], true);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{mode} under seccomp: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(
+            text(&out.stdout),
+            text(&base),
+            "--numa {mode} under seccomp"
+        );
+        if COPYING.contains(&mode) {
+            let lines: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains("mbind is refused"))
+                .collect();
+            assert_eq!(
+                lines.len(),
+                1,
+                "{mode}: one line says what was refused: {err}"
+            );
+        }
+        check_one_node_audit(mode, &audit(model, mode, true), true);
+    }
+}
+
+#[test]
+fn allocation_failing_midway_falls_back_or_fails_under_strict() {
+    let Some(model) = model() else { return };
+    let base = baseline(model);
+    // The second region fails: mirror → shard → … each released and retried, down to the file.
+    let out = run(
+        model,
+        &["--numa", "mirror"],
+        &[("LOCUS_FAULT", "alloc:0")],
+        false,
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("ENOMEM") && err.contains("falling back to shard"),
+        "{err}"
+    );
+    assert_eq!(out.stdout, base);
+    let out = run(
+        model,
+        &["--numa", "mirror", "--strict"],
+        &[("LOCUS_FAULT", "alloc:0")],
+        false,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--strict") && err.contains("ENOMEM"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing generated after a strict failure"
+    );
+}
+
+#[test]
+fn missing_hugepages_fall_back_loudly() {
+    let Some(model) = model() else { return };
+    let base = baseline(model);
+    let fault = [("LOCUS_FAULT", "hugepages")];
+    let out = run(model, &["--numa", "mirror", "--hugepages"], &fault, false);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("--hugepages: no 2 MiB hugetlb pages"), "{err}");
+    assert_eq!(out.stdout, base);
+    let out = run(
+        model,
+        &["--numa", "mirror", "--hugepages", "--strict"],
+        &fault,
+        false,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn threads_that_cannot_be_pinned_are_reported() {
+    let Some(model) = model() else { return };
+    let base = baseline(model);
+    let out = run(
+        model,
+        &["--numa", "mirror"],
+        &[("LOCUS_FAULT", "pin")],
+        false,
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("2 of 2 threads could not be pinned"), "{err}");
+    assert_eq!(out.stdout, base);
+}
+
+#[test]
+fn bad_placement_flags_are_one_line_errors() {
+    let Some(model) = model() else { return };
+    let m = model.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec!["run", "-m", m, "-p", "x", "--numa", "everywhere"],
+            "unknown mode 'everywhere'",
+        ),
+        (
+            vec![
+                "run",
+                "-m",
+                m,
+                "-p",
+                "x",
+                "--numa",
+                "isolate",
+                "--numa-node",
+                "9",
+            ],
+            "no such online node",
+        ),
+        (
+            vec!["audit", "-m", m, "--pin", "socket"],
+            "--pin: unknown value 'socket'",
+        ),
+        (
+            vec!["audit", "--numa", "mirror"],
+            "audit: -m FILE is required",
+        ),
+    ] {
+        let out = locus(&args, &[], false);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+    }
+}
