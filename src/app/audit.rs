@@ -46,9 +46,9 @@ pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
     let a = audit(&p, &l.llama.weights, &file);
     let json = render_json(&p, &a);
     if o.json {
-        println!("{json}");
+        super::write_stdout(&format!("{json}\n"))?;
     } else {
-        print!("{}", render_text(&p, &a));
+        super::write_stdout(&render_text(&p, &a))?;
     }
     Ok(AuditRun {
         placement_summary: p.summary(),

@@ -110,6 +110,15 @@ pub fn generate(
     let t1 = Instant::now();
     let mut stream = Utf8Stream::new();
     let limit = opts.n_predict.unwrap_or(usize::MAX);
+    // A reader that went away (EPIPE where SIGPIPE is ignored) ends generation quietly; any
+    // other write error (a full disk, a closed descriptor) is an error naming stdout.
+    let write = |out: &mut dyn Write, text: &[u8]| -> Result<bool, AppError> {
+        match out.write_all(text).and_then(|_| out.flush()) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+            Err(e) => Err(super::stdout_error(e)),
+        }
+    };
     let mut out_ok = true;
     while report.generated.len() < limit {
         if crate::sys::signal::interrupted() {
@@ -126,12 +135,9 @@ pub fn generate(
         let piece = l.tokenizer.token_to_piece(next, false);
         let text = stream.push(&piece);
         if !text.is_empty() && out_ok {
-            out_ok = out
-                .write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .is_ok();
+            out_ok = write(out, text.as_bytes())?;
             if !out_ok {
-                break; // stdout closed: stop quietly
+                break;
             }
         }
         if report.generated.len() >= limit {
@@ -146,10 +152,7 @@ pub fn generate(
     }
     let rest = stream.finish();
     if out_ok && !rest.is_empty() {
-        let _ = out.write_all(rest.as_bytes());
-    }
-    if out_ok {
-        let _ = out.flush();
+        write(out, rest.as_bytes())?;
     }
     report.gen_ms = t1.elapsed().as_secs_f64() * 1e3;
     Ok(report)

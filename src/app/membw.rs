@@ -228,9 +228,9 @@ pub fn run(opts: &MembwOptions) -> Result<Vec<Reading>, AppError> {
         .map_err(|e| AppError::Usage(format!("cannot read the topology: {e}")))?;
     let r = readings(&topo, opts)?;
     if opts.json {
-        println!("{}", render_json(&r));
+        super::write_stdout(&format!("{}\n", render_json(&r)))?;
     } else {
-        print!("{}", render_text(&r, opts.matrix));
+        super::write_stdout(&render_text(&r, opts.matrix))?;
     }
     Ok(r)
 }

@@ -67,6 +67,26 @@ impl From<KernelError> for AppError {
     }
 }
 
+/// Writes a command's output to stdout. A failed write (a full disk, a closed descriptor) is
+/// an error naming stdout, not a panic; a reader that went away (`| head`) ends the process
+/// quietly through SIGPIPE before this returns.
+pub fn write_stdout(text: &str) -> Result<(), AppError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(stdout_error)
+}
+
+/// The error for a failed write to stdout.
+pub fn stdout_error(err: std::io::Error) -> AppError {
+    AppError::Io {
+        path: PathBuf::from("stdout"),
+        what: "cannot write the output",
+        err,
+    }
+}
+
 /// Reads a text file named on the command line.
 pub fn read_text(path: &Path) -> Result<String, AppError> {
     let bytes = std::fs::read(path).map_err(|err| AppError::Io {

@@ -126,6 +126,9 @@ pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
         opts.ctx,
         t.elapsed().as_secs_f64()
     );
-    println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.err);
+    super::write_stdout(&format!(
+        "Final estimate: PPL = {:.4} +/- {:.5}\n",
+        r.ppl, r.err
+    ))?;
     Ok(r)
 }

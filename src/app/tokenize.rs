@@ -26,13 +26,18 @@ pub fn run(opts: &TokenizeOptions) -> Result<Vec<u32>, AppError> {
     let file = ModelFile::open(&opts.model)?;
     let tokenizer = Tokenizer::from_gguf(&file.gguf()?)?;
     let ids = tokenizer.encode(&opts.text, true, opts.parse_special);
+    let mut text = String::new();
     if opts.ids_only {
-        println!("{}", format_ids(&ids));
+        text = format!("{}\n", format_ids(&ids));
     } else {
         for &id in &ids {
             let piece = tokenizer.token_to_piece(id, true);
-            println!("{id:6} -> '{}'", String::from_utf8_lossy(&piece));
+            text.push_str(&format!(
+                "{id:6} -> '{}'\n",
+                String::from_utf8_lossy(&piece)
+            ));
         }
     }
+    super::write_stdout(&text)?;
     Ok(ids)
 }

@@ -23,12 +23,14 @@ pub struct TopoOptions {
 #[derive(Debug)]
 pub enum TopoError {
     Topology(TopologyError),
+    Stdout(std::io::Error),
 }
 
 impl fmt::Display for TopoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TopoError::Topology(e) => write!(f, "cannot read the NUMA topology: {e}"),
+            TopoError::Stdout(e) => write!(f, "stdout: cannot write the output: {e}"),
         }
     }
 }
@@ -100,12 +102,16 @@ fn consequence(call: &str) -> &'static str {
 /// Runs `locus topo`, printing to stdout.
 pub fn run(o: &TopoOptions) -> Result<(), TopoError> {
     let report = TopoReport::gather()?;
-    if o.json {
-        println!("{}", render_json(&report));
+    let text = if o.json {
+        format!("{}\n", render_json(&report))
     } else {
-        print!("{}", render_text(&report));
-    }
-    Ok(())
+        render_text(&report)
+    };
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(TopoError::Stdout)
 }
 
 /// `7.09 GiB`, `512.0 MiB`, `12 B`.

@@ -166,15 +166,33 @@ impl Placement {
     /// (the calling thread becomes thread 0 and is pinned too). A thread that cannot be
     /// pinned runs where the scheduler puts it, and the returned warnings say so.
     pub fn pool(&self) -> (Pool, Vec<String>) {
-        if !self.plan.pinned() {
-            let pool = Pool::new(self.plan.threads, |_| {});
-            pool.set_poll(self.plan.poll);
+        let cpus = self.topo.allowed_cpus.len();
+        let mut notes = Vec::new();
+        let mut plan = self.plan.clone();
+        if plan.threads > cpus && plan.poll > 0 {
+            // Spinning threads would only take CPU time from the ones with work.
+            notes.push(format!(
+                "{} threads on {cpus} CPUs: idle threads sleep instead of spinning (--poll 0)",
+                plan.threads
+            ));
+            plan.poll = 0;
+        }
+        let (pool, mut warnings) = self.pool_for(plan);
+        notes.append(&mut warnings);
+        (pool, notes)
+    }
+
+    fn pool_for(&self, plan: Plan) -> (Pool, Vec<String>) {
+        if !plan.pinned() {
+            let pool = Pool::new(plan.threads, |_| {});
+            pool.set_poll(plan.poll);
             return (pool, Vec::new());
         }
-        let plan = Arc::new(self.plan.clone());
+        let (poll, threads, sizes) = (plan.poll, plan.threads, plan.group_sizes());
+        let plan = Arc::new(plan);
         let failed: Arc<Mutex<Vec<String>>> = Arc::default();
         let f2 = Arc::clone(&failed);
-        let pool = Pool::grouped(&self.plan.group_sizes(), move |tid| {
+        let pool = Pool::grouped(&sizes, move |tid| {
             let Some(cpus) = plan.cpus_of_thread(tid) else {
                 return;
             };
@@ -192,7 +210,7 @@ impl Placement {
                 ));
             }
         });
-        pool.set_poll(self.plan.poll);
+        pool.set_poll(poll);
         // Every worker has run its hook once it has run a step.
         pool.run(&|_| {});
         let mut failed = std::mem::take(&mut *failed.lock().unwrap_or_else(|e| e.into_inner()));
@@ -201,8 +219,7 @@ impl Placement {
             let n = failed.len();
             let first = failed.swap_remove(0);
             failed = vec![format!(
-                "{n} of {} threads could not be pinned and run unpinned (locality is not guaranteed; see `locus topo` for the allowed CPUs); first: {first}",
-                self.plan.threads
+                "{n} of {threads} threads could not be pinned and run unpinned (locality is not guaranteed; see `locus topo` for the allowed CPUs); first: {first}"
             )];
         }
         (pool, failed)

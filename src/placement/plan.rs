@@ -671,6 +671,23 @@ mod tests {
     }
 
     #[test]
+    fn a_node_without_free_memory_gets_no_copy() {
+        let t = topo(&[("0-1", 16), ("2-3", 0)]);
+        let p = Plan::new(&t, &opts(Mode::Auto, None), need(1)).unwrap();
+        // No room for a copy or a shard on node 1: one interleaved copy (mostly node 0).
+        assert_eq!(p.mode, Mode::Interleave);
+        assert!(
+            p.notes.iter().any(|n| n.contains("node 1 has 0 MiB")),
+            "{:?}",
+            p.notes
+        );
+        let mut o = opts(Mode::Shard, None);
+        o.strict = true;
+        let e = Plan::new(&t, &o, need(1)).unwrap_err();
+        assert!(e.to_string().contains("node 1 has 0 MiB"), "{e}");
+    }
+
+    #[test]
     fn names_round_trip_in_order() {
         for (m, n) in Mode::ALL.into_iter().zip(Mode::ALL_NAMES) {
             assert_eq!(m.name(), n);
