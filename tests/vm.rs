@@ -279,6 +279,11 @@ for m in {modes}; do
   echo "== run_hex $m"; od -An -v -tx1 /tmp/run.out
   echo "== run_err $m"; cat /tmp/run.err
 done
+for d in /sys/devices/system/node/node*/hugepages/hugepages-2048kB; do echo 4 >$d/nr_hugepages; done
+locus audit -m /model.gguf --numa mirror --hugepages --poll 0 --json >/tmp/huge.json 2>/tmp/huge.err
+st=$?; echo "== huge_status"; echo $st
+echo "== huge"; cat /tmp/huge.json; echo
+echo "== huge_err"; cat /tmp/huge.err
 echo "== end"
 "#,
         modes = MODES.join(" ")
@@ -510,6 +515,21 @@ fn check_topology(name: &str, topo: &Topo) {
             .unwrap_or_else(|e| panic!("vm {name}: audit --numa {mode} --json: {e}"));
         check_audit(name, mode, topo, &a);
     }
+
+    // (5) mirror on hugetlb pages reserved in every node's pool: no fallback, same placement.
+    assert_eq!(
+        get("huge_status"),
+        "0",
+        "vm {name}: --hugepages: {}",
+        get("huge_err")
+    );
+    assert!(
+        !get("huge_err").contains("--hugepages:"),
+        "vm {name}: --hugepages fell back: {}",
+        get("huge_err")
+    );
+    let a = json::parse(get("huge")).expect("hugepages audit JSON");
+    check_audit(name, "mirror", topo, &a);
 }
 
 /// Node ids of the spec with CPUs, and with memory (all of them).

@@ -44,7 +44,8 @@ pub struct Piece {
 pub struct BuildError {
     pub tensor: String,
     pub node: Option<NodeId>,
-    pub err: SysError,
+    /// What failed (a system call's error, or an empty hugetlb pool).
+    pub why: String,
 }
 
 impl std::fmt::Display for BuildError {
@@ -56,7 +57,7 @@ impl std::fmt::Display for BuildError {
         write!(
             f,
             "cannot allocate the copy of {} {place}: {}",
-            self.tensor, self.err
+            self.tensor, self.why
         )
     }
 }
@@ -142,34 +143,42 @@ impl WeightStore {
         let bits = host.topo.node_mask_bits();
         let mut regions = Vec::with_capacity(region_keys.len());
         for (&(_, node), &size) in region_keys.iter().zip(&sizes) {
-            let fail = |err| BuildError {
+            let fail = |err: SysError| BuildError {
                 tensor: "the weights".into(),
                 node,
-                err,
+                why: err.to_string(),
             };
             if let Some(err) = injected_alloc_failure(&alloc_count) {
                 return Err(fail(err));
             }
             let region = if hugetlb {
+                // The pool is per node: a bound region needs its node's free pages (the global
+                // reservation mmap makes would not stop a SIGBUS on an empty node).
+                let free = free_huge_bytes(host.topo, &plan.store, node);
+                let place =
+                    node.map_or("the interleaved nodes".into(), |n| format!("node {}", n.0));
                 let huge = match super::fault("hugepages") {
-                    Some(_) => Err(SysError {
-                        call: "mmap",
-                        errno: libc::ENOMEM,
-                    }),
-                    None => Region::anonymous(size, Backing::HugeTlb(HUGE_PAGE_BYTES)),
+                    Some(_) => Err("mmap failed: ENOMEM (injected by LOCUS_FAULT)".to_string()),
+                    None if free < size as u64 => Err(format!(
+                        "{place} has {} MiB of free 2 MiB hugetlb pages, the copy needs {} MiB",
+                        free >> 20,
+                        size.div_ceil(HUGE_PAGE_BYTES) * 2
+                    )),
+                    None => Region::anonymous(size, Backing::HugeTlb(HUGE_PAGE_BYTES))
+                        .map_err(|e| e.to_string()),
                 };
                 match huge {
                     Ok(r) => r,
-                    Err(e) if plan.strict => {
+                    Err(why) if plan.strict => {
                         return Err(BuildError {
                             tensor: "the weights (--hugepages)".into(),
                             node,
-                            err: e,
+                            why,
                         })
                     }
-                    Err(e) => {
+                    Err(why) => {
                         warnings.push(format!(
-                            "--hugepages: no 2 MiB hugetlb pages ({e}); using base pages (reserve some in /sys/devices/system/node/node*/hugepages/hugepages-2048kB/nr_hugepages)"
+                            "--hugepages: {why}; using base pages (reserve pages in /sys/devices/system/node/node*/hugepages/hugepages-2048kB/nr_hugepages)"
                         ));
                         hugetlb = false;
                         Region::anonymous(size, Backing::Base).map_err(fail)?
@@ -196,12 +205,12 @@ impl WeightStore {
             if mbind_ok {
                 let r = match (&plan.store, node) {
                     (Store::Interleaved(mask), _) => {
-                        mempolicy::mbind(region.as_slice(), MPOL_INTERLEAVE, Some(mask), 0)
+                        mempolicy::mbind(region.whole_pages(), MPOL_INTERLEAVE, Some(mask), 0)
                     }
                     (_, Some(n)) => {
                         let mut mask = NodeMask::with_capacity(bits);
                         mask.insert(n);
-                        mempolicy::mbind(region.as_slice(), MPOL_BIND, Some(&mask), 0)
+                        mempolicy::mbind(region.whole_pages(), MPOL_BIND, Some(&mask), 0)
                     }
                     _ => Ok(()),
                 };
@@ -263,6 +272,25 @@ impl WeightStore {
                 .collect();
             m.set_views(views);
         }
+    }
+}
+
+/// Free 2 MiB hugetlb bytes where a region will live: its node's pool, or for an interleaved
+/// region the pools of its nodes together.
+fn free_huge_bytes(topo: &Topology, store: &Store, node: Option<NodeId>) -> u64 {
+    let free_on = |id: NodeId| {
+        topo.node(id).map_or(0, |n| {
+            n.hugepages
+                .iter()
+                .filter(|p| p.size_kb * 1024 == HUGE_PAGE_BYTES as u64)
+                .map(|p| p.free * HUGE_PAGE_BYTES as u64)
+                .sum::<u64>()
+        })
+    };
+    match (store, node) {
+        (_, Some(n)) => free_on(n),
+        (Store::Interleaved(mask), None) => mask.iter().map(free_on).sum(),
+        _ => 0,
     }
 }
 

@@ -66,9 +66,16 @@ impl Region {
         };
         let body = len.max(1).div_ceil(page) * page;
         let map_len = body + 2 * page;
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
-        if let Backing::HugeTlb(size) = backing {
-            flags |= libc::MAP_HUGETLB | ((size.trailing_zeros() as i32) << libc::MAP_HUGE_SHIFT);
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        match backing {
+            // Base pages: commit lazily (the pages are faulted in by the fill).
+            Backing::Base => flags |= libc::MAP_NORESERVE,
+            // hugetlb: keep the reservation, so a missing page is ENOMEM here rather than
+            // SIGBUS at first touch.
+            Backing::HugeTlb(size) => {
+                flags |=
+                    libc::MAP_HUGETLB | ((size.trailing_zeros() as i32) << libc::MAP_HUGE_SHIFT)
+            }
         }
         // SAFETY: an anonymous mapping at an address of the kernel's choosing touches no
         // existing memory.
@@ -130,6 +137,14 @@ impl Region {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: mapped writable; `&mut self` makes this the only access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The whole usable mapping: `len` rounded up to the region's page size (hugetlb regions
+    /// take `mbind` only in whole huge pages).
+    pub fn whole_pages(&self) -> &[u8] {
+        // SAFETY: the body between the guard pages (map_len minus two pages) is mapped
+        // readable for the life of `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.map_len - 2 * self.page) }
     }
 
     /// The first byte's address (for `mbind` and page queries).
