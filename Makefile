@@ -10,7 +10,7 @@ LOCUS    := target/release/locus
 TARGET   := x86_64-unknown-linux-gnu
 export LOCUS_MODELS := $(abspath $(MODELS))
 
-.PHONY: build static test test-scalar bench lint demo models vm-setup vm-test clean
+.PHONY: build static test test-scalar bench lint demo models vm-setup vm-test fuzz clean
 
 # The release binary everyone runs.
 build:
@@ -57,6 +57,11 @@ test: models
 test-scalar: models
 	LOCUS_KERNELS=scalar $(CARGO) test --release
 
+# Long fuzzing of the GGUF reader and the tokenizer, both at once (LOCUS_FUZZ_SECS each,
+# default 30 min; LOCUS_FUZZ_SEED varies the inputs). Failures land in tests/data/fuzz/regressions.
+fuzz: models
+	LOCUS_FUZZ_SECS=$${LOCUS_FUZZ_SECS:-1800} $(CARGO) test --release --test fuzz -- --nocapture fuzz_
+
 # Kernel and tokenizer throughput (criterion).
 bench:
 	$(CARGO) bench
@@ -74,9 +79,9 @@ demo: $(SMOL_Q41) build
 vm-setup:
 	tools/vm/setup.sh
 
-# Multi-node tests in QEMU VMs (2, 4, 8 nodes, a memory-only node) running the static binary.
+# Multi-node tests in QEMU VMs (2, 4, 8 nodes, a memory-only node, a node too small for a copy, the bench across modes) running the static binary.
 vm-test: vm-setup static
-	$(CARGO) test --release --test vm
+	$(CARGO) test --release --test vm --test vm_bench
 
 clean:
 	$(CARGO) clean

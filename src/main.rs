@@ -138,11 +138,17 @@ Options:
 ";
 
 const BENCH_HELP: &str = "\
-Usage: locus bench -m FILE[,FILE...] [-p N] [-n N] [-r N] [-t N[,N...]] [--json]
+Usage: locus bench -m FILE[,FILE...] [-p N] [-n N] [-r N] [-t N[,N...]] [--numa LIST|all]
+                   [--rounds N] [--cold] [--json | --csv] [--svg FILE] [placement options]
 
-For every model and thread count: pp<N> evaluates N random prompt tokens from an empty cache,
-tg<N> generates N tokens one at a time; each after a warm-up run, repeated -r times, reported
-as mean ± sd tokens/s in llama-bench's markdown table (or JSON).
+For every model × thread count × placement mode (an arm), each in a fresh process and in that
+order: pp<N> evaluates N random prompt tokens from an empty cache, tg<N> generates N tokens one
+at a time; each after a warm-up run, repeated -r times, reported as mean ± sd tokens/s in
+llama-bench's markdown table (or JSON/CSV). Per arm also: load time, how much of the model file
+the page cache held at the start, weight bytes resident per node and locality (as `locus
+audit`), and the roofline: decode t/s as a share of (read bandwidth of the arm's nodes, measured
+as `locus membw` does, ÷ weight bytes read per token). Notes under the table give the host's
+numa_balancing and THP state and how far apart the arms are against run-to-run spread.
 
 Options:
   -m, --model FILES   comma-separated GGUF files
@@ -150,7 +156,17 @@ Options:
   -n, --n-gen N       generated tokens (default: 128; 0 skips the test)
   -r, --repetitions N repetitions (default: 5)
   -t, --threads LIST  comma-separated thread counts (default: the CPUs this process may use)
-      --json          JSON array of results
+      --numa LIST     comma-separated placement modes, or all (off, distribute, interleave,
+                      isolate, mirror, shard); default: auto
+      --rounds N      run the whole list of arms N times, round-robin, pooling the samples, so
+                      sd includes process-to-process spread and drift (default: 1)
+      --cold          drop the model file from the page cache before every arm (posix_fadvise);
+                      without it the file is read through before every arm (warm)
+      --json          JSON array of rows
+      --csv           CSV, one row per line
+      --svg FILE      draw the arms' decode speeds with sd whiskers, roofline and locality
+      --numa-node N, --pin node|core, --strict, --hugepages, --poll N
+                      placement options every arm shares, as for `locus run`
   -h, --help          this help
 ";
 
@@ -384,7 +400,7 @@ fn run_audit(mut a: Args) -> Result<(), CliError> {
         }
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{AUDIT_HELP}");
+                app::write_stdout(AUDIT_HELP)?;
                 return Ok(());
             }
             "-m" | "--model" => model = Some(a.value(&flag, inline)?),
@@ -432,7 +448,7 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
         }
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{RUN_HELP}");
+                app::write_stdout(RUN_HELP)?;
                 return Ok(None);
             }
             "-m" | "--model" => model = Some(a.value(&flag, inline)?),
@@ -531,7 +547,7 @@ fn parse_perplexity(mut a: Args) -> Result<Option<PerplexityOptions>, CliError> 
         }
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{PPL_HELP}");
+                app::write_stdout(PPL_HELP)?;
                 return Ok(None);
             }
             "-m" | "--model" => model = Some(a.value(&flag, inline)?),
@@ -567,7 +583,7 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
     while let Some((flag, inline)) = a.next_flag() {
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{TOKENIZE_HELP}");
+                app::write_stdout(TOKENIZE_HELP)?;
                 return Ok(None);
             }
             "-m" | "--model" => model = Some(a.value(&flag, inline)?),
@@ -598,7 +614,7 @@ fn parse_tokenize(mut a: Args) -> Result<Option<TokenizeOptions>, CliError> {
 fn run_quantize(a: Args) -> Result<(), CliError> {
     let rest: Vec<&String> = a.items[a.i..].iter().collect();
     if rest.iter().any(|s| *s == "-h" || *s == "--help") {
-        print!("{QUANTIZE_HELP}");
+        app::write_stdout(QUANTIZE_HELP)?;
         return Ok(());
     }
     let [input, output, ty] = rest.as_slice() else {
@@ -617,7 +633,7 @@ fn run_topo(mut a: Args) -> Result<(), CliError> {
     while let Some((flag, inline)) = a.next_flag() {
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{TOPO_HELP}");
+                app::write_stdout(TOPO_HELP)?;
                 return Ok(());
             }
             "--json" if inline.is_none() => o.json = true,
@@ -642,7 +658,7 @@ fn run_gen_model(mut a: Args) -> Result<(), CliError> {
     while let Some((flag, inline)) = a.next_flag() {
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{GEN_MODEL_HELP}");
+                app::write_stdout(GEN_MODEL_HELP)?;
                 return Ok(());
             }
             "--preset" => {
@@ -707,18 +723,34 @@ fn run_gen_model(mut a: Args) -> Result<(), CliError> {
 }
 
 fn run_bench(mut a: Args) -> Result<(), CliError> {
-    let mut o = locus::app::bench::BenchOptions {
+    use locus::app::bench::{ArmOptions, BenchOptions, Format};
+    // The command as typed, for the chart's footer.
+    let command = std::iter::once("locus")
+        .chain(a.items.iter().skip(1).map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut o = BenchOptions {
         models: Vec::new(),
         n_prompt: 512,
         n_gen: 128,
         reps: 5,
         threads: vec![app::default_threads()],
-        json: false,
+        modes: vec![placement::Mode::Auto],
+        numa: placement::Options::default(),
+        cold: false,
+        rounds: 1,
+        format: Format::Markdown,
+        svg: None,
     };
+    let mut arm = false;
+    let (mut json, mut csv) = (false, false);
     while let Some((flag, inline)) = a.next_flag() {
+        if flag != "--numa" && numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{BENCH_HELP}");
+                app::write_stdout(BENCH_HELP)?;
                 return Ok(());
             }
             "-m" | "--model" => {
@@ -741,7 +773,17 @@ fn run_bench(mut a: Args) -> Result<(), CliError> {
                     .map(|v| parse_threads(&flag, v))
                     .collect::<Result<_, _>>()?
             }
-            "--json" => o.json = true,
+            "--numa" => {
+                o.modes = locus::app::bench::parse_modes(&a.value(&flag, inline)?)
+                    .map_err(CliError::Message)?
+            }
+            "--cold" => o.cold = true,
+            "--rounds" => o.rounds = parse_num::<usize>(&flag, &a.value(&flag, inline)?)?.max(1),
+            "--json" => json = true,
+            "--csv" => csv = true,
+            "--svg" => o.svg = Some(PathBuf::from(a.value(&flag, inline)?)),
+            // Hidden: one arm in this process, one JSON line (what the parent runs).
+            "--arm" => arm = true,
             other => {
                 return Err(CliError::Message(format!(
                     "bench: unknown option '{other}' (see `locus bench --help`)"
@@ -752,7 +794,39 @@ fn run_bench(mut a: Args) -> Result<(), CliError> {
     if o.models.is_empty() {
         return Err(CliError::Message("bench: -m FILE is required".into()));
     }
-    locus::app::bench::run(&o)?;
+    o.format = match (json, csv) {
+        (true, true) => {
+            return Err(CliError::Message(
+                "bench: --json and --csv exclude each other".into(),
+            ))
+        }
+        (true, false) => Format::Json,
+        (false, true) => Format::Csv,
+        (false, false) => Format::Markdown,
+    };
+    if arm {
+        let (model, threads, mode) = match (&o.models[..], &o.threads[..], &o.modes[..]) {
+            ([m], [t], [mode]) => (m.clone(), *t, *mode),
+            _ => {
+                return Err(CliError::Message(
+                    "bench --arm: exactly one model, thread count and mode".into(),
+                ))
+            }
+        };
+        let mut numa = o.numa.clone();
+        numa.mode = mode;
+        numa.threads = Some(threads);
+        locus::app::bench::run_arm(&ArmOptions {
+            model,
+            n_prompt: o.n_prompt,
+            n_gen: o.n_gen,
+            reps: o.reps,
+            numa,
+            cold: o.cold,
+        })?;
+        return Ok(());
+    }
+    locus::app::bench::run(&o, &command)?;
     Ok(())
 }
 
@@ -767,7 +841,7 @@ fn run_membw(mut a: Args) -> Result<(), CliError> {
     while let Some((flag, inline)) = a.next_flag() {
         match flag.as_str() {
             "-h" | "--help" => {
-                print!("{MEMBW_HELP}");
+                app::write_stdout(MEMBW_HELP)?;
                 return Ok(());
             }
             "-t" | "--threads" => o.threads = parse_threads(&flag, &a.value(&flag, inline)?)?,
@@ -800,7 +874,7 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
     let args = Args { items: argv, i: 2 };
     match cmd.as_str() {
         "-h" | "--help" | "help" => {
-            print!("{MAIN_HELP}");
+            app::write_stdout(MAIN_HELP)?;
             Ok(())
         }
         "run" => {
@@ -838,6 +912,8 @@ fn dispatch(argv: Vec<String>) -> Result<(), CliError> {
 fn main() -> ExitCode {
     // `locus … | head` should end quietly, like any C tool, not with a broken-pipe panic.
     let _ = locus::sys::signal::default_sigpipe();
+    // A model file truncated under our mapping: one error line and exit 2, not "Bus error".
+    let _ = locus::sys::signal::catch_sigbus();
     match dispatch(std::env::args().collect()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Interrupted) => ExitCode::from(locus::sys::signal::EXIT_INTERRUPTED),

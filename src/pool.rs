@@ -3,8 +3,8 @@
 //! The forward pass is a sequence of short parallel steps (a matrix-vector product, attention
 //! over heads). Each step is `pool.run(&|tid| ...)`: the caller becomes thread 0, workers
 //! 1..n run the closure with their index, and `run` returns when every thread is done. Workers
-//! spin briefly between steps (steps are microseconds apart during decode), then yield, then
-//! sleep on a condition variable so an idle engine burns no CPU.
+//! spin briefly between steps (steps are microseconds apart during decode), then sleep on a
+//! condition variable so an idle engine burns no CPU.
 //!
 //! Threads come in **groups** (one per NUMA node in use), numbered contiguously: group 0 has
 //! threads `0..a`, group 1 `a..b`, and so on. Completion is a two-level barrier: each thread
@@ -21,11 +21,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 /// Spins before a waiting thread starts yielding its CPU, at the default polling level.
-const SPIN_ITERS: u32 = 1 << 14;
+const SPIN_ITERS: u32 = 1 << 10;
 /// The default polling level (llama.cpp's `--poll`: 0 = no spinning, 100 = twice the default).
 pub const DEFAULT_POLL: u32 = 50;
-/// Yields before a waiting worker goes to sleep.
-const YIELD_ITERS: u32 = 1 << 8;
 
 type Job<'a> = dyn Fn(usize) + Sync + 'a;
 
@@ -215,10 +213,10 @@ fn worker(tid: usize, group: usize, s: &Shared) {
                 seen = g;
                 break;
             }
-            // Polling level 0 sleeps at once: yields are system calls too, and where threads
-            // outnumber CPUs a sleeping worker costs nothing until it is woken.
-            let yields = if limit == 0 { 0 } else { YIELD_ITERS };
-            if spins < limit + yields {
+            // After spinning a worker sleeps: yielding instead kept it runnable, and on a busy
+            // host runnable waiters took the CPU time the threads with work needed (decode
+            // fell 5× in measurements on a loaded two-core machine).
+            if spins < limit {
                 spins = backoff(spins, limit);
             } else {
                 let guard = s.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());

@@ -335,6 +335,13 @@ fn check_topology(name: &str, topo: &Topo) {
     let Some(env) = vm_env(name) else { return };
     let model = model_file();
     let host = host_output(topo.total_cpus());
+    // The same tokens whatever the thread count, so "equal to the host" means equal across
+    // every node count too.
+    assert_eq!(
+        host,
+        host_output(1),
+        "vm {name}: host output depends on the thread count"
+    );
 
     let _one_vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let t = Instant::now();

@@ -7,6 +7,7 @@ pub mod generate;
 pub mod genmodel;
 pub mod membw;
 pub mod perplexity;
+pub mod svg;
 pub mod tokenize;
 pub mod topo;
 

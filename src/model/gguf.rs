@@ -30,6 +30,19 @@ pub const MAX_DIMS: usize = 4;
 pub const MAX_NAME_LEN: u64 = 1 << 16;
 /// Deepest nesting of arrays inside arrays we follow.
 pub const MAX_ARRAY_DEPTH: u32 = 8;
+/// Most items reserved ahead from a count read in the file. A count only says how many items
+/// the rest of the file *could* hold; reserving that much for each of several counts (the
+/// metadata, the tensor table, every level of nested arrays) would multiply the file's size
+/// (a 4 MiB file could make the reader reserve 86 MB), so those vectors start at most this
+/// large and grow with the items actually read. String arrays (vocabularies) are the
+/// exception: a count is at most a 16-byte slice per 8 bytes that remain, nothing nests
+/// inside them, and reserving exactly avoids the growth that would briefly hold 1.5 times it.
+const MAX_PREALLOC: usize = 4096;
+
+/// Capacity to reserve for `count` items announced by the file.
+fn prealloc(count: usize) -> usize {
+    count.min(MAX_PREALLOC)
+}
 
 /// GGUF metadata value types, as numbered in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,6 +336,8 @@ pub enum GgufErrorKind {
         alignment: u64,
     },
     BadAlignment(u64),
+    /// `general.alignment` stored as a type other than u32 or u64.
+    AlignmentType(&'static str),
 }
 
 /// A parse error: what, which field, and where in the file.
@@ -381,6 +396,10 @@ impl fmt::Display for GgufError {
                 "general.alignment = {a} at offset {} must be a non-zero power of two",
                 self.offset
             ),
+            AlignmentType(t) => write!(
+                f,
+                "general.alignment has type {t}; GGUF stores it as a u32 (locus also reads u64)"
+            ),
         }
     }
 }
@@ -417,11 +436,12 @@ impl<'a> Gguf<'a> {
         if !(2..=3).contains(&version) {
             return Err(r.err_at(4, "version", GgufErrorKind::UnsupportedVersion(version)));
         }
-        let tensor_count = r.count("tensor_count", 8 + 4 + 8 + 8 + 8)?;
+        // Smallest tensor entry: name length, empty name, n_dims, one dim, type, offset.
+        let tensor_count = r.count("tensor_count", 8 + 4 + 8 + 4 + 8)?;
         let kv_count = r.count("metadata_kv_count", 8 + 4 + 1)?;
 
-        let mut metadata = Vec::with_capacity(kv_count);
-        let mut index = HashMap::with_capacity(kv_count);
+        let mut metadata = Vec::with_capacity(prealloc(kv_count));
+        let mut index = HashMap::with_capacity(prealloc(kv_count));
         for i in 0..kv_count {
             let key_pos = r.pos;
             let key = r.name(&format!("metadata key #{i}"))?;
@@ -442,7 +462,20 @@ impl<'a> Gguf<'a> {
 
         let mut alignment = DEFAULT_ALIGNMENT;
         if let Some(&i) = index.get("general.alignment") {
-            let a = metadata[i].1.as_u64().unwrap_or(0);
+            // GGUF stores it as u32 (llama.cpp refuses other types); u64 is read as well, the
+            // two types the writer pads by. Taking any integer type would let `quantize`
+            // write a file whose padding disagrees with its own header.
+            let a = match metadata[i].1 {
+                Value::U32(a) => a as u64,
+                Value::U64(a) => a,
+                ref other => {
+                    return Err(r.err_at(
+                        0,
+                        "general.alignment",
+                        GgufErrorKind::AlignmentType(other.type_name()),
+                    ))
+                }
+            };
             if a == 0 || !a.is_power_of_two() {
                 return Err(r.err_at(0, "general.alignment", GgufErrorKind::BadAlignment(a)));
             }
@@ -456,8 +489,8 @@ impl<'a> Gguf<'a> {
             rel: u64,
             pos: u64,
         }
-        let mut pending = Vec::with_capacity(tensor_count);
-        let mut tensor_index = HashMap::with_capacity(tensor_count);
+        let mut pending = Vec::with_capacity(prealloc(tensor_count));
+        let mut tensor_index = HashMap::with_capacity(prealloc(tensor_count));
         for i in 0..tensor_count {
             let pos = r.pos as u64;
             let name = r.name(&format!("tensor #{i} name"))?;
@@ -729,6 +762,7 @@ impl<'a> Reader<'a> {
         let count = self.count(&format!("length of array '{key}'"), elem.min_encoded_size())?;
         Ok(match elem {
             ValueType::String => {
+                // `count` ≤ remaining / 8 (see `count`): at most twice the remaining bytes.
                 let mut v = Vec::with_capacity(count);
                 for i in 0..count {
                     v.push(self.string(&format!("{key}[{i}]"))?);
@@ -736,7 +770,7 @@ impl<'a> Reader<'a> {
                 Array::Strings(v)
             }
             ValueType::Array => {
-                let mut v = Vec::with_capacity(count);
+                let mut v = Vec::with_capacity(prealloc(count));
                 for _ in 0..count {
                     v.push(self.array(key, depth + 1)?);
                 }

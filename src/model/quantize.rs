@@ -66,6 +66,18 @@ pub fn quantize_file(input: &Path, output: &Path, target: GgmlType) -> Result<()
     })?;
     let file = ModelFile::open(input)?;
     let g = file.gguf()?;
+    // The writer pads every tensor to general.alignment: a huge power of two (legal in GGUF)
+    // would make it allocate and write gigabytes.
+    const MAX_WRITE_ALIGNMENT: u64 = 1 << 16;
+    if g.alignment > MAX_WRITE_ALIGNMENT {
+        return Err(ModelError::BadKey {
+            key: "general.alignment".into(),
+            why: format!(
+                "= {} is larger than locus writes ({MAX_WRITE_ALIGNMENT})",
+                g.alignment
+            ),
+        });
+    }
     let mut w = GgufWriter::new();
     for (k, v) in &g.metadata {
         w.set(k, MetaValue::from_value(v));

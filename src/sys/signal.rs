@@ -1,6 +1,8 @@
 //! Signal dispositions for a command-line tool: SIGINT sets a flag the generation loop polls
 //! (so an interrupted run still prints its timing line and exits 130), a second SIGINT exits at
-//! once; SIGPIPE is restored to its default so `locus … | head` ends quietly, as C tools do.
+//! once; SIGPIPE is restored to its default so `locus … | head` ends quietly, as C tools do;
+//! SIGBUS (a mapped model file that shrank under us) ends the run with one error line and
+//! exit 2 instead of "Bus error (core dumped)".
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -43,6 +45,38 @@ pub fn catch_sigint() -> Result<(), SysError> {
 /// Whether SIGINT arrived since [`catch_sigint`].
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Exit status after SIGBUS: the same as every other error.
+pub const EXIT_BUS_ERROR: i32 = 2;
+
+/// What the SIGBUS handler writes to stderr. Reading a page of a file mapping that lies
+/// beyond the file's end (another process truncated or rewrote the model in place while it was
+/// mapped) is the way locus meets SIGBUS; the leading newline ends a half-written line. (A
+/// hugetlb page that cannot be allocated at fault time — e.g. memory bound to a node without
+/// free hugepages — raises SIGBUS too and would get this message: placement should check the
+/// node's free hugepages before it binds.)
+const SIGBUS_MESSAGE: &[u8] = b"\nlocus: error: the model file changed while it was being read \
+(truncated or replaced?); copy it elsewhere or rerun\n";
+
+extern "C" fn on_sigbus(_sig: libc::c_int) {
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; the message is a static buffer of
+    // the length passed. The write's result is ignored: there is nothing left to do if it fails.
+    unsafe {
+        libc::write(
+            libc::STDERR_FILENO,
+            SIGBUS_MESSAGE.as_ptr().cast(),
+            SIGBUS_MESSAGE.len(),
+        );
+        libc::_exit(EXIT_BUS_ERROR);
+    }
+}
+
+/// Installs the SIGBUS handler: one error line on stderr and exit 2. A fault on a mapped file
+/// cannot be recovered from (the data is gone), so the handler does not return; it replaces
+/// Rust's own handler, which only distinguishes stack overflows (those raise SIGSEGV on Linux).
+pub fn catch_sigbus() -> Result<(), SysError> {
+    set_handler(libc::SIGBUS, on_sigbus as *const () as libc::sighandler_t)
 }
 
 /// Restores SIGPIPE's default action (terminate quietly), which Rust's runtime replaces with

@@ -1,0 +1,398 @@
+//! One arm, as the child process (`locus bench --arm …`) runs it: open, place and load the
+//! model, time `pp`/`tg` after a warm-up, audit where the weights live, and print the
+//! [`ArmReport`] as one JSON line, which the parent reads back with [`ArmReport::from_json`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::file_name;
+use super::json::{self, json_f64, json_f64s, json_node_map, json_opt_f64, json_strings};
+use crate::app::topo::json_string;
+use crate::app::{AppError, Loaded};
+use crate::model::llama::KvType;
+use crate::model::sampler::Rng;
+use crate::model::ModelFile;
+use crate::placement::audit::audit;
+use crate::placement::Options;
+use crate::pool::Pool;
+use crate::sys::memory;
+
+/// One arm, as the child process runs it.
+#[derive(Clone, Debug)]
+pub struct ArmOptions {
+    pub model: PathBuf,
+    pub n_prompt: usize,
+    pub n_gen: usize,
+    pub reps: usize,
+    /// Mode and thread count set.
+    pub numa: Options,
+    pub cold: bool,
+}
+
+/// What one arm measured (the child's JSON line, read back by the parent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmReport {
+    pub model: String,
+    pub size_bytes: u64,
+    pub params: u64,
+    pub kernels: String,
+    /// The mode asked for and the mode in effect (after `auto` and any fallback).
+    pub requested: String,
+    pub mode: String,
+    pub threads: usize,
+    /// (node, threads) per slot of the plan; `None` = unpinned.
+    pub slots: Vec<(Option<u32>, usize)>,
+    /// Open, place and load, milliseconds.
+    pub load_ms: f64,
+    pub cold: bool,
+    /// Bytes of the model file in the page cache when the arm started (after `--cold`'s release).
+    pub cached_bytes: Option<u64>,
+    pub file_bytes: u64,
+    pub pp: Vec<f64>,
+    pub tg: Vec<f64>,
+    /// From the audit, after the timed runs.
+    pub bytes_by_node: BTreeMap<u32, u64>,
+    pub unknown_bytes: u64,
+    pub locality: Option<f64>,
+    pub page_source: String,
+    /// Weight bytes all threads read per token (the audit's per-thread reads, summed).
+    pub read_bytes_per_token: u64,
+    pub page_cache_after: u64,
+    pub warnings: Vec<String>,
+}
+
+fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| (rng.next_u64() % vocab as u64) as u32)
+        .collect()
+}
+
+/// Times `n` prompt tokens evaluated in batches from an empty cache; tokens/s.
+fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> f64 {
+    let mut s = l
+        .llama
+        .new_state(tokens.len().max(1), pool.threads(), KvType::F16);
+    let t = Instant::now();
+    l.llama.eval(
+        pool,
+        &mut s,
+        tokens,
+        tokens.len().saturating_sub(1),
+        |_, _| {},
+    );
+    tokens.len() as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Times `n` single-token decode steps from an empty cache; tokens/s.
+fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> f64 {
+    let mut s = l
+        .llama
+        .new_state(tokens.len().max(1), pool.threads(), KvType::F16);
+    let t = Instant::now();
+    for &tok in tokens {
+        l.llama.forward(pool, &mut s, tok, true);
+    }
+    tokens.len() as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Runs one arm in this process: (cold release,) place, load, warm up, time, audit.
+pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
+    let started = Instant::now();
+    let file = ModelFile::open(&o.model)?;
+    let mut warnings = Vec::new();
+    if o.cold {
+        if let Err(e) = memory::fadvise_dontneed(file.fd()) {
+            warnings.push(format!(
+                "--cold: {e}: the model file may still be in the page cache"
+            ));
+        }
+    }
+    // mincore faults nothing in: it only asks which of the mapping's pages are cached.
+    let cached_bytes = memory::resident_bytes(file.bytes()).ok();
+    if let (true, Some(b)) = (o.cold, cached_bytes) {
+        let n = file.bytes().len().max(1) as u64;
+        if b * 100 > n {
+            warnings.push(format!(
+                "--cold: {:.0}% of the model file is still in the page cache after the release (another process maps it?); this arm is not cold",
+                b as f64 * 100.0 / n as f64
+            ));
+        }
+    }
+    let p = crate::app::place(&file, &o.numa, false)?;
+    let l = Loaded::load_placed(&file, &p, started)?;
+    let pool = crate::app::pool_of(&p);
+    let c = &l.llama.config;
+    let g = file.gguf()?;
+    let params: u64 = g.tensors.iter().map(|t| t.n_elements()).sum();
+    let mut rng = Rng::new(42);
+    let mut timed = |kind: &str, n: usize| -> Vec<f64> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let run = |tokens: &[u32]| {
+            if kind == "pp" {
+                time_pp(&l, &pool, tokens)
+            } else {
+                time_tg(&l, &pool, tokens)
+            }
+        };
+        run(&random_tokens(&mut rng, n, c.n_vocab)); // warm-up
+        (0..o.reps)
+            .map(|_| run(&random_tokens(&mut rng, n, c.n_vocab)))
+            .collect()
+    };
+    let pp = timed("pp", o.n_prompt);
+    let tg = timed("tg", o.n_gen);
+    // After the timed runs every weight page a run reads has been read (and, for the modes
+    // that read the file mapping, placed by that first read), as `locus audit` arranges.
+    if p.plan.store == crate::placement::Store::File && pp.is_empty() && tg.is_empty() {
+        let mut state = l.llama.new_state(1, pool.threads(), KvType::F16);
+        l.llama
+            .forward(&pool, &mut state, l.tokenizer.bos().unwrap_or(0), true);
+    }
+    let a = audit(&p, &l.llama.weights, &file);
+    warnings.extend(p.warnings.iter().cloned());
+    warnings.extend(a.warnings.iter().cloned());
+    Ok(ArmReport {
+        model: file_name(&o.model),
+        size_bytes: file.bytes().len() as u64,
+        params,
+        kernels: l.llama.kernels.tier.name().to_string(),
+        requested: p.plan.requested.name().to_string(),
+        mode: p.plan.mode.name().to_string(),
+        threads: pool.threads(),
+        slots: p
+            .plan
+            .slots
+            .iter()
+            .map(|s| (s.node.map(|n| n.0), s.threads.len()))
+            .collect(),
+        load_ms: l.load_ms,
+        cold: o.cold,
+        cached_bytes,
+        file_bytes: a.file_bytes,
+        pp,
+        tg,
+        bytes_by_node: a.bytes_by_node.clone(),
+        unknown_bytes: a.unknown_bytes,
+        locality: a.locality,
+        page_source: a.source.name().to_string(),
+        read_bytes_per_token: a.threads.iter().map(|t| t.read_bytes).sum(),
+        page_cache_after: a.page_cache_bytes,
+        warnings,
+    })
+}
+
+/// `locus bench --arm …` (the child): measures one arm and prints its JSON line.
+pub fn run_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
+    let r = measure_arm(o)?;
+    println!("{}", r.to_json());
+    Ok(r)
+}
+
+impl ArmReport {
+    /// One line of JSON (the child's output).
+    pub fn to_json(&self) -> String {
+        let mut o = String::from("{\"model\":");
+        json_string(&mut o, &self.model);
+        let _ = write!(
+            o,
+            ",\"size_bytes\":{},\"params\":{},\"kernels\":",
+            self.size_bytes, self.params
+        );
+        json_string(&mut o, &self.kernels);
+        o.push_str(",\"requested\":");
+        json_string(&mut o, &self.requested);
+        o.push_str(",\"mode\":");
+        json_string(&mut o, &self.mode);
+        let _ = write!(o, ",\"threads\":{},\"slots\":[", self.threads);
+        for (i, (node, k)) in self.slots.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            let node = node.map_or("null".to_string(), |n| n.to_string());
+            let _ = write!(o, "{{\"node\":{node},\"threads\":{k}}}");
+        }
+        o.push_str("],\"load_ms\":");
+        json_f64(&mut o, self.load_ms);
+        let _ = write!(o, ",\"cold\":{},\"cached_bytes\":", self.cold);
+        match self.cached_bytes {
+            Some(b) => {
+                let _ = write!(o, "{b}");
+            }
+            None => o.push_str("null"),
+        }
+        let _ = write!(o, ",\"file_bytes\":{},\"pp\":", self.file_bytes);
+        json_f64s(&mut o, &self.pp);
+        o.push_str(",\"tg\":");
+        json_f64s(&mut o, &self.tg);
+        o.push_str(",\"bytes_by_node\":");
+        json_node_map(&mut o, &self.bytes_by_node);
+        let _ = write!(o, ",\"unknown_bytes\":{},\"locality\":", self.unknown_bytes);
+        json_opt_f64(&mut o, self.locality);
+        o.push_str(",\"page_source\":");
+        json_string(&mut o, &self.page_source);
+        let _ = write!(
+            o,
+            ",\"read_bytes_per_token\":{},\"page_cache_after\":{},\"warnings\":",
+            self.read_bytes_per_token, self.page_cache_after
+        );
+        json_strings(&mut o, &self.warnings);
+        o.push('}');
+        o
+    }
+
+    /// Reads back [`ArmReport::to_json`]'s line.
+    pub fn from_json(text: &str) -> Result<ArmReport, String> {
+        let v = json::parse(text)?;
+        let num = |k: &str| -> Result<f64, String> {
+            v.get(k)
+                .and_then(json::Value::as_f64)
+                .ok_or_else(|| format!("no number '{k}'"))
+        };
+        let uint = |k: &str| -> Result<u64, String> {
+            let x = num(k)?;
+            if x < 0.0 || x.fract() != 0.0 {
+                return Err(format!("'{k}' is not a whole number"));
+            }
+            Ok(x as u64)
+        };
+        let string = |k: &str| -> Result<String, String> {
+            v.get(k)
+                .and_then(json::Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("no string '{k}'"))
+        };
+        let floats = |k: &str| -> Result<Vec<f64>, String> {
+            v.get(k)
+                .and_then(json::Value::as_array)
+                .ok_or_else(|| format!("no array '{k}'"))?
+                .iter()
+                .map(|x| {
+                    x.as_f64()
+                        .ok_or_else(|| format!("'{k}' holds a non-number"))
+                })
+                .collect()
+        };
+        let opt_num = |k: &str| -> Result<Option<f64>, String> {
+            match v.get(k) {
+                Some(json::Value::Null) => Ok(None),
+                Some(x) => x
+                    .as_f64()
+                    .map(Some)
+                    .ok_or_else(|| format!("'{k}' is not a number")),
+                None => Err(format!("no '{k}'")),
+            }
+        };
+        let slots = v
+            .get("slots")
+            .and_then(json::Value::as_array)
+            .ok_or("no array 'slots'")?
+            .iter()
+            .map(|s| {
+                let node = match s.get("node") {
+                    Some(json::Value::Null) => None,
+                    Some(n) => Some(n.as_f64().ok_or("slot node is not a number")? as u32),
+                    None => return Err("slot without 'node'".to_string()),
+                };
+                let k = s
+                    .get("threads")
+                    .and_then(json::Value::as_f64)
+                    .ok_or("slot without 'threads'")?;
+                Ok((node, k as usize))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let mut bytes_by_node = BTreeMap::new();
+        match v.get("bytes_by_node") {
+            Some(json::Value::Object(kv)) => {
+                for (k, b) in kv {
+                    let n: u32 = k.parse().map_err(|_| format!("bad node id '{k}'"))?;
+                    bytes_by_node.insert(n, b.as_f64().ok_or("bad byte count")? as u64);
+                }
+            }
+            _ => return Err("no object 'bytes_by_node'".into()),
+        }
+        let warnings = v
+            .get("warnings")
+            .and_then(json::Value::as_array)
+            .ok_or("no array 'warnings'")?
+            .iter()
+            .map(|w| w.as_str().map(str::to_string).ok_or("a non-string warning"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ArmReport {
+            model: string("model")?,
+            size_bytes: uint("size_bytes")?,
+            params: uint("params")?,
+            kernels: string("kernels")?,
+            requested: string("requested")?,
+            mode: string("mode")?,
+            threads: uint("threads")? as usize,
+            slots,
+            load_ms: num("load_ms")?,
+            cold: matches!(v.get("cold"), Some(json::Value::Bool(true))),
+            cached_bytes: opt_num("cached_bytes")?.map(|x| x as u64),
+            file_bytes: uint("file_bytes")?,
+            pp: floats("pp")?,
+            tg: floats("tg")?,
+            bytes_by_node,
+            unknown_bytes: uint("unknown_bytes")?,
+            locality: opt_num("locality")?,
+            page_source: string("page_source")?,
+            read_bytes_per_token: uint("read_bytes_per_token")?,
+            page_cache_after: uint("page_cache_after")?,
+            warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> ArmReport {
+        ArmReport {
+            model: "a \"b\".gguf".into(),
+            size_bytes: 123,
+            params: 45,
+            kernels: "avx2".into(),
+            requested: "auto".into(),
+            mode: "off".into(),
+            threads: 2,
+            slots: vec![(None, 2), (Some(1), 3)],
+            load_ms: 12.5,
+            cold: true,
+            cached_bytes: None,
+            file_bytes: 4096,
+            pp: vec![1.5, 2.25],
+            tg: vec![],
+            bytes_by_node: [(0, 10), (3, 20)].into_iter().collect(),
+            unknown_bytes: 0,
+            locality: Some(0.5),
+            page_source: "move_pages".into(),
+            read_bytes_per_token: 999,
+            page_cache_after: 0,
+            warnings: vec!["line\nbreak ünïcode".into()],
+        }
+    }
+
+    #[test]
+    fn arm_report_round_trips() {
+        let r = report();
+        assert_eq!(ArmReport::from_json(&r.to_json()).unwrap(), r);
+    }
+
+    #[test]
+    fn bad_reports_are_errors_not_panics() {
+        let good = report().to_json();
+        for cut in 0..good.len() {
+            if good.is_char_boundary(cut) {
+                assert!(ArmReport::from_json(&good[..cut]).is_err(), "{cut}");
+            }
+        }
+        assert!(ArmReport::from_json(&good.replace("\"tg\"", "\"tx\"")).is_err());
+        assert!(json::parse(&"[".repeat(100)).is_err());
+        assert!(json::parse("{\"a\":1} x").is_err());
+    }
+}

@@ -1,0 +1,448 @@
+//! `locus bench`: prompt processing and decode speed in llama-bench's shape, across placement
+//! modes. For every model × thread count × `--numa` mode (an *arm*): `pp<P>` evaluates P random
+//! tokens from an empty cache, `tg<N>` generates N tokens one at a time; each repeated `-r`
+//! times after a warm-up run (as llama-bench does, so page faults are not timed), reported as
+//! mean ± sd tokens/s.
+//!
+//! Every arm runs in a fresh process (this binary, `locus bench --arm …`, which prints one JSON
+//! line), so no arm inherits another's page cache, placed copies, heap or pinned threads. Arms
+//! run in one fixed order (model, then threads, then mode), each with the same thread count and
+//! the same tests. Besides speed, an arm reports its load time, where its weights are resident
+//! per node and its locality (the same [`audit`](crate::placement::audit::audit) as
+//! `locus audit`), how much of the model file the page cache held when it started (`--cold`
+//! releases it first), and a roofline: decode
+//! tok/s as a share of what the read bandwidth of the arm's nodes allows
+//! (`membw` GB/s ÷ weight bytes read per token), measured once per (node, thread count) in the
+//! parent after the arms, so the measurement never competes with an arm.
+//!
+//! The parts: this file holds the options, the public entry points ([`run()`], [`bench()`])
+//! and the parent's orchestration of the arms (spawning each child, pooling its rounds);
+//! `arm.rs` is what one child measures and the JSON line it prints; `roofline.rs` measures the
+//! read bandwidth the arms' nodes allow; `report.rs` renders the results (markdown, JSON, CSV,
+//! SVG); `json.rs` writes and reads that JSON without a dependency.
+
+mod arm;
+mod json;
+mod report;
+mod roofline;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::AppError;
+use crate::placement::{Mode, Options, Pin};
+use crate::sys::topology::{NumaBalancing, Topology};
+
+pub use arm::{measure_arm, run_arm, ArmOptions, ArmReport};
+pub use report::{
+    render_csv, render_json, render_markdown, render_notes, render_svg, spread_notes,
+};
+pub use roofline::BwReading;
+
+/// How the results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// llama-bench's markdown table, then notes.
+    Markdown,
+    /// One JSON array of rows.
+    Json,
+    /// A header line and one line per row.
+    Csv,
+}
+
+/// Options of `locus bench`.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub models: Vec<PathBuf>,
+    pub n_prompt: usize,
+    pub n_gen: usize,
+    pub reps: usize,
+    pub threads: Vec<usize>,
+    /// The placement modes to compare, in order (`--numa LIST|all`).
+    pub modes: Vec<Mode>,
+    /// Placement flags every arm shares (`--pin`, `--poll`, `--strict`, …); each arm sets its
+    /// own mode and thread count.
+    pub numa: Options,
+    /// Release the model file from the page cache before every arm (else read it in first).
+    pub cold: bool,
+    /// Run the whole list of arms this many times, interleaved; samples are pooled.
+    pub rounds: usize,
+    pub format: Format,
+    /// Draw the arms' decode speeds here.
+    pub svg: Option<PathBuf>,
+}
+
+/// `--numa all`: every mode that is not an alias of another (auto picks one of them).
+pub const ALL_MODES: [Mode; 6] = [
+    Mode::Off,
+    Mode::Distribute,
+    Mode::Interleave,
+    Mode::Isolate,
+    Mode::Mirror,
+    Mode::Shard,
+];
+
+/// Parses `--numa`'s value: `all` or a comma-separated list of modes.
+pub fn parse_modes(v: &str) -> Result<Vec<Mode>, String> {
+    if v == "all" {
+        return Ok(ALL_MODES.to_vec());
+    }
+    let mut out = Vec::new();
+    for s in v.split(',').filter(|s| !s.is_empty()) {
+        let m = Mode::parse(s).ok_or_else(|| {
+            format!("--numa: unknown mode '{s}' (off, distribute, interleave, isolate, mirror, shard, auto, or all)")
+        })?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    if out.is_empty() {
+        return Err("--numa: no mode given".into());
+    }
+    Ok(out)
+}
+
+/// Mean of the samples (0 for none).
+pub fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len().max(1) as f64
+}
+
+/// Sample standard deviation (0 for fewer than two samples).
+pub fn sd(x: &[f64]) -> f64 {
+    if x.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(x);
+    (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+}
+
+pub(super) fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The host settings that change placement, read once by the parent.
+#[derive(Clone, Debug)]
+pub struct HostState {
+    pub nodes: usize,
+    pub numa_balancing: String,
+    pub balancing_on: bool,
+    pub thp: String,
+}
+
+/// One arm's place in the run and its outcome.
+#[derive(Clone, Debug)]
+pub struct ArmResult {
+    pub model: PathBuf,
+    pub mode: Mode,
+    pub threads: usize,
+    /// The child's report (samples pooled over the rounds; placement facts from the first
+    /// round), or why the arm failed (one line).
+    pub outcome: Result<ArmReport, String>,
+    /// Load time of every round, ms.
+    pub loads: Vec<f64>,
+    /// Read bandwidth available to the arm's threads (sum over its nodes), GB/s.
+    pub bw_gb_per_s: Option<f64>,
+}
+
+impl ArmResult {
+    /// Decode tok/s the arm's bandwidth allows: GB/s ÷ weight bytes per token.
+    pub fn roofline_tps(&self) -> Option<f64> {
+        let r = self.outcome.as_ref().ok()?;
+        let bw = self.bw_gb_per_s?;
+        (r.read_bytes_per_token > 0).then(|| bw * 1e9 / r.read_bytes_per_token as f64)
+    }
+
+    /// Decode tok/s as a share of the roofline.
+    pub fn roofline_share(&self) -> Option<f64> {
+        let r = self.outcome.as_ref().ok()?;
+        let roof = self.roofline_tps()?;
+        (!r.tg.is_empty() && roof > 0.0).then(|| mean(&r.tg) / roof)
+    }
+}
+
+/// Everything a bench run produced.
+#[derive(Clone, Debug)]
+pub struct BenchReport {
+    pub host: HostState,
+    pub arms: Vec<ArmResult>,
+    pub bandwidth: Vec<BwReading>,
+    pub cold: bool,
+    pub rounds: usize,
+    pub reps: usize,
+    pub n_prompt: usize,
+    pub n_gen: usize,
+}
+
+/// The child's command line for one arm.
+fn arm_args(o: &BenchOptions, model: &std::path::Path, mode: Mode, threads: usize) -> Vec<String> {
+    let mut v: Vec<String> = vec![
+        "bench".into(),
+        "--arm".into(),
+        "-m".into(),
+        model.display().to_string(),
+        "-p".into(),
+        o.n_prompt.to_string(),
+        "-n".into(),
+        o.n_gen.to_string(),
+        "-r".into(),
+        o.reps.to_string(),
+        "-t".into(),
+        threads.to_string(),
+        "--numa".into(),
+        mode.name().into(),
+        "--pin".into(),
+        match o.numa.pin {
+            Pin::Node => "node",
+            Pin::Core => "core",
+        }
+        .into(),
+        "--poll".into(),
+        o.numa.poll.to_string(),
+    ];
+    if let Some(n) = o.numa.node {
+        v.push("--numa-node".into());
+        v.push(n.0.to_string());
+    }
+    if o.numa.strict {
+        v.push("--strict".into());
+    }
+    if o.numa.hugepages {
+        v.push("--hugepages".into());
+    }
+    if o.cold {
+        v.push("--cold".into());
+    }
+    v
+}
+
+/// Runs one arm in a child process; its warnings are printed once, tagged with the arm.
+fn spawn_arm(
+    o: &BenchOptions,
+    model: &std::path::Path,
+    mode: Mode,
+    threads: usize,
+) -> Result<ArmReport, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    // A model path that is not valid UTF-8 is passed through display(); refuse it instead.
+    if model.to_str().is_none() {
+        return Err(format!("{}: path is not valid UTF-8", model.display()));
+    }
+    let out = Command::new(&exe)
+        .args(arm_args(o, model, mode, threads))
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tag = format!("{} {} t={}", file_name(model), mode, threads);
+    if !out.status.success() {
+        let why = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim_start_matches("locus: error: ").to_string())
+            .unwrap_or_else(|| format!("exited with {}", out.status));
+        return Err(why);
+    }
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        // The report carries the warnings; anything else the child said goes through as is.
+        if !line.starts_with("locus: warning: ") {
+            eprintln!("locus: [{tag}] {line}");
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .ok_or("the arm printed no report")?;
+    let r = ArmReport::from_json(line).map_err(|e| format!("unreadable arm report: {e}"))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for w in &r.warnings {
+        if seen.insert(w) {
+            eprintln!("locus: warning: [{tag}] {w}");
+        }
+    }
+    Ok(r)
+}
+
+/// Reads `path` through once, so its pages are in the page cache (a warm start).
+fn read_through(path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    while f.read(&mut buf)? > 0 {}
+    Ok(())
+}
+
+/// Runs every arm (`rounds` times, round-robin), then measures bandwidth; prints nothing but
+/// progress and warnings.
+pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
+    if o.reps == 0 || o.threads.is_empty() || o.modes.is_empty() || o.models.is_empty() {
+        return Err(AppError::Usage(
+            "bench: need at least one model, thread count, mode and repetition".into(),
+        ));
+    }
+    for m in &o.models {
+        if !m.is_file() {
+            return Err(AppError::Usage(format!(
+                "{}: no such model file",
+                m.display()
+            )));
+        }
+    }
+    let topo = Topology::detect()
+        .map_err(|e| AppError::Usage(format!("cannot read the topology: {e}")))?;
+    let host = HostState {
+        nodes: topo.nodes.len(),
+        numa_balancing: topo.numa_balancing.to_string(),
+        balancing_on: matches!(topo.numa_balancing, NumaBalancing::On { .. }),
+        thp: topo.thp.to_string(),
+    };
+    if host.balancing_on {
+        eprintln!(
+            "locus: warning: bench: kernel NUMA balancing is on{}: it may migrate pages during the arms (echo 0 > /proc/sys/kernel/numa_balancing)",
+            if host.nodes == 1 { " (no effect on this one-node host)" } else { "" }
+        );
+    }
+    let mut arms = Vec::new();
+    for model in &o.models {
+        for &t in &o.threads {
+            for &mode in &o.modes {
+                arms.push(ArmResult {
+                    model: model.clone(),
+                    mode,
+                    threads: t,
+                    outcome: Err("not run".into()),
+                    loads: Vec::new(),
+                    bw_gb_per_s: None,
+                });
+            }
+        }
+    }
+    let rounds = o.rounds.max(1);
+    let total = arms.len();
+    // Round-robin (A B C A B C …): slow drift of the host spreads over every arm alike.
+    for round in 0..rounds {
+        for (i, a) in arms.iter_mut().enumerate() {
+            if round > 0 && a.outcome.is_err() {
+                continue;
+            }
+            eprintln!(
+                "locus: bench: arm {}/{total}{}: {} --numa {} -t {}",
+                i + 1,
+                if rounds > 1 {
+                    format!(" (round {}/{rounds})", round + 1)
+                } else {
+                    String::new()
+                },
+                file_name(&a.model),
+                a.mode,
+                a.threads
+            );
+            if !o.cold {
+                // Copy modes drop the file from the page cache once placed; without this the
+                // arm after one would start cold and the next warm.
+                if let Err(e) = read_through(&a.model) {
+                    eprintln!("locus: warning: bench: {}: cannot read the model file into the page cache: {e}", a.model.display());
+                }
+            }
+            let outcome = spawn_arm(o, &a.model, a.mode, a.threads);
+            match (outcome, &mut a.outcome) {
+                (Err(e), _) => {
+                    eprintln!("locus: bench: arm failed: {e}");
+                    a.outcome = Err(e);
+                }
+                (Ok(r), Ok(prev)) if round > 0 => {
+                    a.loads.push(r.load_ms);
+                    prev.pp.extend(r.pp);
+                    prev.tg.extend(r.tg);
+                    prev.warnings.extend(r.warnings);
+                }
+                (Ok(r), _) => {
+                    a.loads.push(r.load_ms);
+                    a.outcome = Ok(r);
+                }
+            }
+        }
+    }
+    for a in arms.iter_mut() {
+        if let Ok(r) = &mut a.outcome {
+            r.load_ms = mean(&a.loads);
+            r.warnings.sort();
+            r.warnings.dedup();
+        }
+    }
+    let bandwidth = if o.n_gen > 0 {
+        roofline::measure_bandwidth(&topo, &mut arms)
+    } else {
+        Vec::new()
+    };
+    Ok(BenchReport {
+        host,
+        arms,
+        bandwidth,
+        cold: o.cold,
+        rounds,
+        reps: o.reps,
+        n_prompt: o.n_prompt,
+        n_gen: o.n_gen,
+    })
+}
+
+/// `locus bench`: runs the arms and prints the table (or JSON/CSV); writes `--svg`. Fails
+/// (after printing) when any arm failed.
+pub fn run(o: &BenchOptions, command: &str) -> Result<BenchReport, AppError> {
+    if o.svg.is_some() && o.n_gen == 0 {
+        return Err(AppError::Usage(
+            "bench: --svg draws decode speed; it needs -n above 0".into(),
+        ));
+    }
+    let rep = bench(o)?;
+    match o.format {
+        Format::Markdown => print!("{}", render_markdown(&rep)),
+        Format::Json => println!("{}", render_json(&rep)),
+        Format::Csv => print!("{}", render_csv(&rep)),
+    }
+    if let Some(path) = &o.svg {
+        super::svg::write(path, &render_svg(&rep, command))?;
+        eprintln!("locus: bench: wrote {}", path.display());
+    }
+    let failed: Vec<&ArmResult> = rep.arms.iter().filter(|a| a.outcome.is_err()).collect();
+    if let Some(first) = failed.first() {
+        return Err(AppError::Usage(format!(
+            "bench: {} of {} arms failed; first: {} --numa {} -t {}: {}",
+            failed.len(),
+            rep.arms.len(),
+            file_name(&first.model),
+            first.mode,
+            first.threads,
+            first.outcome.as_ref().err().cloned().unwrap_or_default()
+        )));
+    }
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(parse_modes("all").unwrap(), ALL_MODES.to_vec());
+        assert_eq!(
+            parse_modes("mirror,off,mirror").unwrap(),
+            vec![Mode::Mirror, Mode::Off]
+        );
+        assert!(parse_modes("mirror,bogus").is_err());
+        assert!(parse_modes(",").is_err());
+    }
+
+    #[test]
+    fn stats() {
+        assert_eq!(mean(&[]), 0.0);
+        assert_eq!(sd(&[3.0]), 0.0);
+        assert!((sd(&[1.0, 3.0]) - std::f64::consts::SQRT_2).abs() < 1e-12);
+    }
+}
