@@ -6,6 +6,10 @@
 //! Throughput is in bytes of weights *as read per dot* (row bytes × rows × tokens); ns per block
 //! is `block bytes / (GB/s)`: 18 bytes for Q4_0, 20 for Q4_1, 34 for Q8_0.
 //!
+//! The `decode_*` groups multiply a whole matrix by one token, as decoding does: `single` one dot
+//! per row (what one token cost before the single-token kernels), `tile` [`Kernels::dot_tile`]
+//! in steps of `TILE_ROWS` rows, as the model's matmuls call it.
+//!
 //! Run: `cargo bench --bench kernels`. A tier this CPU lacks is reported with a SKIPPED line.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -91,5 +95,63 @@ fn kernels(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, kernels);
+/// Matrix shapes (rows × columns) of SmolLM2-135M's decode matmuls: the attention output, the
+/// feed-forward gate/up and down projections.
+const DECODE_SHAPES: [(usize, usize); 3] = [(576, 576), (1536, 576), (576, 1536)];
+
+fn decode(c: &mut Criterion) {
+    let tiers: Vec<Kernels> = [Tier::Scalar, Tier::Avx2, Tier::Avx512]
+        .into_iter()
+        .filter_map(|t| Kernels::for_tier(t).ok())
+        .collect();
+    let cases = [
+        ("q4_0_lanes", GgmlType::Q4_0, SumOrder::Lanes),
+        ("q4_0_chain", GgmlType::Q4_0, SumOrder::BlockChain),
+        ("q4_1", GgmlType::Q4_1, SumOrder::Lanes),
+        ("q8_0", GgmlType::Q8_0, SumOrder::Lanes),
+    ];
+    for (name, ty, order) in cases {
+        let mut group = c.benchmark_group(format!("decode_{name}"));
+        group
+            .sample_size(20)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(1));
+        for (m, n) in DECODE_SHAPES {
+            let weights: Vec<Vec<u8>> = (0..m)
+                .map(|r| quantize_row(ty, &values(n, r as u32)))
+                .collect();
+            let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
+            let mut act = ActRow::new_for(ty);
+            act.set(&values(n, 7));
+            let acts = [act];
+            let mut out = vec![0f32; m];
+            group.throughput(Throughput::Bytes((weights[0].len() * m) as u64));
+            let shape = format!("{m}x{n}");
+            for k in &tiers {
+                group.bench_function(
+                    BenchmarkId::new(format!("{}/single", k.tier), &shape),
+                    |b| {
+                        b.iter(|| {
+                            for (o, row) in out.iter_mut().zip(&rows) {
+                                *o = k.dot_ordered(ty, order, row, &acts[0]);
+                            }
+                            black_box(&mut out);
+                        })
+                    },
+                );
+                group.bench_function(BenchmarkId::new(format!("{}/tile", k.tier), &shape), |b| {
+                    b.iter(|| {
+                        for (rc, oc) in rows.chunks(TILE_ROWS).zip(out.chunks_mut(TILE_ROWS)) {
+                            k.dot_tile(ty, order, black_box(rc), &acts, oc);
+                        }
+                        black_box(&mut out);
+                    })
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, kernels, decode);
 criterion_main!(benches);

@@ -220,6 +220,36 @@ quickcheck! {
     fn tiles_equal_scalar_single_dots(r: TileRows) -> bool {
         check_tile(&r, r.w.len(), r.x.len())
     }
+
+    fn activation_quantizers_of_tiers_equal_scalar(r: Rows) -> bool {
+        check_quantize_act(&r.x)
+    }
+}
+
+/// Every tier's activation quantizers against the scalar ones (`ActRow::set`), byte for byte.
+fn check_quantize_act(x: &[f32]) -> bool {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+        let mut want = ActRow::new_for(ty);
+        want.set(x);
+        for k in tiers() {
+            let mut got = ActRow::new_for(ty);
+            k.quantize_act(&mut got, x);
+            let same = match (&got, &want) {
+                (ActRow::Q8_0(g), ActRow::Q8_0(w)) => block_bytes(g) == block_bytes(w),
+                (ActRow::Q8_1(g), ActRow::Q8_1(w)) => block_bytes(g) == block_bytes(w),
+                _ => false,
+            };
+            if !same {
+                eprintln!(
+                    "{} activation, tier {}: {got:?} != {want:?}",
+                    ty.name(),
+                    k.tier
+                );
+                return false;
+            }
+        }
+    }
+    true
 }
 
 #[test]
@@ -240,6 +270,19 @@ fn tile_edges_equal_scalar_single_dots() {
         for n_tokens in 1..=TILE_TOKENS {
             assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
         }
+    }
+}
+
+#[test]
+fn activation_quantizer_edges() {
+    // Ties at .5 (both parities), zero blocks, a lone value, f16 extremes for d and s.
+    let ties: Vec<f32> = (0..32).map(|i| i as f32 - 15.5).collect();
+    let mut lone = vec![0f32; 32];
+    lone[7] = -3.0;
+    let big: Vec<f32> = (0..32).map(|i| 60000.0 - i as f32).collect();
+    let tiny: Vec<f32> = (0..32).map(|i| (i as f32 - 16.0) * 1e-7).collect();
+    for x in [ties, vec![0.0; 32], lone, big, tiny] {
+        assert!(check_quantize_act(&x), "{x:?}");
     }
 }
 

@@ -194,3 +194,40 @@ pub fn tile_q8_0_q8_0<const R: usize, const T: usize>(
 ) {
     tile_of(dot_q8_0_q8_0, w, a, out)
 }
+
+/// `out[r] = dot(w[r], a)` for every row: the single-token oracle, built from a single dot.
+#[inline]
+fn rows_of<W, A, const R: usize>(
+    dot: fn(&[W], &[A]) -> f32,
+    w: &[&[W]; R],
+    a: &[A],
+    out: &mut [f32; R],
+) {
+    for (v, wr) in out.iter_mut().zip(w) {
+        *v = dot(wr, a);
+    }
+}
+
+/// [`dot_q4_0_q8_0`] of every row with one activation.
+pub fn rows_q4_0_q8_0<const R: usize>(w: &[&[BlockQ4_0]; R], a: &[BlockQ8_0], out: &mut [f32; R]) {
+    rows_of(dot_q4_0_q8_0, w, a, out)
+}
+
+/// [`dot_q4_0_q8_0_chain`] of every row with one activation.
+pub fn rows_q4_0_q8_0_chain<const R: usize>(
+    w: &[&[BlockQ4_0]; R],
+    a: &[BlockQ8_0],
+    out: &mut [f32; R],
+) {
+    rows_of(dot_q4_0_q8_0_chain, w, a, out)
+}
+
+/// [`dot_q4_1_q8_1`] of every row with one activation.
+pub fn rows_q4_1_q8_1<const R: usize>(w: &[&[BlockQ4_1]; R], a: &[BlockQ8_1], out: &mut [f32; R]) {
+    rows_of(dot_q4_1_q8_1, w, a, out)
+}
+
+/// [`dot_q8_0_q8_0`] of every row with one activation.
+pub fn rows_q8_0_q8_0<const R: usize>(w: &[&[BlockQ8_0]; R], a: &[BlockQ8_0], out: &mut [f32; R]) {
+    rows_of(dot_q8_0_q8_0, w, a, out)
+}

@@ -123,7 +123,14 @@ impl BatchActs {
     }
 
     /// Quantizes the `n` rows of `x` (width `cols`) for every format `tensors` need.
-    fn prepare(&mut self, x: &[f32], n: usize, cols: usize, tensors: &[&Tensor]) {
+    fn prepare(
+        &mut self,
+        kernels: &Kernels,
+        x: &[f32],
+        n: usize,
+        cols: usize,
+        tensors: &[&Tensor],
+    ) {
         let mut done = [None; 3];
         for t in tensors {
             let at = ActType::for_weight(t.ty);
@@ -137,7 +144,7 @@ impl BatchActs {
                 .zip(x.chunks_exact(cols))
                 .take(n)
             {
-                row.set(xr);
+                kernels.quantize_act(row, xr);
             }
         }
     }
@@ -248,7 +255,7 @@ impl<'a> Llama<'a> {
     ) {
         let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
         let tensors = jobs.each_ref().map(|(m, _)| &m.file);
-        acts.prepare(x, n, tensors[0].cols, &tensors);
+        acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
         let acts = &*acts;
         let kernels = &self.kernels;
         let nth = pool.threads();

@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::{TILE_ROWS as TR, TILE_TOKENS as TT};
+use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
 #[target_feature(enable = "avx2,fma")]
@@ -56,7 +56,7 @@ fn scale4(d: [u8; 2]) -> __m128 {
 /// An f16 block scale → f32 in all eight lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn scale8(d: [u8; 2]) -> __m256 {
+pub(super) fn scale8(d: [u8; 2]) -> __m256 {
     _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(d)))
 }
 
@@ -614,6 +614,181 @@ pub(in crate::kernels) fn tile_q8_0_q8_0(
 ) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { tile_q8_0_q8_0_impl(w, a, out) }
+}
+
+/// Rows per pass of the AVX2 single-token kernels: the multi-token tiles above with one token
+/// and four rows (four accumulators, plus the unpacked rows and the activation block).
+const ROWS_PER_PASS: usize = 4;
+
+/// A [`TILE_ROWS`]-row single-token kernel from a tiled kernel of [`ROWS_PER_PASS`] rows × 1.
+#[inline(always)]
+fn rows_by_tiles<W, A>(
+    tile: impl Fn(&[&[W]; ROWS_PER_PASS], &[&[A]; 1], &mut [[f32; ROWS_PER_PASS]; 1]),
+    w: &[&[W]; TILE_ROWS],
+    a: &[A],
+    out: &mut [f32; TILE_ROWS],
+) {
+    const { assert!(TILE_ROWS.is_multiple_of(ROWS_PER_PASS)) };
+    for (wc, oc) in w
+        .chunks_exact(ROWS_PER_PASS)
+        .zip(out.chunks_exact_mut(ROWS_PER_PASS))
+    {
+        let mut o = [[0f32; ROWS_PER_PASS]; 1];
+        tile(wc.try_into().expect("whole chunk"), &[a], &mut o);
+        oc.copy_from_slice(&o[0]);
+    }
+}
+
+pub(in crate::kernels) fn rows_q4_0_q8_0(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    rows_by_tiles(
+        |w, a, o| {
+            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
+            // detected.
+            unsafe { tile_q4_0_q8_0_impl(w, a, o) }
+        },
+        w,
+        a,
+        out,
+    )
+}
+
+pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    rows_by_tiles(
+        |w, a, o| {
+            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
+            // detected.
+            unsafe { tile_q4_0_q8_0_chain_impl(w, a, o) }
+        },
+        w,
+        a,
+        out,
+    )
+}
+
+pub(in crate::kernels) fn rows_q4_1_q8_1(
+    w: &[&[BlockQ4_1]; TILE_ROWS],
+    a: &[BlockQ8_1],
+    out: &mut [f32; TILE_ROWS],
+) {
+    rows_by_tiles(
+        |w, a, o| {
+            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
+            // detected.
+            unsafe { tile_q4_1_q8_1_impl(w, a, o) }
+        },
+        w,
+        a,
+        out,
+    )
+}
+
+pub(in crate::kernels) fn rows_q8_0_q8_0(
+    w: &[&[BlockQ8_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    rows_by_tiles(
+        |w, a, o| {
+            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
+            // detected.
+            unsafe { tile_q8_0_q8_0_impl(w, a, o) }
+        },
+        w,
+        a,
+        out,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantizers: `blocks::quantize_act_*` with ggml's AVX2 arithmetic (which they
+// describe): the same amax, the same `127/amax` multiply, round half to even by `cvtps2dq` under
+// the default rounding mode, and the f16 scales converted by F16C with the same rounding.
+// ---------------------------------------------------------------------------------------------
+
+/// One block of 32 activations → its scale `d = amax/127` (f32) and 32 rounded i32 values in
+/// four vectors (elements 8k..8k+8 in vector k).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn quantize_block(xb: &[f32]) -> (f32, [__m256i; 4]) {
+    let v: [__m256; 4] = std::array::from_fn(|k| load_f32x8(xb, 8 * k));
+    let sign = _mm256_set1_ps(-0.0);
+    let abs = v.map(|v| _mm256_andnot_ps(sign, v));
+    let m = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
+    let m = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    let d = amax / 127.0;
+    let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+    (d, v.map(|v| _mm256_cvtps_epi32(_mm256_mul_ps(v, id))))
+}
+
+/// f32 → f16 bytes by F16C, rounding to nearest even (as `half::f32_to_f16`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn f16_bytes(v: f32) -> [u8; 2] {
+    let h = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(v));
+    (_mm_extract_epi16::<0>(h) as u16).to_le_bytes()
+}
+
+/// Four vectors of i32 in −127..=127 → the 32 bytes in element order.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn pack_i8(q: [__m256i; 4], out: &mut [i8; 32]) {
+    // packs interleaves 128-bit halves: bytes come out as dwords (0 4 1 5 2 6 3 7) of the
+    // element order, put back by one cross-lane permute.
+    let w = _mm256_packs_epi16(
+        _mm256_packs_epi32(q[0], q[1]),
+        _mm256_packs_epi32(q[2], q[3]),
+    );
+    let w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    // SAFETY: out is 32 writable bytes; the store is unaligned.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), w) };
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_act_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (xb, yb) in x.chunks_exact(32).zip(y.iter_mut()) {
+        let (d, q) = quantize_block(xb);
+        yb.d = f16_bytes(d);
+        pack_i8(q, &mut yb.qs);
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_act_q8_1_impl(x: &[f32], y: &mut [BlockQ8_1]) {
+    for (xb, yb) in x.chunks_exact(32).zip(y.iter_mut()) {
+        let (d, q) = quantize_block(xb);
+        yb.d = f16_bytes(d);
+        let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let sum = _mm_add_epi32(
+            _mm256_castsi256_si128(sum),
+            _mm256_extracti128_si256(sum, 1),
+        );
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, SWAP_PAIRS));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, SWAP_NEIGHBOURS));
+        yb.s = f16_bytes(d * _mm_cvtsi128_si32(sum) as f32);
+        pack_i8(q, &mut yb.qs);
+    }
+}
+
+/// `blocks::quantize_act_q8_0` with AVX2 (same bits).
+pub(in crate::kernels) fn quantize_act_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { quantize_act_q8_0_impl(x, y) }
+}
+
+/// `blocks::quantize_act_q8_1` with AVX2 (same bits).
+pub(in crate::kernels) fn quantize_act_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { quantize_act_q8_1_impl(x, y) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -1,7 +1,8 @@
-//! AVX-512 tier (F, BW, VL and VNNI on 256-bit vectors): the tiled matmul kernels, whose four-
-//! product integer sums `vpdpbusd` forms in one instruction (AVX2 needs `maddubs` + `madd`),
-//! with sixteen more vector registers. The single dots and the other kernels are the AVX2
-//! tier's: this tier only exists on CPUs that also have AVX2, FMA and F16C.
+//! AVX-512 tier (F, BW, VL and VNNI on 256-bit vectors): the tiled matmul kernels (batch tiles
+//! and single-token passes), whose four-product integer sums `vpdpbusd` forms in one instruction
+//! (AVX2 needs `maddubs` + `madd`), with sixteen more vector registers. The single dots and the
+//! other kernels are the AVX2 tier's: this tier only exists on CPUs that also have AVX2, FMA and
+//! F16C.
 //!
 //! Same float operations as the scalar oracle (see `scalar.rs`), so results are bit-identical
 //! to it. The integer sums are exact: `vpdpbusd` multiplies u8 by i8 and adds without
@@ -18,11 +19,11 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{
-    bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, scale_products,
-    spill, TILE_LANES,
+    bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, scale8,
+    scale_products, spill, TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::{TILE_ROWS as TR, TILE_TOKENS as TT};
+use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
 
 /// The offset that makes a Q4_0 nibble signed (`q − 8`).
 const Q4_0_OFFSET: i8 = 8;
@@ -215,4 +216,280 @@ pub(in crate::kernels) fn tile_q8_0_q8_0(
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { tile_q8_0_q8_0_impl(w, a, out) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Single-token kernels: TILE_ROWS (8) weight rows × one activation per pass, for decoding. One
+// activation block is loaded (and, for Q4_0 and Q8_0, its offset correction formed) once for
+// eight rows; the eight rows' f16 scales are converted by one instruction and multiplied by the
+// activation's scale in one vector; the eight rows' accumulator chains are independent. Each
+// row keeps its single dot's float operations, so every output is bit-identical to it.
+// ---------------------------------------------------------------------------------------------
+
+/// 32 nibbles → 32 bytes as `avx2::bytes_from_nibbles_32`: the 16 bytes are broadcast to both
+/// 128-bit halves by the load itself, then the high half shifted down by 4.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn nibbles(qs: &[u8; 16]) -> __m256i {
+    // SAFETY: qs is exactly 16 readable bytes; the load is unaligned.
+    let b = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(qs.as_ptr().cast()) });
+    let shifted = _mm256_srlv_epi64(b, _mm256_set_epi64x(4, 4, 0, 0));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))
+}
+
+/// f16 → f32 of one f16 value per row (lane r from row r), the values gathered in general
+/// registers and moved over whole.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn row_scales(d: [[u8; 2]; TILE_ROWS]) -> __m256 {
+    const { assert!(TILE_ROWS == TILE_LANES) };
+    let mut h = [0u64; 2];
+    for (k, v) in d.iter().enumerate() {
+        h[k / 4] |= u64::from(u16::from_le_bytes(*v)) << (16 * (k % 4));
+    }
+    _mm256_cvtph_ps(_mm_set_epi64x(h[1] as i64, h[0] as i64))
+}
+
+/// f16 → f32 of two f16 values per row, as [`row_scales`]: rows 0..4 in the first vector and
+/// rows 4..8 in the second, row r's pair in lanes 2(r mod 4) and 2(r mod 4) + 1.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn row_scale_pairs(d: [[u8; 4]; TILE_ROWS]) -> [__m256; 2] {
+    let mut h = [0u64; 4];
+    for (k, v) in d.iter().enumerate() {
+        h[k / 2] |= u64::from(u32::from_le_bytes(*v)) << (32 * (k % 2));
+    }
+    [
+        _mm256_cvtph_ps(_mm_set_epi64x(h[1] as i64, h[0] as i64)),
+        _mm256_cvtph_ps(_mm_set_epi64x(h[3] as i64, h[2] as i64)),
+    ]
+}
+
+/// The lanes of `v`, stored in `buf` and kept in memory, as `avx2::spill` for two vectors.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn spill2(v: [__m256; 2], buf: &mut [f32; 2 * TILE_LANES]) -> &[f32; 2 * TILE_LANES] {
+    // SAFETY: buf is 16 writable f32s; each store writes 8 of them, unaligned.
+    unsafe {
+        _mm256_storeu_ps(buf.as_mut_ptr(), v[0]);
+        _mm256_storeu_ps(buf.as_mut_ptr().add(TILE_LANES), v[1]);
+    }
+    std::hint::black_box(buf)
+}
+
+/// Software prefetch of the rows a few passes ahead, spread over this pass's blocks.
+///
+/// Decoding streams every weight once per token, mostly from beyond the caches. A pass reads
+/// its eight rows side by side, eight short streams at once, which the hardware prefetchers
+/// follow poorly: without help a pass waits on memory at nearly every new cache line (about 5
+/// GB/s from one core where plain streaming reads 12). When the eight rows are consecutive rows
+/// of one matrix (as a matmul hands them), the rows [`PREFETCH_PASSES`] passes ahead start that
+/// many spans of eight rows further on; requesting their lines while this pass computes keeps
+/// the memory busy. Rows laid out otherwise get no prefetch. A prefetch is a hint that never
+/// faults, so the lines past the end of a matrix cost an idle request at most.
+struct Prefetch {
+    ahead: *const u8,
+    span: usize,
+    per_block: usize,
+}
+
+/// How many passes (of [`TILE_ROWS`] rows) ahead [`Prefetch`] reads. Measured on SmolLM2-sized
+/// rows from DRAM: 1 to 4 all cut a pass's time by about 40%.
+const PREFETCH_PASSES: usize = 2;
+/// The cache line size [`Prefetch`] steps by.
+const LINE: usize = 64;
+
+impl Prefetch {
+    #[inline(always)]
+    fn new<B>(w: &[&[B]; TILE_ROWS]) -> Prefetch {
+        let row = std::mem::size_of_val(w[0]);
+        let base = w[0].as_ptr().cast::<u8>();
+        let consecutive =
+            (0..TILE_ROWS).all(|r| w[r].as_ptr().cast::<u8>() == base.wrapping_add(r * row));
+        let span = if consecutive { row * TILE_ROWS } else { 0 };
+        Prefetch {
+            ahead: base.wrapping_add(span * PREFETCH_PASSES),
+            span,
+            per_block: span.div_ceil(LINE).div_ceil(w[0].len().max(1)),
+        }
+    }
+
+    /// Requests the lines due at block `i` of the pass.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    fn at(&self, i: usize) {
+        for j in 0..self.per_block {
+            let off = (i * self.per_block + j) * LINE;
+            if off < self.span {
+                // `wrapping_add` and a prefetch never dereference: the address may be anything.
+                _mm_prefetch::<_MM_HINT_T0>(self.ahead.wrapping_add(off).cast());
+            }
+        }
+    }
+}
+
+/// Single-token Q4_0·Q8_0 (lanes order), each row as `avx2::dot_q4_0_q8_0_impl`:
+/// ```text
+/// for each block i:
+///   y = a[i].qs; c = −8 · Σ4 y per lane                              once per block
+///   d[r] = f16→f32(w[r][i].d) · f16→f32(a[i].d)                      one vector for all rows
+///   acc[r] = fma(d[r], (f32) dpbusd(c, nibbles(w[r][i]), y), acc[r])  per row
+/// out[r] = hsum_float_8(acc[r])
+/// ```
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_q8_0_impl(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
+    let n = a.len();
+    let w = exact(w, n);
+    let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
+    let mut d_buf = [0f32; TILE_LANES];
+    let pf = Prefetch::new(&w);
+    for (i, y) in a.iter().enumerate() {
+        pf.at(i);
+        let dy = scale8(y.d);
+        let d = spill(_mm256_mul_ps(row_scales(w.map(|w| w[i].d)), dy), &mut d_buf);
+        let qy = load_qs(&y.qs);
+        let c = offset_correction(Q4_0_OFFSET, qy);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, nibbles(&w[r][i].qs), qy));
+            *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(d[r]), q, *acc_r);
+        }
+    }
+    for (o, s) in out.iter_mut().zip(&acc) {
+        *o = hsum_float_8(*s);
+    }
+}
+
+/// Single-token Q8_0·Q8_0 (lanes order): as [`rows_q4_0_q8_0_impl`], the weights loaded and
+/// offset by 128 into u8.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q8_0_q8_0_impl(w: &[&[BlockQ8_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
+    let n = a.len();
+    let w = exact(w, n);
+    let flip = _mm256_set1_epi8(I8_TO_U8_OFFSET);
+    let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
+    let mut d_buf = [0f32; TILE_LANES];
+    let pf = Prefetch::new(&w);
+    for (i, y) in a.iter().enumerate() {
+        pf.at(i);
+        let dy = scale8(y.d);
+        let d = spill(_mm256_mul_ps(row_scales(w.map(|w| w[i].d)), dy), &mut d_buf);
+        let qy = load_qs(&y.qs);
+        let c = offset_correction(I8_TO_U8_OFFSET, qy);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let qx = _mm256_xor_si256(load_qs(&w[r][i].qs), flip);
+            let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, qx, qy));
+            *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(d[r]), q, *acc_r);
+        }
+    }
+    for (o, s) in out.iter_mut().zip(&acc) {
+        *o = hsum_float_8(*s);
+    }
+}
+
+/// Single-token Q4_1·Q8_1, each row as `avx2::dot_q4_1_q8_1_impl`: the lanes as in
+/// [`rows_q4_0_q8_0_impl`] (nibbles unsigned, no correction), and the rows' `m·s` chains side
+/// by side in the odd lanes of two vectors. Each row's (d, m) pair is converted together, and
+/// multiplied by the activation's (d, s):
+/// ```text
+/// p[2r], p[2r+1] = d_w[r]·d_a, m_w[r]·s_a                      two vectors for all rows
+/// summs[2r+1] += p[2r+1]                                        (block order, per row)
+/// acc[r] = fma(p[2r], (f32) dpbusd(0, nibbles(w[r][i]), y), acc[r])
+/// out[r] = hsum_float_8(acc[r]) + summs[2r+1]
+/// ```
+/// (The even lanes of `summs` add up the d products, and are never read.) 256-bit vectors
+/// throughout: a 512-bit instruction would close one of the three vector ports to all.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_1_q8_1_impl(w: &[&[BlockQ4_1]; TILE_ROWS], a: &[BlockQ8_1], out: &mut [f32; TILE_ROWS]) {
+    let n = a.len();
+    let w = exact(w, n);
+    let zero = _mm256_setzero_si256();
+    let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
+    let mut summs = [_mm256_setzero_ps(); 2];
+    let mut p_buf = [0f32; 2 * TILE_LANES];
+    let pf = Prefetch::new(&w);
+    for (i, y) in a.iter().enumerate() {
+        pf.at(i);
+        let ds = u32::from_le_bytes([y.d[0], y.d[1], y.s[0], y.s[1]]);
+        let ds = _mm256_cvtph_ps(_mm_set1_epi32(ds as i32));
+        let dm = row_scale_pairs(w.map(|w| {
+            let b = &w[i];
+            [b.d[0], b.d[1], b.m[0], b.m[1]]
+        }));
+        let p = dm.map(|v| _mm256_mul_ps(v, ds));
+        summs = std::array::from_fn(|h| _mm256_add_ps(summs[h], p[h]));
+        let p = spill2(p, &mut p_buf);
+        let qy = load_qs(&y.qs);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(zero, nibbles(&w[r][i].qs), qy));
+            *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(p[2 * r]), q, *acc_r);
+        }
+    }
+    let mut s = [0f32; 2 * TILE_LANES];
+    spill2(summs, &mut s);
+    for (r, (o, acc_r)) in out.iter_mut().zip(&acc).enumerate() {
+        *o = hsum_float_8(*acc_r) + s[2 * r + 1];
+    }
+}
+
+/// Single-token Q4_0·Q8_0 (block-chain order), each row as `avx2::dot_q4_0_q8_0_chain_impl`:
+/// the eight rows' chains side by side in the lanes of one vector (lane r), their block sums
+/// reduced eight at a time as in [`tile_q4_0_q8_0_chain_impl`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_q8_0_chain_impl(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    let n = a.len();
+    let w = exact(w, n);
+    let mut acc = _mm256_setzero_ps();
+    let pf = Prefetch::new(&w);
+    for (i, y) in a.iter().enumerate() {
+        pf.at(i);
+        let dy = scale8(y.d);
+        let d = _mm256_mul_ps(row_scales(w.map(|w| w[i].d)), dy);
+        let qy = load_qs(&y.qs);
+        let c = offset_correction(Q4_0_OFFSET, qy);
+        let sums: [__m256i; TILE_LANES] =
+            std::array::from_fn(|r| _mm256_dpbusd_epi32(c, nibbles(&w[r][i].qs), qy));
+        let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(sums));
+        acc = _mm256_fmadd_ps(isum, d, acc);
+    }
+    *out = lanes(acc);
+}
+
+pub(in crate::kernels) fn rows_q4_0_q8_0(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { rows_q4_0_q8_0_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { rows_q4_0_q8_0_chain_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn rows_q4_1_q8_1(
+    w: &[&[BlockQ4_1]; TILE_ROWS],
+    a: &[BlockQ8_1],
+    out: &mut [f32; TILE_ROWS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { rows_q4_1_q8_1_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn rows_q8_0_q8_0(
+    w: &[&[BlockQ8_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { rows_q8_0_q8_0_impl(w, a, out) }
 }
