@@ -51,7 +51,7 @@ test: models
 	$(CARGO) test --release
 	@if ! command -v qemu-system-x86_64 >/dev/null || [ ! -f $${LOCUS_VM_CACHE:-target/vm}/vmlinuz ]; then \
 		echo "*** SKIPPED: the multi-node VM tests (tests/vm.rs): QEMU or the guest kernel is missing; run 'make vm-setup' as root"; \
-	else echo "VM tests ran (2, 4, 8 nodes and a memory-only node)"; fi
+	else echo "VM tests ran (2, 4, 8 nodes, a memory-only node, a node too small for a copy, the bench)"; fi
 
 # The whole suite with the scalar kernel tier forced.
 test-scalar: models
