@@ -100,11 +100,7 @@ impl Placement {
                 Ok(s) => break s,
                 Err(e) if opts.strict => return Err(PlacementError::Strict(e)),
                 Err(e) => {
-                    let next = match plan.mode {
-                        Mode::Mirror | Mode::Isolate => Mode::Shard,
-                        Mode::Shard => Mode::Interleave,
-                        _ => Mode::Off,
-                    };
+                    let next = plan.mode.fallback().unwrap_or(Mode::Off);
                     warnings.push(format!(
                         "{}: {e}; released what was built and falling back to {next}",
                         plan.mode

@@ -65,8 +65,9 @@ impl Mode {
         Mode::ALL.into_iter().find(|m| m.name() == s)
     }
 
-    /// Where this mode falls back to when a node lacks room for what it asks.
-    fn fallback(self) -> Option<Mode> {
+    /// Where this mode falls back to when a node lacks room for what it asks (or its copies
+    /// cannot be allocated).
+    pub(crate) fn fallback(self) -> Option<Mode> {
         match self {
             Mode::Mirror | Mode::Isolate => Some(Mode::Shard),
             Mode::Shard => Some(Mode::Interleave),
