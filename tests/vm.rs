@@ -19,19 +19,18 @@
 mod common;
 #[path = "common/json.rs"]
 mod json;
+#[path = "common/vm.rs"]
+mod vm;
 
 use json::Value as Json;
 
-use locus::kernels::GgmlType;
-use locus::model::synth::{synth_model, SynthSpec};
 use locus::placement::Mode;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
-
-const TARGET: &str = "x86_64-unknown-linux-gnu";
+use vm::{sections, vm_env, write_synth};
 const PROMPT: &str = "hello world";
 const N_PREDICT: &str = "8";
 /// Host-side limit for one boot, generous for TCG on a busy two-core machine.
@@ -117,108 +116,6 @@ fn range_list(first: usize, count: usize) -> String {
     }
 }
 
-/// What a VM test needs from the host, or `None` after a loud SKIPPED line.
-struct VmEnv {
-    boot: PathBuf,
-    locus_static: PathBuf,
-}
-
-fn vm_env(test: &str) -> Option<VmEnv> {
-    let cache = std::env::var_os("LOCUS_VM_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo_path("target/vm"));
-    let mut missing = Vec::new();
-    if !on_path("qemu-system-x86_64") {
-        missing.push("qemu-system-x86_64".to_string());
-    }
-    if !on_path("cpio") {
-        missing.push("cpio".to_string());
-    }
-    if !Path::new("/bin/busybox").is_file() {
-        missing.push("/bin/busybox (busybox-static)".to_string());
-    }
-    let kernel = cache.join("vmlinuz");
-    if !kernel.is_file() {
-        missing.push(format!("the guest kernel {}", kernel.display()));
-    }
-    if !missing.is_empty() {
-        eprintln!(
-            "SKIPPED: vm test {test}: {} missing; run tools/vm/setup.sh (make vm-test does)",
-            missing.join(", ")
-        );
-        return None;
-    }
-    Some(VmEnv {
-        boot: common::repo_path("tools/vm/boot.sh"),
-        locus_static: static_locus().clone(),
-    })
-}
-
-fn on_path(exe: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
-        .unwrap_or(false)
-}
-
-/// The static binary, built (or found fresh by cargo) once per test run with `make static`'s
-/// flags. Panics if the build fails: a broken static build is a real failure, not a skip.
-fn static_locus() -> &'static PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .map(|d| {
-                if d.is_absolute() {
-                    d
-                } else {
-                    common::repo_path(".").join(d)
-                }
-            })
-            .unwrap_or_else(|| common::repo_path("target"));
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let t = Instant::now();
-        let out = Command::new(cargo)
-            .current_dir(common::repo_path("."))
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .args(["build", "--release", "--bin", "locus", "--target", TARGET])
-            .output()
-            .expect("cannot start cargo for the static build");
-        assert!(
-            out.status.success(),
-            "static build failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!(
-            "vm: static locus ready in {:.1}s",
-            t.elapsed().as_secs_f64()
-        );
-        target_dir.join(TARGET).join("release").join("locus")
-    })
-}
-
-/// Writes a synthetic Q8_0 model with an untied head (the tied tiny model repeats one token,
-/// which would prove little) into a fresh temporary folder.
-fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
-    let [n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv] = shape;
-    let path = common::temp_dir(tag).join("model.gguf");
-    let spec = SynthSpec {
-        tied: false,
-        seed,
-        n_vocab,
-        n_embd,
-        n_layer,
-        n_ff,
-        n_head,
-        n_head_kv,
-        ..SynthSpec::tiny(GgmlType::Q8_0)
-    };
-    synth_model(&spec)
-        .write_atomic(&path)
-        .expect("cannot write the synthetic model");
-    path
-}
-
 /// The synthetic model every guest audits, written once per test run: about 3 MiB, enough
 /// pages (≈ 750) that interleave's per-node counts can be judged to 5%.
 fn model_file() -> &'static PathBuf {
@@ -288,27 +185,6 @@ echo "== end"
 "#,
         modes = MODES.join(" ")
     )
-}
-
-/// Splits the guest's stdout into its `== key` sections (each value keeps its own lines).
-fn sections(stdout: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    let mut key: Option<String> = None;
-    let mut val = String::new();
-    for line in stdout.split_inclusive('\n') {
-        if let Some(k) = line.strip_prefix("== ") {
-            if let Some(prev) = key.take() {
-                map.insert(prev, std::mem::take(&mut val));
-            }
-            key = Some(k.trim_end().to_string());
-        } else if key.is_some() {
-            val.push_str(line);
-        }
-    }
-    if let Some(prev) = key {
-        map.insert(prev, val);
-    }
-    map
 }
 
 /// One VM at a time: TCG is CPU-heavy and the tests may run on two cores.

@@ -7,66 +7,13 @@
 mod common;
 #[path = "common/json.rs"]
 mod json;
+#[path = "common/vm.rs"]
+mod vm;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use json::Value;
-use locus::kernels::GgmlType;
-use locus::model::synth::{synth_model, SynthSpec};
-
-const TARGET: &str = "x86_64-unknown-linux-gnu";
-
-fn on_path(exe: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
-}
-
-/// The static binary, built as `make static` does (a no-op for cargo when it is fresh).
-fn static_locus() -> PathBuf {
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|d| {
-            if d.is_absolute() {
-                d
-            } else {
-                common::repo_path(".").join(d)
-            }
-        })
-        .unwrap_or_else(|| common::repo_path("target"));
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(common::repo_path("."))
-        .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .args(["build", "--release", "--bin", "locus", "--target", TARGET])
-        .output()
-        .expect("cannot start cargo for the static build");
-    assert!(
-        out.status.success(),
-        "static build failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target_dir.join(TARGET).join("release").join("locus")
-}
-
-/// Splits the guest's stdout into its `== key` sections.
-fn sections(stdout: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    let mut key: Option<String> = None;
-    for line in stdout.lines() {
-        if let Some(k) = line.strip_prefix("== ") {
-            key = Some(k.trim_end().to_string());
-            map.insert(k.trim_end().to_string(), String::new());
-        } else if let Some(k) = &key {
-            let v = map.get_mut(k).unwrap();
-            v.push_str(line);
-            v.push('\n');
-        }
-    }
-    map
-}
 
 fn num(r: &Value, k: &str) -> f64 {
     r.get(k)
@@ -76,42 +23,12 @@ fn num(r: &Value, k: &str) -> f64 {
 
 #[test]
 fn vm_bench_every_mode_on_two_nodes() {
-    let cache = std::env::var_os("LOCUS_VM_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo_path("target/vm"));
-    let missing: Vec<&str> = [
-        ("qemu-system-x86_64", on_path("qemu-system-x86_64")),
-        ("cpio", on_path("cpio")),
-        ("/bin/busybox", Path::new("/bin/busybox").is_file()),
-        ("the guest kernel", cache.join("vmlinuz").is_file()),
-    ]
-    .into_iter()
-    .filter(|(_, ok)| !ok)
-    .map(|(what, _)| what)
-    .collect();
-    if !missing.is_empty() {
-        eprintln!(
-            "SKIPPED: vm bench: {} missing; run tools/vm/setup.sh (make vm-test does)",
-            missing.join(", ")
-        );
+    let Some(env) = vm::vm_env("vm bench") else {
         return;
-    }
-    let locus = static_locus();
-    let dir = common::temp_dir("vm-bench");
-    let model = dir.join("model.gguf");
-    // About 3 MiB (≈ 750 pages), as tests/vm.rs uses: interleave's share can be judged.
-    let spec = SynthSpec {
-        tied: false,
-        seed: 4,
-        n_vocab: 1024,
-        n_embd: 256,
-        n_layer: 4,
-        n_ff: 512,
-        n_head: 4,
-        n_head_kv: 2,
-        ..SynthSpec::tiny(GgmlType::Q8_0)
     };
-    synth_model(&spec).write_atomic(&model).unwrap();
+    let locus = env.locus_static;
+    // About 3 MiB (≈ 750 pages), as tests/vm.rs uses: interleave's share can be judged.
+    let model = vm::write_synth("vm-bench-model", 4, [1024, 256, 4, 512, 4, 2]);
     // --poll 0: the guest's vCPUs share the host's cores, where spinning only steals time.
     let script = r#"cd /tmp
 locus bench -m /model.gguf -p 8 -n 4 -r 2 -t 2 --numa all --poll 0 --json >/tmp/b.json 2>/tmp/b.err
@@ -125,7 +42,7 @@ echo "== membw"; locus membw --matrix --size 16 --passes 1
 echo "== end"
 "#;
     let t = Instant::now();
-    let out = Command::new(common::repo_path("tools/vm/boot.sh"))
+    let out = Command::new(&env.boot)
         .args(["--nodes", "1:256,1:256", "--locus"])
         .arg(&locus)
         .arg("--file")
@@ -134,7 +51,7 @@ echo "== end"
         .output()
         .expect("cannot start tools/vm/boot.sh");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let s = sections(&stdout);
+    let s = vm::sections(&stdout);
     let get = |k: &str| {
         s.get(k)
             .map(|v| v.trim())

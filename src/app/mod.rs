@@ -72,11 +72,14 @@ impl From<KernelError> for AppError {
 /// an error naming stdout, not a panic; a reader that went away (`| head`) ends the process
 /// quietly through SIGPIPE before this returns.
 pub fn write_stdout(text: &str) -> Result<(), AppError> {
+    write_stdout_io(text).map_err(stdout_error)
+}
+
+/// [`write_stdout`] for commands with their own error type.
+pub fn write_stdout_io(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(stdout_error)
+    out.write_all(text.as_bytes()).and_then(|_| out.flush())
 }
 
 /// The error for a failed write to stdout.

@@ -107,11 +107,7 @@ pub fn run(o: &TopoOptions) -> Result<(), TopoError> {
     } else {
         render_text(&report)
     };
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(TopoError::Stdout)
+    super::write_stdout_io(&text).map_err(TopoError::Stdout)
 }
 
 /// `7.09 GiB`, `512.0 MiB`, `12 B`.
