@@ -1,19 +1,19 @@
 //! Matmul kernel throughput: each quantized kernel × tier × row length, computed one dot per
 //! call (`single`) and in tiles (`tile`, [`Kernels::dot_tile`]).
 //!
-//! One iteration multiplies `TILE_ROWS` weight rows with a batch of `BATCH` tokens, as the
+//! One iteration multiplies `PANEL_ROWS` weight rows with a batch of `BATCH` tokens, as the
 //! model's matmuls do for one step of rows, so the activations come from L1/L2 as they do there.
 //! Throughput is in bytes of weights *as read per dot* (row bytes × rows × tokens); ns per block
 //! is `block bytes / (GB/s)`: 18 bytes for Q4_0, 20 for Q4_1, 34 for Q8_0.
 //!
 //! The `decode_*` groups multiply a whole matrix by one token, as decoding does: `single` one dot
 //! per row (what one token cost before the single-token kernels), `tile` [`Kernels::dot_tile`]
-//! in steps of `TILE_ROWS` rows, as the model's matmuls call it.
+//! in steps of `PANEL_ROWS` rows, as the model's matmuls call it.
 //!
 //! Run: `cargo bench --bench kernels`. A tier this CPU lacks is reported with a SKIPPED line.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use locus::kernels::{ActRow, GgmlType, Kernels, SumOrder, Tier, TILE_ROWS};
+use locus::kernels::{ActRow, GgmlType, Kernels, SumOrder, Tier, PANEL_ROWS};
 use locus::model::quantize::quantize_row;
 use std::hint::black_box;
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn kernels(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(1));
         for n in ROW_LENS {
-            let weights: Vec<Vec<u8>> = (0..TILE_ROWS)
+            let weights: Vec<Vec<u8>> = (0..PANEL_ROWS)
                 .map(|r| quantize_row(ty, &values(n, r as u32)))
                 .collect();
             let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
@@ -69,15 +69,15 @@ fn kernels(c: &mut Criterion) {
                     a
                 })
                 .collect();
-            let mut out = vec![0f32; TILE_ROWS * BATCH];
-            let weight_bytes = (weights[0].len() * TILE_ROWS * BATCH) as u64;
+            let mut out = vec![0f32; PANEL_ROWS * BATCH];
+            let weight_bytes = (weights[0].len() * PANEL_ROWS * BATCH) as u64;
             group.throughput(Throughput::Bytes(weight_bytes));
             for k in &tiers {
                 group.bench_function(BenchmarkId::new(format!("{}/single", k.tier), n), |b| {
                     b.iter(|| {
                         for (t, a) in acts.iter().enumerate() {
                             for (r, row) in rows.iter().enumerate() {
-                                out[t * TILE_ROWS + r] = k.dot_ordered(ty, order, row, a);
+                                out[t * PANEL_ROWS + r] = k.dot_ordered(ty, order, row, a);
                             }
                         }
                         black_box(&mut out);
@@ -141,7 +141,7 @@ fn decode(c: &mut Criterion) {
                 );
                 group.bench_function(BenchmarkId::new(format!("{}/tile", k.tier), &shape), |b| {
                     b.iter(|| {
-                        for (rc, oc) in rows.chunks(TILE_ROWS).zip(out.chunks_mut(TILE_ROWS)) {
+                        for (rc, oc) in rows.chunks(PANEL_ROWS).zip(out.chunks_mut(PANEL_ROWS)) {
                             k.dot_tile(ty, order, black_box(rc), &acts, oc);
                         }
                         black_box(&mut out);

@@ -7,7 +7,7 @@
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::{
-    dequantize_row, ActRow, GgmlType, Kernels, SumOrder, Tier, TILE_ROWS, TILE_TOKENS,
+    dequantize_row, ActRow, GgmlType, Kernels, SumOrder, Tier, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
 };
 use quickcheck::{quickcheck, Arbitrary, Gen};
 
@@ -61,8 +61,13 @@ struct TileRows {
 impl Arbitrary for TileRows {
     fn arbitrary(g: &mut Gen) -> TileRows {
         let blocks = 1 + usize::arbitrary(g) % 12;
-        let n_rows = 1 + usize::arbitrary(g) % (2 * TILE_ROWS + 1);
-        let n_tokens = 1 + usize::arbitrary(g) % (2 * TILE_TOKENS + 1);
+        // Half the cases have exactly the rows a panel kernel takes.
+        let n_rows = match usize::arbitrary(g) % 4 {
+            0 => TILE_ROWS,
+            1 => PANEL_ROWS,
+            _ => 1 + usize::arbitrary(g) % (2 * PANEL_ROWS + 1),
+        };
+        let n_tokens = 1 + usize::arbitrary(g) % (2 * PANEL_TOKENS + 2);
         TileRows {
             w: (0..n_rows).map(|_| gen_row(g, blocks)).collect(),
             x: (0..n_tokens).map(|_| gen_row(g, blocks)).collect(),
@@ -198,8 +203,8 @@ fn dequantized_act(a: &ActRow) -> Vec<f32> {
     match a {
         ActRow::F32(v) => v.clone(),
         ActRow::Q8_0(b) => {
-            let mut o = vec![0f32; b.len() * 32];
-            blocks::dequantize_q8_0(b, &mut o);
+            let mut o = vec![0f32; b.blocks.len() * 32];
+            blocks::dequantize_q8_0(&b.blocks, &mut o);
             o
         }
         ActRow::Q8_1(b) => b
@@ -235,7 +240,14 @@ fn check_quantize_act(x: &[f32]) -> bool {
             let mut got = ActRow::new_for(ty);
             k.quantize_act(&mut got, x);
             let same = match (&got, &want) {
-                (ActRow::Q8_0(g), ActRow::Q8_0(w)) => block_bytes(g) == block_bytes(w),
+                (ActRow::Q8_0(g), ActRow::Q8_0(w)) => {
+                    block_bytes(&g.blocks) == block_bytes(&w.blocks)
+                        && g.sums == w.sums
+                        && g.scales
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .eq(w.scales.iter().map(|v| v.to_bits()))
+                }
                 (ActRow::Q8_1(g), ActRow::Q8_1(w)) => block_bytes(g) == block_bytes(w),
                 _ => false,
             };
@@ -256,18 +268,21 @@ fn check_quantize_act(x: &[f32]) -> bool {
 fn tile_edges_equal_scalar_single_dots() {
     let mut g = Gen::new(100);
     let blocks = 5;
-    // Every tile edge (1..=rows × 1..=tokens), with an all-zero, a huge and an all-negative row.
+    // Every tile edge (1..=rows × 1..=tokens, one past a panel's tokens), with an all-zero, a
+    // huge and an all-negative row.
+    let n_x = PANEL_TOKENS + 1;
     let mut r = TileRows {
-        w: (0..TILE_ROWS).map(|_| gen_row(&mut g, blocks)).collect(),
-        x: (0..TILE_TOKENS).map(|_| gen_row(&mut g, blocks)).collect(),
+        w: (0..PANEL_ROWS).map(|_| gen_row(&mut g, blocks)).collect(),
+        x: (0..n_x).map(|_| gen_row(&mut g, blocks)).collect(),
     };
     r.w[0] = vec![0.0; blocks * 32];
     r.x[0] = (0..blocks * 32)
         .map(|i| (i as f32 * 0.37).sin() * 60000.0)
         .collect();
-    r.x[TILE_TOKENS - 1] = (0..blocks * 32).map(|i| -1.0 - i as f32).collect();
-    for n_rows in 1..=TILE_ROWS {
-        for n_tokens in 1..=TILE_TOKENS {
+    r.x[n_x - 1] = (0..blocks * 32).map(|i| -1.0 - i as f32).collect();
+    r.w[PANEL_ROWS - 1] = (0..blocks * 32).map(|i| -1.0 - i as f32).collect();
+    for n_rows in 1..=PANEL_ROWS {
+        for n_tokens in 1..=n_x {
             assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
         }
     }

@@ -10,9 +10,11 @@
 //! block of outputs in one pass over the blocks: for a batch, 2 rows × [`TILE_TOKENS`] tokens
 //! (each weight block unpacked once for several tokens, each activation block loaded once for
 //! several rows); for one token (decoding), [`TILE_ROWS`] rows (the activation block and the
-//! scale conversions shared among the rows, the next rows prefetched). The outputs' independent
-//! accumulator chains overlap. Every output keeps its own float operations, so a tile is
-//! bit-identical to its single dots.
+//! scale conversions shared among the rows, the next rows prefetched). Q4_0 in the block-chain
+//! order has wider panels on the AVX-512 tier for a batch: [`PANEL_ROWS`] rows in the lanes of
+//! one vector × up to [`MAX_PANEL_TOKENS`] tokens, each block of the rows unpacked once for all
+//! of them. The outputs' independent accumulator chains overlap. Every output keeps its own
+//! float operations, so a tile is bit-identical to its single dots.
 
 pub mod blocks;
 pub mod ggml_math;
@@ -143,8 +145,35 @@ impl ActType {
 #[derive(Clone, Debug)]
 pub enum ActRow {
     F32(Vec<f32>),
-    Q8_0(Vec<BlockQ8_0>),
+    Q8_0(Q8Row),
     Q8_1(Vec<BlockQ8_1>),
+}
+
+/// An activation row in Q8_0 blocks, with each block's integer sum and f32 scale alongside:
+/// the panel kernels read those per token and block, where re-deriving them would cost more
+/// than a quarter of their work, once for every step of rows.
+#[derive(Clone, Debug, Default)]
+pub struct Q8Row {
+    pub blocks: Vec<BlockQ8_0>,
+    /// Σ qs of each block.
+    pub sums: Vec<i32>,
+    /// Each block's `d` as f32 (exact: every f16 is an f32).
+    pub scales: Vec<f32>,
+}
+
+impl Q8Row {
+    /// Fills `sums` and `scales` from `blocks`.
+    fn derive(&mut self) {
+        self.sums.clear();
+        self.sums.extend(
+            self.blocks
+                .iter()
+                .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum::<i32>()),
+        );
+        self.scales.clear();
+        self.scales
+            .extend(self.blocks.iter().map(|b| blocks::scale(b.d)));
+    }
 }
 
 impl ActRow {
@@ -152,7 +181,7 @@ impl ActRow {
     pub fn new_for(ty: GgmlType) -> ActRow {
         match ActType::for_weight(ty) {
             ActType::F32 => ActRow::F32(Vec::new()),
-            ActType::Q8_0 => ActRow::Q8_0(Vec::new()),
+            ActType::Q8_0 => ActRow::Q8_0(Q8Row::default()),
             ActType::Q8_1 => ActRow::Q8_1(Vec::new()),
         }
     }
@@ -176,8 +205,9 @@ impl ActRow {
                 v.extend_from_slice(x);
             }
             ActRow::Q8_0(v) => {
-                v.resize(x.len() / QK, BlockQ8_0::default());
-                q8_0(x, v);
+                v.blocks.resize(x.len() / QK, BlockQ8_0::default());
+                q8_0(x, &mut v.blocks);
+                v.derive();
             }
             ActRow::Q8_1(v) => {
                 v.resize(x.len() / QK, BlockQ8_1::default());
@@ -190,7 +220,7 @@ impl ActRow {
     pub fn len(&self) -> usize {
         match self {
             ActRow::F32(v) => v.len(),
-            ActRow::Q8_0(v) => v.len() * QK,
+            ActRow::Q8_0(v) => v.blocks.len() * QK,
             ActRow::Q8_1(v) => v.len() * QK,
         }
     }
@@ -228,7 +258,20 @@ const BATCH_TILE_ROWS: usize = 2;
 /// single-token kernels.
 pub const TILE_TOKENS: usize = 4;
 
+/// Tokens whose block sums run side by side in a panel kernel (one group; a panel takes up to
+/// [`MAX_PANEL_TOKENS`] in whole groups). Only the Q4_0 block-chain order has panels (on the
+/// AVX-512 tier): its chains keep one f32 per output, so [`PANEL_ROWS`] rows share the lanes
+/// of one vector and the integer block sums need no horizontal reduction.
+pub const PANEL_TOKENS: usize = 8;
+/// Most tokens one panel pass takes (the model's batch): each block of the rows is unpacked
+/// once for all of them.
+pub const MAX_PANEL_TOKENS: usize = 32;
+/// Rows of a panel: one 512-bit vector of f32 lanes. Callers hand [`Kernels::dot_tile`] this
+/// many rows at a time (it takes any number).
+pub const PANEL_ROWS: usize = 16;
+
 const _: () = assert!(TILE_ROWS.is_multiple_of(BATCH_TILE_ROWS));
+const _: () = assert!(PANEL_ROWS.is_multiple_of(TILE_ROWS));
 
 /// The tile a tiled kernel computes in one pass: `rows` weight rows × `tokens` activations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +284,9 @@ pub struct TileShape {
 type Tile<W, A> = fn(&[&[W]; BATCH_TILE_ROWS], &[&[A]; TILE_TOKENS], &mut TileOut);
 /// A tile's outputs, token-major.
 type TileOut = [[f32; BATCH_TILE_ROWS]; TILE_TOKENS];
+/// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and a
+/// whole number of [`PANEL_TOKENS`] groups, at most [`MAX_PANEL_TOKENS`] tokens.
+type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[&Q8Row], &mut [f32]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
 type Rows<W, A> = fn(&[&[W]; TILE_ROWS], &[A], &mut [f32; TILE_ROWS]);
 
@@ -266,12 +312,14 @@ pub struct Kernels {
     bf16: DotU16,
     att_gemv: AttGemv,
     att_gemm: DotU16,
+    att_gemm4: fn([&[u16]; 4], &[f32]) -> [f32; 4],
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
+    q4_0_chain_panel: Option<Panel>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_1_rows: Rows<BlockQ4_1, BlockQ8_1>,
@@ -300,12 +348,14 @@ impl Kernels {
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
             att_gemm: ggml_math::dot_f16_gemm,
+            att_gemm4: |x, y| x.map(|r| ggml_math::dot_f16_gemm(&r[..y.len()], y)),
             softmax: ggml_math::softmax,
             swiglu: ggml_math::swiglu,
             q4_0_tile: scalar::tile_q4_0_q8_0,
             q4_0_chain_tile: scalar::tile_q4_0_q8_0_chain,
             q4_1_tile: scalar::tile_q4_1_q8_1,
             q8_0_tile: scalar::tile_q8_0_q8_0,
+            q4_0_chain_panel: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
             q4_1_rows: scalar::rows_q4_1_q8_1,
@@ -332,6 +382,7 @@ impl Kernels {
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemm: x86_64::avx2::att_gemm,
+                att_gemm4: x86_64::avx2::att_gemm4,
                 softmax: x86_64::avx2::softmax,
                 swiglu: x86_64::avx2::swiglu,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
@@ -353,6 +404,7 @@ impl Kernels {
                 q4_0_chain_tile: x86_64::avx512::tile_q4_0_q8_0_chain,
                 q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
                 q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
+                q4_0_chain_panel: Some(x86_64::avx512::panel_q4_0_q8_0_chain),
                 q4_0_rows: x86_64::avx512::rows_q4_0_q8_0,
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,
@@ -392,12 +444,18 @@ impl Kernels {
     #[inline]
     pub fn dot_ordered(&self, ty: GgmlType, order: SumOrder, row: &[u8], act: &ActRow) -> f32 {
         match (ty, act) {
-            (GgmlType::Q4_0, ActRow::Q8_0(a)) if order == SumOrder::BlockChain => {
+            (GgmlType::Q4_0, ActRow::Q8_0(Q8Row { blocks: a, .. }))
+                if order == SumOrder::BlockChain =>
+            {
                 (self.q4_0_chain)(checked_blocks(row, a.len()), a)
             }
-            (GgmlType::Q4_0, ActRow::Q8_0(a)) => (self.q4_0)(checked_blocks(row, a.len()), a),
+            (GgmlType::Q4_0, ActRow::Q8_0(Q8Row { blocks: a, .. })) => {
+                (self.q4_0)(checked_blocks(row, a.len()), a)
+            }
             (GgmlType::Q4_1, ActRow::Q8_1(a)) => (self.q4_1)(checked_blocks(row, a.len()), a),
-            (GgmlType::Q8_0, ActRow::Q8_0(a)) => (self.q8_0)(checked_blocks(row, a.len()), a),
+            (GgmlType::Q8_0, ActRow::Q8_0(Q8Row { blocks: a, .. })) => {
+                (self.q8_0)(checked_blocks(row, a.len()), a)
+            }
             (GgmlType::F32, ActRow::F32(a)) => {
                 let w = f32_row(row);
                 assert_eq!(w.len(), a.len(), "row length mismatch");
@@ -448,6 +506,8 @@ impl Kernels {
     ) {
         let n_rows = rows.len();
         assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+        let done = self.panels(ty, order, rows, acts, out);
+        let (acts, out) = (&acts[done..], &mut out[done * n_rows..]);
         let whole = acts.len() / TILE_TOKENS * TILE_TOKENS;
         let (tiled, single) = acts.split_at(whole);
         let mut tile = [[0f32; BATCH_TILE_ROWS]; TILE_TOKENS];
@@ -483,6 +543,45 @@ impl Kernels {
                 }
             }
         }
+    }
+
+    /// Runs the panel kernel, where `ty` and `order` have one on this tier, over the first
+    /// whole multiple of [`PANEL_TOKENS`] tokens and every row ([`PANEL_ROWS`] at a time, the
+    /// last rows padded with copies whose outputs are dropped); returns how many tokens it
+    /// computed (0 otherwise).
+    fn panels(
+        &self,
+        ty: GgmlType,
+        order: SumOrder,
+        rows: &[&[u8]],
+        acts: &[ActRow],
+        out: &mut [f32],
+    ) -> usize {
+        let whole = acts.len() / PANEL_TOKENS * PANEL_TOKENS;
+        let Some(panel) = self.q4_0_chain_panel else {
+            return 0;
+        };
+        if (ty, order) != (GgmlType::Q4_0, SumOrder::BlockChain) || whole == 0 {
+            return 0;
+        }
+        let n = acts[0].len() / QK;
+        let n_rows = rows.len();
+        let mut o = [0f32; PANEL_ROWS * MAX_PANEL_TOKENS];
+        for (r0, rc) in (0..).step_by(PANEL_ROWS).zip(rows.chunks(PANEL_ROWS)) {
+            let w = std::array::from_fn(|r| checked_blocks(rc[r.min(rc.len() - 1)], n));
+            let steps = acts[..whole].chunks(MAX_PANEL_TOKENS);
+            for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
+                let a: [&Q8Row; MAX_PANEL_TOKENS] =
+                    std::array::from_fn(|t| q8_0_row(&ac[t.min(ac.len() - 1)], n));
+                let o = &mut o[..ac.len() * PANEL_ROWS];
+                panel(&w, &a[..ac.len()], o);
+                for (t, ot) in o.chunks_exact(PANEL_ROWS).enumerate() {
+                    let at = (t0 + t) * n_rows + r0;
+                    out[at..at + rc.len()].copy_from_slice(&ot[..rc.len()]);
+                }
+            }
+        }
+        whole
     }
 
     /// Runs the single-token kernel for `ty` over `rows` (at most [`TILE_ROWS`]; fewer are
@@ -609,6 +708,13 @@ impl Kernels {
     pub fn att_dot_batch(&self, x: &[u16], y: &[f32]) -> f32 {
         (self.att_gemm)(x, y)
     }
+
+    /// [`Kernels::att_dot_batch`] of four rows (each at least `y.len()` long, the first
+    /// `y.len()` elements used) with one `y`, bit for bit the four single dots.
+    #[inline]
+    pub fn att_dot_batch4(&self, x: [&[u16]; 4], y: &[f32]) -> [f32; 4] {
+        (self.att_gemm4)(x, y)
+    }
 }
 
 fn checked_blocks<B: blocks::Block>(row: &[u8], n_blocks: usize) -> &[B] {
@@ -621,7 +727,15 @@ fn checked_blocks<B: blocks::Block>(row: &[u8], n_blocks: usize) -> &[B] {
 /// [`Kernels::dot_ordered`]).
 fn q8_0_blocks(act: &ActRow, n_blocks: usize) -> &[BlockQ8_0] {
     match act {
-        ActRow::Q8_0(a) if a.len() == n_blocks => a,
+        ActRow::Q8_0(a) if a.blocks.len() == n_blocks => &a.blocks,
+        _ => panic!("activation is not Q8_0 of {n_blocks} blocks"),
+    }
+}
+
+/// The Q8_0 row of an activation of `n_blocks` blocks, as [`q8_0_blocks`].
+fn q8_0_row(act: &ActRow, n_blocks: usize) -> &Q8Row {
+    match act {
+        ActRow::Q8_0(a) if a.blocks.len() == n_blocks => a,
         _ => panic!("activation is not Q8_0 of {n_blocks} blocks"),
     }
 }

@@ -131,4 +131,31 @@ impl KvBuf {
             (KvBuf::F32(b), _) => k.dot_f32(&b[start..start + y.len()], y),
         }
     }
+
+    /// `out[j] = self.dot(k, arith, start_of(j), y, n_pad)` for every j, bit for bit; f16
+    /// batch dots go four rows at a time.
+    pub(crate) fn dots(
+        &self,
+        k: &Kernels,
+        arith: Arith,
+        start_of: impl Fn(usize) -> usize,
+        y: &[f32],
+        n_pad: usize,
+        out: &mut [f32],
+    ) {
+        let mut j = 0;
+        if let (KvBuf::F16(b), Arith::Batch) = (self, arith) {
+            while j + 4 <= out.len() {
+                let rows = std::array::from_fn(|r| {
+                    let s = start_of(j + r);
+                    &b[s..s + y.len()]
+                });
+                out[j..j + 4].copy_from_slice(&k.att_dot_batch4(rows, y));
+                j += 4;
+            }
+        }
+        for (i, o) in out.iter_mut().enumerate().skip(j) {
+            *o = self.dot(k, arith, start_of(i), y, n_pad);
+        }
+    }
 }

@@ -10,10 +10,10 @@
 //! the batch of one. Each output element is the same dot product whatever the batch, so results
 //! are bit-identical between batched and one-at-a-time evaluation.
 //!
-//! Parallelism: every matrix product splits each matrix's output rows into contiguous ranges,
-//! one per thread ([`rows_of_thread`]); a thread reads its rows from the view of its pool group
-//! (its NUMA node's copy or shard, placed by `crate::placement`). Attention splits (token,
-//! head) pairs. A row's value never depends on which thread computed it or which copy it was
+//! Parallelism: every matrix product gives each pool group (one per NUMA node) the contiguous
+//! rows [`rows_of_group`] names, which placement stores on that node; the group's threads claim
+//! them in chunks, so a slower thread takes fewer, and read them from the group's view (its
+//! node's copy or shard). Attention deals out (token, head) pairs. A row's value never depends on which thread computed it or which copy it was
 //! read from, so outputs are identical for any thread count and placement.
 
 use super::config::LlamaConfig;
@@ -22,7 +22,8 @@ use super::kv::{KvBuf, KV_PAD};
 use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, GgmlType, Kernels};
-use crate::pool::{rows_of_group, rows_of_thread, split, Pool};
+use crate::pool::{rows_of_group, split, Pool};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Tokens evaluated together in one batch (weight reuse factor for prefill).
 pub const MAX_BATCH: usize = 32;
@@ -89,11 +90,35 @@ impl State {
     }
 }
 
-/// The batch's input rows quantized once for each activation format a group of matmuls needs.
+/// The batch's input rows quantized once for each activation format a group of matmuls needs,
+/// and the chunk counters its parallel step shares out rows with.
 struct BatchActs {
     f32: Vec<ActRow>,
     q8_0: Vec<ActRow>,
     q8_1: Vec<ActRow>,
+    claims: Vec<Claims>,
+}
+
+/// Most matrices one matmul step computes (q, k and v together).
+const MAX_JOBS: usize = 3;
+
+/// Per pool group, the next unclaimed chunk of each matrix of a step, on its own cache lines
+/// (a group's threads share them; other groups never touch them).
+#[repr(align(128))]
+#[derive(Default)]
+struct Claims([AtomicUsize; MAX_JOBS]);
+
+/// A group's rows are shared out in about this many chunks per thread, claimed one at a time,
+/// so a thread that runs slower (a busier core, a later wake-up) takes fewer of them and no
+/// thread idles long at the step's barrier.
+const CHUNKS_PER_THREAD: usize = 4;
+
+/// Rows per chunk for `rows` rows computed by `threads` threads: whole steps of `step` rows.
+fn chunk_rows(rows: usize, threads: usize, step: usize) -> usize {
+    rows.div_ceil(threads * CHUNKS_PER_THREAD)
+        .div_ceil(step)
+        .max(1)
+        * step
 }
 
 impl BatchActs {
@@ -103,6 +128,7 @@ impl BatchActs {
             f32: mk(GgmlType::F32),
             q8_0: mk(GgmlType::Q8_0),
             q8_1: mk(GgmlType::Q4_1),
+            claims: Vec::new(),
         }
     }
 
@@ -186,6 +212,21 @@ impl Out {
     }
 }
 
+/// Runs `f(b)` for each token `b` of a batch of `n`: split among the pool's threads when there
+/// are several tokens and threads, on the calling thread otherwise (a single token's work is
+/// too small to pay for a parallel step). Each token's arithmetic is the same either way.
+fn per_token(pool: &Pool, n: usize, f: &(dyn Fn(usize) + Sync)) {
+    let nth = pool.threads();
+    if n < 2 || nth < 2 {
+        (0..n).for_each(f);
+        return;
+    }
+    pool.run(&|tid| {
+        let (b0, b1) = split(n, tid, nth);
+        (b0..b1).for_each(f);
+    });
+}
+
 fn add_into(x: &mut [f32], d: &[f32]) {
     for (a, b) in x.iter_mut().zip(d) {
         *a += b;
@@ -242,9 +283,10 @@ impl<'a> Llama<'a> {
     }
 
     /// `outs[i][b] = mats[i] · x[b]` for the `n` rows of `x`, for matrices that share the
-    /// input, in one parallel step. Each thread computes its share of every matrix's rows
-    /// ([`rows_of_thread`], the split placement stored on its node), reading them from its
-    /// group's view; each weight row is applied to all `n` inputs while it is hot.
+    /// input, in one parallel step. Each group computes its rows of every matrix
+    /// ([`rows_of_group`], the split placement stored on its node), its threads claiming them in
+    /// chunks ([`chunk_rows`]) and reading them from the group's view; each weight row is
+    /// applied to all `n` inputs while it is hot.
     fn matmuls<const N: usize>(
         &self,
         pool: &Pool,
@@ -253,34 +295,48 @@ impl<'a> Llama<'a> {
         n: usize,
         jobs: [(&Matrix, &mut [f32]); N],
     ) {
+        const { assert!(N <= MAX_JOBS) };
         let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
         let tensors = jobs.each_ref().map(|(m, _)| &m.file);
         acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
+        acts.claims
+            .resize_with(pool.groups().len(), Claims::default);
+        for c in &acts.claims {
+            c.0.iter().for_each(|a| a.store(0, Ordering::Relaxed));
+        }
         let acts = &*acts;
         let kernels = &self.kernels;
         let nth = pool.threads();
         pool.run(&|tid| {
-            use crate::kernels::TILE_ROWS;
-            // The outputs of one step of TILE_ROWS rows for every token, token-major.
-            let mut step = [0f32; TILE_ROWS * MAX_BATCH];
+            use crate::kernels::PANEL_ROWS as STEP;
+            // The outputs of one step of STEP rows for every token, token-major.
+            let mut step = [0f32; STEP * MAX_BATCH];
             let slot = pool.group_of(tid);
-            for (m, out) in &jobs {
+            let threads = &pool.groups()[slot];
+            for (j, (m, out)) in jobs.iter().enumerate() {
                 let t = m.view(slot);
-                let (lo, hi) = rows_of_thread(t.rows, tid, nth);
+                // The group's rows (stored on its node), claimed chunk by chunk.
+                let (lo, hi) = rows_of_group(t.rows, threads, nth);
+                let chunk = chunk_rows(hi - lo, threads.len(), STEP);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
-                // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
-                // walks them a tile's tokens at a time), so the step's rows stay in L1.
-                for r0 in (lo..hi).step_by(TILE_ROWS) {
-                    let k = TILE_ROWS.min(hi - r0);
-                    let rows: [&[u8]; TILE_ROWS] =
-                        std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
-                    let step = &mut step[..k * n];
-                    kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
-                    for (b, outs_b) in step.chunks_exact(k).enumerate() {
-                        for (j, v) in outs_b.iter().enumerate() {
-                            // SAFETY: rows lo..hi belong to this thread's share alone, so
-                            // element (b, r0 + j) is written by this thread only.
-                            unsafe { out.write(b * t.rows + r0 + j, *v) };
+                loop {
+                    let c0 = lo + chunk * acts.claims[slot].0[j].fetch_add(1, Ordering::Relaxed);
+                    if c0 >= hi {
+                        break;
+                    }
+                    // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
+                    // walks them a tile's tokens at a time), so the step's rows stay in L1.
+                    for r0 in (c0..hi.min(c0 + chunk)).step_by(STEP) {
+                        let k = STEP.min(hi - r0);
+                        let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
+                        let step = &mut step[..k * n];
+                        kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
+                        for (b, outs_b) in step.chunks_exact(k).enumerate() {
+                            for (j, v) in outs_b.iter().enumerate() {
+                                // SAFETY: each chunk of rows is claimed by one thread alone, so
+                                // element (b, r0 + j) is written by this thread only.
+                                unsafe { out.write(b * t.rows + r0 + j, *v) };
+                            }
                         }
                     }
                 }
@@ -355,13 +411,13 @@ impl<'a> Llama<'a> {
         let half = c.n_rot / 2;
 
         for (li, layer) in w.layers.iter().enumerate() {
-            for b in 0..n {
-                ops::rms_norm(
-                    &s.x[b * e..(b + 1) * e],
-                    &layer.attn_norm,
-                    c.rms_eps,
-                    &mut s.xn[b * e..(b + 1) * e],
-                );
+            {
+                let (x, xn) = (&s.x, Out::new(&mut s.xn));
+                per_token(pool, n, &|b| {
+                    // SAFETY: token b's row of xn is written by this call alone.
+                    let xn = unsafe { xn.slice(b * e, (b + 1) * e) };
+                    ops::rms_norm(&x[b * e..(b + 1) * e], &layer.attn_norm, c.rms_eps, xn);
+                });
             }
             self.matmuls(
                 pool,
@@ -374,25 +430,34 @@ impl<'a> Llama<'a> {
                     (&layer.wv, &mut s.vcur),
                 ],
             );
-            for b in 0..n {
-                let rc = &s.rope_cache[b * half..(b + 1) * half];
-                self.rope
-                    .apply(rc, &mut s.q[b * qd..(b + 1) * qd], c.head_dim);
-                self.rope
-                    .apply(rc, &mut s.kcur[b * kvd..(b + 1) * kvd], c.head_dim);
+            {
+                let (rope, rc) = (&self.rope, &s.rope_cache);
+                let (q, k) = (Out::new(&mut s.q), Out::new(&mut s.kcur));
+                per_token(pool, n, &|b| {
+                    let rc = &rc[b * half..(b + 1) * half];
+                    // SAFETY: token b's rows of q and kcur are touched by this call alone.
+                    let (q, k) = unsafe {
+                        (
+                            q.slice(b * qd, (b + 1) * qd),
+                            k.slice(b * kvd, (b + 1) * kvd),
+                        )
+                    };
+                    rope.apply(rc, q, c.head_dim);
+                    rope.apply(rc, k, c.head_dim);
+                });
             }
             self.store_kv(pool, s, li, n);
             self.attention(pool, s, li, n, arith);
             self.matmuls(pool, &mut s.acts, &s.att, n, [(&layer.wo, &mut s.tmp)]);
-            add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
-
-            for b in 0..n {
-                ops::rms_norm(
-                    &s.x[b * e..(b + 1) * e],
-                    &layer.ffn_norm,
-                    c.rms_eps,
-                    &mut s.xn[b * e..(b + 1) * e],
-                );
+            {
+                let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
+                per_token(pool, n, &|b| {
+                    // SAFETY: token b's rows of x and xn are touched by this call alone.
+                    let (x, xn) =
+                        unsafe { (x.slice(b * e, (b + 1) * e), xn.slice(b * e, (b + 1) * e)) };
+                    add_into(x, &tmp[b * e..(b + 1) * e]);
+                    ops::rms_norm(x, &layer.ffn_norm, c.rms_eps, xn);
+                });
             }
             self.matmuls(
                 pool,
@@ -401,12 +466,13 @@ impl<'a> Llama<'a> {
                 n,
                 [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
             );
-            for b in 0..n {
-                let (g, u) = (
-                    &mut s.gate[b * ff..(b + 1) * ff],
-                    &s.up[b * ff..(b + 1) * ff],
-                );
-                self.kernels.swiglu(g, u);
+            {
+                let (up, gate, kernels) = (&s.up, Out::new(&mut s.gate), &self.kernels);
+                per_token(pool, n, &|b| {
+                    // SAFETY: token b's row of gate is touched by this call alone.
+                    let g = unsafe { gate.slice(b * ff, (b + 1) * ff) };
+                    kernels.swiglu(g, &up[b * ff..(b + 1) * ff]);
+                });
             }
             self.matmuls(pool, &mut s.acts, &s.gate, n, [(&layer.w_down, &mut s.tmp)]);
             add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
@@ -486,15 +552,17 @@ impl<'a> Llama<'a> {
             let (g0, g1) = self.kv_heads_of_group(pool, grp);
             let threads = &pool.groups()[grp];
             let heads = (g1 - g0) * group;
-            let (i0, i1) = split(n * heads, tid - threads.start, threads.len());
-            if i0 == i1 {
+            // Items dealt round-robin: a later token attends over more keys, so contiguous
+            // shares would leave the first threads idle.
+            let (me, step) = (tid - threads.start, threads.len());
+            if me >= n * heads {
                 return;
             }
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
             let (sc, rest) = mine.split_at_mut(n_ctx);
             let q16 = &mut rest[..hd];
-            for item in i0..i1 {
+            for item in (me..n * heads).step_by(step) {
                 let (b, h) = (item / heads, g0 * group + item % heads);
                 let n_kv = pos0 + b + 1;
                 let g = h / group;
@@ -503,9 +571,7 @@ impl<'a> Llama<'a> {
                     *d = kv_type.round(v);
                 }
                 let sc = &mut sc[..n_kv];
-                for (t, score) in sc.iter_mut().enumerate() {
-                    *score = kc.dot(kernels, kq_arith, (g * n_ctx + t) * hd, q16, hd);
-                }
+                kc.dots(kernels, kq_arith, |t| (g * n_ctx + t) * hd, q16, hd, sc);
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
@@ -513,9 +579,7 @@ impl<'a> Llama<'a> {
                 let at = b * q_dim + h * hd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + hd) };
-                for (d, od) in out.iter_mut().enumerate() {
-                    *od = vc.dot(kernels, arith, (g * hd + d) * n_ctx, sc, kv_pad);
-                }
+                vc.dots(kernels, arith, |d| (g * hd + d) * n_ctx, sc, kv_pad, out);
             }
         });
     }

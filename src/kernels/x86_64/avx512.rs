@@ -23,7 +23,10 @@ use super::avx2::{
     scale_products, spill, TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
+use crate::kernels::{
+    Q8Row, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+    TILE_TOKENS as TT,
+};
 
 /// The offset that makes a Q4_0 nibble signed (`q − 8`).
 const Q4_0_OFFSET: i8 = 8;
@@ -180,6 +183,141 @@ fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
     for (t, o) in out.iter_mut().enumerate() {
         o.copy_from_slice(&acc[t * R..t * R + R]);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Q4_0 block-chain panel: PANEL_ROWS (16) rows × many tokens, for prompts. The
+// block chain keeps one f32 per (row, token), fed one whole-block integer sum per block, so
+// the rows can sit side by side in the lanes of one vector (lane r = row r, as llama.cpp's
+// repacked Q4_0 kernels hold them) and never need a horizontal sum. Each row's sixteen bytes are
+// transposed into four vectors of four-byte groups, split into low and high nibbles (eight
+// vectors: elements 4k..4k+4 of every row in vector k), and each token's block is applied as
+// eight four-byte broadcasts; the activation's block sums and f32 scales come precomputed
+// (`Q8Row`):
+//   isum[r] = −8·Σy + Σ_k dpbusd(nibbles_k[r], y[4k..4k+4])        = Σ (q − 8)·y, exact
+//   acc[t]  = fma((f32) isum, d_w · d_y[t], acc[t])                   one vector per token
+// so each output keeps its single chain dot's float operations, bit for bit.
+// ---------------------------------------------------------------------------------------------
+
+/// The sixteen nibble bytes of eight rows' blocks, transposed into four vectors: vector k
+/// holds bytes 4k..4k+4 of row r in lane r. Rows r and r + 4 share a 256-bit register (low and
+/// high half), then a 4×4 transpose of 32-bit groups within each half.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn transpose_qs(qs: [&[u8; 16]; TILE_ROWS]) -> [__m256i; 4] {
+    // SAFETY: every qs is exactly 16 readable bytes; the loads are unaligned.
+    let v: [__m256i; 4] = std::array::from_fn(|r| unsafe {
+        _mm256_loadu2_m128i(qs[r + 4].as_ptr().cast(), qs[r].as_ptr().cast())
+    });
+    let (t0, t1) = (
+        _mm256_unpacklo_epi32(v[0], v[1]),
+        _mm256_unpackhi_epi32(v[0], v[1]),
+    );
+    let (t2, t3) = (
+        _mm256_unpacklo_epi32(v[2], v[3]),
+        _mm256_unpackhi_epi32(v[2], v[3]),
+    );
+    [
+        _mm256_unpacklo_epi64(t0, t2),
+        _mm256_unpackhi_epi64(t0, t2),
+        _mm256_unpacklo_epi64(t1, t3),
+        _mm256_unpackhi_epi64(t1, t3),
+    ]
+}
+
+/// Four bytes of `y` from byte `at`, as one i32 for a broadcast.
+#[inline(always)]
+fn group(y: &[i8; 32], at: usize) -> i32 {
+    i32::from_le_bytes([
+        y[at] as u8,
+        y[at + 1] as u8,
+        y[at + 2] as u8,
+        y[at + 3] as u8,
+    ])
+}
+
+/// The Q4_0 block-chain panel (see above) over [`PANEL_ROWS`] (16) rows in 512-bit vectors,
+/// rows 0..8 in the low half and rows 8..16 in the high half, so one `vpdpbusd` forms
+/// four-sums for sixteen rows. Blocks outer, tokens inner: each block of the sixteen rows is
+/// unpacked once for every token (up to [`MAX_PANEL_TOKENS`], in groups of [`PANEL_TOKENS`]
+/// whose sums run as independent chains), the tokens' accumulators kept in memory.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[&Q8Row], out: &mut [f32]) {
+    const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
+    const GROUPS: usize = MAX_PANEL_TOKENS / PANEL_TOKENS;
+    let groups = a.len() / PANEL_TOKENS;
+    assert!(a.len() == groups * PANEL_TOKENS && groups <= GROUPS && groups > 0);
+    assert_eq!(
+        out.len(),
+        a.len() * PANEL_ROWS,
+        "panel output size mismatch"
+    );
+    let n = a[0].blocks.len();
+    let w = exact(w, n);
+    let (lo_rows, hi_rows): (&[&[BlockQ4_0]; 8], &[&[BlockQ4_0]; 8]) = (
+        w[..8].try_into().expect("eight rows"),
+        w[8..].try_into().expect("eight rows"),
+    );
+    // Every token's blocks, sums and scales cut to n (groups past the last repeat the first).
+    let tok = |g: usize, t: usize| a[(g * PANEL_TOKENS + t).min(a.len() - 1)];
+    let qs: [[&[BlockQ8_0]; PANEL_TOKENS]; GROUPS] =
+        std::array::from_fn(|g| std::array::from_fn(|t| &tok(g, t).blocks[..n]));
+    let sums: [[&[i32]; PANEL_TOKENS]; GROUPS] =
+        std::array::from_fn(|g| std::array::from_fn(|t| &tok(g, t).sums[..n]));
+    let dy: [[&[f32]; PANEL_TOKENS]; GROUPS] =
+        std::array::from_fn(|g| std::array::from_fn(|t| &tok(g, t).scales[..n]));
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
+    for i in 0..n {
+        let (xl, xh) = (
+            transpose_qs(lo_rows.map(|w| &w[i].qs)),
+            transpose_qs(hi_rows.map(|w| &w[i].qs)),
+        );
+        let x: [__m512i; 4] =
+            std::array::from_fn(|k| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(xl[k]), xh[k]));
+        let q: [__m512i; 8] = std::array::from_fn(|k| {
+            if k < 4 {
+                _mm512_and_si512(x[k], low)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi16::<4>(x[k - 4]), low)
+            }
+        });
+        let dw = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castpd256_pd512(_mm256_castps_pd(row_scales(lo_rows.map(|w| w[i].d)))),
+            _mm256_castps_pd(row_scales(hi_rows.map(|w| w[i].d))),
+        ));
+        for g in 0..groups {
+            // −8·Σy starts each token's chain: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
+            let mut isum: [__m512i; PANEL_TOKENS] =
+                std::array::from_fn(|t| _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * sums[g][t][i]));
+            // Groups of four bytes outer, tokens inner: the tokens' sums are independent
+            // chains, so each vpdpbusd's latency hides behind the other tokens'.
+            for (k, qk) in q.iter().enumerate() {
+                for (t, s) in isum.iter_mut().enumerate() {
+                    let y = _mm512_set1_epi32(group(&qs[g][t][i].qs, 4 * k));
+                    *s = _mm512_dpbusd_epi32(*s, *qk, y);
+                }
+            }
+            for (t, s) in isum.iter().enumerate() {
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps(dy[g][t][i]));
+                let acc_t = &mut acc[g * PANEL_TOKENS + t];
+                *acc_t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(*s), d, *acc_t);
+            }
+        }
+    }
+    for (o, acc_t) in out.chunks_exact_mut(PANEL_ROWS).zip(&acc) {
+        // SAFETY: o is 16 writable f32s; the store is unaligned.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), *acc_t) };
+    }
+}
+
+pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
+    w: &[&[BlockQ4_0]; PANEL_ROWS],
+    a: &[&Q8Row],
+    out: &mut [f32],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { panel_q4_0_q8_0_chain_impl(w, a, out) }
 }
 
 pub(in crate::kernels) fn tile_q4_0_q8_0(
