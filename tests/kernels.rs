@@ -406,3 +406,34 @@ fn softmax_and_swiglu_tiers_equal_scalar() {
         }
     }
 }
+
+/// The strided many-row attention dot of every tier equals the scalar single dot of each row,
+/// bit for bit, for row counts around its four-row step and lengths around its 16-lane step.
+#[test]
+fn attention_row_dots_equal_scalar_single_dots() {
+    let scalar = Kernels::scalar();
+    let mut all = vec![scalar];
+    all.extend(tiers());
+    for (len, rows) in [(64usize, 9usize), (17, 4), (16, 3), (5, 1), (130, 7)] {
+        let stride = len + 3;
+        let x: Vec<u16> = (0..rows * stride)
+            .map(|i| f32_to_f16(((i * 7919) % 1013) as f32 * 0.013 - 6.5))
+            .collect();
+        let y: Vec<f32> = (0..len)
+            .map(|i| ((i * 104729) % 997) as f32 * 0.002 - 1.0)
+            .collect();
+        for k in &all {
+            let mut out = vec![f32::NAN; rows];
+            k.att_dot_batch_rows(&x, stride, &y, &mut out);
+            for (r, got) in out.iter().enumerate() {
+                let want = scalar.att_dot_batch(&x[r * stride..r * stride + len], &y);
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "tier {} len {len} row {r} of {rows}: {got} != {want}",
+                    k.tier
+                );
+            }
+        }
+    }
+}

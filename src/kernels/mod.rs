@@ -270,6 +270,11 @@ pub const MAX_PANEL_TOKENS: usize = 32;
 /// many rows at a time (it takes any number).
 pub const PANEL_ROWS: usize = 16;
 
+/// Rows × tokens of the wide Q8_0 tile (AVX-512 tier): two outputs per 512-bit vector, 4 × 8
+/// outputs in sixteen accumulators.
+const WIDE_ROWS: usize = 4;
+const WIDE_TOKENS: usize = 8;
+
 const _: () = assert!(TILE_ROWS.is_multiple_of(BATCH_TILE_ROWS));
 const _: () = assert!(PANEL_ROWS.is_multiple_of(TILE_ROWS));
 
@@ -287,6 +292,9 @@ type TileOut = [[f32; BATCH_TILE_ROWS]; TILE_TOKENS];
 /// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and a
 /// whole number of [`PANEL_TOKENS`] groups, at most [`MAX_PANEL_TOKENS`] tokens.
 type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[&Q8Row], &mut [f32]);
+/// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
+type Wide =
+    fn(&[&[BlockQ8_0]; WIDE_ROWS], &[&Q8Row; WIDE_TOKENS], &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
 type Rows<W, A> = fn(&[&[W]; TILE_ROWS], &[A], &mut [f32; TILE_ROWS]);
 
@@ -312,7 +320,7 @@ pub struct Kernels {
     bf16: DotU16,
     att_gemv: AttGemv,
     att_gemm: DotU16,
-    att_gemm4: fn([&[u16]; 4], &[f32]) -> [f32; 4],
+    att_gemm_rows: fn(&[u16], usize, &[f32], &mut [f32]),
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
@@ -320,6 +328,7 @@ pub struct Kernels {
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
     q4_0_chain_panel: Option<Panel>,
+    q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_1_rows: Rows<BlockQ4_1, BlockQ8_1>,
@@ -348,7 +357,11 @@ impl Kernels {
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
             att_gemm: ggml_math::dot_f16_gemm,
-            att_gemm4: |x, y| x.map(|r| ggml_math::dot_f16_gemm(&r[..y.len()], y)),
+            att_gemm_rows: |x, stride, y, out| {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = ggml_math::dot_f16_gemm(&x[r * stride..r * stride + y.len()], y);
+                }
+            },
             softmax: ggml_math::softmax,
             swiglu: ggml_math::swiglu,
             q4_0_tile: scalar::tile_q4_0_q8_0,
@@ -356,6 +369,7 @@ impl Kernels {
             q4_1_tile: scalar::tile_q4_1_q8_1,
             q8_0_tile: scalar::tile_q8_0_q8_0,
             q4_0_chain_panel: None,
+            q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
             q4_1_rows: scalar::rows_q4_1_q8_1,
@@ -382,7 +396,7 @@ impl Kernels {
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemm: x86_64::avx2::att_gemm,
-                att_gemm4: x86_64::avx2::att_gemm4,
+                att_gemm_rows: x86_64::avx2::att_gemm_rows,
                 softmax: x86_64::avx2::softmax,
                 swiglu: x86_64::avx2::swiglu,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
@@ -405,6 +419,7 @@ impl Kernels {
                 q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
                 q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
                 q4_0_chain_panel: Some(x86_64::avx512::panel_q4_0_q8_0_chain),
+                q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 q4_0_rows: x86_64::avx512::rows_q4_0_q8_0,
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,
@@ -557,6 +572,9 @@ impl Kernels {
         acts: &[ActRow],
         out: &mut [f32],
     ) -> usize {
+        if let (Some(wide), GgmlType::Q8_0, SumOrder::Lanes) = (self.q8_0_wide, ty, order) {
+            return wide_tiles(wide, rows, acts, out);
+        }
         let whole = acts.len() / PANEL_TOKENS * PANEL_TOKENS;
         let Some(panel) = self.q4_0_chain_panel else {
             return 0;
@@ -709,12 +727,42 @@ impl Kernels {
         (self.att_gemm)(x, y)
     }
 
-    /// [`Kernels::att_dot_batch`] of four rows (each at least `y.len()` long, the first
-    /// `y.len()` elements used) with one `y`, bit for bit the four single dots.
+    /// `out[r] = att_dot_batch(&x[r * stride..][..y.len()], y)` for every r, bit for bit.
+    ///
+    /// # Panics
+    /// If a row runs past the end of `x`.
     #[inline]
-    pub fn att_dot_batch4(&self, x: [&[u16]; 4], y: &[f32]) -> [f32; 4] {
-        (self.att_gemm4)(x, y)
+    pub fn att_dot_batch_rows(&self, x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
+        (self.att_gemm_rows)(x, stride, y, out)
     }
+}
+
+/// `wide` over every row ([`WIDE_ROWS`] at a time, the last padded with copies whose outputs
+/// are dropped) and the first whole multiple of [`WIDE_TOKENS`] tokens, laid out as
+/// [`Kernels::dot_tile`] does; returns how many tokens it computed.
+fn wide_tiles(wide: Wide, rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) -> usize {
+    let whole = acts.len() / WIDE_TOKENS * WIDE_TOKENS;
+    if whole == 0 {
+        return 0;
+    }
+    let n = acts[0].len() / QK;
+    let n_rows = rows.len();
+    let mut o = [[0f32; WIDE_ROWS]; WIDE_TOKENS];
+    for (t0, ac) in (0..)
+        .step_by(WIDE_TOKENS)
+        .zip(acts[..whole].chunks_exact(WIDE_TOKENS))
+    {
+        let a = std::array::from_fn(|t| q8_0_row(&ac[t], n));
+        for (r0, rc) in (0..).step_by(WIDE_ROWS).zip(rows.chunks(WIDE_ROWS)) {
+            let w = std::array::from_fn(|r| checked_blocks(rc[r.min(rc.len() - 1)], n));
+            wide(&w, &a, &mut o);
+            for (t, ot) in o.iter().enumerate() {
+                let at = (t0 + t) * n_rows + r0;
+                out[at..at + rc.len()].copy_from_slice(&ot[..rc.len()]);
+            }
+        }
+    }
+    whole
 }
 
 fn checked_blocks<B: blocks::Block>(row: &[u8], n_blocks: usize) -> &[B] {

@@ -132,30 +132,23 @@ impl KvBuf {
         }
     }
 
-    /// `out[j] = self.dot(k, arith, start_of(j), y, n_pad)` for every j, bit for bit; f16
-    /// batch dots go four rows at a time.
+    /// `out[j] = self.dot(k, arith, start + j * stride, y, n_pad)` for every j, bit for bit;
+    /// f16 batch dots go through one call for all the rows.
     pub(crate) fn dots(
         &self,
         k: &Kernels,
         arith: Arith,
-        start_of: impl Fn(usize) -> usize,
+        (start, stride): (usize, usize),
         y: &[f32],
         n_pad: usize,
         out: &mut [f32],
     ) {
-        let mut j = 0;
         if let (KvBuf::F16(b), Arith::Batch) = (self, arith) {
-            while j + 4 <= out.len() {
-                let rows = std::array::from_fn(|r| {
-                    let s = start_of(j + r);
-                    &b[s..s + y.len()]
-                });
-                out[j..j + 4].copy_from_slice(&k.att_dot_batch4(rows, y));
-                j += 4;
-            }
+            k.att_dot_batch_rows(&b[start..], stride, y, out);
+            return;
         }
-        for (i, o) in out.iter_mut().enumerate().skip(j) {
-            *o = self.dot(k, arith, start_of(i), y, n_pad);
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = self.dot(k, arith, start + j * stride, y, n_pad);
         }
     }
 }

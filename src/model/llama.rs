@@ -571,7 +571,7 @@ impl<'a> Llama<'a> {
                     *d = kv_type.round(v);
                 }
                 let sc = &mut sc[..n_kv];
-                kc.dots(kernels, kq_arith, |t| (g * n_ctx + t) * hd, q16, hd, sc);
+                kc.dots(kernels, kq_arith, (g * n_ctx * hd, hd), q16, hd, sc);
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
@@ -579,7 +579,7 @@ impl<'a> Llama<'a> {
                 let at = b * q_dim + h * hd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + hd) };
-                vc.dots(kernels, arith, |d| (g * hd + d) * n_ctx, sc, kv_pad, out);
+                vc.dots(kernels, arith, (g * hd * n_ctx, n_ctx), sc, kv_pad, out);
             }
         });
     }

@@ -248,42 +248,53 @@ fn att_gemm_impl(x: &[u16], y: &[f32]) -> f32 {
     reduce16(lo, hi)
 }
 
-/// [`att_gemm_impl`] for four rows against one `y`, side by side: each row keeps its own two
-/// accumulators and operations (so each result is bit-identical to its single dot), the eight
-/// chains hide each other's latency, and `y` is loaded once for the four.
+/// [`att_gemm_impl`] of `out.len()` rows of `x`, row r at `x[r * stride..]`, against one `y`:
+/// four rows at a time side by side, each keeping its own two accumulators and operations (so
+/// each result is bit-identical to its single dot), the eight chains hiding each other's
+/// latency and `y` loaded once for the four.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn att_gemm4_impl(x: [&[u16]; 4], y: &[f32]) -> [f32; 4] {
+fn att_gemm_rows_impl(x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
     let n = y.len();
-    let x = x.map(|r| &r[..n]);
     let full = n / 16 * 16;
-    let mut lo = [_mm256_setzero_ps(); 4];
-    let mut hi = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i < full {
-        let (y0, y1) = (load_f32x8(y, i), load_f32x8(y, i + 8));
-        for j in 0..4 {
-            lo[j] = _mm256_fmadd_ps(load_f16x8(x[j], i), y0, lo[j]);
-            hi[j] = _mm256_fmadd_ps(load_f16x8(x[j], i + 8), y1, hi[j]);
+    let row = |r: usize| &x[r * stride..r * stride + n];
+    let done = out.len() / 4 * 4;
+    let mut quads = out.chunks_exact_mut(4);
+    for (q, o) in (0..).step_by(4).zip(&mut quads) {
+        let x: [&[u16]; 4] = std::array::from_fn(|j| row(q + j));
+        let mut lo = [_mm256_setzero_ps(); 4];
+        let mut hi = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i < full {
+            let (y0, y1) = (load_f32x8(y, i), load_f32x8(y, i + 8));
+            for j in 0..4 {
+                lo[j] = _mm256_fmadd_ps(load_f16x8(x[j], i), y0, lo[j]);
+                hi[j] = _mm256_fmadd_ps(load_f16x8(x[j], i + 8), y1, hi[j]);
+            }
+            i += 16;
         }
-        i += 16;
-    }
-    if i < n {
-        let mut ys = [0f32; 16];
-        ys[..n - i].copy_from_slice(&y[i..n]);
-        let (y0, y1) = (load_f32x8(&ys, 0), load_f32x8(&ys, 8));
+        if i < n {
+            let mut ys = [0f32; 16];
+            ys[..n - i].copy_from_slice(&y[i..n]);
+            let (y0, y1) = (load_f32x8(&ys, 0), load_f32x8(&ys, 8));
+            for j in 0..4 {
+                let mut xs = [0u16; 16];
+                xs[..n - i].copy_from_slice(&x[j][i..n]);
+                lo[j] = _mm256_fmadd_ps(load_f16x8(&xs, 0), y0, lo[j]);
+                hi[j] = _mm256_fmadd_ps(load_f16x8(&xs, 8), y1, hi[j]);
+            }
+        }
         for j in 0..4 {
-            let mut xs = [0u16; 16];
-            xs[..n - i].copy_from_slice(&x[j][i..n]);
-            lo[j] = _mm256_fmadd_ps(load_f16x8(&xs, 0), y0, lo[j]);
-            hi[j] = _mm256_fmadd_ps(load_f16x8(&xs, 8), y1, hi[j]);
+            o[j] = reduce16(lo[j], hi[j]);
         }
     }
-    std::array::from_fn(|j| reduce16(lo[j], hi[j]))
+    for (r, o) in (done..).zip(quads.into_remainder()) {
+        *o = att_gemm_impl(row(r), y);
+    }
 }
 
-pub(in crate::kernels) fn att_gemm4(x: [&[u16]; 4], y: &[f32]) -> [f32; 4] {
+pub(in crate::kernels) fn att_gemm_rows(x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { att_gemm4_impl(x, y) }
+    unsafe { att_gemm_rows_impl(x, stride, y, out) }
 }
 
 pub(in crate::kernels) fn att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {

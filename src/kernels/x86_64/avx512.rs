@@ -25,7 +25,7 @@ use super::avx2::{
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
     Q8Row, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
-    TILE_TOKENS as TT,
+    TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
 };
 
 /// The offset that makes a Q4_0 nibble signed (`q − 8`).
@@ -309,6 +309,90 @@ fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[&Q8Row], out:
         // SAFETY: o is 16 writable f32s; the store is unaligned.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), *acc_t) };
     }
+}
+
+/// f16 → f32 of one f16 value per row for four rows (lane r from row r).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn row_scales4(d: [[u8; 2]; WIDE_ROWS]) -> __m128 {
+    let mut h = 0u64;
+    for (k, v) in d.iter().enumerate() {
+        h |= u64::from(u16::from_le_bytes(*v)) << (16 * k);
+    }
+    _mm_cvtph_ps(_mm_cvtsi64_si128(h as i64))
+}
+
+/// The wide Q8_0·Q8_0 tile (lanes order): [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens, each
+/// output's eight lanes as in [`tile_q8_0_q8_0_impl`], two outputs (one row, two tokens) per
+/// 512-bit vector: the row's block in both halves, the two tokens' blocks side by side, so each
+/// `vpdpbusd`, conversion, multiply and fma serves two outputs. The tokens' f32 scales come
+/// precomputed (`Q8Row`). Per block, for token pair p and row r:
+/// ```text
+/// c[p]     = −128 · Σ4 y per lane                  (the u8 offset of the weights taken out)
+/// acc[p][r] = fma((f32) dpbusd(c[p], x[r] + 128, y[p]), d_w[r] · d_y[p], acc[p][r])
+/// ```
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn wide_q8_0_q8_0_impl(
+    w: &[&[BlockQ8_0]; WIDE_ROWS],
+    a: &[&Q8Row; WIDE_TOKENS],
+    out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
+) {
+    const PAIRS: usize = WIDE_TOKENS / 2;
+    let n = a[0].blocks.len();
+    let w = exact(w, n);
+    let ab: [&[BlockQ8_0]; WIDE_TOKENS] = std::array::from_fn(|t| &a[t].blocks[..n]);
+    let ad: [&[f32]; WIDE_TOKENS] = std::array::from_fn(|t| &a[t].scales[..n]);
+    let flip = _mm512_set1_epi8(I8_TO_U8_OFFSET);
+    let zero = _mm512_setzero_si512();
+    let mut acc = [[_mm512_setzero_ps(); WIDE_ROWS]; PAIRS];
+    let mut dw_buf = [0f32; 4];
+    for i in 0..n {
+        // The rows' scales go through memory, so each is broadcast by its load alone.
+        // SAFETY: dw_buf is 4 writable f32s; the store is unaligned.
+        unsafe { _mm_storeu_ps(dw_buf.as_mut_ptr(), row_scales4(w.map(|w| w[i].d))) };
+        let dw = std::hint::black_box(&dw_buf);
+        let x: [__m512i; WIDE_ROWS] = std::array::from_fn(|r| {
+            _mm512_xor_si512(_mm512_broadcast_i64x4(load_qs(&w[r][i].qs)), flip)
+        });
+        for (p, acc_p) in acc.iter_mut().enumerate() {
+            let (t0, t1) = (2 * p, 2 * p + 1);
+            // SAFETY: every ab[t] and ad[t] was cut to exactly n elements above, and i < n.
+            let (b0, b1, d0, d1) = unsafe {
+                (
+                    ab[t0].get_unchecked(i),
+                    ab[t1].get_unchecked(i),
+                    *ad[t0].get_unchecked(i),
+                    *ad[t1].get_unchecked(i),
+                )
+            };
+            let y =
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load_qs(&b0.qs)), load_qs(&b1.qs));
+            let c = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, flip, y));
+            let dy = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
+            for (r, acc_pr) in acc_p.iter_mut().enumerate() {
+                let q = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c, x[r], y));
+                let d = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dy);
+                *acc_pr = _mm512_fmadd_ps(d, q, *acc_pr);
+            }
+        }
+    }
+    for (p, acc_p) in acc.iter().enumerate() {
+        for (r, v) in acc_p.iter().enumerate() {
+            out[2 * p][r] = hsum_float_8(_mm512_castps512_ps256(*v));
+            out[2 * p + 1][r] = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                _mm512_castps_pd(*v),
+            )));
+        }
+    }
+}
+
+pub(in crate::kernels) fn wide_q8_0_q8_0(
+    w: &[&[BlockQ8_0]; WIDE_ROWS],
+    a: &[&Q8Row; WIDE_TOKENS],
+    out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { wide_q8_0_q8_0_impl(w, a, out) }
 }
 
 pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
