@@ -291,10 +291,9 @@ type Tile<W, A> = fn(&[&[W]; BATCH_TILE_ROWS], &[&[A]; TILE_TOKENS], &mut TileOu
 type TileOut = [[f32; BATCH_TILE_ROWS]; TILE_TOKENS];
 /// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and a
 /// whole number of [`PANEL_TOKENS`] groups, at most [`MAX_PANEL_TOKENS`] tokens.
-type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[&Q8Row], &mut [f32]);
+type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[Q8Group], &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
-type Wide =
-    fn(&[&[BlockQ8_0]; WIDE_ROWS], &[&Q8Row; WIDE_TOKENS], &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
+type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
 type Rows<W, A> = fn(&[&[W]; TILE_ROWS], &[A], &mut [f32; TILE_ROWS]);
 
@@ -305,6 +304,31 @@ type Rows<W, A> = fn(&[&[W]; TILE_ROWS], &[A], &mut [f32; TILE_ROWS]);
 pub enum SumOrder {
     Lanes,
     BlockChain,
+}
+
+/// [`PANEL_TOKENS`] tokens' Q8_0 activations cut to one length: what the panel and wide
+/// kernels read. Built once per [`Kernels::dot_tile`] call (plain code, outside the
+/// `#[target_feature]` kernels, where building arrays of slices would not inline).
+#[derive(Clone, Copy)]
+pub(crate) struct Q8Group<'a> {
+    pub blocks: [&'a [BlockQ8_0]; PANEL_TOKENS],
+    pub sums: [&'a [i32]; PANEL_TOKENS],
+    pub scales: [&'a [f32]; PANEL_TOKENS],
+}
+
+impl<'a> Q8Group<'a> {
+    /// The group of `acts` (at least one; past the end the last repeats), each `n` blocks.
+    ///
+    /// # Panics
+    /// If an activation is not Q8_0 of `n` blocks.
+    fn new(acts: &'a [ActRow], n: usize) -> Q8Group<'a> {
+        let row = |t: usize| q8_0_row(&acts[t.min(acts.len() - 1)], n);
+        Q8Group {
+            blocks: std::array::from_fn(|t| &row(t).blocks[..n]),
+            sums: std::array::from_fn(|t| &row(t).sums[..n]),
+            scales: std::array::from_fn(|t| &row(t).scales[..n]),
+        }
+    }
 }
 
 /// The dispatch table: one function pointer per weight type, all from one tier.
@@ -585,14 +609,16 @@ impl Kernels {
         let n = acts[0].len() / QK;
         let n_rows = rows.len();
         let mut o = [0f32; PANEL_ROWS * MAX_PANEL_TOKENS];
-        for (r0, rc) in (0..).step_by(PANEL_ROWS).zip(rows.chunks(PANEL_ROWS)) {
-            let w = std::array::from_fn(|r| checked_blocks(rc[r.min(rc.len() - 1)], n));
-            let steps = acts[..whole].chunks(MAX_PANEL_TOKENS);
-            for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
-                let a: [&Q8Row; MAX_PANEL_TOKENS] =
-                    std::array::from_fn(|t| q8_0_row(&ac[t.min(ac.len() - 1)], n));
-                let o = &mut o[..ac.len() * PANEL_ROWS];
-                panel(&w, &a[..ac.len()], o);
+        let steps = acts[..whole].chunks(MAX_PANEL_TOKENS);
+        for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
+            let groups: [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS] = std::array::from_fn(|g| {
+                Q8Group::new(&ac[(g * PANEL_TOKENS).min(ac.len() - PANEL_TOKENS)..], n)
+            });
+            let groups = &groups[..ac.len() / PANEL_TOKENS];
+            let o = &mut o[..ac.len() * PANEL_ROWS];
+            for (r0, rc) in (0..).step_by(PANEL_ROWS).zip(rows.chunks(PANEL_ROWS)) {
+                let w = std::array::from_fn(|r| checked_blocks(rc[r.min(rc.len() - 1)], n));
+                panel(&w, groups, o);
                 for (t, ot) in o.chunks_exact(PANEL_ROWS).enumerate() {
                     let at = (t0 + t) * n_rows + r0;
                     out[at..at + rc.len()].copy_from_slice(&ot[..rc.len()]);
@@ -752,7 +778,7 @@ fn wide_tiles(wide: Wide, rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) -> u
         .step_by(WIDE_TOKENS)
         .zip(acts[..whole].chunks_exact(WIDE_TOKENS))
     {
-        let a = std::array::from_fn(|t| q8_0_row(&ac[t], n));
+        let a = Q8Group::new(ac, n);
         for (r0, rc) in (0..).step_by(WIDE_ROWS).zip(rows.chunks(WIDE_ROWS)) {
             let w = std::array::from_fn(|r| checked_blocks(rc[r.min(rc.len() - 1)], n));
             wide(&w, &a, &mut o);

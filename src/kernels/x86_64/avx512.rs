@@ -24,7 +24,7 @@ use super::avx2::{
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
-    Q8Row, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+    Q8Group, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
     TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
 };
 
@@ -242,30 +242,27 @@ fn group(y: &[i8; 32], at: usize) -> i32 {
 /// unpacked once for every token (up to [`MAX_PANEL_TOKENS`], in groups of [`PANEL_TOKENS`]
 /// whose sums run as independent chains), the tokens' accumulators kept in memory.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[&Q8Row], out: &mut [f32]) {
+fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], out: &mut [f32]) {
     const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
-    const GROUPS: usize = MAX_PANEL_TOKENS / PANEL_TOKENS;
-    let groups = a.len() / PANEL_TOKENS;
-    assert!(a.len() == groups * PANEL_TOKENS && groups <= GROUPS && groups > 0);
+    let groups = a.len();
+    assert!(groups > 0 && groups * PANEL_TOKENS <= MAX_PANEL_TOKENS);
     assert_eq!(
         out.len(),
-        a.len() * PANEL_ROWS,
+        groups * PANEL_TOKENS * PANEL_ROWS,
         "panel output size mismatch"
     );
-    let n = a[0].blocks.len();
+    let n = a[0].blocks[0].len();
+    let same = |g: &Q8Group| {
+        g.blocks.iter().all(|b| b.len() == n)
+            && g.sums.iter().all(|s| s.len() == n)
+            && g.scales.iter().all(|s| s.len() == n)
+    };
+    assert!(a.iter().all(same), "panel activations of unequal lengths");
     let w = exact(w, n);
     let (lo_rows, hi_rows): (&[&[BlockQ4_0]; 8], &[&[BlockQ4_0]; 8]) = (
         w[..8].try_into().expect("eight rows"),
         w[8..].try_into().expect("eight rows"),
     );
-    // Every token's blocks, sums and scales cut to n (groups past the last repeat the first).
-    let tok = |g: usize, t: usize| a[(g * PANEL_TOKENS + t).min(a.len() - 1)];
-    let qs: [[&[BlockQ8_0]; PANEL_TOKENS]; GROUPS] =
-        std::array::from_fn(|g| std::array::from_fn(|t| &tok(g, t).blocks[..n]));
-    let sums: [[&[i32]; PANEL_TOKENS]; GROUPS] =
-        std::array::from_fn(|g| std::array::from_fn(|t| &tok(g, t).sums[..n]));
-    let dy: [[&[f32]; PANEL_TOKENS]; GROUPS] =
-        std::array::from_fn(|g| std::array::from_fn(|t| &tok(g, t).scales[..n]));
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
     for i in 0..n {
@@ -286,20 +283,27 @@ fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[&Q8Row], out:
             _mm512_castpd256_pd512(_mm256_castps_pd(row_scales(lo_rows.map(|w| w[i].d)))),
             _mm256_castps_pd(row_scales(hi_rows.map(|w| w[i].d))),
         ));
-        for g in 0..groups {
+        for (g, ag) in a.iter().enumerate() {
+            // SAFETY (each get_unchecked below): every slice of every group has exactly n
+            // elements (asserted above), and i < n.
             // −8·Σy starts each token's chain: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
-            let mut isum: [__m512i; PANEL_TOKENS] =
-                std::array::from_fn(|t| _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * sums[g][t][i]));
+            let mut isum: [__m512i; PANEL_TOKENS] = std::array::from_fn(|t| {
+                let s = unsafe { *ag.sums[t].get_unchecked(i) };
+                _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * s)
+            });
+            let y: [&[i8; 32]; PANEL_TOKENS] =
+                std::array::from_fn(|t| unsafe { &ag.blocks[t].get_unchecked(i).qs });
             // Groups of four bytes outer, tokens inner: the tokens' sums are independent
             // chains, so each vpdpbusd's latency hides behind the other tokens'.
             for (k, qk) in q.iter().enumerate() {
                 for (t, s) in isum.iter_mut().enumerate() {
-                    let y = _mm512_set1_epi32(group(&qs[g][t][i].qs, 4 * k));
+                    let y = _mm512_set1_epi32(group(y[t], 4 * k));
                     *s = _mm512_dpbusd_epi32(*s, *qk, y);
                 }
             }
             for (t, s) in isum.iter().enumerate() {
-                let d = _mm512_mul_ps(dw, _mm512_set1_ps(dy[g][t][i]));
+                let dy = unsafe { *ag.scales[t].get_unchecked(i) };
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps(dy));
                 let acc_t = &mut acc[g * PANEL_TOKENS + t];
                 *acc_t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(*s), d, *acc_t);
             }
@@ -334,14 +338,18 @@ fn row_scales4(d: [[u8; 2]; WIDE_ROWS]) -> __m128 {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn wide_q8_0_q8_0_impl(
     w: &[&[BlockQ8_0]; WIDE_ROWS],
-    a: &[&Q8Row; WIDE_TOKENS],
+    a: &Q8Group,
     out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
 ) {
+    const { assert!(WIDE_TOKENS == PANEL_TOKENS) };
     const PAIRS: usize = WIDE_TOKENS / 2;
-    let n = a[0].blocks.len();
+    let n = a.blocks[0].len();
+    assert!(
+        a.blocks.iter().all(|b| b.len() == n) && a.scales.iter().all(|s| s.len() == n),
+        "wide tile activations of unequal lengths"
+    );
     let w = exact(w, n);
-    let ab: [&[BlockQ8_0]; WIDE_TOKENS] = std::array::from_fn(|t| &a[t].blocks[..n]);
-    let ad: [&[f32]; WIDE_TOKENS] = std::array::from_fn(|t| &a[t].scales[..n]);
+    let (ab, ad) = (&a.blocks, &a.scales);
     let flip = _mm512_set1_epi8(I8_TO_U8_OFFSET);
     let zero = _mm512_setzero_si512();
     let mut acc = [[_mm512_setzero_ps(); WIDE_ROWS]; PAIRS];
@@ -356,7 +364,7 @@ fn wide_q8_0_q8_0_impl(
         });
         for (p, acc_p) in acc.iter_mut().enumerate() {
             let (t0, t1) = (2 * p, 2 * p + 1);
-            // SAFETY: every ab[t] and ad[t] was cut to exactly n elements above, and i < n.
+            // SAFETY: every ab[t] and ad[t] has exactly n elements (asserted above), and i < n.
             let (b0, b1, d0, d1) = unsafe {
                 (
                     ab[t0].get_unchecked(i),
@@ -388,7 +396,7 @@ fn wide_q8_0_q8_0_impl(
 
 pub(in crate::kernels) fn wide_q8_0_q8_0(
     w: &[&[BlockQ8_0]; WIDE_ROWS],
-    a: &[&Q8Row; WIDE_TOKENS],
+    a: &Q8Group,
     out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
@@ -397,7 +405,7 @@ pub(in crate::kernels) fn wide_q8_0_q8_0(
 
 pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
-    a: &[&Q8Row],
+    a: &[Q8Group],
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
