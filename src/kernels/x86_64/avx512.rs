@@ -513,7 +513,7 @@ fn spill2(v: [__m256; 2], buf: &mut [f32; 2 * TILE_LANES]) -> &[f32; 2 * TILE_LA
 /// its eight rows side by side, eight short streams at once, which the hardware prefetchers
 /// follow poorly: without help a pass waits on memory at nearly every new cache line (about 5
 /// GB/s from one core where plain streaming reads 12). When the eight rows are consecutive rows
-/// of one matrix (as a matmul hands them), the rows [`PREFETCH_PASSES`] passes ahead start that
+/// of one matrix (as a matmul hands them), the rows [`prefetch_passes`] passes ahead start that
 /// many spans of eight rows further on; requesting their lines while this pass computes keeps
 /// the memory busy. Rows laid out otherwise get no prefetch. A prefetch is a hint that never
 /// faults, so the lines past the end of a matrix cost an idle request at most.
@@ -523,9 +523,17 @@ struct Prefetch {
     per_block: usize,
 }
 
-/// How many passes (of [`TILE_ROWS`] rows) ahead [`Prefetch`] reads. Measured on SmolLM2-sized
-/// rows from DRAM: 1 to 4 all cut a pass's time by about 40%.
-const PREFETCH_PASSES: usize = 2;
+/// About how far ahead, in bytes, [`Prefetch`] reads: whole passes (of [`TILE_ROWS`] rows), at
+/// least one. Measured on SmolLM2-sized rows from DRAM, 1 to 4 passes (2.6 KiB each) all cut a
+/// pass's time by about 40%. On the generated 1B model (passes of 9 and 25 KiB), one core
+/// decoded at 18 t/s with 3 KiB, 22–23 t/s with 6 or 12 KiB (95% of `membw -t 1`), and two
+/// passes ahead regardless of size lost 8% against one.
+const PREFETCH_BYTES: usize = 12 << 10;
+
+/// Passes ahead for passes of `span` bytes (see [`PREFETCH_BYTES`]).
+fn prefetch_passes(span: usize) -> usize {
+    (PREFETCH_BYTES / span.max(1)).clamp(1, 4)
+}
 /// The cache line size [`Prefetch`] steps by.
 const LINE: usize = 64;
 
@@ -538,7 +546,7 @@ impl Prefetch {
             (0..TILE_ROWS).all(|r| w[r].as_ptr().cast::<u8>() == base.wrapping_add(r * row));
         let span = if consecutive { row * TILE_ROWS } else { 0 };
         Prefetch {
-            ahead: base.wrapping_add(span * PREFETCH_PASSES),
+            ahead: base.wrapping_add(span * prefetch_passes(span)),
             span,
             per_block: span.div_ceil(LINE).div_ceil(w[0].len().max(1)),
         }
