@@ -407,13 +407,29 @@ fn softmax_and_swiglu_tiers_equal_scalar() {
     }
 }
 
-/// The strided many-row attention dot of every tier equals the scalar single dot of each row,
-/// bit for bit, for row counts around its four-row step and lengths around its 16-lane step.
+/// The strided many-row attention dot of every tier (on rows widened by the tier) equals the
+/// scalar single f16 dot of each row, bit for bit, for row counts around its four-row step and
+/// lengths around its 16-lane step.
 #[test]
 fn attention_row_dots_equal_scalar_single_dots() {
     let scalar = Kernels::scalar();
     let mut all = vec![scalar];
     all.extend(tiers());
+    let every: Vec<u16> = (0..=u16::MAX).collect();
+    for k in &all {
+        let mut wide = vec![0f32; every.len()];
+        k.widen_f16(&every, &mut wide);
+        let differ = wide
+            .iter()
+            .zip(&every)
+            .filter(|(w, h)| w.to_bits() != f16_to_f32(**h).to_bits())
+            .count();
+        assert_eq!(
+            differ, 0,
+            "tier {} widens {differ} f16 values differently",
+            k.tier
+        );
+    }
     for (len, rows) in [(64usize, 9usize), (17, 4), (16, 3), (5, 1), (130, 7)] {
         let stride = len + 3;
         let x: Vec<u16> = (0..rows * stride)
@@ -423,8 +439,17 @@ fn attention_row_dots_equal_scalar_single_dots() {
             .map(|i| ((i * 104729) % 997) as f32 * 0.002 - 1.0)
             .collect();
         for k in &all {
+            let mut wide = vec![f32::NAN; x.len()];
+            k.widen_f16(&x, &mut wide);
+            assert!(
+                wide.iter()
+                    .zip(&x)
+                    .all(|(w, h)| w.to_bits() == f16_to_f32(*h).to_bits()),
+                "tier {} widens f16 differently",
+                k.tier
+            );
             let mut out = vec![f32::NAN; rows];
-            k.att_dot_batch_rows(&x, stride, &y, &mut out);
+            k.att_dot_batch_rows(&wide, stride, &y, &mut out);
             for (r, got) in out.iter().enumerate() {
                 let want = scalar.att_dot_batch(&x[r * stride..r * stride + len], &y);
                 assert_eq!(

@@ -92,9 +92,20 @@ pub fn dot_f16_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
 /// tinyBLAS's f16 GEMM element (AVX-512): one 16-lane accumulator, a multiply-add per lane per
 /// step of 16, then [`reduce16`]. Requires the (padded) length to be a multiple of 16.
 pub fn dot_f16_gemm(x: &[u16], y: &[f32]) -> f32 {
+    gemm_order(x.iter().map(|&h| f16_to_f32(h)), y)
+}
+
+/// [`dot_f16_gemm`] of values already widened to f32 (the widening is exact, so the results
+/// are the same bits).
+pub fn dot_f32_gemm(x: &[f32], y: &[f32]) -> f32 {
+    gemm_order(x.iter().copied(), y)
+}
+
+#[inline(always)]
+fn gemm_order(x: impl Iterator<Item = f32>, y: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
-    for (i, (a, b)) in x.iter().zip(y).enumerate() {
-        acc[i % 16] = f16_to_f32(*a).mul_add(*b, acc[i % 16]);
+    for (i, (a, b)) in x.zip(y).enumerate() {
+        acc[i % 16] = a.mul_add(*b, acc[i % 16]);
     }
     reduce16(&acc)
 }

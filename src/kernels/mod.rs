@@ -344,7 +344,8 @@ pub struct Kernels {
     bf16: DotU16,
     att_gemv: AttGemv,
     att_gemm: DotU16,
-    att_gemm_rows: fn(&[u16], usize, &[f32], &mut [f32]),
+    att_gemm_rows: fn(&[f32], usize, &[f32], &mut [f32]),
+    widen_f16: fn(&[u16], &mut [f32]),
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
@@ -383,7 +384,13 @@ impl Kernels {
             att_gemm: ggml_math::dot_f16_gemm,
             att_gemm_rows: |x, stride, y, out| {
                 for (r, o) in out.iter_mut().enumerate() {
-                    *o = ggml_math::dot_f16_gemm(&x[r * stride..r * stride + y.len()], y);
+                    *o = ggml_math::dot_f32_gemm(&x[r * stride..r * stride + y.len()], y);
+                }
+            },
+            widen_f16: |src, dst| {
+                assert_eq!(src.len(), dst.len(), "widen_f16 length mismatch");
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = half::f16_to_f32(*s);
                 }
             },
             softmax: ggml_math::softmax,
@@ -421,6 +428,7 @@ impl Kernels {
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemm: x86_64::avx2::att_gemm,
                 att_gemm_rows: x86_64::avx2::att_gemm_rows,
+                widen_f16: x86_64::avx2::widen_f16,
                 softmax: x86_64::avx2::softmax,
                 swiglu: x86_64::avx2::swiglu,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
@@ -753,13 +761,23 @@ impl Kernels {
         (self.att_gemm)(x, y)
     }
 
-    /// `out[r] = att_dot_batch(&x[r * stride..][..y.len()], y)` for every r, bit for bit.
+    /// `out[r] = att_dot_batch(row r, y)` for every r, where row r is `x[r * stride..][..y.len()]`
+    /// holding f16 values already widened to f32 ([`Kernels::widen_f16`]); bit for bit.
     ///
     /// # Panics
     /// If a row runs past the end of `x`.
     #[inline]
-    pub fn att_dot_batch_rows(&self, x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
+    pub fn att_dot_batch_rows(&self, x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
         (self.att_gemm_rows)(x, stride, y, out)
+    }
+
+    /// f16 → f32 of a slice (exact).
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    #[inline]
+    pub fn widen_f16(&self, src: &[u16], dst: &mut [f32]) {
+        (self.widen_f16)(src, dst)
     }
 }
 

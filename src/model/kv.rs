@@ -132,8 +132,7 @@ impl KvBuf {
         }
     }
 
-    /// `out[j] = self.dot(k, arith, start + j * stride, y, n_pad)` for every j, bit for bit;
-    /// f16 batch dots go through one call for all the rows.
+    /// `out[j] = self.dot(k, arith, start + j * stride, y, n_pad)` for every j, bit for bit.
     pub(crate) fn dots(
         &self,
         k: &Kernels,
@@ -143,12 +142,27 @@ impl KvBuf {
         n_pad: usize,
         out: &mut [f32],
     ) {
-        if let (KvBuf::F16(b), Arith::Batch) = (self, arith) {
-            k.att_dot_batch_rows(&b[start..], stride, y, out);
-            return;
-        }
         for (j, o) in out.iter_mut().enumerate() {
             *o = self.dot(k, arith, start + j * stride, y, n_pad);
         }
+    }
+
+    /// Rows `[start + j * stride, start + j * stride + len)` for j in 0..rows, as f32 in `dst`
+    /// (row j at `j * stride`): exact, f16 widened. `None` for an f32 cache (read it directly).
+    pub(crate) fn widen_rows(
+        &self,
+        k: &Kernels,
+        (start, stride): (usize, usize),
+        (rows, len): (usize, usize),
+        dst: &mut [f32],
+    ) -> Option<()> {
+        let KvBuf::F16(b) = self else {
+            return None;
+        };
+        for j in 0..rows {
+            let s = start + j * stride;
+            k.widen_f16(&b[s..s + len], &mut dst[j * stride..j * stride + len]);
+        }
+        Some(())
     }
 }

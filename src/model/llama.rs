@@ -253,7 +253,9 @@ impl<'a> Llama<'a> {
     pub fn new_state(&self, n_ctx: usize, n_threads: usize, kv_type: KvType) -> State {
         let c = &self.config;
         let b = MAX_BATCH;
-        let scratch_stride = n_ctx + c.head_dim;
+        // Per thread: scores (n_ctx), a rounded query (head_dim), and one KV head's keys and
+        // values widened to f32 (n_ctx × head_dim each; only a batch's reach is touched).
+        let scratch_stride = n_ctx + c.head_dim + 2 * n_ctx * c.head_dim;
         State {
             n_ctx,
             pos: 0,
@@ -561,17 +563,38 @@ impl<'a> Llama<'a> {
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
             let (sc, rest) = mine.split_at_mut(n_ctx);
-            let q16 = &mut rest[..hd];
+            let (q16, rest) = rest.split_at_mut(hd);
+            let (kf, vf) = rest.split_at_mut(n_ctx * hd);
+            // A batch widens each KV head's f16 keys and values to f32 once (exact), for all
+            // its (token, head) items, instead of once per dot.
+            let widen = arith == Arith::Batch;
+            let mut widened = None;
+            // Items KV-head-major (so each thread widens each head once), dealt round-robin.
+            let per_kv_head = n * group;
             for item in (me..n * heads).step_by(step) {
-                let (b, h) = (item / heads, g0 * group + item % heads);
+                let g = g0 + item / per_kv_head;
+                let (b, h) = (item % per_kv_head / group, g * group + item % group);
                 let n_kv = pos0 + b + 1;
-                let g = h / group;
+                if widen && widened.map(|(wg, _)| wg) != Some(g) {
+                    let reach = pos0 + n;
+                    let ok = kc
+                        .widen_rows(kernels, (g * n_ctx * hd, hd), (reach, hd), kf)
+                        .and_then(|()| {
+                            vc.widen_rows(kernels, (g * hd * n_ctx, n_ctx), (hd, reach), vf)
+                        });
+                    widened = Some((g, ok.is_some()));
+                }
+                let wide = widened.is_some_and(|(_, ok)| ok);
                 let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
                 for (d, &v) in q16.iter_mut().zip(qrow) {
                     *d = kv_type.round(v);
                 }
                 let sc = &mut sc[..n_kv];
-                kc.dots(kernels, kq_arith, (g * n_ctx * hd, hd), q16, hd, sc);
+                if wide && kq_arith == Arith::Batch {
+                    kernels.att_dot_batch_rows(kf, hd, q16, sc);
+                } else {
+                    kc.dots(kernels, kq_arith, (g * n_ctx * hd, hd), q16, hd, sc);
+                }
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
@@ -579,7 +602,11 @@ impl<'a> Llama<'a> {
                 let at = b * q_dim + h * hd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + hd) };
-                vc.dots(kernels, arith, (g * hd * n_ctx, n_ctx), sc, kv_pad, out);
+                if wide {
+                    kernels.att_dot_batch_rows(vf, n_ctx, sc, out);
+                } else {
+                    vc.dots(kernels, arith, (g * hd * n_ctx, n_ctx), sc, kv_pad, out);
+                }
             }
         });
     }

@@ -248,39 +248,38 @@ fn att_gemm_impl(x: &[u16], y: &[f32]) -> f32 {
     reduce16(lo, hi)
 }
 
-/// [`att_gemm_impl`] of `out.len()` rows of `x`, row r at `x[r * stride..]`, against one `y`:
-/// four rows at a time side by side, each keeping its own two accumulators and operations (so
-/// each result is bit-identical to its single dot), the eight chains hiding each other's
-/// latency and `y` loaded once for the four.
+/// [`att_gemm_impl`] of `out.len()` rows of `x` (f16 values widened to f32 beforehand), row r at
+/// `x[r * stride..]`, against one `y`: four rows at a time side by side, each keeping its own two
+/// accumulators and operations (so each result is bit-identical to its single dot), the eight
+/// chains hiding each other's latency and `y` loaded once for the four.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn att_gemm_rows_impl(x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
+fn att_gemm_rows_impl(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
     let n = y.len();
     let full = n / 16 * 16;
     let row = |r: usize| &x[r * stride..r * stride + n];
     let done = out.len() / 4 * 4;
     let mut quads = out.chunks_exact_mut(4);
     for (q, o) in (0..).step_by(4).zip(&mut quads) {
-        let x: [&[u16]; 4] = std::array::from_fn(|j| row(q + j));
+        let x: [&[f32]; 4] = [row(q), row(q + 1), row(q + 2), row(q + 3)];
         let mut lo = [_mm256_setzero_ps(); 4];
         let mut hi = [_mm256_setzero_ps(); 4];
         let mut i = 0;
         while i < full {
             let (y0, y1) = (load_f32x8(y, i), load_f32x8(y, i + 8));
             for j in 0..4 {
-                lo[j] = _mm256_fmadd_ps(load_f16x8(x[j], i), y0, lo[j]);
-                hi[j] = _mm256_fmadd_ps(load_f16x8(x[j], i + 8), y1, hi[j]);
+                lo[j] = _mm256_fmadd_ps(load_f32x8(x[j], i), y0, lo[j]);
+                hi[j] = _mm256_fmadd_ps(load_f32x8(x[j], i + 8), y1, hi[j]);
             }
             i += 16;
         }
         if i < n {
-            let mut ys = [0f32; 16];
-            ys[..n - i].copy_from_slice(&y[i..n]);
-            let (y0, y1) = (load_f32x8(&ys, 0), load_f32x8(&ys, 8));
+            // The last partial step with zeros past n, as the single dot pads it: masked loads
+            // (a store and a reload of a padded copy would stall on store forwarding).
+            let m = tail_masks(n - i);
+            let (y0, y1) = (load_tail(y, i, m[0]), load_tail(y, i + 8, m[1]));
             for j in 0..4 {
-                let mut xs = [0u16; 16];
-                xs[..n - i].copy_from_slice(&x[j][i..n]);
-                lo[j] = _mm256_fmadd_ps(load_f16x8(&xs, 0), y0, lo[j]);
-                hi[j] = _mm256_fmadd_ps(load_f16x8(&xs, 8), y1, hi[j]);
+                lo[j] = _mm256_fmadd_ps(load_tail(x[j], i, m[0]), y0, lo[j]);
+                hi[j] = _mm256_fmadd_ps(load_tail(x[j], i + 8, m[1]), y1, hi[j]);
             }
         }
         for j in 0..4 {
@@ -288,13 +287,58 @@ fn att_gemm_rows_impl(x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
         }
     }
     for (r, o) in (done..).zip(quads.into_remainder()) {
-        *o = att_gemm_impl(row(r), y);
+        *o = crate::kernels::ggml_math::dot_f32_gemm(row(r), y);
     }
 }
 
-pub(in crate::kernels) fn att_gemm_rows(x: &[u16], stride: usize, y: &[f32], out: &mut [f32]) {
+/// Lane masks for the first `k` (1..16) of sixteen lanes held as two vectors of eight.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn tail_masks(k: usize) -> [__m256i; 2] {
+    let k = _mm256_set1_epi32(k as i32);
+    [
+        _mm256_cmpgt_epi32(k, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        _mm256_cmpgt_epi32(k, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15)),
+    ]
+}
+
+/// The lanes of `x[i..i + 8]` that `mask` selects, zeros elsewhere.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load_tail(x: &[f32], i: usize, mask: __m256i) -> __m256 {
+    // SAFETY: the masks come from `tail_masks(n - i)` with n = x.len() or less, so only lanes
+    // below x.len() are read; masked-off lanes are neither read nor faulted on.
+    unsafe { _mm256_maskload_ps(x.as_ptr().wrapping_add(i), mask) }
+}
+
+pub(in crate::kernels) fn att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { att_gemm_rows_impl(x, stride, y, out) }
+}
+
+/// f16 → f32 of a whole slice, eight values per instruction (exact, as every f16 is an f32).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn widen_f16_impl(src: &[u16], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "widen_f16 length mismatch");
+    let full = src.len() / 8 * 8;
+    for (s, d) in src[..full]
+        .chunks_exact(8)
+        .zip(dst[..full].chunks_exact_mut(8))
+    {
+        // SAFETY: s is 8 readable u16s and d 8 writable f32s; both accesses are unaligned.
+        unsafe {
+            let v = _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().cast()));
+            _mm256_storeu_ps(d.as_mut_ptr(), v);
+        }
+    }
+    for (s, d) in src[full..].iter().zip(&mut dst[full..]) {
+        *d = crate::kernels::half::f16_to_f32(*s);
+    }
+}
+
+pub(in crate::kernels) fn widen_f16(src: &[u16], dst: &mut [f32]) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { widen_f16_impl(src, dst) }
 }
 
 pub(in crate::kernels) fn att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
