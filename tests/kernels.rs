@@ -380,8 +380,14 @@ fn forced_tier_env_is_honoured_or_refused() {
 fn softmax_and_swiglu_tiers_equal_scalar() {
     let scalar = Kernels::scalar();
     for n in [1usize, 15, 16, 17, 64, 257, 1536] {
+        // Ordinary values, with every few an extreme one (exponentials that overflow, that
+        // underflow to subnormals and to zero, and ±0).
+        let extremes = [-200.0, 150.0, -95.0, 89.0, -103.5, 0.0, -0.0, 88.7];
         let x: Vec<f32> = (0..n)
-            .map(|i| ((i * 7919) % 1013) as f32 * 0.031 - 15.0)
+            .map(|i| match i % 7 {
+                3 => extremes[(i / 7) % extremes.len()],
+                _ => ((i * 7919) % 1013) as f32 * 0.031 - 15.0,
+            })
             .collect();
         let up: Vec<f32> = (0..n)
             .map(|i| ((i * 104729) % 997) as f32 * 0.01 - 5.0)

@@ -412,6 +412,123 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     unsafe { panel_q4_0_q8_0_chain_impl(w, a, out) }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Elementwise exponentials in 512-bit vectors: `ggml_math::expf` (ggml's own vectorised
+// exponential, of which that function is a one-lane model) sixteen lanes at a time, with the
+// same operations per lane, so SiLU and softmax give the scalar model's bits.
+// ---------------------------------------------------------------------------------------------
+
+/// Sixteen lanes of the f32 with these bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn splat(bits: u32) -> __m512 {
+    _mm512_set1_ps(f32::from_bits(bits))
+}
+
+/// `ggml_math::expf` of sixteen lanes.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn expf16(x: __m512) -> __m512 {
+    let c = splat;
+    let r = c(0x4b40_0000);
+    let z = _mm512_fmadd_ps(x, c(0x3fb8_aa3b), r);
+    let n = _mm512_sub_ps(z, r);
+    let b = _mm512_fnmadd_ps(n, c(0x3f31_7200), x);
+    let b = _mm512_fnmadd_ps(n, c(0x35bf_be8e), b);
+    let u = _mm512_mul_ps(b, b);
+    let p = _mm512_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17));
+    let q = _mm512_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb));
+    let s = _mm512_fmadd_ps(c(0x3f7f_fff6), b, _mm512_set1_ps(1.0));
+    let j = _mm512_fmadd_ps(_mm512_fmadd_ps(p, u, q), u, s);
+    let near = _mm512_scalef_ps(j, n);
+    // Far out of range: +inf above, 0 at or below zero.
+    let far = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(n), _mm512_set1_ps(192.0));
+    let low = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, _mm512_setzero_ps());
+    let edge = _mm512_mask_blend_ps(low, _mm512_set1_ps(f32::INFINITY), _mm512_setzero_ps());
+    _mm512_mask_blend_ps(far, near, edge)
+}
+
+/// `ggml_math::swiglu` with the SiLU of each whole 16-lane step in vectors.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
+    let n = gate.len().min(up.len());
+    let full = gate.len() / 16 * 16;
+    let whole = full.min(n) / 16 * 16;
+    let one = _mm512_set1_ps(1.0);
+    for (g, u) in gate[..whole]
+        .chunks_exact_mut(16)
+        .zip(up[..whole].chunks_exact(16))
+    {
+        // SAFETY: g and u are 16 f32s each; unaligned loads and store.
+        unsafe {
+            let x = _mm512_loadu_ps(g.as_ptr());
+            let e = expf16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+            let silu = _mm512_div_ps(x, _mm512_add_ps(one, e));
+            _mm512_storeu_ps(
+                g.as_mut_ptr(),
+                _mm512_mul_ps(silu, _mm512_loadu_ps(u.as_ptr())),
+            );
+        }
+    }
+    for (i, (g, &u)) in (whole..).zip(gate[whole..n].iter_mut().zip(&up[whole..n])) {
+        use crate::kernels::ggml_math::{silu, silu_tail};
+        *g = if i < full { silu(*g) } else { silu_tail(*g) } * u;
+    }
+}
+
+/// `ggml_math::softmax` with the exponentials of each 16-lane block in one vector and the
+/// block's sum reduced in `reduce16`'s order.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn softmax_impl(x: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    let m = _mm512_set1_ps(max);
+    let mut sum = 0f64;
+    for block in x.chunks_mut(16) {
+        let k = block.len();
+        let mask: __mmask16 = if k == 16 { !0 } else { (1u16 << k) - 1 };
+        // SAFETY: the mask selects exactly the block's k lanes, so only they are read and
+        // written; the rest of the vector is zero (as the scalar model's padded lanes).
+        let e = unsafe {
+            let v = _mm512_maskz_loadu_ps(mask, block.as_ptr());
+            let e = _mm512_maskz_mov_ps(mask, expf16(_mm512_sub_ps(v, m)));
+            _mm512_mask_storeu_ps(block.as_mut_ptr(), mask, e);
+            e
+        };
+        sum += reduce16x(e) as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// `ggml_math::reduce16` of one vector: halves, quarters, then pairs.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn reduce16x(a: __m512) -> f32 {
+    let t = _mm256_add_ps(
+        _mm512_castps512_ps256(a),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))),
+    );
+    let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
+    let v = _mm_add_ps(u, _mm_movehl_ps(u, u)); // (u0+u2, u1+u3)
+    _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+}
+
+pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { swiglu_impl(gate, up) }
+}
+
+pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { softmax_impl(x, scale) }
+}
+
 pub(in crate::kernels) fn tile_q4_0_q8_0(
     w: &[&[BlockQ4_0]; TR],
     a: &[&[BlockQ8_0]; TT],
