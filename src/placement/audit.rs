@@ -227,7 +227,10 @@ pub fn audit(p: &Placement, w: &LlamaWeights, file: &ModelFile) -> Audit {
             });
         }
     }
-    // Per thread: the bytes of every matrix it streams per token.
+    // Per thread: an even share (`rows_of_thread`) of its group's rows of every matrix, streamed
+    // per token. Threads claim their group's rows in chunks at run time, so a thread's exact
+    // rows vary from step to step; a group's total, and so every locality figure summed over a
+    // group, is exact.
     let nth = p.plan.threads;
     let mut threads = Vec::with_capacity(nth);
     for (slot_i, slot) in p.plan.slots.iter().enumerate() {

@@ -1,8 +1,10 @@
-//! AVX-512 tier (F, BW, VL and VNNI on 256-bit vectors): the tiled matmul kernels (batch tiles
-//! and single-token passes), whose four-product integer sums `vpdpbusd` forms in one instruction
-//! (AVX2 needs `maddubs` + `madd`), with sixteen more vector registers. The single dots and the
-//! other kernels are the AVX2 tier's: this tier only exists on CPUs that also have AVX2, FMA and
-//! F16C.
+//! AVX-512 tier (F, BW, VL and VNNI): the tiled matmul kernels (batch tiles and single-token
+//! passes, on 256-bit vectors), whose four-product integer sums `vpdpbusd` forms in one
+//! instruction (AVX2 needs `maddubs` + `madd`), with sixteen more vector registers; the prompt
+//! kernels on 512-bit vectors (the Q4_0 block-chain panel, sixteen rows in the lanes; the wide
+//! Q8_0 tile, two outputs per vector); and SiLU and softmax sixteen lanes at a time. The
+//! single dots and the other kernels are the AVX2 tier's: this tier only exists on CPUs that
+//! also have AVX2, FMA and F16C.
 //!
 //! Same float operations as the scalar oracle (see `scalar.rs`), so results are bit-identical
 //! to it. The integer sums are exact: `vpdpbusd` multiplies u8 by i8 and adds without
