@@ -278,13 +278,6 @@ const WIDE_TOKENS: usize = 8;
 const _: () = assert!(TILE_ROWS.is_multiple_of(BATCH_TILE_ROWS));
 const _: () = assert!(PANEL_ROWS.is_multiple_of(TILE_ROWS));
 
-/// The tile a tiled kernel computes in one pass: `rows` weight rows × `tokens` activations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TileShape {
-    pub rows: usize,
-    pub tokens: usize,
-}
-
 /// A tiled kernel: `out[t][r] = dot(w[r], a[t])`, every row and activation of one length.
 type Tile<W, A> = fn(&[&[W]; BATCH_TILE_ROWS], &[&[A]; TILE_TOKENS], &mut TileOut);
 /// A tile's outputs, token-major.
@@ -527,21 +520,13 @@ impl Kernels {
         }
     }
 
-    /// The shape [`Kernels::dot_tile`] works in: callers that hand it `rows` rows at a time
-    /// (and batches of a multiple of `tokens` activations) avoid its single-dot fallback.
-    #[inline]
-    pub fn tile_shape(&self) -> TileShape {
-        TileShape {
-            rows: TILE_ROWS,
-            tokens: TILE_TOKENS,
-        }
-    }
-
     /// `out[t * rows.len() + r] = self.dot_ordered(ty, order, rows[r], &acts[t])` for every
-    /// row and activation, bit for bit. For Q4_0, Q4_1 and Q8_0 weights, whole multi-token
-    /// tiles ([`BATCH_TILE_ROWS`] × [`TILE_TOKENS`]) go through the tiled kernels and the
-    /// tokens left over, one at a time, through the single-token kernels ([`TILE_ROWS`] rows
-    /// per pass); edge rows of a multi-token tile and the float types use the single dot.
+    /// row and activation, bit for bit. Where the tier has them, whole groups of tokens go
+    /// through the panel (Q4_0, block chain) or wide (Q8_0) kernels first. Then, for Q4_0, Q4_1
+    /// and Q8_0 weights, whole multi-token tiles ([`BATCH_TILE_ROWS`] × [`TILE_TOKENS`]) go
+    /// through the tiled kernels and the tokens left over, one at a time, through the
+    /// single-token kernels ([`TILE_ROWS`] rows per pass); edge rows of a multi-token tile and
+    /// the float types use the single dot.
     ///
     /// # Panics
     /// If `out.len() != rows.len() * acts.len()`, or as [`Kernels::dot_ordered`] does.

@@ -147,22 +147,24 @@ impl KvBuf {
         }
     }
 
-    /// Rows `[start + j * stride, start + j * stride + len)` for j in 0..rows, as f32 in `dst`
-    /// (row j at `j * stride`): exact, f16 widened. `None` for an f32 cache (read it directly).
+    /// Rows `[start + j * stride, start + j * stride + len)` for j in 0..rows of an f16 cache,
+    /// widened (exactly) to f32 into `dst`, row j at `j * stride`.
+    ///
+    /// # Panics
+    /// On an f32 cache (read it directly): a caller bug.
     pub(crate) fn widen_rows(
         &self,
         k: &Kernels,
         (start, stride): (usize, usize),
         (rows, len): (usize, usize),
         dst: &mut [f32],
-    ) -> Option<()> {
+    ) {
         let KvBuf::F16(b) = self else {
-            return None;
+            panic!("widen_rows on an f32 KV cache");
         };
         for j in 0..rows {
             let s = start + j * stride;
             k.widen_f16(&b[s..s + len], &mut dst[j * stride..j * stride + len]);
         }
-        Some(())
     }
 }

@@ -568,7 +568,7 @@ impl<'a> Llama<'a> {
             let (kf, vf) = rest.split_at_mut(n_ctx * hd);
             // A batch widens each KV head's f16 keys and values to f32 once (exact), for all
             // its (token, head) items, instead of once per dot.
-            let widen = arith == Arith::Batch;
+            let wide = arith == Arith::Batch && kv_type == KvType::F16;
             let mut widened = None;
             // Items KV-head-major (so each thread widens each head once), dealt round-robin.
             let per_kv_head = n * group;
@@ -576,16 +576,12 @@ impl<'a> Llama<'a> {
                 let g = g0 + item / per_kv_head;
                 let (b, h) = (item % per_kv_head / group, g * group + item % group);
                 let n_kv = pos0 + b + 1;
-                if widen && widened.map(|(wg, _)| wg) != Some(g) {
+                if wide && widened != Some(g) {
                     let reach = pos0 + n;
-                    let ok = kc
-                        .widen_rows(kernels, (g * n_ctx * hd, hd), (reach, hd), kf)
-                        .and_then(|()| {
-                            vc.widen_rows(kernels, (g * hd * n_ctx, n_ctx), (hd, reach), vf)
-                        });
-                    widened = Some((g, ok.is_some()));
+                    kc.widen_rows(kernels, (g * n_ctx * hd, hd), (reach, hd), kf);
+                    vc.widen_rows(kernels, (g * hd * n_ctx, n_ctx), (hd, reach), vf);
+                    widened = Some(g);
                 }
-                let wide = widened.is_some_and(|(_, ok)| ok);
                 let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
                 for (d, &v) in q16.iter_mut().zip(qrow) {
                     *d = kv_type.round(v);

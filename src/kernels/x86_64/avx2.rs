@@ -184,7 +184,7 @@ fn load_f32x8(y: &[f32], i: usize) -> __m256 {
 /// GCC's `_mm512_reduce_add_ps` order over a 16-lane value held as (lo, hi) halves.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn reduce16(lo: __m256, hi: __m256) -> f32 {
+pub(super) fn reduce16(lo: __m256, hi: __m256) -> f32 {
     let t = _mm256_add_ps(lo, hi);
     let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
     let v = _mm_add_ps(u, _mm_movehl_ps(u, u)); // (u0+u2, u1+u3)
@@ -249,18 +249,18 @@ fn att_gemm_impl(x: &[u16], y: &[f32]) -> f32 {
 }
 
 /// [`att_gemm_impl`] of `out.len()` rows of `x` (f16 values widened to f32 beforehand), row r at
-/// `x[r * stride..]`, against one `y`: four rows at a time side by side, each keeping its own two
+/// `x[r * stride..]`, against one `y`: four rows at a time side by side (a last partial group
+/// repeats its last row and drops the copies' results), each row keeping its own two
 /// accumulators and operations (so each result is bit-identical to its single dot), the eight
 /// chains hiding each other's latency and `y` loaded once for the four.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn att_gemm_rows_impl(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
     let n = y.len();
     let full = n / 16 * 16;
+    let rows = out.len();
     let row = |r: usize| &x[r * stride..r * stride + n];
-    let done = out.len() / 4 * 4;
-    let mut quads = out.chunks_exact_mut(4);
-    for (q, o) in (0..).step_by(4).zip(&mut quads) {
-        let x: [&[f32]; 4] = [row(q), row(q + 1), row(q + 2), row(q + 3)];
+    for (q, o) in (0..).step_by(4).zip(out.chunks_mut(4)) {
+        let x: [&[f32]; 4] = [0, 1, 2, 3].map(|j| row((q + j).min(rows - 1)));
         let mut lo = [_mm256_setzero_ps(); 4];
         let mut hi = [_mm256_setzero_ps(); 4];
         let mut i = 0;
@@ -282,12 +282,9 @@ fn att_gemm_rows_impl(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
                 hi[j] = _mm256_fmadd_ps(load_tail(x[j], i + 8, m[1]), y1, hi[j]);
             }
         }
-        for j in 0..4 {
-            o[j] = reduce16(lo[j], hi[j]);
+        for (j, v) in o.iter_mut().enumerate() {
+            *v = reduce16(lo[j], hi[j]);
         }
-    }
-    for (r, o) in (done..).zip(quads.into_remainder()) {
-        *o = crate::kernels::ggml_math::dot_f32_gemm(row(r), y);
     }
 }
 

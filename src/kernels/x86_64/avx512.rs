@@ -21,8 +21,8 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{
-    bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, scale8,
-    scale_products, spill, TILE_LANES,
+    bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, reduce16,
+    scale8, scale_products, spill, TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
@@ -508,17 +508,14 @@ fn softmax_impl(x: &mut [f32], scale: f32) {
     }
 }
 
-/// `ggml_math::reduce16` of one vector: halves, quarters, then pairs.
+/// `ggml_math::reduce16` of one vector (`avx2::reduce16` of its halves).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn reduce16x(a: __m512) -> f32 {
-    let t = _mm256_add_ps(
+    reduce16(
         _mm512_castps512_ps256(a),
         _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))),
-    );
-    let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
-    let v = _mm_add_ps(u, _mm_movehl_ps(u, u)); // (u0+u2, u1+u3)
-    _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
+    )
 }
 
 pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
