@@ -1,8 +1,9 @@
 //! Every kernel tier against the scalar oracle (bit-exact, since tiers share the operation
 //! order), and the oracle against an f64 reference on dequantized values (within a tolerance
 //! scaled by Σ|x·y|). A tier this CPU lacks is skipped with a printed reason. Tiled kernels
-//! ([`Kernels::dot_tile`]) of every tier, the scalar one included, are held to the scalar single
-//! dot of each of their outputs, for whole tiles and for every edge tile.
+//! ([`Kernels::dot_tile`]) and the matrix-vector runs ([`Kernels::gemv`]) of every tier, the
+//! scalar one included, are held to the scalar single dot of each of their outputs, for whole
+//! tiles and for every edge tile.
 
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
@@ -158,7 +159,8 @@ const TILE_TYPES: [GgmlType; 6] = [
 ];
 
 /// Every tier's `dot_tile` (the scalar tier's too) over the first `n_rows` × `n_tokens` of
-/// `r`, element by element against the scalar single dot, bit for bit, in both orders.
+/// `r`, and its `gemv` over the rows with the first token, element by element against the
+/// scalar single dot, bit for bit, in both orders.
 fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
     let scalar = Kernels::scalar();
     let mut all = vec![scalar];
@@ -176,6 +178,21 @@ fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
             .collect();
         for order in [SumOrder::Lanes, SumOrder::BlockChain] {
             for k in &all {
+                // Decode's matrix-vector path over the rows laid back to back, first token.
+                let mut one = vec![f32::NAN; n_rows];
+                k.gemv(ty, order, &weights.concat(), &acts[0], &mut one);
+                for (i, (got, row)) in one.iter().zip(&rows).enumerate() {
+                    let want = scalar.dot_ordered(ty, order, row, &acts[0]);
+                    if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+                        eprintln!(
+                            "{} {order:?} tier {} gemv of {n_rows} rows, row {i}: {got} != \
+                             scalar {want}",
+                            ty.name(),
+                            k.tier
+                        );
+                        return false;
+                    }
+                }
                 let mut out = vec![f32::NAN; n_rows * n_tokens];
                 k.dot_tile(ty, order, &rows, &acts, &mut out);
                 for (t, a) in acts.iter().enumerate() {

@@ -520,6 +520,57 @@ impl Kernels {
         }
     }
 
+    /// `out[r] = self.dot_ordered(ty, order, row r, act)` for `out.len()` consecutive rows
+    /// stored back to back in `rows` (a matrix-vector product over a run of rows), bit for
+    /// bit. Decode's path: Q4_0, Q4_1 and Q8_0 rows go [`TILE_ROWS`] at a time through the
+    /// single-token kernels, straight from the bytes (the last group padded with copies of the
+    /// last row, whose outputs are dropped), so a run costs one call rather than one per row
+    /// group; the float types use the single dot.
+    ///
+    /// # Panics
+    /// If `rows.len()` is not `out.len()` rows of `act`'s length, or as
+    /// [`Kernels::dot_ordered`] does.
+    pub fn gemv(&self, ty: GgmlType, order: SumOrder, rows: &[u8], act: &ActRow, out: &mut [f32]) {
+        let k = out.len();
+        if k == 0 {
+            assert!(rows.is_empty(), "weight bytes for no rows");
+            return;
+        }
+        assert_eq!(rows.len() % k, 0, "weight rows of unequal length");
+        let n = act.len() / QK;
+        match (ty, order) {
+            (GgmlType::Q4_0, SumOrder::Lanes) if n > 0 => rows_run(
+                self.q4_0_rows,
+                checked_blocks(rows, n * k),
+                q8_0_blocks(act, n),
+                out,
+            ),
+            (GgmlType::Q4_0, SumOrder::BlockChain) if n > 0 => rows_run(
+                self.q4_0_chain_rows,
+                checked_blocks(rows, n * k),
+                q8_0_blocks(act, n),
+                out,
+            ),
+            (GgmlType::Q4_1, _) if n > 0 => rows_run(
+                self.q4_1_rows,
+                checked_blocks(rows, n * k),
+                q8_1_blocks(act, n),
+                out,
+            ),
+            (GgmlType::Q8_0, _) if n > 0 => rows_run(
+                self.q8_0_rows,
+                checked_blocks(rows, n * k),
+                q8_0_blocks(act, n),
+                out,
+            ),
+            _ => {
+                for (o, row) in out.iter_mut().zip(rows.chunks_exact(rows.len() / k)) {
+                    *o = self.dot_ordered(ty, order, row, act);
+                }
+            }
+        }
+    }
+
     /// `out[t * rows.len() + r] = self.dot_ordered(ty, order, rows[r], &acts[t])` for every
     /// row and activation, bit for bit. Where the tier has them, whole groups of tokens go
     /// through the panel (Q4_0, block chain) or wide (Q8_0) kernels first. Then, for Q4_0, Q4_1
@@ -794,6 +845,27 @@ fn wide_tiles(wide: Wide, rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) -> u
         }
     }
     whole
+}
+
+/// Runs a single-token kernel over `out.len()` rows of `a.len()` blocks each, held back to
+/// back in `w`, [`TILE_ROWS`] rows per call; the last group is padded with copies of its last
+/// row, whose outputs are dropped.
+fn rows_run<W, A>(kernel: Rows<W, A>, w: &[W], a: &[A], out: &mut [f32]) {
+    let n = a.len();
+    debug_assert_eq!(w.len(), n * out.len());
+    let mut outs = out.chunks_exact_mut(TILE_ROWS);
+    for (wg, o) in w.chunks_exact(TILE_ROWS * n).zip(outs.by_ref()) {
+        let rows: [&[W]; TILE_ROWS] = std::array::from_fn(|r| &wg[r * n..(r + 1) * n]);
+        kernel(&rows, a, o.try_into().expect("a whole group of rows"));
+    }
+    let tail = outs.into_remainder();
+    if let Some(last) = tail.len().checked_sub(1) {
+        let wt = &w[w.len() - tail.len() * n..];
+        let rows: [&[W]; TILE_ROWS] = std::array::from_fn(|r| &wt[r.min(last) * n..][..n]);
+        let mut col = [0f32; TILE_ROWS];
+        kernel(&rows, a, &mut col);
+        tail.copy_from_slice(&col[..tail.len()]);
+    }
 }
 
 fn checked_blocks<B: blocks::Block>(row: &[u8], n_blocks: usize) -> &[B] {

@@ -327,9 +327,17 @@ impl<'a> Llama<'a> {
                     if c0 >= hi {
                         break;
                     }
+                    let c1 = hi.min(c0 + chunk);
+                    if n == 1 {
+                        // SAFETY: this thread alone claimed rows c0..c1, so it alone writes
+                        // their (single-token) outputs during the step.
+                        let o = unsafe { out.slice(c0, c1) };
+                        kernels.gemv(t.ty, t.order, t.rows_bytes(c0, c1), &act[0], o);
+                        continue;
+                    }
                     // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
                     // walks them a tile's tokens at a time), so the step's rows stay in L1.
-                    for r0 in (c0..hi.min(c0 + chunk)).step_by(STEP) {
+                    for r0 in (c0..c1).step_by(STEP) {
                         let k = STEP.min(hi - r0);
                         let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
                         let step = &mut step[..k * n];

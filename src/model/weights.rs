@@ -52,7 +52,8 @@ impl<'a> Tensor<'a> {
         }
     }
 
-    /// The bytes of rows `lo..hi` of the file's tensor (a view holding every row).
+    /// The bytes of rows `lo..hi`, back to back; they must be rows this view holds.
+    #[inline]
     pub fn rows_bytes(&self, lo: usize, hi: usize) -> &'a [u8] {
         &self.data[(lo - self.row0) * self.row_bytes..(hi - self.row0) * self.row_bytes]
     }
