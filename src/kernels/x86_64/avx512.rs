@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::{
     bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, reduce16,
-    scale8, scale_products, spill, TILE_LANES,
+    row_scales, scale8, scale_products, spill, Prefetch, TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
@@ -583,19 +583,6 @@ fn nibbles(qs: &[u8; 16]) -> __m256i {
     _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))
 }
 
-/// f16 → f32 of one f16 value per row (lane r from row r), the values gathered in general
-/// registers and moved over whole.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn row_scales(d: [[u8; 2]; TILE_ROWS]) -> __m256 {
-    const { assert!(TILE_ROWS == TILE_LANES) };
-    let mut h = [0u64; 2];
-    for (k, v) in d.iter().enumerate() {
-        h[k / 4] |= u64::from(u16::from_le_bytes(*v)) << (16 * (k % 4));
-    }
-    _mm256_cvtph_ps(_mm_set_epi64x(h[1] as i64, h[0] as i64))
-}
-
 /// f16 → f32 of two f16 values per row, as [`row_scales`]: rows 0..4 in the first vector and
 /// rows 4..8 in the second, row r's pair in lanes 2(r mod 4) and 2(r mod 4) + 1.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -621,65 +608,6 @@ fn spill2(v: [__m256; 2], buf: &mut [f32; 2 * TILE_LANES]) -> &[f32; 2 * TILE_LA
         _mm256_storeu_ps(buf.as_mut_ptr().add(TILE_LANES), v[1]);
     }
     std::hint::black_box(buf)
-}
-
-/// Software prefetch of the rows a few passes ahead, spread over this pass's blocks.
-///
-/// Decoding streams every weight once per token, mostly from beyond the caches. A pass reads
-/// its eight rows side by side, eight short streams at once, which the hardware prefetchers
-/// follow poorly: without help a pass waits on memory at nearly every new cache line (about 5
-/// GB/s from one core where plain streaming reads 12). When the eight rows are consecutive rows
-/// of one matrix (as a matmul hands them), the rows [`prefetch_passes`] passes ahead start that
-/// many spans of eight rows further on; requesting their lines while this pass computes keeps
-/// the memory busy. Rows laid out otherwise get no prefetch. A prefetch is a hint that never
-/// faults, so the lines past the end of a matrix cost an idle request at most.
-struct Prefetch {
-    ahead: *const u8,
-    span: usize,
-    per_block: usize,
-}
-
-/// About how far ahead, in bytes, [`Prefetch`] reads: whole passes (of [`TILE_ROWS`] rows), at
-/// least one. Measured on SmolLM2-sized rows from DRAM, 1 to 4 passes (2.6 KiB each) all cut a
-/// pass's time by about 40%. On the generated 1B model (passes of 9 and 25 KiB), one core
-/// decoded at 18 t/s with 3 KiB, 22–23 t/s with 6 or 12 KiB (95% of `membw -t 1`), and two
-/// passes ahead regardless of size lost 8% against one.
-const PREFETCH_BYTES: usize = 12 << 10;
-
-/// Passes ahead for passes of `span` bytes (see [`PREFETCH_BYTES`]).
-fn prefetch_passes(span: usize) -> usize {
-    (PREFETCH_BYTES / span.max(1)).clamp(1, 4)
-}
-/// The cache line size [`Prefetch`] steps by.
-const LINE: usize = 64;
-
-impl Prefetch {
-    #[inline(always)]
-    fn new<B>(w: &[&[B]; TILE_ROWS]) -> Prefetch {
-        let row = std::mem::size_of_val(w[0]);
-        let base = w[0].as_ptr().cast::<u8>();
-        let consecutive =
-            (0..TILE_ROWS).all(|r| w[r].as_ptr().cast::<u8>() == base.wrapping_add(r * row));
-        let span = if consecutive { row * TILE_ROWS } else { 0 };
-        Prefetch {
-            ahead: base.wrapping_add(span * prefetch_passes(span)),
-            span,
-            per_block: span.div_ceil(LINE).div_ceil(w[0].len().max(1)),
-        }
-    }
-
-    /// Requests the lines due at block `i` of the pass.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[inline]
-    fn at(&self, i: usize) {
-        for j in 0..self.per_block {
-            let off = (i * self.per_block + j) * LINE;
-            if off < self.span {
-                // `wrapping_add` and a prefetch never dereference: the address may be anything.
-                _mm_prefetch::<_MM_HINT_T0>(self.ahead.wrapping_add(off).cast());
-            }
-        }
-    }
 }
 
 /// Single-token Q4_0·Q8_0 (lanes order), each row as `avx2::dot_q4_0_q8_0_impl`:
