@@ -285,6 +285,8 @@ type TileOut = [[f32; BATCH_TILE_ROWS]; TILE_TOKENS];
 /// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and a
 /// whole number of [`PANEL_TOKENS`] groups, at most [`MAX_PANEL_TOKENS`] tokens.
 type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[Q8Group], &mut [f32]);
+/// A single-token panel: `out[r] = dot(row r, a)` for [`PANEL_ROWS`] rows held back to back.
+type Gemv16 = fn(&[BlockQ4_0], &Q8Row, &mut [f32; PANEL_ROWS]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -346,6 +348,7 @@ pub struct Kernels {
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
     q4_0_chain_panel: Option<Panel>,
+    q4_0_chain_gemv16: Option<Gemv16>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -393,6 +396,7 @@ impl Kernels {
             q4_1_tile: scalar::tile_q4_1_q8_1,
             q8_0_tile: scalar::tile_q8_0_q8_0,
             q4_0_chain_panel: None,
+            q4_0_chain_gemv16: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -444,6 +448,7 @@ impl Kernels {
                 q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
                 q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
                 q4_0_chain_panel: Some(x86_64::avx512::panel_q4_0_q8_0_chain),
+                q4_0_chain_gemv16: Some(x86_64::avx512::gemv16_q4_0_q8_0_chain),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 softmax: x86_64::avx512::softmax,
@@ -545,12 +550,25 @@ impl Kernels {
                 q8_0_blocks(act, n),
                 out,
             ),
-            (GgmlType::Q4_0, SumOrder::BlockChain) if n > 0 => rows_run(
-                self.q4_0_chain_rows,
-                checked_blocks(rows, n * k),
-                q8_0_blocks(act, n),
-                out,
-            ),
+            (GgmlType::Q4_0, SumOrder::BlockChain) if n > 0 => {
+                let (w, a) = (checked_blocks(rows, n * k), q8_0_row(act, n));
+                let mut done = 0;
+                if let Some(gemv16) = self.q4_0_chain_gemv16 {
+                    done = k / PANEL_ROWS * PANEL_ROWS;
+                    for (wg, o) in w
+                        .chunks_exact(PANEL_ROWS * n)
+                        .zip(out.chunks_exact_mut(PANEL_ROWS))
+                    {
+                        gemv16(wg, a, o.try_into().expect("a whole panel of rows"));
+                    }
+                }
+                rows_run(
+                    self.q4_0_chain_rows,
+                    &w[done * n..],
+                    &a.blocks,
+                    &mut out[done..],
+                );
+            }
             (GgmlType::Q4_1, _) if n > 0 => rows_run(
                 self.q4_1_rows,
                 checked_blocks(rows, n * k),

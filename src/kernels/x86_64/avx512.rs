@@ -26,7 +26,7 @@ use super::avx2::{
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
-    Q8Group, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+    Q8Group, Q8Row, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
     TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
 };
 
@@ -412,6 +412,88 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { panel_q4_0_q8_0_chain_impl(w, a, out) }
+}
+
+/// Single-token Q4_0·Q8_0 (block-chain order) over [`PANEL_ROWS`] rows held back to back in
+/// `w` (decode's path): the panel above with one token. Sixteen rows share the lanes of one
+/// 512-bit vector, so a block needs eight `vpdpbusd` for all sixteen rows and no horizontal
+/// sums, where the eight-row kernel needs one per row and a reduction. The rows' scales come
+/// in by one gather (the rows are equally spaced), and the eight four-sums are split over two
+/// accumulators so they are not one chain of dependent `vpdpbusd` (integer sums: exact in any
+/// order). Each row keeps the float operations of its single chain dot, bit for bit.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL_ROWS]) {
+    const { assert!(PANEL_ROWS == 2 * TILE_ROWS) };
+    let n = a.blocks.len();
+    assert!(
+        n > 0 && w.len() == PANEL_ROWS * n && a.sums.len() == n && a.scales.len() == n,
+        "gemv16: {} weight blocks for {n}-block rows",
+        w.len()
+    );
+    let row_bytes = std::mem::size_of_val(&w[..n]);
+    let stride = i32::try_from(row_bytes).expect("a weight row under 2 GiB");
+    let mut lo_rows: [&[BlockQ4_0]; TILE_ROWS] = [&w[..n]; TILE_ROWS];
+    let mut hi_rows = lo_rows;
+    for r in 0..TILE_ROWS {
+        lo_rows[r] = &w[r * n..(r + 1) * n];
+        hi_rows[r] = &w[(r + TILE_ROWS) * n..(r + TILE_ROWS + 1) * n];
+    }
+    // Byte offsets of the rows' blocks from row 0's: one gather lane per row.
+    let offsets = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(stride),
+    );
+    let pf = Prefetch::new(&{
+        let mut all = [lo_rows[0]; PANEL_ROWS];
+        all[..TILE_ROWS].copy_from_slice(&lo_rows);
+        all[TILE_ROWS..].copy_from_slice(&hi_rows);
+        all
+    });
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = _mm512_setzero_ps();
+    for i in 0..n {
+        pf.at(i);
+        // SAFETY: lane r reads the four bytes at the start of block i of row r (its f16 scale
+        // and two nibble bytes), inside w: r·row_bytes + i·18 + 4 ≤ w's byte length.
+        let d32 = unsafe { _mm512_i32gather_epi32::<1>(offsets, (&raw const w[i]).cast()) };
+        let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
+        let (xl, xh) = (
+            transpose_qs(lo_rows.map(|w| &w[i].qs)),
+            transpose_qs(hi_rows.map(|w| &w[i].qs)),
+        );
+        let x: [__m512i; 4] =
+            std::array::from_fn(|k| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(xl[k]), xh[k]));
+        // SAFETY (the get_unchecked below): every slice of `a` has exactly n elements.
+        let (y, sum, dy) = unsafe {
+            (
+                &a.blocks.get_unchecked(i).qs,
+                *a.sums.get_unchecked(i),
+                *a.scales.get_unchecked(i),
+            )
+        };
+        // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
+        let mut s0 = _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * sum);
+        let mut s1 = _mm512_setzero_si512();
+        for (k, xk) in x.iter().enumerate() {
+            let lo = _mm512_and_si512(*xk, low);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(*xk), low);
+            s0 = _mm512_dpbusd_epi32(s0, lo, _mm512_set1_epi32(group(y, 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, hi, _mm512_set1_epi32(group(y, 16 + 4 * k)));
+        }
+        let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+        acc = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(dy)), acc);
+    }
+    // SAFETY: out is 16 writable f32s; the store is unaligned.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
+}
+
+pub(in crate::kernels) fn gemv16_q4_0_q8_0_chain(
+    w: &[BlockQ4_0],
+    a: &Q8Row,
+    out: &mut [f32; PANEL_ROWS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_q4_0_q8_0_chain_impl(w, a, out) }
 }
 
 // ---------------------------------------------------------------------------------------------
