@@ -8,7 +8,8 @@
 //!
 //! The `decode_*` groups multiply a whole matrix by one token, as decoding does: `single` one dot
 //! per row (what one token cost before the single-token kernels), `tile` [`Kernels::dot_tile`]
-//! in steps of `PANEL_ROWS` rows, as the model's matmuls call it.
+//! in steps of `PANEL_ROWS` rows (the matmuls' path for one token before `gemv`), and `gemv`
+//! [`Kernels::gemv`] over the matrix's rows laid back to back, as the matmuls call it now.
 //!
 //! Run: `cargo bench --bench kernels`. A tier this CPU lacks is reported with a SKIPPED line.
 
@@ -121,6 +122,7 @@ fn decode(c: &mut Criterion) {
                 .map(|r| quantize_row(ty, &values(n, r as u32)))
                 .collect();
             let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
+            let joined = weights.concat();
             let mut act = ActRow::new_for(ty);
             act.set(&values(n, 7));
             let acts = [act];
@@ -144,6 +146,12 @@ fn decode(c: &mut Criterion) {
                         for (rc, oc) in rows.chunks(PANEL_ROWS).zip(out.chunks_mut(PANEL_ROWS)) {
                             k.dot_tile(ty, order, black_box(rc), &acts, oc);
                         }
+                        black_box(&mut out);
+                    })
+                });
+                group.bench_function(BenchmarkId::new(format!("{}/gemv", k.tier), &shape), |b| {
+                    b.iter(|| {
+                        k.gemv(ty, order, black_box(&joined), &acts[0], &mut out);
                         black_box(&mut out);
                     })
                 });

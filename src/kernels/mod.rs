@@ -9,12 +9,13 @@
 //! Besides one dot per call, each tier has tiled kernels ([`Kernels::dot_tile`]) that compute a
 //! block of outputs in one pass over the blocks: for a batch, 2 rows × [`TILE_TOKENS`] tokens
 //! (each weight block unpacked once for several tokens, each activation block loaded once for
-//! several rows); for one token (decoding), [`TILE_ROWS`] rows (the activation block and the
-//! scale conversions shared among the rows, the next rows prefetched). Q4_0 in the block-chain
-//! order has wider panels on the AVX-512 tier for a batch: [`PANEL_ROWS`] rows in the lanes of
-//! one vector × up to [`MAX_PANEL_TOKENS`] tokens, each block of the rows unpacked once for all
-//! of them. The outputs' independent accumulator chains overlap. Every output keeps its own
-//! float operations, so a tile is bit-identical to its single dots.
+//! several rows); for one token (decoding, [`Kernels::gemv`] over a run of rows), [`TILE_ROWS`]
+//! rows per pass (the activation block and the scale conversions shared among the rows, the
+//! next rows prefetched). Q4_0 in the block-chain order has wider panels on the AVX-512 tier:
+//! [`PANEL_ROWS`] rows in the lanes of one vector × up to [`MAX_PANEL_TOKENS`] tokens for a
+//! batch, each block of the rows unpacked once for all of them, and the same sixteen rows × one
+//! token for decoding. The outputs' independent accumulator chains overlap. Every output keeps
+//! its own float operations, so a tile is bit-identical to its single dots.
 
 pub mod blocks;
 pub mod ggml_math;
