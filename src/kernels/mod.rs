@@ -531,7 +531,8 @@ impl Kernels {
     /// bit. Decode's path: Q4_0, Q4_1 and Q8_0 rows go [`TILE_ROWS`] at a time through the
     /// single-token kernels, straight from the bytes (the last group padded with copies of the
     /// last row, whose outputs are dropped), so a run costs one call rather than one per row
-    /// group; the float types use the single dot.
+    /// group; block-chain Q4_0 goes [`PANEL_ROWS`] at a time through the single-token panel
+    /// where the tier has one (AVX-512). The float types use the single dot.
     ///
     /// # Panics
     /// If `rows.len()` is not `out.len()` rows of `act`'s length, or as
