@@ -286,8 +286,13 @@ type TileOut = [[f32; BATCH_TILE_ROWS]; TILE_TOKENS];
 /// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and a
 /// whole number of [`PANEL_TOKENS`] groups, at most [`MAX_PANEL_TOKENS`] tokens.
 type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[Q8Group], &mut [f32]);
-/// A single-token panel: `out[r] = dot(row r, a)` for [`PANEL_ROWS`] rows held back to back.
-type Gemv16 = fn(&[BlockQ4_0], &Q8Row, &mut [f32; PANEL_ROWS]);
+/// A single-token panel: `out[r] = dot(row r, a)` for `rows` rows held back to back
+/// (`out.len() == rows`).
+#[derive(Clone, Copy)]
+struct GemvPanel {
+    rows: usize,
+    run: fn(&[BlockQ4_0], &Q8Row, &mut [f32]),
+}
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -349,7 +354,7 @@ pub struct Kernels {
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
     q4_0_chain_panel: Option<Panel>,
-    q4_0_chain_gemv16: Option<Gemv16>,
+    q4_0_chain_gemv: Option<GemvPanel>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -397,7 +402,7 @@ impl Kernels {
             q4_1_tile: scalar::tile_q4_1_q8_1,
             q8_0_tile: scalar::tile_q8_0_q8_0,
             q4_0_chain_panel: None,
-            q4_0_chain_gemv16: None,
+            q4_0_chain_gemv: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -437,6 +442,10 @@ impl Kernels {
                 q4_0_chain_rows: x86_64::avx2::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx2::rows_q4_1_q8_1,
                 q8_0_rows: x86_64::avx2::rows_q8_0_q8_0,
+                q4_0_chain_gemv: Some(GemvPanel {
+                    rows: TILE_ROWS,
+                    run: x86_64::avx2::gemv8_q4_0_q8_0_chain,
+                }),
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,
                 ..Kernels::scalar()
@@ -449,7 +458,10 @@ impl Kernels {
                 q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
                 q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
                 q4_0_chain_panel: Some(x86_64::avx512::panel_q4_0_q8_0_chain),
-                q4_0_chain_gemv16: Some(x86_64::avx512::gemv16_q4_0_q8_0_chain),
+                q4_0_chain_gemv: Some(GemvPanel {
+                    rows: PANEL_ROWS,
+                    run: x86_64::avx512::gemv16_q4_0_q8_0_chain,
+                }),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 softmax: x86_64::avx512::softmax,
@@ -531,8 +543,9 @@ impl Kernels {
     /// bit. Decode's path: Q4_0, Q4_1 and Q8_0 rows go [`TILE_ROWS`] at a time through the
     /// single-token kernels, straight from the bytes (the last group padded with copies of the
     /// last row, whose outputs are dropped), so a run costs one call rather than one per row
-    /// group; block-chain Q4_0 goes [`PANEL_ROWS`] at a time through the single-token panel
-    /// where the tier has one (AVX-512). The float types use the single dot.
+    /// group; block-chain Q4_0 goes through the tier's single-token panel first (rows in the
+    /// lanes of one vector: [`PANEL_ROWS`] on AVX-512, [`TILE_ROWS`] on AVX2). The float types
+    /// use the single dot.
     ///
     /// # Panics
     /// If `rows.len()` is not `out.len()` rows of `act`'s length, or as
@@ -555,13 +568,10 @@ impl Kernels {
             (GgmlType::Q4_0, SumOrder::BlockChain) if n > 0 => {
                 let (w, a) = (checked_blocks(rows, n * k), q8_0_row(act, n));
                 let mut done = 0;
-                if let Some(gemv16) = self.q4_0_chain_gemv16 {
-                    done = k / PANEL_ROWS * PANEL_ROWS;
-                    for (wg, o) in w
-                        .chunks_exact(PANEL_ROWS * n)
-                        .zip(out.chunks_exact_mut(PANEL_ROWS))
-                    {
-                        gemv16(wg, a, o.try_into().expect("a whole panel of rows"));
+                if let Some(p) = self.q4_0_chain_gemv {
+                    done = k / p.rows * p.rows;
+                    for (wg, o) in w.chunks_exact(p.rows * n).zip(out.chunks_exact_mut(p.rows)) {
+                        (p.run)(wg, a, o);
                     }
                 }
                 rows_run(

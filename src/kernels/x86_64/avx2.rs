@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
+use crate::kernels::{Q8Row, BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
 #[target_feature(enable = "avx2,fma")]
@@ -813,6 +813,109 @@ impl Prefetch {
         }
     }
 }
+
+/// The sixteen nibble bytes of eight rows' blocks, transposed into four vectors: vector k
+/// holds bytes 4k..4k+4 of row r in lane r. Rows r and r + 4 share a 256-bit register (low and
+/// high half), then a 4×4 transpose of 32-bit groups within each half.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn transpose_qs(qs: [&[u8; 16]; TILE_ROWS]) -> [__m256i; 4] {
+    // SAFETY: every qs is exactly 16 readable bytes; the loads are unaligned.
+    let v: [__m256i; 4] = std::array::from_fn(|r| unsafe {
+        _mm256_loadu2_m128i(qs[r + 4].as_ptr().cast(), qs[r].as_ptr().cast())
+    });
+    let (t0, t1) = (
+        _mm256_unpacklo_epi32(v[0], v[1]),
+        _mm256_unpackhi_epi32(v[0], v[1]),
+    );
+    let (t2, t3) = (
+        _mm256_unpacklo_epi32(v[2], v[3]),
+        _mm256_unpackhi_epi32(v[2], v[3]),
+    );
+    [
+        _mm256_unpacklo_epi64(t0, t2),
+        _mm256_unpackhi_epi64(t0, t2),
+        _mm256_unpacklo_epi64(t1, t3),
+        _mm256_unpackhi_epi64(t1, t3),
+    ]
+}
+
+/// Four bytes of `y` from byte `at`, as one i32 for a broadcast.
+#[inline(always)]
+pub(super) fn group(y: &[i8; 32], at: usize) -> i32 {
+    i32::from_le_bytes([
+        y[at] as u8,
+        y[at + 1] as u8,
+        y[at + 2] as u8,
+        y[at + 3] as u8,
+    ])
+}
+
+/// Single-token Q4_0·Q8_0 (block-chain order) over [`TILE_ROWS`] rows held back to back in `w`
+/// (decode's path), the rows in the lanes of one vector as the AVX-512 panel holds them: each
+/// block's nibble bytes transposed in registers ([`transpose_qs`]), then per group of four
+/// values one `maddubs` (unsigned nibble × signed activation, pairs within ±3840) and one
+/// `madd` by ones form four-sums for all eight rows, with no horizontal sums. The activation's
+/// block sum and scale come precomputed (`Q8Row`):
+/// ```text
+/// isum[r] = −8·Σy + Σ_k four-sums(nibbles_k[r], y)      = Σ (q − 8)·y, exact in i32
+/// acc[r]  = fma((f32) isum[r], d_w[r] · d_y, acc[r])      row r's single chain, bit for bit
+/// ```
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv8_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; TILE_ROWS]) {
+    const { assert!(TILE_ROWS == TILE_LANES) };
+    let n = a.blocks.len();
+    assert!(
+        n > 0 && w.len() == TILE_ROWS * n && a.sums.len() == n && a.scales.len() == n,
+        "gemv8: {} weight blocks for {n}-block rows",
+        w.len()
+    );
+    let mut rows: [&[BlockQ4_0]; TILE_ROWS] = [&w[..n]; TILE_ROWS];
+    for (r, row) in rows.iter_mut().enumerate() {
+        *row = &w[r * n..(r + 1) * n];
+    }
+    let pf = Prefetch::new(&rows);
+    let (low, ones) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi16(1));
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..n {
+        pf.at(i);
+        let dw = row_scales(rows.map(|w| w[i].d));
+        let x = transpose_qs(rows.map(|w| &w[i].qs));
+        // SAFETY (the get_unchecked below): every slice of `a` has exactly n elements.
+        let (y, sum, dy) = unsafe {
+            (
+                &a.blocks.get_unchecked(i).qs,
+                *a.sums.get_unchecked(i),
+                *a.scales.get_unchecked(i),
+            )
+        };
+        // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
+        let mut s0 = _mm256_set1_epi32(-i32::from(Q4_0_OFFSET) * sum);
+        let mut s1 = _mm256_setzero_si256();
+        for (k, xk) in x.iter().enumerate() {
+            let lo = _mm256_and_si256(*xk, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(*xk), low);
+            let (ylo, yhi) = (
+                _mm256_set1_epi32(group(y, 4 * k)),
+                _mm256_set1_epi32(group(y, 16 + 4 * k)),
+            );
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones));
+        }
+        let isum = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+        acc = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(dy)), acc);
+    }
+    *out = lanes(acc);
+}
+
+pub(in crate::kernels) fn gemv8_q4_0_q8_0_chain(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
+    let out = out.try_into().expect("eight outputs");
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { gemv8_q4_0_q8_0_chain_impl(w, a, out) }
+}
+
+/// The offset that makes a Q4_0 nibble signed (`q − 8`).
+pub(super) const Q4_0_OFFSET: i8 = 8;
 
 /// Rows per pass of the AVX2 single-token kernels: the multi-token tiles above with one token
 /// and four rows (four accumulators, plus the unpacked rows and the activation block).

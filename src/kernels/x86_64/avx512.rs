@@ -21,8 +21,9 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{
-    bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, reduce16,
-    row_scales, scale8, scale_products, spill, Prefetch, TILE_LANES,
+    bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
+    reduce16, row_scales, scale8, scale_products, spill, transpose_qs, Prefetch, Q4_0_OFFSET,
+    TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
@@ -30,8 +31,6 @@ use crate::kernels::{
     TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
 };
 
-/// The offset that makes a Q4_0 nibble signed (`q − 8`).
-const Q4_0_OFFSET: i8 = 8;
 /// The offset that maps an i8 weight onto u8 (`x + 128`, the top bit flipped).
 const I8_TO_U8_OFFSET: i8 = i8::MIN;
 
@@ -200,43 +199,6 @@ fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
 //   acc[t]  = fma((f32) isum, d_w · d_y[t], acc[t])                   one vector per token
 // so each output keeps its single chain dot's float operations, bit for bit.
 // ---------------------------------------------------------------------------------------------
-
-/// The sixteen nibble bytes of eight rows' blocks, transposed into four vectors: vector k
-/// holds bytes 4k..4k+4 of row r in lane r. Rows r and r + 4 share a 256-bit register (low and
-/// high half), then a 4×4 transpose of 32-bit groups within each half.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn transpose_qs(qs: [&[u8; 16]; TILE_ROWS]) -> [__m256i; 4] {
-    // SAFETY: every qs is exactly 16 readable bytes; the loads are unaligned.
-    let v: [__m256i; 4] = std::array::from_fn(|r| unsafe {
-        _mm256_loadu2_m128i(qs[r + 4].as_ptr().cast(), qs[r].as_ptr().cast())
-    });
-    let (t0, t1) = (
-        _mm256_unpacklo_epi32(v[0], v[1]),
-        _mm256_unpackhi_epi32(v[0], v[1]),
-    );
-    let (t2, t3) = (
-        _mm256_unpacklo_epi32(v[2], v[3]),
-        _mm256_unpackhi_epi32(v[2], v[3]),
-    );
-    [
-        _mm256_unpacklo_epi64(t0, t2),
-        _mm256_unpackhi_epi64(t0, t2),
-        _mm256_unpacklo_epi64(t1, t3),
-        _mm256_unpackhi_epi64(t1, t3),
-    ]
-}
-
-/// Four bytes of `y` from byte `at`, as one i32 for a broadcast.
-#[inline(always)]
-fn group(y: &[i8; 32], at: usize) -> i32 {
-    i32::from_le_bytes([
-        y[at] as u8,
-        y[at + 1] as u8,
-        y[at + 2] as u8,
-        y[at + 3] as u8,
-    ])
-}
 
 /// The Q4_0 block-chain panel (see above) over [`PANEL_ROWS`] (16) rows in 512-bit vectors,
 /// rows 0..8 in the low half and rows 8..16 in the high half, so one `vpdpbusd` forms
@@ -487,11 +449,8 @@ fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
 }
 
-pub(in crate::kernels) fn gemv16_q4_0_q8_0_chain(
-    w: &[BlockQ4_0],
-    a: &Q8Row,
-    out: &mut [f32; PANEL_ROWS],
-) {
+pub(in crate::kernels) fn gemv16_q4_0_q8_0_chain(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
+    let out = out.try_into().expect("sixteen outputs");
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { gemv16_q4_0_q8_0_chain_impl(w, a, out) }
 }
