@@ -851,6 +851,22 @@ pub(super) fn group(y: &[i8; 32], at: usize) -> i32 {
     ])
 }
 
+/// Block `i` of an activation row: its quants, their sum and its scale as f32.
+///
+/// # Safety
+/// `i` must be below the length of every slice of `a`.
+#[inline(always)]
+pub(super) unsafe fn q8_block(a: &Q8Row, i: usize) -> (&[i8; 32], i32, f32) {
+    // SAFETY: i is in bounds of every slice (the caller's obligation).
+    unsafe {
+        (
+            &a.blocks.get_unchecked(i).qs,
+            *a.sums.get_unchecked(i),
+            *a.scales.get_unchecked(i),
+        )
+    }
+}
+
 /// Single-token Q4_0·Q8_0 (block-chain order) over [`TILE_ROWS`] rows held back to back in `w`
 /// (decode's path), the rows in the lanes of one vector as the AVX-512 panel holds them: each
 /// block's nibble bytes transposed in registers ([`transpose_qs`]), then per group of four
@@ -881,14 +897,8 @@ fn gemv8_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; TILE_R
         pf.at(i);
         let dw = row_scales(rows.map(|w| w[i].d));
         let x = transpose_qs(rows.map(|w| &w[i].qs));
-        // SAFETY (the get_unchecked below): every slice of `a` has exactly n elements.
-        let (y, sum, dy) = unsafe {
-            (
-                &a.blocks.get_unchecked(i).qs,
-                *a.sums.get_unchecked(i),
-                *a.scales.get_unchecked(i),
-            )
-        };
+        // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
+        let (y, sum, dy) = unsafe { q8_block(a, i) };
         // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
         let mut s0 = _mm256_set1_epi32(-i32::from(Q4_0_OFFSET) * sum);
         let mut s1 = _mm256_setzero_si256();

@@ -22,8 +22,8 @@ use std::arch::x86_64::*;
 
 use super::avx2::{
     bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-    reduce16, row_scales, scale8, scale_products, spill, transpose_qs, Prefetch, Q4_0_OFFSET,
-    TILE_LANES,
+    q8_block, reduce16, row_scales, scale8, scale_products, spill, transpose_qs, Prefetch,
+    Q4_0_OFFSET, TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
@@ -425,14 +425,8 @@ fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL
         );
         let x: [__m512i; 4] =
             std::array::from_fn(|k| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(xl[k]), xh[k]));
-        // SAFETY (the get_unchecked below): every slice of `a` has exactly n elements.
-        let (y, sum, dy) = unsafe {
-            (
-                &a.blocks.get_unchecked(i).qs,
-                *a.sums.get_unchecked(i),
-                *a.scales.get_unchecked(i),
-            )
-        };
+        // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
+        let (y, sum, dy) = unsafe { q8_block(a, i) };
         // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
         let mut s0 = _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * sum);
         let mut s1 = _mm512_setzero_si512();
