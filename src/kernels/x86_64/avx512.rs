@@ -22,8 +22,8 @@ use std::arch::x86_64::*;
 
 use super::avx2::{
     bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-    q8_block, reduce16, row_scales, scale8, scale_products, spill, transpose_qs, Prefetch,
-    Q4_0_OFFSET, TILE_LANES,
+    q8_block, reduce16, row_scales, scale8, scale_products, spill, Prefetch, Q4_0_OFFSET,
+    TILE_LANES,
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
@@ -230,12 +230,13 @@ fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], out
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
     for i in 0..n {
-        let (xl, xh) = (
-            transpose_qs(lo_rows.map(|w| &w[i].qs)),
-            transpose_qs(hi_rows.map(|w| &w[i].qs)),
-        );
-        let x: [__m512i; 4] =
-            std::array::from_fn(|k| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(xl[k]), xh[k]));
+        let x = transpose_qs16(std::array::from_fn(|r| {
+            if r < TILE_ROWS {
+                &lo_rows[r][i].qs
+            } else {
+                &hi_rows[r - TILE_ROWS][i].qs
+            }
+        }));
         let q: [__m512i; 8] = std::array::from_fn(|k| {
             if k < 4 {
                 _mm512_and_si512(x[k], low)
@@ -376,6 +377,38 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     unsafe { panel_q4_0_q8_0_chain_impl(w, a, out) }
 }
 
+/// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k
+/// holds bytes 4k..4k+4 of row r in 32-bit lane r (as `avx2::transpose_qs` does for eight
+/// rows). Rows r, r + 4, r + 8 and r + 12 share a register, one 128-bit lane each (the first
+/// loaded, the rest inserted), then a 4×4 transpose of 32-bit groups within each 128-bit lane:
+/// twenty shuffles, where two eight-row transposes and their joining take twenty-eight.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn transpose_qs16(qs: [&[u8; 16]; PANEL_ROWS]) -> [__m512i; 4] {
+    // SAFETY: every qs is exactly 16 readable bytes; the loads are unaligned.
+    let v: [__m512i; 4] = std::array::from_fn(|r| unsafe {
+        let lane = |k: usize| _mm_loadu_si128(qs[r + 4 * k].as_ptr().cast());
+        let v = _mm512_castsi128_si512(lane(0));
+        let v = _mm512_inserti32x4::<1>(v, lane(1));
+        let v = _mm512_inserti32x4::<2>(v, lane(2));
+        _mm512_inserti32x4::<3>(v, lane(3))
+    });
+    let (t0, t1) = (
+        _mm512_unpacklo_epi32(v[0], v[1]),
+        _mm512_unpackhi_epi32(v[0], v[1]),
+    );
+    let (t2, t3) = (
+        _mm512_unpacklo_epi32(v[2], v[3]),
+        _mm512_unpackhi_epi32(v[2], v[3]),
+    );
+    [
+        _mm512_unpacklo_epi64(t0, t2),
+        _mm512_unpackhi_epi64(t0, t2),
+        _mm512_unpacklo_epi64(t1, t3),
+        _mm512_unpackhi_epi64(t1, t3),
+    ]
+}
+
 /// Single-token Q4_0·Q8_0 (block-chain order) over [`PANEL_ROWS`] rows held back to back in
 /// `w` (decode's path): the panel above with one token. Sixteen rows share the lanes of one
 /// 512-bit vector, so a block needs eight `vpdpbusd` for all sixteen rows and no horizontal
@@ -419,12 +452,13 @@ fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL
         // and two nibble bytes), inside w: r·row_bytes + i·18 + 4 ≤ w's byte length.
         let d32 = unsafe { _mm512_i32gather_epi32::<1>(offsets, (&raw const w[i]).cast()) };
         let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
-        let (xl, xh) = (
-            transpose_qs(lo_rows.map(|w| &w[i].qs)),
-            transpose_qs(hi_rows.map(|w| &w[i].qs)),
-        );
-        let x: [__m512i; 4] =
-            std::array::from_fn(|k| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(xl[k]), xh[k]));
+        let x = transpose_qs16(std::array::from_fn(|r| {
+            if r < TILE_ROWS {
+                &lo_rows[r][i].qs
+            } else {
+                &hi_rows[r - TILE_ROWS][i].qs
+            }
+        }));
         // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
         let (y, sum, dy) = unsafe { q8_block(a, i) };
         // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
