@@ -147,7 +147,7 @@ at a time; each after a warm-up run, repeated -r times, reported as mean ± sd t
 llama-bench's markdown table (or JSON/CSV). Per arm also: load time, how much of the model file
 the page cache held at the start, weight bytes resident per node and locality (as `locus
 audit`), and the roofline: decode t/s as a share of (read bandwidth of the arm's nodes, measured
-as `locus membw` does, ÷ weight bytes read per token). Notes under the table give the host's
+as `locus membw` does right after each round of the arm, ÷ weight bytes read per token). Notes under the table give the host's
 numa_balancing and THP state and how far apart the arms are against run-to-run spread.
 
 Options:

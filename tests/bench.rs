@@ -95,6 +95,29 @@ fn bench_reports_every_model_thread_count_and_test() {
     );
     assert!(table.contains("| locality |") && table.contains("| roofline |"));
     assert!(!table.contains("| tg"), "-n 0 skips the decode test");
+    // The roofline's bandwidth is read right after every round of an arm, and the notes give
+    // the mean of those readings.
+    let rounds = ok_stdout(&[
+        "bench",
+        "-m",
+        a.to_str().unwrap(),
+        "-p",
+        "0",
+        "-n",
+        "4",
+        "-r",
+        "1",
+        "-t",
+        "1",
+        "--rounds",
+        "3",
+    ]);
+    assert!(
+        rounds.lines().any(|l| l.starts_with("membw: node ")
+            && l.contains(", 1 thread: ")
+            && l.contains("(mean of 3 readings")),
+        "{rounds}"
+    );
     assert!(table.contains("numa_balancing") && table.contains("THP"));
     let bad = common::locus(&["bench", "-m", a.to_str().unwrap(), "-t", "0"]);
     assert_eq!(bad.status.code(), Some(2));

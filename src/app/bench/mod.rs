@@ -12,8 +12,8 @@
 //! `locus audit`), how much of the model file the page cache held when it started (`--cold`
 //! releases it first), and a roofline: decode
 //! tok/s as a share of what the read bandwidth of the arm's nodes allows
-//! (`membw` GB/s ÷ weight bytes read per token), measured once per (node, thread count) in the
-//! parent after the arms, so the measurement never competes with an arm.
+//! (`membw` GB/s ÷ weight bytes read per token), measured in the parent right after each round
+//! of the arm, so the measurement never competes with an arm but sees the host as the arm did.
 //!
 //! The parts: this file holds the options, the public entry points ([`run()`], [`bench()`])
 //! and the parent's orchestration of the arms (spawning each child, pooling its rounds);
@@ -143,8 +143,11 @@ pub struct ArmResult {
     pub outcome: Result<ArmReport, String>,
     /// Load time of every round, ms.
     pub loads: Vec<f64>,
-    /// Read bandwidth available to the arm's threads (sum over its nodes), GB/s.
+    /// Read bandwidth available to the arm's threads (sum over its nodes), GB/s: the mean of
+    /// the readings taken right after each of its rounds.
     pub bw_gb_per_s: Option<f64>,
+    /// Those readings, one per round whose measurement succeeded.
+    bw_samples: Vec<f64>,
 }
 
 impl ArmResult {
@@ -276,8 +279,8 @@ fn read_through(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Runs every arm (`rounds` times, round-robin), then measures bandwidth; prints nothing but
-/// progress and warnings.
+/// Runs every arm (`rounds` times, round-robin), measuring the bandwidth of its nodes right
+/// after each round; prints nothing but progress and warnings.
 pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
     if o.reps == 0 || o.threads.is_empty() || o.modes.is_empty() || o.models.is_empty() {
         return Err(AppError::Usage(
@@ -317,12 +320,14 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                     outcome: Err("not run".into()),
                     loads: Vec::new(),
                     bw_gb_per_s: None,
+                    bw_samples: Vec::new(),
                 });
             }
         }
     }
     let rounds = o.rounds.max(1);
     let total = arms.len();
+    let mut meter = roofline::Meter::default();
     // Round-robin (A B C A B C …): slow drift of the host spreads over every arm alike.
     for round in 0..rounds {
         for (i, a) in arms.iter_mut().enumerate() {
@@ -349,6 +354,11 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                 }
             }
             let outcome = spawn_arm(o, &a.model, a.mode, a.threads);
+            if let (Ok(r), true) = (&outcome, o.n_gen > 0) {
+                // The roofline of this round: the bandwidth of the arm's nodes now, right after
+                // it (never during it), as the host is at this moment.
+                a.bw_samples.extend(meter.measure(&topo, &r.slots));
+            }
             match (outcome, &mut a.outcome) {
                 (Err(e), _) => {
                     eprintln!("locus: bench: arm failed: {e}");
@@ -370,19 +380,15 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
     for a in arms.iter_mut() {
         if let Ok(r) = &mut a.outcome {
             r.load_ms = mean(&a.loads);
+            a.bw_gb_per_s = (!a.bw_samples.is_empty()).then(|| mean(&a.bw_samples));
             r.warnings.sort();
             r.warnings.dedup();
         }
     }
-    let bandwidth = if o.n_gen > 0 {
-        roofline::measure_bandwidth(&topo, &mut arms)
-    } else {
-        Vec::new()
-    };
     Ok(BenchReport {
         host,
         arms,
-        bandwidth,
+        bandwidth: meter.readings(),
         cold: o.cold,
         rounds,
         reps: o.reps,

@@ -170,15 +170,23 @@ pub fn render_notes(rep: &BenchReport) -> String {
     for b in &rep.bandwidth {
         let _ = writeln!(
             s,
-            "membw: node {}, {} thread{}: {:.2} GB/s",
+            "membw: node {}, {} thread{}: {:.2} GB/s{}",
             b.node,
             b.threads,
             if b.threads == 1 { "" } else { "s" },
-            b.gb_per_s
+            b.gb_per_s,
+            if b.count > 1 {
+                format!(
+                    " (mean of {} readings, one after each arm round using it: {:.2}–{:.2})",
+                    b.count, b.min, b.max
+                )
+            } else {
+                String::new()
+            }
         );
     }
     if !rep.bandwidth.is_empty() {
-        s.push_str("roofline: decode t/s as a share of (read GB/s of the arm's nodes ÷ weight bytes read per token)\n");
+        s.push_str("roofline: decode t/s as a share of (read GB/s of the arm's nodes ÷ weight bytes read per token), the GB/s measured right after each round of the arm\n");
     }
     for line in spread_notes(rep) {
         s.push_str(&line);
