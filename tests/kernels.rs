@@ -3,12 +3,14 @@
 //! scaled by Σ|x·y|). A tier this CPU lacks is skipped with a printed reason. Tiled kernels
 //! ([`Kernels::dot_tile`]) and the matrix-vector runs ([`Kernels::gemv`]) of every tier, the
 //! scalar one included, are held to the scalar single dot of each of their outputs, for whole
-//! tiles and for every edge tile.
+//! tiles and for every edge tile; so are the paths over packed Q4_0 groups
+//! ([`Layout::Q4_0x16`]), against the scalar dot of the rows before packing.
 
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::{
-    dequantize_row, ActRow, GgmlType, Kernels, SumOrder, Tier, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS, PANEL_ROWS,
+    PANEL_TOKENS, TILE_ROWS,
 };
 use quickcheck::{quickcheck, Arbitrary, Gen};
 
@@ -216,6 +218,68 @@ fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
     true
 }
 
+/// Every tier's packed paths (`gemv_in` over [`Layout::Q4_0x16`] groups, `dot_tile_packed`)
+/// on `groups` groups of Q4_0 rows packed by `pack_q4_0x16` (the rows of `r` repeated to fill
+/// them) against `n_tokens` activations (likewise), element by element against the scalar
+/// block-chain dot of the file's rows, bit for bit.
+fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
+    let (ty, order) = (GgmlType::Q4_0, SumOrder::BlockChain);
+    let scalar = Kernels::scalar();
+    let mut all = vec![scalar];
+    all.extend(tiers());
+    let n = r.w[0].len() / 32;
+    let rows: Vec<Vec<u8>> = (0..groups * PACK_ROWS)
+        .map(|i| weight_bytes(ty, &r.w[i % r.w.len()]))
+        .collect();
+    let group_bytes = PACK_ROWS * rows[0].len();
+    let mut packed = vec![0u8; groups * group_bytes];
+    for (g, out) in packed.chunks_exact_mut(group_bytes).enumerate() {
+        pack::pack_q4_0x16(&rows[g * PACK_ROWS..(g + 1) * PACK_ROWS].concat(), n, out);
+    }
+    let acts: Vec<ActRow> = (0..n_tokens)
+        .map(|t| {
+            let mut a = ActRow::new_for(ty);
+            a.set(&r.x[t % r.x.len()]);
+            a
+        })
+        .collect();
+    let same =
+        |got: f32, want: f32| got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan();
+    for k in &all {
+        let mut one = vec![f32::NAN; rows.len()];
+        k.gemv_in(Layout::Q4_0x16, ty, order, &packed, &acts[0], &mut one);
+        for (i, (got, row)) in one.iter().zip(&rows).enumerate() {
+            let want = scalar.dot_ordered(ty, order, row, &acts[0]);
+            if !same(*got, want) {
+                eprintln!(
+                    "tier {} packed gemv, row {i}: {got} != scalar {want}",
+                    k.tier
+                );
+                return false;
+            }
+        }
+        for (g, group) in packed.chunks_exact(group_bytes).enumerate() {
+            let mut out = vec![f32::NAN; PACK_ROWS * n_tokens];
+            k.dot_tile_packed(group, &acts, &mut out);
+            for (t, a) in acts.iter().enumerate() {
+                for r in 0..PACK_ROWS {
+                    let want = scalar.dot_ordered(ty, order, &rows[g * PACK_ROWS + r], a);
+                    let got = out[t * PACK_ROWS + r];
+                    if !same(got, want) {
+                        eprintln!(
+                            "tier {} packed tile of {n_tokens} tokens, group {g} row {r} token \
+                             {t}: {got} != scalar {want}",
+                            k.tier
+                        );
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
 fn dequantized_act(a: &ActRow) -> Vec<f32> {
     match a {
         ActRow::F32(v) => v.clone(),
@@ -241,6 +305,10 @@ quickcheck! {
 
     fn tiles_equal_scalar_single_dots(r: TileRows) -> bool {
         check_tile(&r, r.w.len(), r.x.len())
+    }
+
+    fn packed_groups_equal_scalar_single_dots(r: TileRows) -> bool {
+        check_packed(&r, 2, r.x.len())
     }
 
     fn activation_quantizers_of_tiers_equal_scalar(r: Rows) -> bool {
@@ -302,6 +370,18 @@ fn tile_edges_equal_scalar_single_dots() {
         for n_tokens in 1..=n_x {
             assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
         }
+    } // Packed groups: one and two panels of tokens, and the single tokens around them.
+    for n_tokens in [
+        1,
+        PANEL_TOKENS - 1,
+        PANEL_TOKENS,
+        PANEL_TOKENS + 1,
+        2 * PANEL_TOKENS + 3,
+    ] {
+        assert!(
+            check_packed(&r, 2, n_tokens),
+            "packed tile of {n_tokens} tokens"
+        );
     }
 }
 

@@ -16,11 +16,19 @@
 //! batch, each block of the rows unpacked once for all of them, and the same sixteen rows × one
 //! token for decoding. The outputs' independent accumulator chains overlap. Every output keeps
 //! its own float operations, so a tile is bit-identical to its single dots.
+//!
+//! Those panels also read Q4_0 packed ([`pack`], [`Layout::Q4_0x16`]): each block of sixteen
+//! rows as one sequential 288-byte step, scales and nibbles already in vector order, where the
+//! file's layout costs sixteen scattered reads, a gather and a register transpose per block. A
+//! table says which layout it reads fastest ([`Kernels::preferred_layout`]); placement packs
+//! its copies accordingly, and [`Kernels::gemv_in`] and [`Kernels::dot_tile_packed`] take
+//! packed groups (on any tier: one without packed kernels unpacks first).
 
 pub mod blocks;
 pub mod ggml_math;
 pub mod half;
 pub mod ops;
+pub mod pack;
 pub mod scalar;
 mod types;
 #[cfg(target_arch = "x86_64")]
@@ -29,6 +37,7 @@ mod x86_64;
 use std::fmt;
 
 pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
+pub use pack::{Layout, PACK_ROWS};
 pub use types::GgmlType;
 
 /// Environment variable that forces a kernel tier.
@@ -278,6 +287,7 @@ const WIDE_TOKENS: usize = 8;
 
 const _: () = assert!(TILE_ROWS.is_multiple_of(BATCH_TILE_ROWS));
 const _: () = assert!(PANEL_ROWS.is_multiple_of(TILE_ROWS));
+const _: () = assert!(PACK_ROWS == PANEL_ROWS);
 
 /// A tiled kernel: `out[t][r] = dot(w[r], a[t])`, every row and activation of one length.
 type Tile<W, A> = fn(&[&[W]; BATCH_TILE_ROWS], &[&[A]; TILE_TOKENS], &mut TileOut);
@@ -293,6 +303,11 @@ struct GemvPanel {
     rows: usize,
     run: fn(&[BlockQ4_0], &Q8Row, &mut [f32]),
 }
+/// A single-token panel over one packed group: `out[r] = dot(row r, a)` for its
+/// [`PACK_ROWS`] rows.
+type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
+/// A panel over one packed group: as [`Panel`], the rows from the group's bytes.
+type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -355,6 +370,10 @@ pub struct Kernels {
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
     q4_0_chain_panel: Option<Panel>,
     q4_0_chain_gemv: Option<GemvPanel>,
+    /// The single-token panel and the panel over one packed group ([`Layout::Q4_0x16`]); a
+    /// table with them asks for packed copies ([`Kernels::preferred_layout`]).
+    q4_0_packed_gemv: Option<PackedGemv>,
+    q4_0_packed_panel: Option<PackedPanel>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -403,6 +422,8 @@ impl Kernels {
             q8_0_tile: scalar::tile_q8_0_q8_0,
             q4_0_chain_panel: None,
             q4_0_chain_gemv: None,
+            q4_0_packed_gemv: None,
+            q4_0_packed_panel: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -462,6 +483,8 @@ impl Kernels {
                     rows: PANEL_ROWS,
                     run: x86_64::avx512::gemv16_q4_0_q8_0_chain,
                 }),
+                q4_0_packed_gemv: Some(x86_64::avx512::gemv16_q4_0_q8_0_packed),
+                q4_0_packed_panel: Some(x86_64::avx512::panel_q4_0_q8_0_packed),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 softmax: x86_64::avx512::softmax,
@@ -598,6 +621,109 @@ impl Kernels {
                     *o = self.dot_ordered(ty, order, row, act);
                 }
             }
+        }
+    }
+
+    /// The layout this table reads fastest for a matrix of `ty` summed in `order`: placement
+    /// packs the copies it makes into it (the file's own mapping stays as it is).
+    /// [`Layout::Q4_0x16`] for block-chain Q4_0 where the tier has packed kernels (AVX-512),
+    /// [`Layout::Rows`] otherwise.
+    pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
+        match (ty, order, self.q4_0_packed_gemv) {
+            (GgmlType::Q4_0, SumOrder::BlockChain, Some(_)) => Layout::Q4_0x16,
+            _ => Layout::Rows,
+        }
+    }
+
+    /// [`Kernels::gemv`] of rows stored in `layout`. For [`Layout::Q4_0x16`] (block-chain
+    /// Q4_0 only), `rows` holds whole packed groups of [`PACK_ROWS`] rows and `out` one
+    /// output per row; the result is the same, bit for bit, as the file layout's. A table
+    /// without packed kernels unpacks each group first (slow: tests, and a copy packed for
+    /// another tier).
+    ///
+    /// # Panics
+    /// As [`Kernels::gemv`], or if a packed run is not whole groups of Q4_0.
+    pub fn gemv_in(
+        &self,
+        layout: Layout,
+        ty: GgmlType,
+        order: SumOrder,
+        rows: &[u8],
+        act: &ActRow,
+        out: &mut [f32],
+    ) {
+        if layout == Layout::Rows {
+            return self.gemv(ty, order, rows, act, out);
+        }
+        assert!(
+            (ty, order) == (GgmlType::Q4_0, SumOrder::BlockChain),
+            "packed rows of {} are not Q4_0 in block-chain order",
+            ty.name()
+        );
+        let k = out.len();
+        assert!(
+            k.is_multiple_of(PACK_ROWS),
+            "{k} rows are not whole packed groups"
+        );
+        let n = act.len() / QK;
+        let w = checked_blocks::<BlockQ4_0>(rows, n * k);
+        let a = q8_0_row(act, n);
+        let groups = w
+            .chunks_exact(PACK_ROWS * n)
+            .zip(out.chunks_exact_mut(PACK_ROWS));
+        match self.q4_0_packed_gemv {
+            Some(run) => groups.for_each(|(wg, o)| run(wg, a, o)),
+            None => {
+                let mut rows = vec![0u8; std::mem::size_of_val(&w[..PACK_ROWS * n])];
+                for (wg, o) in groups {
+                    pack::unpack_q4_0x16(blocks::block_bytes(wg), n, &mut rows);
+                    self.gemv(ty, order, &rows, act, o);
+                }
+            }
+        }
+    }
+
+    /// [`Kernels::dot_tile`] of one packed group ([`Layout::Q4_0x16`], [`PACK_ROWS`] rows in
+    /// `group`'s bytes): `out[t * PACK_ROWS + r]` is row r against `acts[t]`, bit for bit as
+    /// the file layout gives it. Whole groups of [`PANEL_TOKENS`] tokens go through the packed
+    /// panel where the tier has one, the rest one token at a time through
+    /// [`Kernels::gemv_in`].
+    ///
+    /// # Panics
+    /// If `out.len() != PACK_ROWS * acts.len()`, or as [`Kernels::gemv_in`] does.
+    pub fn dot_tile_packed(&self, group: &[u8], acts: &[ActRow], out: &mut [f32]) {
+        assert_eq!(
+            out.len(),
+            PACK_ROWS * acts.len(),
+            "tile output size mismatch"
+        );
+        let Some(first) = acts.first() else {
+            return;
+        };
+        let n = first.len() / QK;
+        let mut done = 0;
+        if let Some(panel) = self.q4_0_packed_panel {
+            let w = checked_blocks::<BlockQ4_0>(group, PACK_ROWS * n);
+            done = acts.len() / PANEL_TOKENS * PANEL_TOKENS;
+            let steps = acts[..done].chunks(MAX_PANEL_TOKENS);
+            for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
+                let groups: [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS] = std::array::from_fn(|g| {
+                    Q8Group::new(&ac[(g * PANEL_TOKENS).min(ac.len() - PANEL_TOKENS)..], n)
+                });
+                let o = &mut out[t0 * PACK_ROWS..(t0 + ac.len()) * PACK_ROWS];
+                panel(w, &groups[..ac.len() / PANEL_TOKENS], o);
+            }
+        }
+        for (t, a) in acts.iter().enumerate().skip(done) {
+            let o = &mut out[t * PACK_ROWS..(t + 1) * PACK_ROWS];
+            self.gemv_in(
+                Layout::Q4_0x16,
+                GgmlType::Q4_0,
+                SumOrder::BlockChain,
+                group,
+                a,
+                o,
+            );
         }
     }
 

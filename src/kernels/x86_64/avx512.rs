@@ -205,8 +205,16 @@ fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
 /// four-sums for sixteen rows. Blocks outer, tokens inner: each block of the sixteen rows is
 /// unpacked once for every token (up to [`MAX_PANEL_TOKENS`], in groups of [`PANEL_TOKENS`]
 /// whose sums run as independent chains), the tokens' accumulators kept in memory.
+///
+/// With `PACKED`, the rows come from `packed`, one packed group (`kernels::pack`), and `w` is
+/// not read.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], out: &mut [f32]) {
+fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
+    w: &[&[BlockQ4_0]; PANEL_ROWS],
+    packed: &[BlockQ4_0],
+    a: &[Q8Group],
+    out: &mut [f32],
+) {
     const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
     let groups = a.len();
     assert!(groups > 0 && groups * PANEL_TOKENS <= MAX_PANEL_TOKENS);
@@ -222,7 +230,16 @@ fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], out
             && g.scales.iter().all(|s| s.len() == n)
     };
     assert!(a.iter().all(same), "panel activations of unequal lengths");
-    let w = exact(w, n);
+    let w = if PACKED {
+        assert_eq!(
+            packed.len(),
+            PANEL_ROWS * n,
+            "panel: a packed group of {n}-block rows"
+        );
+        [&packed[..0]; PANEL_ROWS]
+    } else {
+        exact(w, n)
+    };
     let (lo_rows, hi_rows): (&[&[BlockQ4_0]; 8], &[&[BlockQ4_0]; 8]) = (
         w[..8].try_into().expect("eight rows"),
         w[8..].try_into().expect("eight rows"),
@@ -230,13 +247,22 @@ fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], out
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
     for i in 0..n {
-        let x = transpose_qs16(std::array::from_fn(|r| {
-            if r < TILE_ROWS {
-                &lo_rows[r][i].qs
-            } else {
-                &hi_rows[r - TILE_ROWS][i].qs
-            }
-        }));
+        let (x, dw) = if PACKED {
+            packed_block16(packed, i)
+        } else {
+            let x = transpose_qs16(std::array::from_fn(|r| {
+                if r < TILE_ROWS {
+                    &lo_rows[r][i].qs
+                } else {
+                    &hi_rows[r - TILE_ROWS][i].qs
+                }
+            }));
+            let dw = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castpd256_pd512(_mm256_castps_pd(row_scales(lo_rows.map(|w| w[i].d)))),
+                _mm256_castps_pd(row_scales(hi_rows.map(|w| w[i].d))),
+            ));
+            (x, dw)
+        };
         let q: [__m512i; 8] = std::array::from_fn(|k| {
             if k < 4 {
                 _mm512_and_si512(x[k], low)
@@ -244,10 +270,6 @@ fn panel_q4_0_q8_0_chain_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], out
                 _mm512_and_si512(_mm512_srli_epi16::<4>(x[k - 4]), low)
             }
         });
-        let dw = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-            _mm512_castpd256_pd512(_mm256_castps_pd(row_scales(lo_rows.map(|w| w[i].d)))),
-            _mm256_castps_pd(row_scales(hi_rows.map(|w| w[i].d))),
-        ));
         for (g, ag) in a.iter().enumerate() {
             // SAFETY (each get_unchecked below): every slice of every group has exactly n
             // elements (asserted above), and i < n.
@@ -374,7 +396,13 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl(w, a, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<false>(w, &[], a, out) }
+}
+
+/// [`panel_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
+pub(in crate::kernels) fn panel_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &[Q8Group], out: &mut [f32]) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { panel_q4_0_q8_0_chain_impl::<true>(&[&[]; PANEL_ROWS], w, a, out) }
 }
 
 /// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k
@@ -416,8 +444,16 @@ fn transpose_qs16(qs: [&[u8; 16]; PANEL_ROWS]) -> [__m512i; 4] {
 /// in by one gather (the rows are equally spaced), and the eight four-sums are split over two
 /// accumulators so they are not one chain of dependent `vpdpbusd` (integer sums: exact in any
 /// order). Each row keeps the float operations of its single chain dot, bit for bit.
+///
+/// With `PACKED`, `w` is one packed group instead (`kernels::pack`): block i of the sixteen
+/// rows is 288 consecutive bytes, the scales by one load and the nibble bytes already in
+/// lanes, so neither the gather nor the transpose is needed.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL_ROWS]) {
+fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool>(
+    w: &[BlockQ4_0],
+    a: &Q8Row,
+    out: &mut [f32; PANEL_ROWS],
+) {
     const { assert!(PANEL_ROWS == 2 * TILE_ROWS) };
     let n = a.blocks.len();
     assert!(
@@ -448,17 +484,21 @@ fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL
     let mut acc = _mm512_setzero_ps();
     for i in 0..n {
         pf.at(i);
-        // SAFETY: lane r reads the four bytes at the start of block i of row r (its f16 scale
-        // and two nibble bytes), inside w: r·row_bytes + i·18 + 4 ≤ w's byte length.
-        let d32 = unsafe { _mm512_i32gather_epi32::<1>(offsets, (&raw const w[i]).cast()) };
-        let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
-        let x = transpose_qs16(std::array::from_fn(|r| {
-            if r < TILE_ROWS {
-                &lo_rows[r][i].qs
-            } else {
-                &hi_rows[r - TILE_ROWS][i].qs
-            }
-        }));
+        let (x, dw) = if PACKED {
+            packed_block16(w, i)
+        } else {
+            // SAFETY: lane r reads the four bytes at the start of block i of row r (its f16
+            // scale and two nibble bytes), inside w: r·row_bytes + i·18 + 4 ≤ w's byte length.
+            let d32 = unsafe { _mm512_i32gather_epi32::<1>(offsets, (&raw const w[i]).cast()) };
+            let x = transpose_qs16(std::array::from_fn(|r| {
+                if r < TILE_ROWS {
+                    &lo_rows[r][i].qs
+                } else {
+                    &hi_rows[r - TILE_ROWS][i].qs
+                }
+            }));
+            (x, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)))
+        };
         // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
         let (y, sum, dy) = unsafe { q8_block(a, i) };
         // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
@@ -480,8 +520,35 @@ fn gemv16_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL
 pub(in crate::kernels) fn gemv16_q4_0_q8_0_chain(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
     let out = out.try_into().expect("sixteen outputs");
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_q4_0_q8_0_chain_impl(w, a, out) }
+    unsafe { gemv16_q4_0_q8_0_chain_impl::<false>(w, a, out) }
 }
+
+/// [`gemv16_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
+pub(in crate::kernels) fn gemv16_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
+    let out = out.try_into().expect("sixteen outputs");
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_q4_0_q8_0_chain_impl::<true>(w, a, out) }
+}
+
+/// Block `i` of a packed group of sixteen Q4_0 rows (`kernels::pack`): its nibble bytes as
+/// [`transpose_qs16`] gives them (they are stored that way) and the rows' scales as f32.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn packed_block16(w: &[BlockQ4_0], i: usize) -> ([__m512i; 4], __m512) {
+    let step = &w[i * PANEL_ROWS..(i + 1) * PANEL_ROWS];
+    let base = step.as_ptr().cast::<u8>();
+    // SAFETY: `step` is PANEL_ROWS blocks (288 bytes): 32 bytes of scales, then four 64-byte
+    // vectors; every load is unaligned and inside it.
+    unsafe {
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(base.cast()));
+        let x =
+            std::array::from_fn(|k| _mm512_loadu_si512(base.add(PACKED_SCALES + 64 * k).cast()));
+        (x, dw)
+    }
+}
+
+/// Bytes of the scales at the start of a packed block step (sixteen f16 values).
+const PACKED_SCALES: usize = 2 * PANEL_ROWS;
 
 // ---------------------------------------------------------------------------------------------
 // Elementwise exponentials in 512-bit vectors: `ggml_math::expf` (ggml's own vectorised
