@@ -13,15 +13,30 @@ mod golden;
 use std::time::Instant;
 
 use locus::app::Loaded;
+use locus::kernels::{GgmlType, Layout, SumOrder};
 use locus::model::llama::KvType;
 use locus::model::sampler::argmax;
 use locus::model::ModelFile;
+use locus::placement::{Mode, Options, Placement};
 use locus::pool::Pool;
 
 /// Logit gap below which llama.cpp's own choice is a coin toss at float precision.
 const NEAR_TIE: f32 = 0.01;
 
+/// How the golden run reads the weights.
+#[derive(Clone, Copy, PartialEq)]
+enum Weights {
+    /// Straight from the file's mapping.
+    File,
+    /// From a placed copy (`--numa mirror`), packed where the kernels ask for it.
+    Copy,
+}
+
 fn check(quant: &str) {
+    check_from(quant, Weights::File);
+}
+
+fn check_from(quant: &str, from: Weights) {
     let Some(path) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
         return;
     };
@@ -36,10 +51,50 @@ fn check(quant: &str) {
         cases.len()
     );
     let file = ModelFile::open(&path).unwrap();
-    let l = Loaded::load(&file, Instant::now()).unwrap();
+    let placement = (from == Weights::Copy).then(|| {
+        let opts = Options {
+            mode: Mode::Mirror,
+            threads: Some(1),
+            ..Options::default()
+        };
+        Placement::build(&file, &opts).unwrap()
+    });
+    let l = match &placement {
+        Some(p) => {
+            let l = Loaded::load_placed(&file, p, Instant::now()).unwrap();
+            let packed = p
+                .store
+                .pieces()
+                .iter()
+                .filter(|p| p.layout != Layout::Rows)
+                .count();
+            eprintln!(
+                "{quant}: {packed} of {} copied matrices packed",
+                p.store.pieces().len()
+            );
+            if l.llama
+                .kernels
+                .preferred_layout(GgmlType::Q4_0, SumOrder::BlockChain)
+                != Layout::Rows
+            {
+                assert!(
+                    packed > 0,
+                    "{quant}: the kernels read packed Q4_0, but nothing was packed"
+                );
+            }
+            l
+        }
+        None => Loaded::load(&file, Instant::now()).unwrap(),
+    };
     // One thread per test: the three quant tests run side by side on a small machine, and
     // results do not depend on the thread count (tests/forward_reference.rs checks that).
-    let pool = Pool::new(1, |_| {});
+    // The packed copy runs in two groups of 2 and 3 threads instead: their row shares are cut
+    // off packed-group boundaries (576 / 5), so the rounding of the shares is checked too.
+    let pool = match from {
+        Weights::File => Pool::new(1, |_| {}),
+        Weights::Copy => Pool::grouped(&[2, 3], |_| {}),
+    };
+    pool.set_poll(0);
     let mut failures = Vec::new();
     let mut ties = 0;
     for case in &cases {
@@ -51,7 +106,7 @@ fn check(quant: &str) {
             ));
             continue;
         }
-        let mut s = l.llama.new_state(2048, 1, KvType::F16);
+        let mut s = l.llama.new_state(2048, pool.threads(), KvType::F16);
         let mut last = vec![0f32; l.llama.config.n_vocab];
         l.llama.eval(
             &pool,
@@ -99,6 +154,13 @@ fn greedy_matches_llama_cpp_q8_0() {
 #[test]
 fn greedy_matches_llama_cpp_q4_0() {
     check("Q4_0");
+}
+
+/// The same through a placed copy, where a tier with packed kernels (AVX-512) reads Q4_0
+/// packed (`kernels::pack`): the tokens may not change.
+#[test]
+fn greedy_matches_llama_cpp_q4_0_from_a_packed_copy() {
+    check_from("Q4_0", Weights::Copy);
 }
 
 /// The full logits vector after a prompt equals llama.cpp's bit for bit (recorded with

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::topo::json_string;
 use super::{AppError, Loaded};
+use crate::kernels::Layout;
 use crate::model::llama::KvType;
 use crate::model::ModelFile;
 use crate::placement::audit::{audit, Audit, CopyReport};
@@ -101,10 +102,12 @@ fn node_cols(a: &Audit) -> Vec<u32> {
     ids
 }
 
+/// Where a copy is, `*` marking a packed one.
 fn copy_where(c: &CopyReport) -> String {
+    let packed = if c.layout == Layout::Rows { "" } else { "*" };
     match c.node {
-        Some(n) => format!("{} @{}", c.kind, n.0),
-        None => c.kind.to_string(),
+        Some(n) => format!("{} @{}{packed}", c.kind, n.0),
+        None => format!("{}{packed}", c.kind),
     }
 }
 
@@ -138,6 +141,13 @@ pub fn render_text(p: &Placement, a: &Audit) -> String {
             let _ = write!(s, " {:>8}", c.pages_by_node.get(n).copied().unwrap_or(0));
         }
         let _ = writeln!(s, " {:>8}", c.unknown_pages);
+    }
+    if a.copies.iter().any(|c| c.layout != Layout::Rows) {
+        let _ = writeln!(
+            s,
+            "  * packed for the kernels ({}: Q4_0 in groups of 16 rows, same bytes and pages)",
+            Layout::Q4_0x16.name()
+        );
     }
     let _ = writeln!(s, "totals by node:");
     for (n, b) in &a.bytes_by_node {
@@ -229,8 +239,8 @@ pub fn render_json(p: &Placement, a: &Audit) -> String {
         let node = c.node.map_or("null".to_string(), |n| n.0.to_string());
         let _ = write!(
             o,
-            ",\"node\":{node},\"kind\":\"{}\",\"rows\":[{},{}],\"bytes\":{},\"pages\":{},\"pages_by_node\":",
-            c.kind, c.rows.0, c.rows.1, c.bytes, c.pages
+            ",\"node\":{node},\"kind\":\"{}\",\"rows\":[{},{}],\"layout\":\"{}\",\"bytes\":{},\"pages\":{},\"pages_by_node\":",
+            c.kind, c.rows.0, c.rows.1, c.layout.name(), c.bytes, c.pages
         );
         json_node_map(&mut o, &c.pages_by_node);
         let _ = write!(o, ",\"unknown_pages\":{}}}", c.unknown_pages);

@@ -21,7 +21,7 @@ pub use super::kv::{Arith, KvType};
 use super::kv::{KvBuf, KV_PAD};
 use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
-use crate::kernels::{ActRow, ActType, GgmlType, Kernels};
+use crate::kernels::{ActRow, ActType, GgmlType, Kernels, Layout, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Pool};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -213,6 +213,29 @@ impl Out {
     }
 }
 
+/// `x` rounded down to a packed group boundary, `rows` (a matrix's end) kept.
+fn pack_floor(x: usize, rows: usize) -> usize {
+    if x == rows {
+        x
+    } else {
+        x / PACK_ROWS * PACK_ROWS
+    }
+}
+
+/// Writes a step's outputs (`k` rows from `r0`, token-major in `step`) into the matmul's
+/// output (`rows` per token).
+///
+/// # Safety
+/// Rows `r0..r0 + k` of every token's output must be this thread's alone during the step.
+unsafe fn scatter(out: &Out, rows: usize, r0: usize, k: usize, step: &[f32]) {
+    for (b, outs_b) in step.chunks_exact(k).enumerate() {
+        for (j, v) in outs_b.iter().enumerate() {
+            // SAFETY: element (b, r0 + j) is this thread's alone (the caller's promise).
+            unsafe { out.write(b * rows + r0 + j, *v) };
+        }
+    }
+}
+
 /// Runs `f(b)` for each token `b` of a batch of `n`: split among the pool's threads when there
 /// are several tokens and threads, on the calling thread otherwise (a single token's work is
 /// too small to pay for a parallel step). Each token's arithmetic is the same either way.
@@ -318,8 +341,14 @@ impl<'a> Llama<'a> {
             let threads = &pool.groups()[slot];
             for (j, (m, out)) in jobs.iter().enumerate() {
                 let t = m.view(slot);
-                // The group's rows (stored on its node), claimed chunk by chunk.
+                // The group's rows (stored on its node), claimed chunk by chunk. A packed view
+                // is read in whole groups: every group's share ends on a group boundary (the
+                // same rounding for all, so the shares still cover every row once).
                 let (lo, hi) = rows_of_group(t.rows, threads, nth);
+                let (lo, hi) = match t.layout {
+                    Layout::Rows => (lo, hi),
+                    _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
+                };
                 let chunk = chunk_rows(hi - lo, threads.len(), STEP);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
                 loop {
@@ -332,7 +361,18 @@ impl<'a> Llama<'a> {
                         // SAFETY: this thread alone claimed rows c0..c1, so it alone writes
                         // their (single-token) outputs during the step.
                         let o = unsafe { out.slice(c0, c1) };
-                        kernels.gemv(t.ty, t.order, t.rows_bytes(c0, c1), &act[0], o);
+                        kernels.gemv_in(t.layout, t.ty, t.order, t.rows_bytes(c0, c1), &act[0], o);
+                        continue;
+                    }
+                    if t.layout != Layout::Rows {
+                        // Whole packed groups (c0 and c1 are group boundaries), each against
+                        // all n tokens.
+                        for r0 in (c0..c1).step_by(PACK_ROWS) {
+                            let step = &mut step[..PACK_ROWS * n];
+                            kernels.dot_tile_packed(t.rows_bytes(r0, r0 + PACK_ROWS), act, step);
+                            // SAFETY: this thread alone claimed rows c0..c1.
+                            unsafe { scatter(out, t.rows, r0, PACK_ROWS, step) };
+                        }
                         continue;
                     }
                     // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
@@ -342,13 +382,8 @@ impl<'a> Llama<'a> {
                         let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
                         let step = &mut step[..k * n];
                         kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
-                        for (b, outs_b) in step.chunks_exact(k).enumerate() {
-                            for (j, v) in outs_b.iter().enumerate() {
-                                // SAFETY: each chunk of rows is claimed by one thread alone, so
-                                // element (b, r0 + j) is written by this thread only.
-                                unsafe { out.write(b * t.rows + r0 + j, *v) };
-                            }
-                        }
+                        // SAFETY: this thread alone claimed rows c0..c1.
+                        unsafe { scatter(out, t.rows, r0, k, step) };
                     }
                 }
             }

@@ -4,7 +4,7 @@
 use super::config::LlamaConfig;
 use super::error::ModelError;
 use super::gguf::Gguf;
-use crate::kernels::{GgmlType, SumOrder};
+use crate::kernels::{GgmlType, Layout, SumOrder};
 
 /// llama.cpp interleaves Q4_0 matmul weights in groups of this many rows.
 const REPACK_ROWS: usize = 8;
@@ -17,6 +17,9 @@ pub struct Tensor<'a> {
     /// How its dot products sum: llama.cpp repacks Q4_0 matmul weights whose row count is a
     /// multiple of 8 and then sums them in one chain over blocks.
     pub order: SumOrder,
+    /// How `data` stores the rows: the file's layout, or packed for the kernels (a copy
+    /// placement made; see `kernels::pack`).
+    pub layout: Layout,
     pub rows: usize,
     pub cols: usize,
     pub row_bytes: usize,
@@ -26,9 +29,11 @@ pub struct Tensor<'a> {
 }
 
 impl<'a> Tensor<'a> {
-    /// Row `i` of the matrix; it must be one of the rows this view holds.
+    /// Row `i` of the matrix; it must be one of the rows this view holds, in the file's
+    /// layout (a packed view has no rows on their own: read it by [`Tensor::rows_bytes`]).
     #[inline]
     pub fn row(&self, i: usize) -> &'a [u8] {
+        assert_eq!(self.layout, Layout::Rows, "a row of a packed view");
         let j = i - self.row0;
         &self.data[j * self.row_bytes..(j + 1) * self.row_bytes]
     }
@@ -52,7 +57,13 @@ impl<'a> Tensor<'a> {
         }
     }
 
-    /// The bytes of rows `lo..hi`, back to back; they must be rows this view holds.
+    /// The same view with its bytes in `layout` (placement packed them).
+    pub fn with_layout(&self, layout: Layout) -> Tensor<'a> {
+        Tensor { layout, ..*self }
+    }
+
+    /// The bytes of rows `lo..hi`, back to back (in a packed view, whole packed groups of
+    /// them); they must be rows this view holds.
     #[inline]
     pub fn rows_bytes(&self, lo: usize, hi: usize) -> &'a [u8] {
         &self.data[(lo - self.row0) * self.row_bytes..(hi - self.row0) * self.row_bytes]
@@ -189,6 +200,7 @@ fn tensor<'a>(
     Ok(Tensor {
         ty: t.ty,
         order: SumOrder::Lanes,
+        layout: Layout::Rows,
         rows,
         cols,
         row_bytes: t.ty.row_bytes(cols),

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::{Placement, Store};
+use crate::kernels::Layout;
 use crate::model::weights::{LlamaWeights, Matrix, Tensor};
 use crate::model::ModelFile;
 use crate::pool::rows_of_thread;
@@ -49,6 +50,8 @@ pub struct CopyReport {
     /// `"copy"`, `"shard"`, `"interleaved"` or `"file"`.
     pub kind: &'static str,
     pub rows: (usize, usize),
+    /// How the copy holds the rows: the file's layout, or packed for the kernels.
+    pub layout: Layout,
     pub bytes: u64,
     pub pages: u64,
     /// Pages per node (estimated from numa_maps shares where it is per mapping).
@@ -220,6 +223,7 @@ pub fn audit(p: &Placement, w: &LlamaWeights, file: &ModelFile) -> Audit {
                 node,
                 kind,
                 rows: (held.start, held.end),
+                layout: v.layout,
                 bytes: v.data.len() as u64,
                 pages: pm.pages() as u64,
                 pages_by_node: by_node,

@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex};
 pub use plan::{Mode, Options, Pin, Plan, PlanError, Store};
 pub use store::{BuildError, WeightStore};
 
-use crate::model::weights::LlamaWeights;
+use crate::kernels::{Kernels, Layout, PACK_ROWS};
+use crate::model::weights::{LlamaWeights, Matrix};
 use crate::model::{LlamaConfig, ModelError, ModelFile};
 use crate::pool::Pool;
 use crate::sys::probe::Capabilities;
@@ -80,8 +81,21 @@ impl Placement {
         let config = LlamaConfig::from_gguf(&g).map_err(PlacementError::Model)?;
         let weights = LlamaWeights::from_gguf(&g, &config).map_err(PlacementError::Model)?;
         let mats = weights.matrices();
+        // The table the model will load with (the same detection): copies are packed for it.
+        let kernels = Kernels::detect().ok();
+        let packed = |m: &&&Matrix| {
+            kernels.as_ref().is_some_and(|k| {
+                k.preferred_layout(m.ty(), m.file.order) != Layout::Rows
+                    && m.rows().is_multiple_of(PACK_ROWS)
+            })
+        };
         let need = plan::Need {
             copy_bytes: mats.iter().map(|m| m.file.data.len() as u64).sum(),
+            packed_bytes: mats
+                .iter()
+                .filter(packed)
+                .map(|m| m.file.data.len() as u64)
+                .sum(),
         };
         let mut warnings = Vec::new();
         if topo.nodes.len() > 1 && matches!(topo.numa_balancing, NumaBalancing::On { .. }) {
@@ -95,6 +109,7 @@ impl Placement {
             let host = store::Host {
                 topo: &topo,
                 caps: &caps,
+                kernels: kernels.as_ref(),
             };
             match WeightStore::build(&plan, &host, &mats, true) {
                 Ok(s) => break s,

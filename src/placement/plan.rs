@@ -196,6 +196,9 @@ impl fmt::Display for PlanError {
 pub struct Need {
     /// Bytes of one full copy of the weights.
     pub copy_bytes: u64,
+    /// Bytes of it a copy would hold packed for the kernels (`Kernels::preferred_layout`),
+    /// which they read faster than the file's layout: what makes a copy pay on one node.
+    pub packed_bytes: u64,
 }
 
 /// Bytes a node can give a copy: free memory plus the page cache it could reclaim.
@@ -228,11 +231,17 @@ impl Plan {
         let mut fallbacks = Vec::new();
         let mut mode = opts.mode;
         if mode == Mode::Auto {
-            mode = if cpu_nodes.len() == 1 {
-                notes.push("auto: one node runs threads, so there is nothing to place: off".into());
-                Mode::Off
-            } else {
+            mode = if cpu_nodes.len() > 1 {
                 Mode::Mirror
+            } else if need.packed_bytes > 0 {
+                notes.push(format!(
+                    "auto: one node runs threads, and a copy holds {} MiB of the weights packed for the kernels (faster to read than the file's layout): trying mirror (one copy)",
+                    need.packed_bytes >> 20
+                ));
+                Mode::Mirror
+            } else {
+                notes.push("auto: one node runs threads and no weights would be packed, so a copy gains nothing: off".into());
+                Mode::Off
             };
         }
         let isolate_node = if mode == Mode::Isolate {
@@ -294,7 +303,7 @@ impl Plan {
                 }
             }
         }
-        if opts.mode == Mode::Auto && mode == Mode::Mirror {
+        if opts.mode == Mode::Auto && mode == Mode::Mirror && cpu_nodes.len() > 1 {
             notes.push("auto: every node has room for a copy: mirror".into());
         }
         let mut slots = Vec::new();
@@ -565,6 +574,7 @@ mod tests {
     fn need(gib: u64) -> Need {
         Need {
             copy_bytes: gib * GIB,
+            packed_bytes: 0,
         }
     }
 
@@ -578,6 +588,36 @@ mod tests {
         assert_eq!(p.slots[0].node, Some(NodeId(0)));
         assert_eq!(p.store, Store::File);
         assert!(!p.pinned());
+    }
+
+    #[test]
+    fn one_node_auto_copies_when_the_kernels_read_a_packed_copy_faster() {
+        let t = topo(&[("0-3", 8)]);
+        let packed = Need {
+            packed_bytes: GIB / 2,
+            ..need(1)
+        };
+        let p = Plan::new(&t, &opts(Mode::Auto, None), packed).unwrap();
+        assert_eq!(p.mode, Mode::Mirror);
+        assert_eq!(p.store, Store::PerSlot { full: true });
+        assert_eq!(p.threads, 4);
+        assert!(
+            p.notes.iter().any(|n| n.contains("512 MiB")),
+            "{:?}",
+            p.notes
+        );
+        // Without room for the copy, auto keeps the file's mapping.
+        let p = Plan::new(
+            &t,
+            &opts(Mode::Auto, None),
+            Need {
+                copy_bytes: 16 * GIB,
+                ..packed
+            },
+        )
+        .unwrap();
+        assert_eq!(p.mode, Mode::Off);
+        assert!(p.fallbacks.is_empty(), "auto's choice is not a fallback");
     }
 
     #[test]

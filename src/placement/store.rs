@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::plan::{Plan, Store};
+use crate::kernels::{pack, Kernels, Layout, PACK_ROWS};
 use crate::model::weights::{LlamaWeights, Matrix, Tensor};
 use crate::pool::rows_of_group;
 use crate::sys::memory::{self, Backing, Region};
@@ -34,6 +35,8 @@ pub struct Piece {
     /// The node the piece was placed on (`None`: interleaved).
     pub node: Option<NodeId>,
     pub rows: Range<usize>,
+    /// How the piece's bytes hold the rows (packed for the kernels, or the file's layout).
+    pub layout: Layout,
     region: usize,
     offset: usize,
     len: usize,
@@ -88,6 +91,9 @@ pub struct WeightStore {
 pub struct Host<'a> {
     pub topo: &'a Topology,
     pub caps: &'a Capabilities,
+    /// The kernels that will read the copies: each copy is packed in the layout they read
+    /// fastest ([`Kernels::preferred_layout`]); `None` keeps the file's layout.
+    pub kernels: Option<&'a Kernels>,
 }
 
 impl WeightStore {
@@ -115,6 +121,7 @@ impl WeightStore {
         let mut pieces = Vec::new();
         let mut sizes = vec![0usize; region_keys.len()];
         for m in mats {
+            let first = pieces.len();
             for (ri, &(slot, node)) in region_keys.iter().enumerate() {
                 let rows = match (&plan.store, slot) {
                     (Store::PerSlot { full: false }, Some(i)) => {
@@ -130,11 +137,23 @@ impl WeightStore {
                     slot,
                     node,
                     rows,
+                    layout: Layout::Rows,
                     region: ri,
                     offset: sizes[ri],
                     len,
                 });
                 sizes[ri] += len.div_ceil(page) * page;
+            }
+            // Packed only when every piece is whole packed groups, so all of a matrix's views
+            // share one layout (the matmuls round the groups' row shares alike for all).
+            let layout = host
+                .kernels
+                .map_or(Layout::Rows, |k| k.preferred_layout(m.ty(), m.file.order));
+            let whole = |r: &Range<usize>| {
+                r.start.is_multiple_of(PACK_ROWS) && r.end.is_multiple_of(PACK_ROWS)
+            };
+            if layout != Layout::Rows && pieces[first..].iter().all(|p| whole(&p.rows)) {
+                pieces[first..].iter_mut().for_each(|p| p.layout = layout);
             }
         }
         let alloc_count = AtomicUsize::new(0);
@@ -227,6 +246,7 @@ impl WeightStore {
             );
         }
         let bytes = fill(plan, mats, &mut regions, &pieces, mbind_ok, progress);
+        pack_pieces(plan, mats, &mut regions, &pieces);
         let mut by_tensor: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, p) in pieces.iter().enumerate() {
             by_tensor.entry(p.tensor.clone()).or_default().push(i);
@@ -267,7 +287,9 @@ impl WeightStore {
                 .iter()
                 .map(|&i| {
                     let p = &self.pieces[i];
-                    m.file.with_data(p.rows.start, p.rows.end, self.bytes_of(p))
+                    m.file
+                        .with_data(p.rows.start, p.rows.end, self.bytes_of(p))
+                        .with_layout(p.layout)
                 })
                 .collect();
             m.set_views(views);
@@ -437,6 +459,71 @@ fn fill(
     });
     total
 }
+
+/// Packs the pieces whose layout asks for it, in place, after [`fill`] placed their pages:
+/// each packed group is read back from the file and written in the kernels' order over the
+/// same bytes, so no page moves. The groups are shared out among the plan's threads (any
+/// thread may write a page once it exists).
+fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[Piece]) {
+    let by_name: HashMap<&str, &Matrix> = mats.iter().map(|m| (m.name.as_str(), *m)).collect();
+    // (region, offset in it, source bytes, blocks per row) of every packed group.
+    let mut groups: Vec<(usize, usize, *const u8, usize)> = Vec::new();
+    for p in pieces.iter().filter(|p| p.layout == Layout::Q4_0x16) {
+        let m = by_name[p.tensor.as_str()];
+        let group_bytes = PACK_ROWS * m.file.row_bytes;
+        let src = m.file.rows_bytes(p.rows.start, p.rows.end);
+        let n = m.file.cols / crate::kernels::QK;
+        for g in 0..p.len / group_bytes {
+            groups.push((
+                p.region,
+                p.offset + g * group_bytes,
+                src[g * group_bytes..].as_ptr(),
+                n,
+            ));
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    let bases: Vec<(usize, usize)> = regions
+        .iter_mut()
+        .map(|r| {
+            let s = r.as_mut_slice();
+            (s.as_mut_ptr() as usize, s.len())
+        })
+        .collect();
+    let next = AtomicUsize::new(0);
+    let (groups, bases, next) = (&SendGroups(groups), &bases, &next);
+    std::thread::scope(|scope| {
+        for _ in 0..plan.threads.max(1) {
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(region, offset, src, n)) = groups.0.get(i) else {
+                    break;
+                };
+                let len = n * pack::STEP;
+                let (base, size) = bases[region];
+                assert!(offset + len <= size, "a packed group outside its region");
+                // SAFETY: the group lies inside its region (asserted) and no other group
+                // overlaps it, so this thread alone writes these bytes while the scope runs;
+                // `src` is the same group's bytes in the file's read-only mapping, alive for
+                // the whole build.
+                let (dst, src) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut((base as *mut u8).add(offset), len),
+                        std::slice::from_raw_parts(src, len),
+                    )
+                };
+                pack::pack_q4_0x16(src, n, dst);
+            });
+        }
+    });
+}
+
+struct SendGroups(Vec<(usize, usize, *const u8, usize)>);
+// SAFETY: the pointers name groups of the shared read-only file mapping, alive for the whole
+// packing scope, and are only read.
+unsafe impl Sync for SendGroups {}
 
 /// # Safety
 /// `lo..hi` must lie inside both the destination region and the source.
