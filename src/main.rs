@@ -31,6 +31,8 @@ Commands:
 
 Run `locus <COMMAND> --help` for a command's options.
 Environment: LOCUS_KERNELS=scalar|avx2|avx512 forces a kernel tier.
+             LOCUS_PREFETCH=l1|l2 forces where decode prefetches weights (default: L2
+             when they outgrow the last-level cache, else L1).
 ";
 
 /// The placement options' help lines, shared by `run` and `audit`.

@@ -269,3 +269,44 @@ fn truncations_of_the_real_model() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn bad_environment_values_name_the_variable() {
+    let dir = common::temp_dir("cli-env");
+    let p = write(&dir, "ok.gguf", &tiny());
+    let run = |var: &str, value: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_locus"))
+            .args([
+                "run",
+                "-m",
+                p.to_str().unwrap(),
+                "-p",
+                "hello",
+                "-n",
+                "2",
+                "--temp",
+                "0",
+            ])
+            .env(var, value)
+            .output()
+            .expect("cannot start locus")
+    };
+    for (var, bad) in [("LOCUS_PREFETCH", "l9"), ("LOCUS_KERNELS", "avx9")] {
+        let out = run(var, bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={bad}: {stderr}");
+        assert!(
+            stderr.starts_with("locus: error: ") && stderr.contains(var) && stderr.contains(bad),
+            "{var}={bad}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    for target in ["l1", "L2"] {
+        let out = run("LOCUS_PREFETCH", target);
+        assert!(
+            out.status.success(),
+            "LOCUS_PREFETCH={target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

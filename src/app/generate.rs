@@ -168,7 +168,7 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     let c = &l.llama.config;
     if opts.verbose {
         eprintln!(
-            "model: {} ({} layers, dim {}, {} heads / {} kv heads, ffn {}, vocab {}), kernels: {}, threads: {}",
+            "model: {} ({} layers, dim {}, {} heads / {} kv heads, ffn {}, vocab {}), kernels: {} (prefetch to {}), threads: {}",
             opts.model.display(),
             c.n_layer,
             c.n_embd,
@@ -177,6 +177,7 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             c.n_ff,
             c.n_vocab,
             l.llama.kernels.tier,
+            crate::kernels::stream_target().name(),
             pool.threads()
         );
     }

@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::kernels::{KernelError, Kernels};
+use crate::kernels::{self, KernelError, Kernels, StreamTarget};
 use crate::model::llama::Llama;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::weights::LlamaWeights;
@@ -152,6 +152,7 @@ impl<'a> Loaded<'a> {
             }));
         }
         let kernels = Kernels::detect()?;
+        kernels::set_stream_target(stream_target_for(&weights)?);
         let llama = Llama::new(config, weights, kernels);
         if let Some(p) = placement {
             if let Err(w) = p.release_file_pages(file) {
@@ -164,6 +165,29 @@ impl<'a> Loaded<'a> {
             load_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// Where the kernels should prefetch for these weights: into L2 when the matrices read each
+/// token outgrow the last-level cache (they stream from memory), else into L1; `LOCUS_PREFETCH`
+/// overrides.
+fn stream_target_for(w: &LlamaWeights) -> Result<StreamTarget, AppError> {
+    if let Ok(s) = std::env::var(kernels::PREFETCH_ENV) {
+        return StreamTarget::parse(&s).ok_or_else(|| {
+            AppError::Usage(format!(
+                "{}={s:?} is not a prefetch target; use l1 or l2",
+                kernels::PREFETCH_ENV
+            ))
+        });
+    }
+    let bytes = w
+        .read_per_token()
+        .iter()
+        .map(|m| m.file.data.len() as u64)
+        .sum();
+    Ok(StreamTarget::for_weights(
+        bytes,
+        crate::sys::cache::last_level_bytes(0),
+    ))
 }
 
 /// Detects the host and places `file`'s weights for `opts`, printing every warning and

@@ -258,6 +258,15 @@ impl<'a> LlamaWeights<'a> {
         v
     }
 
+    /// The matrices a token's forward pass streams: the output head and every layer's.
+    pub fn read_per_token(&self) -> Vec<&Matrix<'a>> {
+        let mut v = vec![&self.output];
+        for l in &self.layers {
+            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+        }
+        v
+    }
+
     pub fn from_gguf(g: &Gguf<'a>, c: &LlamaConfig) -> Result<LlamaWeights<'a>, ModelError> {
         // The embedding is also read row by row (get_rows), so llama.cpp never repacks it.
         let embd = "token_embd.weight";

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::{Placement, Store};
 use crate::kernels::Layout;
-use crate::model::weights::{LlamaWeights, Matrix, Tensor};
+use crate::model::weights::{LlamaWeights, Tensor};
 use crate::model::ModelFile;
 use crate::pool::rows_of_thread;
 use crate::sys::memory;
@@ -246,7 +246,7 @@ pub fn audit(p: &Placement, w: &LlamaWeights, file: &ModelFile) -> Audit {
                 known_bytes: 0.0,
                 local_bytes: 0.0,
             };
-            for m in per_token_reads(w) {
+            for m in w.read_per_token() {
                 let v: &Tensor = m.view(slot_i);
                 let (lo, hi) = rows_of_thread(v.rows, tid, nth);
                 if hi <= lo {
@@ -295,15 +295,6 @@ pub fn audit(p: &Placement, w: &LlamaWeights, file: &ModelFile) -> Audit {
         locality,
         warnings,
     }
-}
-
-/// The matrices streamed once per token (every layer's, and the output head).
-fn per_token_reads<'w, 'a>(w: &'w LlamaWeights<'a>) -> Vec<&'w Matrix<'a>> {
-    let mut v = vec![&w.output];
-    for l in &w.layers {
-        v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
-    }
-    v
 }
 
 /// Where the pages of `data` are.

@@ -3,6 +3,7 @@
 //! about models.
 
 pub mod affinity;
+pub mod cache;
 pub mod errno;
 pub mod ids;
 pub mod memory;

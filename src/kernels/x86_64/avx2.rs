@@ -11,7 +11,9 @@
 use std::arch::x86_64::*;
 
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::{Q8Row, BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
+use crate::kernels::{
+    stream_target, Q8Row, StreamTarget, BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT,
+};
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
 #[target_feature(enable = "avx2,fma")]
@@ -758,10 +760,14 @@ pub(in crate::kernels) fn tile_q8_0_q8_0(
 /// many spans of the pass's rows further on; requesting their lines while this pass computes keeps
 /// the memory busy. Rows laid out otherwise get no prefetch. A prefetch is a hint that never
 /// faults, so the lines past the end of a matrix cost an idle request at most.
+///
+/// The lines go to L1 (`prefetcht0`) or, where [`crate::kernels::stream_target`] says the
+/// weights stream from memory, to L2 (`prefetcht1`): see [`StreamTarget`].
 pub(super) struct Prefetch {
     ahead: *const u8,
     span: usize,
     per_block: usize,
+    to_l2: bool,
 }
 
 /// About how far ahead, in bytes, [`Prefetch`] reads: whole passes (of a kernel's rows), at
@@ -784,6 +790,7 @@ impl Prefetch {
         ahead: std::ptr::null(),
         span: 0,
         per_block: 0,
+        to_l2: false,
     };
 
     /// The prefetch for a pass over the `R` rows `w`.
@@ -797,6 +804,7 @@ impl Prefetch {
             ahead: base.wrapping_add(span * prefetch_passes(span)),
             span,
             per_block: span.div_ceil(LINE).div_ceil(w[0].len().max(1)),
+            to_l2: stream_target() == StreamTarget::L2,
         }
     }
 
@@ -808,7 +816,12 @@ impl Prefetch {
             let off = (i * self.per_block + j) * LINE;
             if off < self.span {
                 // `wrapping_add` and a prefetch never dereference: the address may be anything.
-                _mm_prefetch::<_MM_HINT_T0>(self.ahead.wrapping_add(off).cast());
+                let line = self.ahead.wrapping_add(off).cast();
+                if self.to_l2 {
+                    _mm_prefetch::<_MM_HINT_T1>(line);
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(line);
+                }
             }
         }
     }
