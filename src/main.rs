@@ -177,8 +177,10 @@ const MEMBW_HELP: &str = "\
 Usage: locus membw [-t N] [--size MIB] [--passes N] [--matrix] [--json]
 
 Measures read bandwidth with threads pinned to each node's CPUs reading memory bound to that
-node (the decode roofline: tokens/s <= bandwidth / weight bytes read per token). --matrix
-measures every CPU node against every memory node: what locality is worth on this host.
+node (the decode roofline: tokens/s <= bandwidth / weight bytes read per token). Each thread
+streams its own slice, requesting lines 8 KiB ahead of its loads as the decode kernels do.
+--matrix measures every CPU node against every memory node: what locality is worth on this
+host.
 
 Options:
   -t, --threads N   threads per measurement, capped at the node's CPUs (default: all allowed)
