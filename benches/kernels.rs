@@ -10,11 +10,16 @@
 //! per row (what one token cost before the single-token kernels), `tile` [`Kernels::dot_tile`]
 //! in steps of `PANEL_ROWS` rows (the matmuls' path for one token before `gemv`), and `gemv`
 //! [`Kernels::gemv`] over the matrix's rows laid back to back, as the matmuls call it now.
+//! `decode_stream_q4_0_chain` does the same over 256 MiB, which streams from memory: the file's
+//! layout against the packed one, prefetching into L1 against L2.
 //!
 //! Run: `cargo bench --bench kernels`. A tier this CPU lacks is reported with a SKIPPED line.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use locus::kernels::{ActRow, GgmlType, Kernels, SumOrder, Tier, PANEL_ROWS};
+use locus::kernels::{
+    pack, set_stream_target, ActRow, GgmlType, Kernels, Layout, StreamTarget, SumOrder, Tier,
+    PACK_ROWS, PANEL_ROWS,
+};
 use locus::model::quantize::quantize_row;
 use std::hint::black_box;
 use std::time::Duration;
@@ -161,5 +166,57 @@ fn decode(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, kernels, decode);
+/// Bytes of the `decode_stream` matrix: far beyond any cache, so every pass streams it from
+/// memory, as decoding a large model does.
+const STREAM_BYTES: usize = 256 << 20;
+
+/// One thread's decode matmul over a matrix that streams from memory: block-chain Q4_0 of 2048
+/// columns in the file's layout and packed ([`Layout::Q4_0x16`], where the tier packs), with
+/// the single-token kernels prefetching into L1 and into L2 ([`StreamTarget`]). Compare the
+/// GB/s with `locus membw -t 1`.
+fn decode_stream(c: &mut Criterion) {
+    let (ty, order, n) = (GgmlType::Q4_0, SumOrder::BlockChain, 2048);
+    let distinct: Vec<Vec<u8>> = (0..PACK_ROWS)
+        .map(|r| quantize_row(ty, &values(n, r as u32)))
+        .collect();
+    let group_bytes = distinct.concat();
+    let groups = STREAM_BYTES / group_bytes.len();
+    let file = group_bytes.repeat(groups);
+    let mut one_group = vec![0u8; group_bytes.len()];
+    pack::pack_q4_0x16(&group_bytes, n / 32, &mut one_group);
+    let packed = one_group.repeat(groups);
+    let mut act = ActRow::new_for(ty);
+    act.set(&values(n, 7));
+    let mut out = vec![0f32; groups * PACK_ROWS];
+    let mut group = c.benchmark_group("decode_stream_q4_0_chain");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Bytes(file.len() as u64));
+    for k in [Tier::Avx2, Tier::Avx512]
+        .into_iter()
+        .filter_map(|t| Kernels::for_tier(t).ok())
+    {
+        let mut layouts = vec![(Layout::Rows, &file)];
+        if k.preferred_layout(ty, order) == Layout::Q4_0x16 {
+            layouts.push((Layout::Q4_0x16, &packed));
+        }
+        for (layout, bytes) in layouts {
+            for target in [StreamTarget::L1, StreamTarget::L2] {
+                let id = format!("{}/{}/{}", k.tier, layout.name(), target.name());
+                group.bench_function(BenchmarkId::new(id, "256MiB"), |b| {
+                    set_stream_target(target);
+                    b.iter(|| {
+                        k.gemv_in(layout, ty, order, black_box(bytes), &act, &mut out);
+                        black_box(&mut out);
+                    })
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, kernels, decode, decode_stream);
 criterion_main!(benches);
