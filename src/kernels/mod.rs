@@ -401,6 +401,17 @@ pub(crate) struct Q8Group<'a> {
 }
 
 impl<'a> Q8Group<'a> {
+    /// The groups of up to [`MAX_PANEL_TOKENS`] tokens `acts` (whole groups of
+    /// [`PANEL_TOKENS`]; the array's groups past them repeat the last), each `n` blocks.
+    fn all(acts: &'a [ActRow], n: usize) -> [Q8Group<'a>; MAX_PANEL_TOKENS / PANEL_TOKENS] {
+        std::array::from_fn(|g| {
+            Q8Group::new(
+                &acts[(g * PANEL_TOKENS).min(acts.len() - PANEL_TOKENS)..],
+                n,
+            )
+        })
+    }
+
     /// The group of `acts` (at least one; past the end the last repeats), each `n` blocks.
     ///
     /// # Panics
@@ -775,9 +786,7 @@ impl Kernels {
             done = acts.len() / PANEL_TOKENS * PANEL_TOKENS;
             let steps = acts[..done].chunks(MAX_PANEL_TOKENS);
             for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
-                let groups: [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS] = std::array::from_fn(|g| {
-                    Q8Group::new(&ac[(g * PANEL_TOKENS).min(ac.len() - PANEL_TOKENS)..], n)
-                });
+                let groups = Q8Group::all(ac, n);
                 let o = &mut out[t0 * PACK_ROWS..(t0 + ac.len()) * PACK_ROWS];
                 panel(w, &groups[..ac.len() / PANEL_TOKENS], o);
             }
@@ -881,9 +890,7 @@ impl Kernels {
         let mut o = [0f32; PANEL_ROWS * MAX_PANEL_TOKENS];
         let steps = acts[..whole].chunks(MAX_PANEL_TOKENS);
         for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
-            let groups: [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS] = std::array::from_fn(|g| {
-                Q8Group::new(&ac[(g * PANEL_TOKENS).min(ac.len() - PANEL_TOKENS)..], n)
-            });
+            let groups = Q8Group::all(ac, n);
             let groups = &groups[..ac.len() / PANEL_TOKENS];
             let o = &mut o[..ac.len() * PANEL_ROWS];
             for (r0, rc) in (0..).step_by(PANEL_ROWS).zip(rows.chunks(PANEL_ROWS)) {

@@ -50,29 +50,42 @@ impl Layout {
     }
 }
 
+/// Every run of bytes packing moves, for sixteen rows of `n` blocks: (offset in the file's
+/// layout, offset in the packed layout, length). Unpacking moves the same runs back.
+fn moves(n: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let row_bytes = n * BLOCK;
+    (0..n).flat_map(move |i| {
+        (0..PACK_ROWS).flat_map(move |r| {
+            let (file, step) = (r * row_bytes + i * BLOCK, i * STEP);
+            let scale = (file, step + 2 * r, 2);
+            let qs = (0..QS / GROUP).map(move |k| {
+                let at = step + SCALES + k * GROUP * PACK_ROWS + GROUP * r;
+                (file + 2 + GROUP * k, at, GROUP)
+            });
+            std::iter::once(scale).chain(qs)
+        })
+    })
+}
+
+/// Checks that `a` and `b` are both sixteen rows of `n` blocks.
+fn check_sizes(what: &str, a: &[u8], b: &[u8], n: usize) {
+    assert!(
+        a.len() == n * STEP && b.len() == a.len(),
+        "{what}: {} and {} bytes for sixteen rows of {n} blocks",
+        a.len(),
+        b.len()
+    );
+}
+
 /// Packs [`PACK_ROWS`] Q4_0 rows of `n` blocks each, back to back in `rows` (the file's
 /// layout), into `out` (the same size).
 ///
 /// # Panics
 /// If either slice is not `PACK_ROWS · n` blocks long.
 pub fn pack_q4_0x16(rows: &[u8], n: usize, out: &mut [u8]) {
-    assert!(
-        rows.len() == n * STEP && out.len() == rows.len(),
-        "pack: {} and {} bytes for sixteen rows of {n} blocks",
-        rows.len(),
-        out.len()
-    );
-    let row_bytes = n * BLOCK;
-    for (i, step) in out.chunks_exact_mut(STEP).enumerate() {
-        let (scales, qs) = step.split_at_mut(SCALES);
-        for r in 0..PACK_ROWS {
-            let b = &rows[r * row_bytes + i * BLOCK..][..BLOCK];
-            scales[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
-            for k in 0..QS / GROUP {
-                let at = k * GROUP * PACK_ROWS + GROUP * r;
-                qs[at..at + GROUP].copy_from_slice(&b[2 + GROUP * k..][..GROUP]);
-            }
-        }
+    check_sizes("pack", rows, out, n);
+    for (file, packed, len) in moves(n) {
+        out[packed..packed + len].copy_from_slice(&rows[file..file + len]);
     }
 }
 
@@ -81,23 +94,9 @@ pub fn pack_q4_0x16(rows: &[u8], n: usize, out: &mut [u8]) {
 /// # Panics
 /// As [`pack_q4_0x16`].
 pub fn unpack_q4_0x16(packed: &[u8], n: usize, out: &mut [u8]) {
-    assert!(
-        packed.len() == n * STEP && out.len() == packed.len(),
-        "unpack: {} and {} bytes for sixteen rows of {n} blocks",
-        packed.len(),
-        out.len()
-    );
-    let row_bytes = n * BLOCK;
-    for (i, step) in packed.chunks_exact(STEP).enumerate() {
-        let (scales, qs) = step.split_at(SCALES);
-        for r in 0..PACK_ROWS {
-            let b = &mut out[r * row_bytes + i * BLOCK..][..BLOCK];
-            b[..2].copy_from_slice(&scales[2 * r..2 * r + 2]);
-            for k in 0..QS / GROUP {
-                let at = k * GROUP * PACK_ROWS + GROUP * r;
-                b[2 + GROUP * k..][..GROUP].copy_from_slice(&qs[at..at + GROUP]);
-            }
-        }
+    check_sizes("unpack", packed, out, n);
+    for (file, at, len) in moves(n) {
+        out[file..file + len].copy_from_slice(&packed[at..at + len]);
     }
 }
 

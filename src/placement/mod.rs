@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 pub use plan::{Mode, Options, Pin, Plan, PlanError, Store};
 pub use store::{BuildError, WeightStore};
 
-use crate::kernels::{Kernels, Layout, PACK_ROWS};
+use crate::kernels::{Kernels, Layout};
 use crate::model::weights::{LlamaWeights, Matrix};
 use crate::model::{LlamaConfig, ModelError, ModelFile};
 use crate::pool::Pool;
@@ -83,12 +83,7 @@ impl Placement {
         let mats = weights.matrices();
         // The table the model will load with (the same detection): copies are packed for it.
         let kernels = Kernels::detect().ok();
-        let packed = |m: &&&Matrix| {
-            kernels.as_ref().is_some_and(|k| {
-                k.preferred_layout(m.ty(), m.file.order) != Layout::Rows
-                    && m.rows().is_multiple_of(PACK_ROWS)
-            })
-        };
+        let packed = |m: &&&Matrix| store::copy_layout(kernels.as_ref(), m) != Layout::Rows;
         let need = plan::Need {
             copy_bytes: mats.iter().map(|m| m.file.data.len() as u64).sum(),
             packed_bytes: mats

@@ -146,9 +146,7 @@ impl WeightStore {
             }
             // Packed only when every piece is whole packed groups, so all of a matrix's views
             // share one layout (the matmuls round the groups' row shares alike for all).
-            let layout = host
-                .kernels
-                .map_or(Layout::Rows, |k| k.preferred_layout(m.ty(), m.file.order));
+            let layout = copy_layout(host.kernels, m);
             let whole = |r: &Range<usize>| {
                 r.start.is_multiple_of(PACK_ROWS) && r.end.is_multiple_of(PACK_ROWS)
             };
@@ -294,6 +292,16 @@ impl WeightStore {
                 .collect();
             m.set_views(views);
         }
+    }
+}
+
+/// The layout a whole copy of `m` takes for `kernels`: the one they read fastest when `m` is
+/// whole packed groups, the file's otherwise (a shard's pieces must also start and end on
+/// group boundaries).
+pub fn copy_layout(kernels: Option<&Kernels>, m: &Matrix) -> Layout {
+    match kernels {
+        Some(k) if m.rows().is_multiple_of(PACK_ROWS) => k.preferred_layout(m.ty(), m.file.order),
+        _ => Layout::Rows,
     }
 }
 

@@ -143,18 +143,21 @@ pub struct ArmResult {
     pub outcome: Result<ArmReport, String>,
     /// Load time of every round, ms.
     pub loads: Vec<f64>,
-    /// Read bandwidth available to the arm's threads (sum over its nodes), GB/s: the mean of
-    /// the readings taken right after each of its rounds.
-    pub bw_gb_per_s: Option<f64>,
-    /// Those readings, one per round whose measurement succeeded.
+    /// Read bandwidth available to the arm's threads (sum over its nodes), GB/s, read right
+    /// after each round whose measurement succeeded.
     bw_samples: Vec<f64>,
 }
 
 impl ArmResult {
+    /// Read bandwidth available to the arm's threads, GB/s: the mean of its readings.
+    pub fn bw_gb_per_s(&self) -> Option<f64> {
+        (!self.bw_samples.is_empty()).then(|| mean(&self.bw_samples))
+    }
+
     /// Decode tok/s the arm's bandwidth allows: GB/s ÷ weight bytes per token.
     pub fn roofline_tps(&self) -> Option<f64> {
         let r = self.outcome.as_ref().ok()?;
-        let bw = self.bw_gb_per_s?;
+        let bw = self.bw_gb_per_s()?;
         (r.read_bytes_per_token > 0).then(|| bw * 1e9 / r.read_bytes_per_token as f64)
     }
 
@@ -319,7 +322,6 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                     threads: t,
                     outcome: Err("not run".into()),
                     loads: Vec::new(),
-                    bw_gb_per_s: None,
                     bw_samples: Vec::new(),
                 });
             }
@@ -380,7 +382,6 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
     for a in arms.iter_mut() {
         if let Ok(r) = &mut a.outcome {
             r.load_ms = mean(&a.loads);
-            a.bw_gb_per_s = (!a.bw_samples.is_empty()).then(|| mean(&a.bw_samples));
             r.warnings.sort();
             r.warnings.dedup();
         }

@@ -317,7 +317,7 @@ fn fields(rep: &BenchReport) -> Vec<Fields> {
                         locality: r.locality,
                         bytes_by_node: r.bytes_by_node.clone(),
                         read_bytes_per_token: Some(r.read_bytes_per_token),
-                        bw_gb_per_s: a.bw_gb_per_s,
+                        bw_gb_per_s: a.bw_gb_per_s(),
                         roofline_tps: if tg { a.roofline_tps() } else { None },
                         roofline_share: if tg { a.roofline_share() } else { None },
                         error: None,

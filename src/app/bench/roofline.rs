@@ -5,7 +5,7 @@
 //! an arm against another moment's machine. An arm is compared against the mean of its own
 //! readings (see `ArmResult::roofline_tps`); the notes give each pair's mean and range.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::sys::ids::NodeId;
 use crate::sys::topology::Topology;
@@ -60,7 +60,7 @@ fn arm_node_threads(topo: &Topology, slots: &[(Option<u32>, usize)]) -> Vec<(u32
 pub(super) struct Meter {
     readings: BTreeMap<(u32, usize), Vec<f64>>,
     /// Pairs whose measurement failed once (warned about; not tried again).
-    failed: BTreeMap<(u32, usize), ()>,
+    failed: BTreeSet<(u32, usize)>,
 }
 
 impl Meter {
@@ -73,7 +73,7 @@ impl Meter {
     ) -> Option<f64> {
         let mut sum = 0.0;
         for (node, k) in arm_node_threads(topo, slots) {
-            if self.failed.contains_key(&(node, k)) {
+            if self.failed.contains(&(node, k)) {
                 return None;
             }
             let id = NodeId(node);
@@ -99,12 +99,12 @@ impl Meter {
                     sum += gb;
                 }
                 Ok(_) => {
-                    self.failed.insert((node, k), ());
+                    self.failed.insert((node, k));
                     return None;
                 }
                 Err(e) => {
                     eprintln!("locus: warning: bench: membw on node {node} failed: {e}; no roofline for arms using it");
-                    self.failed.insert((node, k), ());
+                    self.failed.insert((node, k));
                     return None;
                 }
             }
