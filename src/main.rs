@@ -184,7 +184,8 @@ host.
 
 Options:
   -t, --threads N   threads per measurement, capped at the node's CPUs (default: all allowed)
-      --size MIB    buffer per measurement (default: 512)
+      --size MIB    buffer per measurement (default: 512, or 4x the last-level cache
+                    where larger: a buffer the cache holds in part overstates memory)
       --passes N    passes per measurement; the best counts (default: 5)
       --matrix      node-to-node matrix
       --json        one JSON object
@@ -838,7 +839,7 @@ fn run_bench(mut a: Args) -> Result<(), CliError> {
 fn run_membw(mut a: Args) -> Result<(), CliError> {
     let mut o = locus::app::membw::MembwOptions {
         threads: app::default_threads(),
-        bytes: 512 << 20,
+        bytes: locus::app::membw::default_bytes(0),
         passes: 5,
         matrix: false,
         json: false,

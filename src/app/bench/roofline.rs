@@ -78,9 +78,17 @@ impl Meter {
             }
             let id = NodeId(node);
             let free = topo.node(id).map_or(0, |n| n.memory.free);
-            // `locus membw`'s defaults (512 MiB, best of 5 passes), but at most a quarter of
-            // the node's free memory (VM nodes are small).
-            let bytes = ((free / 4) as usize).clamp(16 << 20, 512 << 20);
+            // `locus membw`'s defaults (512 MiB or 4× the last-level cache, best of 5
+            // passes), but at most a quarter of the node's free memory (VM nodes are small).
+            let cpu0 = topo
+                .allowed_cpus_of(id)
+                .iter()
+                .next()
+                .map_or(0, |c| c.index());
+            let most = crate::app::membw::default_bytes(cpu0);
+            let bytes = usize::try_from(free / 4)
+                .unwrap_or(usize::MAX)
+                .clamp(16 << 20, most.max(16 << 20));
             let o = crate::app::membw::MembwOptions {
                 threads: k,
                 bytes,
