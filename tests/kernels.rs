@@ -565,3 +565,33 @@ fn attention_row_dots_equal_scalar_single_dots() {
         }
     }
 }
+
+/// The single-token attention dot (ggml's `vec_dot_f16` with the row padded to `n_pad`) of
+/// every tier equals the scalar model bit for bit: lengths around its 16- and 64-element steps,
+/// padded lengths past the row (zeros that add nothing) and short of it (a tail in f64).
+#[test]
+fn attention_decode_dots_equal_scalar() {
+    let scalar = Kernels::scalar();
+    for len in [
+        1usize, 5, 15, 16, 17, 33, 63, 64, 65, 127, 130, 200, 256, 300,
+    ] {
+        let x: Vec<u16> = (0..len)
+            .map(|i| f32_to_f16(((i * 7919) % 1013) as f32 * 0.013 - 6.5))
+            .collect();
+        let y: Vec<f32> = (0..len)
+            .map(|i| ((i * 104729) % 997) as f32 * 0.002 - 1.0)
+            .collect();
+        for n_pad in [len, len.div_ceil(64) * 64, 64, 256, len / 2] {
+            let want = scalar.att_dot_decode(&x, &y, n_pad);
+            for k in tiers() {
+                let got = k.att_dot_decode(&x, &y, n_pad);
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "tier {} len {len} n_pad {n_pad}: {got} != {want}",
+                    k.tier
+                );
+            }
+        }
+    }
+}

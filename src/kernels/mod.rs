@@ -567,6 +567,7 @@ impl Kernels {
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 softmax: x86_64::avx512::softmax,
+                att_gemv: x86_64::avx512::att_gemv,
                 q4_0_rows: x86_64::avx512::rows_q4_0_q8_0,
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,

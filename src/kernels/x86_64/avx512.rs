@@ -644,6 +644,36 @@ fn softmax_impl(x: &mut [f32], scale: f32) {
     }
 }
 
+/// `ggml_math::dot_f16_gemv` (same operation order) with one 16-lane accumulator per quarter
+/// of a 64-element step. A partial last step reads only the elements that exist (masked
+/// loads); its other lanes are zeros, which add exactly nothing, as in the scalar model.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn att_gemv_impl(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
+    let n = x.len().min(y.len());
+    let np = n_pad / 64 * 64;
+    let m = n.min(np);
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for i in (0..m).step_by(16) {
+        let k = (m - i).min(16);
+        let mask: __mmask16 = if k == 16 { !0 } else { (1u16 << k) - 1 };
+        // SAFETY: the mask selects the k ≤ 16 elements from i, all below m ≤ both lengths.
+        let (xv, yv) = unsafe {
+            (
+                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, x.as_ptr().add(i).cast())),
+                _mm512_maskz_loadu_ps(mask, y.as_ptr().add(i)),
+            )
+        };
+        let j = i % 64 / 16;
+        acc[j] = _mm512_fmadd_ps(xv, yv, acc[j]);
+    }
+    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+    let mut sum = reduce16x(s) as f64;
+    for j in np..n {
+        sum += (crate::kernels::half::f16_to_f32(x[j]) * y[j]) as f64;
+    }
+    sum as f32
+}
+
 /// `ggml_math::reduce16` of one vector (`avx2::reduce16` of its halves).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -657,6 +687,11 @@ fn reduce16x(a: __m512) -> f32 {
 pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { swiglu_impl(gate, up) }
+}
+
+pub(in crate::kernels) fn att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { att_gemv_impl(x, y, n_pad) }
 }
 
 pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
