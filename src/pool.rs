@@ -276,6 +276,93 @@ pub fn rows_of_group(rows: usize, threads: &Range<usize>, nth: usize) -> (usize,
     )
 }
 
+/// A group's rows `[lo, hi)` shared among its threads for one parallel step. Each thread owns
+/// a contiguous run of chunks and takes them front to back, so its reads stay one stream (the
+/// kernels' prefetch of the rows past a chunk is the start of its next). A thread done with
+/// its own run steals chunks from the back of the others' runs, so a thread that runs slower
+/// (a busier core, a later wake-up) does less and the wait at the step's barrier is at most
+/// about one chunk. Chunks are whole numbers of `step` rows (but the last), so chunks start
+/// on step boundaries counted from `lo`.
+///
+/// Claims go through one [`Claim`] per owning thread: how many chunks were taken from the
+/// front of its run and how many from the back, packed in one atomic word.
+#[derive(Clone, Copy, Debug)]
+pub struct Shares {
+    lo: usize,
+    hi: usize,
+    chunk: usize,
+    threads: usize,
+    n_chunks: usize,
+}
+
+/// About this many chunks per thread. Consecutive chunks of one thread stream as one, so
+/// they can be small; small chunks bound the last one's wait.
+pub const CHUNKS_PER_THREAD: usize = 16;
+
+/// The chunks taken from one thread's run: front (by the owner) in the low half, back (by
+/// others) in the high half. Reset to 0 before each step.
+pub type Claim = std::sync::atomic::AtomicU64;
+
+const HALF: u32 = 32;
+
+impl Shares {
+    pub fn new(lo: usize, hi: usize, threads: usize, step: usize) -> Shares {
+        let (hi, threads, step) = (lo.max(hi), threads.max(1), step.max(1));
+        let chunk = (hi - lo)
+            .div_ceil(threads * CHUNKS_PER_THREAD)
+            .div_ceil(step)
+            .max(1)
+            * step;
+        Shares {
+            lo,
+            hi,
+            chunk,
+            threads,
+            n_chunks: (hi - lo).div_ceil(chunk),
+        }
+    }
+
+    /// The chunk indices `[a, b)` thread `k` (of the group) owns.
+    fn run_of(&self, k: usize) -> (usize, usize) {
+        split(self.n_chunks, k, self.threads)
+    }
+
+    fn rows(&self, i: usize) -> (usize, usize) {
+        let c0 = self.lo + i * self.chunk;
+        (c0, self.hi.min(c0 + self.chunk))
+    }
+
+    /// The next chunk of owner `k`'s run, taken from its front (`front`) or back, or `None`
+    /// when the run is used up.
+    fn take(&self, k: usize, claim: &Claim, front: bool) -> Option<(usize, usize)> {
+        let (a, b) = self.run_of(k);
+        let mut cur = claim.load(Ordering::Relaxed);
+        loop {
+            let (f, t) = ((cur & u64::from(u32::MAX)) as usize, (cur >> HALF) as usize);
+            if a + f + t >= b {
+                return None;
+            }
+            let next = if front { cur + 1 } else { cur + (1 << HALF) };
+            match claim.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(self.rows(if front { a + f } else { b - 1 - t })),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The next chunk of thread `k`'s own run (front to back).
+    #[inline]
+    pub fn own(&self, k: usize, claim: &Claim) -> Option<(usize, usize)> {
+        self.take(k, claim, true)
+    }
+
+    /// A chunk from the back of thread `victim`'s run.
+    #[inline]
+    pub fn steal(&self, victim: usize, claim: &Claim) -> Option<(usize, usize)> {
+        self.take(victim, claim, false)
+    }
+}
+
 /// The contiguous share `[start, end)` of `n` items that thread `tid` of `nth` takes.
 #[inline]
 pub fn split(n: usize, tid: usize, nth: usize) -> (usize, usize) {
@@ -359,6 +446,75 @@ mod tests {
             });
         }
         assert_eq!(count.load(Ordering::Relaxed), 9);
+    }
+
+    /// Takes every chunk of `sh` with `threads` threads: each its own run, then (with
+    /// `steal`) from the others' backs; returns each thread's chunks in the order taken.
+    fn take_all(sh: &Shares, threads: usize, own_first: usize) -> Vec<Vec<(usize, usize)>> {
+        let claims: Vec<Claim> = (0..threads).map(|_| Claim::new(0)).collect();
+        let mut got = vec![Vec::new(); threads];
+        // Thread 0 takes `own_first` chunks of its own; then everyone else finishes their own
+        // run; then thread 0 finds its run partly stolen.
+        for _ in 0..own_first {
+            if let Some(c) = sh.own(0, &claims[0]) {
+                got[0].push(c);
+            }
+        }
+        for k in 1..threads {
+            while let Some(c) = sh.own(k, &claims[k]) {
+                got[k].push(c);
+            }
+            for v in (0..threads).filter(|&v| v != k) {
+                while let Some(c) = sh.steal(v, &claims[v]) {
+                    got[k].push(c);
+                }
+            }
+        }
+        while let Some(c) = sh.own(0, &claims[0]) {
+            got[0].push(c);
+        }
+        got
+    }
+
+    #[test]
+    fn shares_cover_every_row_once_owners_in_order() {
+        for (lo, rows) in [(0, 0), (0, 1), (16, 512), (0, 2048), (32, 5632), (7, 100)] {
+            for threads in 1..5 {
+                for step in [1, 16] {
+                    let sh = Shares::new(lo, lo + rows, threads, step);
+                    for own_first in [0, 1, 3, 1000] {
+                        let got = take_all(&sh, threads, own_first);
+                        let mut all: Vec<_> = got.iter().flatten().copied().collect();
+                        all.sort_unstable();
+                        let mut next = lo;
+                        for &(a, b) in &all {
+                            assert_eq!(a, next, "{rows} rows, {threads} threads: a gap or overlap");
+                            assert!(b > a);
+                            assert_eq!((a - lo) % step, 0, "chunk at {a} is off a step boundary");
+                            next = b;
+                        }
+                        assert_eq!(
+                            next,
+                            lo + rows,
+                            "{rows} rows, {threads} threads: all covered"
+                        );
+                        // The owner's own chunks come front to back, each where the last ended.
+                        let own0: Vec<_> = got[0].clone();
+                        for w in own0.windows(2) {
+                            assert_eq!(w[0].1, w[1].0, "thread 0 jumped within its run");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_slow_thread_gets_its_run_stolen() {
+        let sh = Shares::new(0, 2048, 2, 16);
+        let got = take_all(&sh, 2, 1);
+        assert!(got[0].len() == 1 && got[0][0] == (0, 64), "{:?}", got[0]);
+        assert_eq!(got[1].len(), 2 * CHUNKS_PER_THREAD - 1);
     }
 
     #[test]

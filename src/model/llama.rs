@@ -22,8 +22,8 @@ use super::kv::{KvBuf, KV_PAD};
 use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, GgmlType, Kernels, Layout, PACK_ROWS};
-use crate::pool::{rows_of_group, split, Pool};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
+use std::sync::atomic::Ordering;
 
 /// Tokens evaluated together in one batch (weight reuse factor for prefill).
 pub const MAX_BATCH: usize = 32;
@@ -102,25 +102,11 @@ struct BatchActs {
 /// Most matrices one matmul step computes (q, k and v together).
 const MAX_JOBS: usize = 3;
 
-/// Per pool group, the next unclaimed chunk of each matrix of a step, on its own cache lines
-/// (a group's threads share them; other groups never touch them).
+/// Per pool thread, the chunks taken from its run of each matrix of a step ([`Shares`]), on
+/// its own cache lines (only its group's threads touch them).
 #[repr(align(128))]
 #[derive(Default)]
-struct Claims([AtomicUsize; MAX_JOBS]);
-
-/// A group's rows are shared out in about this many chunks per thread, claimed one at a time,
-/// so a thread that runs slower (a busier core, a later wake-up) takes fewer of them and no
-/// thread idles long at the step's barrier. 4, 8 and 16 measured alike within noise on
-/// SmolLM2 and the generated 1B model at two threads; 8 bounds the last chunk's wait.
-const CHUNKS_PER_THREAD: usize = 8;
-
-/// Rows per chunk for `rows` rows computed by `threads` threads: whole steps of `step` rows.
-fn chunk_rows(rows: usize, threads: usize, step: usize) -> usize {
-    rows.div_ceil(threads * CHUNKS_PER_THREAD)
-        .div_ceil(step)
-        .max(1)
-        * step
-}
+struct Claims([Claim; MAX_JOBS]);
 
 impl BatchActs {
     fn new() -> BatchActs {
@@ -311,7 +297,7 @@ impl<'a> Llama<'a> {
     /// `outs[i][b] = mats[i] · x[b]` for the `n` rows of `x`, for matrices that share the
     /// input, in one parallel step. Each group computes its rows of every matrix
     /// ([`rows_of_group`], the split placement stored on its node), its threads claiming them in
-    /// chunks ([`chunk_rows`]) and reading them from the group's view; each weight row is
+    /// chunks ([`Chunks`]) and reading them from the group's view; each weight row is
     /// applied to all `n` inputs while it is hot.
     fn matmuls<const N: usize>(
         &self,
@@ -325,8 +311,7 @@ impl<'a> Llama<'a> {
         let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
         let tensors = jobs.each_ref().map(|(m, _)| &m.file);
         acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
-        acts.claims
-            .resize_with(pool.groups().len(), Claims::default);
+        acts.claims.resize_with(pool.threads(), Claims::default);
         for c in &acts.claims {
             c.0.iter().for_each(|a| a.store(0, Ordering::Relaxed));
         }
@@ -339,51 +324,65 @@ impl<'a> Llama<'a> {
             let mut step = [0f32; STEP * MAX_BATCH];
             let slot = pool.group_of(tid);
             let threads = &pool.groups()[slot];
-            for (j, (m, out)) in jobs.iter().enumerate() {
-                let t = m.view(slot);
-                // The group's rows (stored on its node), claimed chunk by chunk. A packed view
-                // is read in whole groups: every group's share ends on a group boundary (the
-                // same rounding for all, so the shares still cover every row once).
+            let me = tid - threads.start;
+            // Per matrix, the group's view and rows (stored on its node), shared among the
+            // group's threads. A packed view is read in whole groups: every group's share ends
+            // on a group boundary (the same rounding for all, so the shares still cover every
+            // row once).
+            let plan: [_; N] = std::array::from_fn(|j| {
+                let t = jobs[j].0.view(slot);
                 let (lo, hi) = rows_of_group(t.rows, threads, nth);
                 let (lo, hi) = match t.layout {
                     Layout::Rows => (lo, hi),
                     _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
                 };
-                let chunk = chunk_rows(hi - lo, threads.len(), STEP);
+                (t, Shares::new(lo, hi, threads.len(), STEP))
+            });
+            let mut chunk = |j: usize, (c0, c1): (usize, usize)| {
+                let (t, out) = (&plan[j].0, &jobs[j].1);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
-                loop {
-                    let c0 = lo + chunk * acts.claims[slot].0[j].fetch_add(1, Ordering::Relaxed);
-                    if c0 >= hi {
-                        break;
-                    }
-                    let c1 = hi.min(c0 + chunk);
-                    if n == 1 {
-                        // SAFETY: this thread alone claimed rows c0..c1, so it alone writes
-                        // their (single-token) outputs during the step.
-                        let o = unsafe { out.slice(c0, c1) };
-                        kernels.gemv_in(t.layout, t.ty, t.order, t.rows_bytes(c0, c1), &act[0], o);
-                        continue;
-                    }
-                    if t.layout != Layout::Rows {
-                        // Whole packed groups (c0 and c1 are group boundaries), each against
-                        // all n tokens.
-                        for r0 in (c0..c1).step_by(PACK_ROWS) {
-                            let step = &mut step[..PACK_ROWS * n];
-                            kernels.dot_tile_packed(t.rows_bytes(r0, r0 + PACK_ROWS), act, step);
-                            // SAFETY: this thread alone claimed rows c0..c1.
-                            unsafe { scatter(out, t.rows, r0, PACK_ROWS, step) };
-                        }
-                        continue;
-                    }
-                    // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
-                    // walks them a tile's tokens at a time), so the step's rows stay in L1.
-                    for r0 in (c0..c1).step_by(STEP) {
-                        let k = STEP.min(hi - r0);
-                        let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
-                        let step = &mut step[..k * n];
-                        kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
+                if n == 1 {
+                    // SAFETY: this thread alone claimed rows c0..c1, so it alone writes
+                    // their (single-token) outputs during the step.
+                    let o = unsafe { out.slice(c0, c1) };
+                    kernels.gemv_in(t.layout, t.ty, t.order, t.rows_bytes(c0, c1), &act[0], o);
+                    return;
+                }
+                if t.layout != Layout::Rows {
+                    // Whole packed groups (c0 and c1 are group boundaries), each against all
+                    // n tokens.
+                    for r0 in (c0..c1).step_by(PACK_ROWS) {
+                        let step = &mut step[..PACK_ROWS * n];
+                        kernels.dot_tile_packed(t.rows_bytes(r0, r0 + PACK_ROWS), act, step);
                         // SAFETY: this thread alone claimed rows c0..c1.
-                        unsafe { scatter(out, t.rows, r0, k, step) };
+                        unsafe { scatter(out, t.rows, r0, PACK_ROWS, step) };
+                    }
+                    return;
+                }
+                // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
+                // walks them a tile's tokens at a time), so the step's rows stay in L1.
+                for r0 in (c0..c1).step_by(STEP) {
+                    let k = STEP.min(c1 - r0);
+                    let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
+                    let step = &mut step[..k * n];
+                    kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
+                    // SAFETY: this thread alone claimed rows c0..c1.
+                    unsafe { scatter(out, t.rows, r0, k, step) };
+                }
+            };
+            // This thread's own run of every matrix, then what the group's other threads have
+            // not yet taken of theirs.
+            for (j, (_, shares)) in plan.iter().enumerate() {
+                while let Some(c) = shares.own(me, &acts.claims[tid].0[j]) {
+                    chunk(j, c);
+                }
+            }
+            for (j, (_, shares)) in plan.iter().enumerate() {
+                for other in threads.clone().filter(|&o| o != tid) {
+                    while let Some(c) =
+                        shares.steal(other - threads.start, &acts.claims[other].0[j])
+                    {
+                        chunk(j, c);
                     }
                 }
             }
