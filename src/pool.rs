@@ -277,29 +277,33 @@ pub fn rows_of_group(rows: usize, threads: &Range<usize>, nth: usize) -> (usize,
 }
 
 /// A group's rows `[lo, hi)` shared among its threads for one parallel step. Each thread owns
-/// a contiguous run of chunks and takes them front to back, so its reads stay one stream (the
-/// kernels' prefetch of the rows past a chunk is the start of its next). A thread done with
-/// its own run steals chunks from the back of the others' runs, so a thread that runs slower
-/// (a busier core, a later wake-up) does less and the wait at the step's barrier is at most
-/// about one chunk. Chunks are whole numbers of `step` rows (but the last), so chunks start
-/// on step boundaries counted from `lo`.
+/// a contiguous run and takes it front to back, so its reads stay one stream (the kernels'
+/// prefetch of the rows past a chunk is the start of its next). A thread done with its own run
+/// steals from the back of the others' runs, so a thread that runs slower (a busier core, a
+/// later wake-up) does less.
 ///
-/// Claims go through one [`Claim`] per owning thread: how many chunks were taken from the
+/// Runs are cut into units of about 1/[`UNITS_PER_THREAD`] of a thread's share. An owner takes
+/// up to [`OWN_UNITS`] at a time (fewer calls), fewer as its run shrinks; a thief takes one. So
+/// the wait at the step's barrier is about one unit. Units are whole numbers of `step` rows
+/// (but the last), so every chunk starts on a step boundary counted from `lo`.
+///
+/// Claims go through one [`Claim`] per owning thread: how many units were taken from the
 /// front of its run and how many from the back, packed in one atomic word.
 #[derive(Clone, Copy, Debug)]
 pub struct Shares {
     lo: usize,
     hi: usize,
-    chunk: usize,
+    unit: usize,
     threads: usize,
-    n_chunks: usize,
+    n_units: usize,
 }
 
-/// About this many chunks per thread. Consecutive chunks of one thread stream as one, so
-/// they can be small; small chunks bound the last one's wait.
-pub const CHUNKS_PER_THREAD: usize = 16;
+/// About this many units per thread (see [`Shares`]).
+pub const UNITS_PER_THREAD: usize = 64;
+/// The most units an owner takes at once: a quarter of what is left of its run, at least one.
+pub const OWN_UNITS: usize = 4;
 
-/// The chunks taken from one thread's run: front (by the owner) in the low half, back (by
+/// The units taken from one thread's run: front (by the owner) in the low half, back (by
 /// others) in the high half. Reset to 0 before each step.
 pub type Claim = std::sync::atomic::AtomicU64;
 
@@ -308,43 +312,54 @@ const HALF: u32 = 32;
 impl Shares {
     pub fn new(lo: usize, hi: usize, threads: usize, step: usize) -> Shares {
         let (hi, threads, step) = (lo.max(hi), threads.max(1), step.max(1));
-        let chunk = (hi - lo)
-            .div_ceil(threads * CHUNKS_PER_THREAD)
+        let unit = (hi - lo)
+            .div_ceil(threads * UNITS_PER_THREAD)
             .div_ceil(step)
             .max(1)
             * step;
         Shares {
             lo,
             hi,
-            chunk,
+            unit,
             threads,
-            n_chunks: (hi - lo).div_ceil(chunk),
+            n_units: (hi - lo).div_ceil(unit),
         }
     }
 
-    /// The chunk indices `[a, b)` thread `k` (of the group) owns.
+    /// The unit indices `[a, b)` thread `k` (of the group) owns.
     fn run_of(&self, k: usize) -> (usize, usize) {
-        split(self.n_chunks, k, self.threads)
+        split(self.n_units, k, self.threads)
     }
 
-    fn rows(&self, i: usize) -> (usize, usize) {
-        let c0 = self.lo + i * self.chunk;
-        (c0, self.hi.min(c0 + self.chunk))
+    /// The rows of units `[i, j)`.
+    fn rows(&self, i: usize, j: usize) -> (usize, usize) {
+        (
+            self.lo + i * self.unit,
+            self.hi.min(self.lo + j * self.unit),
+        )
     }
 
-    /// The next chunk of owner `k`'s run, taken from its front (`front`) or back, or `None`
+    /// The next units of owner `k`'s run, taken from its front (`front`) or back, or `None`
     /// when the run is used up.
     fn take(&self, k: usize, claim: &Claim, front: bool) -> Option<(usize, usize)> {
         let (a, b) = self.run_of(k);
         let mut cur = claim.load(Ordering::Relaxed);
         loop {
             let (f, t) = ((cur & u64::from(u32::MAX)) as usize, (cur >> HALF) as usize);
-            if a + f + t >= b {
-                return None;
-            }
-            let next = if front { cur + 1 } else { cur + (1 << HALF) };
+            let left = (b - a).checked_sub(f + t).filter(|&l| l > 0)?;
+            let take = if front {
+                left.div_ceil(OWN_UNITS).min(OWN_UNITS)
+            } else {
+                1
+            };
+            let next = if front {
+                cur + take as u64
+            } else {
+                cur + (1 << HALF)
+            };
             match claim.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return Some(self.rows(if front { a + f } else { b - 1 - t })),
+                Ok(_) if front => return Some(self.rows(a + f, a + f + take)),
+                Ok(_) => return Some(self.rows(b - 1 - t, b - t)),
                 Err(now) => cur = now,
             }
         }
@@ -356,7 +371,7 @@ impl Shares {
         self.take(k, claim, true)
     }
 
-    /// A chunk from the back of thread `victim`'s run.
+    /// A unit from the back of thread `victim`'s run.
     #[inline]
     pub fn steal(&self, victim: usize, claim: &Claim) -> Option<(usize, usize)> {
         self.take(victim, claim, false)
@@ -510,11 +525,21 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_thread_gets_its_run_stolen() {
+    fn a_slow_thread_gets_its_run_stolen_and_the_tail_is_one_unit() {
         let sh = Shares::new(0, 2048, 2, 16);
         let got = take_all(&sh, 2, 1);
-        assert!(got[0].len() == 1 && got[0][0] == (0, 64), "{:?}", got[0]);
-        assert_eq!(got[1].len(), 2 * CHUNKS_PER_THREAD - 1);
+        // Thread 0 took four units (16 rows each) at first, thread 1 everything else.
+        assert_eq!(got[0], vec![(0, 64)]);
+        assert_eq!(got[1].iter().map(|(a, b)| b - a).sum::<usize>(), 2048 - 64);
+        // Thread 1's own claims shrink to one unit at the end of its run.
+        let own1: Vec<_> = got[1].iter().filter(|c| c.0 >= 1024).collect();
+        assert!(own1.iter().all(|(a, b)| b - a <= 64));
+        assert_eq!(own1.last().map(|(a, b)| b - a), Some(16));
+        // What it stole from thread 0's back came one unit at a time.
+        assert!(got[1]
+            .iter()
+            .filter(|c| c.0 < 1024)
+            .all(|(a, b)| b - a == 16));
     }
 
     #[test]
