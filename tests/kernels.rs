@@ -595,3 +595,34 @@ fn attention_decode_dots_equal_scalar() {
         }
     }
 }
+
+/// RoPE of every tier equals the scalar model bit for bit, for full and partial rotation.
+#[test]
+fn rope_tiers_equal_scalar() {
+    let scalar = Kernels::scalar();
+    for (head_dim, pairs, heads) in [(64usize, 32usize, 4usize), (64, 16, 3), (128, 64, 2)] {
+        let cache: Vec<(f32, f32)> = (0..pairs)
+            .map(|i| {
+                let t = 37.0 * 10000f32.powf(-2.0 * i as f32 / (2 * pairs) as f32);
+                (t.cos(), t.sin())
+            })
+            .collect();
+        let x: Vec<f32> = (0..head_dim * heads)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.037 - 18.0)
+            .collect();
+        let mut want = x.clone();
+        scalar.rope(&cache, &mut want, head_dim);
+        assert_ne!(want, x, "the rotation changed something");
+        for k in tiers() {
+            let mut got = x.clone();
+            k.rope(&cache, &mut got, head_dim);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "rope head_dim {head_dim} pairs {pairs}: tier {} differs",
+                k.tier
+            );
+        }
+    }
+}

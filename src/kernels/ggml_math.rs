@@ -157,6 +157,20 @@ pub fn rotate(x0: f32, x1: f32, cos: f32, sin: f32) -> (f32, f32) {
     (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos))
 }
 
+/// Rotates the pairs `(2i, 2i+1)` of every head of `x` (`n_heads × head_dim`, contiguous) by
+/// `cache[i]` = (cos, sin), in place ("normal" RoPE ordering; dimensions past the cache pass
+/// through).
+#[inline(always)]
+pub fn rope(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    for head in x.chunks_exact_mut(head_dim) {
+        for (i, &(c, s)) in cache.iter().enumerate() {
+            let (y0, y1) = rotate(head[2 * i], head[2 * i + 1], c, s);
+            head[2 * i] = y0;
+            head[2 * i + 1] = y1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -313,6 +313,8 @@ type DotQ4_1 = fn(&[BlockQ4_1], &[BlockQ8_1]) -> f32;
 type DotQ8_0 = fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32;
 type DotF32 = fn(&[f32], &[f32]) -> f32;
 type DotU16 = fn(&[u16], &[f32]) -> f32;
+/// RoPE of heads of `head_dim` by (cos, sin) pairs, in place.
+type RopeFn = fn(&[(f32, f32)], &mut [f32], usize);
 type AttGemv = fn(&[u16], &[f32], usize) -> f32;
 
 /// Weight rows in one step of [`Kernels::dot_tile`] (callers hand it this many rows at a time):
@@ -443,6 +445,7 @@ pub struct Kernels {
     widen_f16: fn(&[u16], &mut [f32]),
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
+    rope: RopeFn,
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
@@ -495,6 +498,7 @@ impl Kernels {
             },
             softmax: ggml_math::softmax,
             swiglu: ggml_math::swiglu,
+            rope: ggml_math::rope,
             q4_0_tile: scalar::tile_q4_0_q8_0,
             q4_0_chain_tile: scalar::tile_q4_0_q8_0_chain,
             q4_1_tile: scalar::tile_q4_1_q8_1,
@@ -534,6 +538,7 @@ impl Kernels {
                 widen_f16: x86_64::avx2::widen_f16,
                 softmax: x86_64::avx2::softmax,
                 swiglu: x86_64::avx2::swiglu,
+                rope: x86_64::avx2::rope,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
                 q4_0_chain_tile: x86_64::avx2::tile_q4_0_q8_0_chain,
                 q4_1_tile: x86_64::avx2::tile_q4_1_q8_1,
@@ -1017,6 +1022,13 @@ impl Kernels {
     #[inline]
     pub fn softmax(&self, x: &mut [f32], scale: f32) {
         (self.softmax)(x, scale)
+    }
+
+    /// RoPE of every head of `x` by the (cos, sin) pairs `cache`, with ggml's arithmetic (see
+    /// `ggml_math::rope`).
+    #[inline]
+    pub fn rope(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+        (self.rope)(cache, x, head_dim)
     }
 
     /// SwiGLU of one row with ggml's arithmetic (see `ggml_math::swiglu`).

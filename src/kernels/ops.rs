@@ -60,15 +60,10 @@ impl Rope {
         }
     }
 
-    /// Rotates every head of `x` (`n_heads × head_dim`, contiguous) in place.
+    /// Rotates every head of `x` (`n_heads × head_dim`, contiguous) in place: the scalar
+    /// model of [`crate::kernels::Kernels::rope`].
     pub fn apply(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
-        for head in x.chunks_exact_mut(head_dim) {
-            for (i, &(c, s)) in cache.iter().enumerate() {
-                let (y0, y1) = ggml_math::rotate(head[2 * i], head[2 * i + 1], c, s);
-                head[2 * i] = y0;
-                head[2 * i + 1] = y1;
-            }
-        }
+        ggml_math::rope(cache, x, head_dim)
     }
 }
 

@@ -476,7 +476,7 @@ impl<'a> Llama<'a> {
                 ],
             );
             {
-                let (rope, rc) = (&self.rope, &s.rope_cache);
+                let (kernels, rc) = (&self.kernels, &s.rope_cache);
                 let (q, k) = (Out::new(&mut s.q), Out::new(&mut s.kcur));
                 per_token(pool, n, &|b| {
                     let rc = &rc[b * half..(b + 1) * half];
@@ -487,8 +487,8 @@ impl<'a> Llama<'a> {
                             k.slice(b * kvd, (b + 1) * kvd),
                         )
                     };
-                    rope.apply(rc, q, c.head_dim);
-                    rope.apply(rc, k, c.head_dim);
+                    kernels.rope(rc, q, c.head_dim);
+                    kernels.rope(rc, k, c.head_dim);
                 });
             }
             self.store_kv(pool, s, li, n);

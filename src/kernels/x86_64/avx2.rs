@@ -1149,6 +1149,18 @@ fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
     crate::kernels::ggml_math::swiglu(gate, up)
 }
 
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rope_impl(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    crate::kernels::ggml_math::rope(cache, x, head_dim)
+}
+
+/// `ggml_math::rope` compiled with hardware FMA (same bits; without it each multiply-add is
+/// a libm call).
+pub(in crate::kernels) fn rope(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { rope_impl(cache, x, head_dim) }
+}
+
 /// `ggml_math::softmax` compiled with hardware FMA (same bits).
 pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
