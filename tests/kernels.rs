@@ -626,3 +626,44 @@ fn rope_tiers_equal_scalar() {
         }
     }
 }
+
+/// The many-row single-token attention dot (K rows of a head, or V rows of its channels)
+/// equals the scalar single dot of each row bit for bit in every tier: row counts around its
+/// sixteen-row reduction, lengths around its steps, pads past and short of the row.
+#[test]
+fn attention_decode_row_dots_equal_scalar_single_dots() {
+    let scalar = Kernels::scalar();
+    let mut all = vec![scalar];
+    all.extend(tiers());
+    for (len, rows) in [
+        (64usize, 16usize),
+        (64, 33),
+        (1, 5),
+        (17, 15),
+        (130, 17),
+        (250, 64),
+    ] {
+        let stride = len + 5;
+        let x: Vec<u16> = (0..rows * stride)
+            .map(|i| f32_to_f16(((i * 7919) % 1013) as f32 * 0.013 - 6.5))
+            .collect();
+        let y: Vec<f32> = (0..len)
+            .map(|i| ((i * 104729) % 997) as f32 * 0.002 - 1.0)
+            .collect();
+        for n_pad in [len, len.div_ceil(64) * 64, 256, len / 2] {
+            for k in &all {
+                let mut out = vec![f32::NAN; rows];
+                k.att_dot_decode_rows(&x, stride, &y, n_pad, &mut out);
+                for (r, got) in out.iter().enumerate() {
+                    let want = scalar.att_dot_decode(&x[r * stride..r * stride + len], &y, n_pad);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "tier {} len {len} n_pad {n_pad} row {r} of {rows}: {got} != {want}",
+                        k.tier
+                    );
+                }
+            }
+        }
+    }
+}

@@ -316,6 +316,8 @@ type DotU16 = fn(&[u16], &[f32]) -> f32;
 /// RoPE of heads of `head_dim` by (cos, sin) pairs, in place.
 type RopeFn = fn(&[(f32, f32)], &mut [f32], usize);
 type AttGemv = fn(&[u16], &[f32], usize) -> f32;
+/// [`AttGemv`] of rows `x[r * stride..][..y.len()]` into `out[r]`.
+type AttGemvRows = fn(&[u16], usize, &[f32], usize, &mut [f32]);
 
 /// Weight rows in one step of [`Kernels::dot_tile`] (callers hand it this many rows at a time):
 /// the single-token kernels take them all at once, the multi-token tiles [`BATCH_TILE_ROWS`] at
@@ -440,6 +442,7 @@ pub struct Kernels {
     f16: DotU16,
     bf16: DotU16,
     att_gemv: AttGemv,
+    att_gemv_rows: AttGemvRows,
     att_gemm: DotU16,
     att_gemm_rows: fn(&[f32], usize, &[f32], &mut [f32]),
     widen_f16: fn(&[u16], &mut [f32]),
@@ -484,6 +487,11 @@ impl Kernels {
             f16: scalar::dot_f16_f32,
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
+            att_gemv_rows: |x, stride, y, n_pad, out| {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = ggml_math::dot_f16_gemv(&x[r * stride..r * stride + y.len()], y, n_pad);
+                }
+            },
             att_gemm: ggml_math::dot_f16_gemm,
             att_gemm_rows: |x, stride, y, out| {
                 for (r, o) in out.iter_mut().enumerate() {
@@ -533,6 +541,12 @@ impl Kernels {
                 f32: x86_64::avx2::dot_f32,
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
+                att_gemv_rows: |x, stride, y, n_pad, out| {
+                    for (r, o) in out.iter_mut().enumerate() {
+                        let row = &x[r * stride..r * stride + y.len()];
+                        *o = x86_64::avx2::att_gemv(row, y, n_pad);
+                    }
+                },
                 att_gemm: x86_64::avx2::att_gemm,
                 att_gemm_rows: x86_64::avx2::att_gemm_rows,
                 widen_f16: x86_64::avx2::widen_f16,
@@ -573,6 +587,7 @@ impl Kernels {
                 swiglu: x86_64::avx512::swiglu,
                 softmax: x86_64::avx512::softmax,
                 att_gemv: x86_64::avx512::att_gemv,
+                att_gemv_rows: x86_64::avx512::att_gemv_rows,
                 q4_0_rows: x86_64::avx512::rows_q4_0_q8_0,
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,
@@ -1016,6 +1031,23 @@ impl Kernels {
     #[inline]
     pub fn att_dot_decode(&self, x: &[u16], y: &[f32], n_pad: usize) -> f32 {
         (self.att_gemv)(x, y, n_pad)
+    }
+
+    /// `out[r] = att_dot_decode(row r, y, n_pad)` for every r, where row r is
+    /// `x[r * stride..][..y.len()]` (f16 bits); bit for bit.
+    ///
+    /// # Panics
+    /// If a row runs past the end of `x`.
+    #[inline]
+    pub fn att_dot_decode_rows(
+        &self,
+        x: &[u16],
+        stride: usize,
+        y: &[f32],
+        n_pad: usize,
+        out: &mut [f32],
+    ) {
+        (self.att_gemv_rows)(x, stride, y, n_pad, out)
     }
 
     /// Softmax of `x · scale` with ggml's arithmetic (see `ggml_math::softmax`).

@@ -142,8 +142,15 @@ impl KvBuf {
         n_pad: usize,
         out: &mut [f32],
     ) {
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = self.dot(k, arith, start + j * stride, y, n_pad);
+        match (self, arith) {
+            (KvBuf::F16(b), Arith::Single) => {
+                k.att_dot_decode_rows(&b[start..], stride, y, n_pad, out)
+            }
+            _ => {
+                for (j, o) in out.iter_mut().enumerate() {
+                    *o = self.dot(k, arith, start + j * stride, y, n_pad);
+                }
+            }
         }
     }
 

@@ -644,6 +644,41 @@ fn softmax_impl(x: &mut [f32], scale: f32) {
     }
 }
 
+/// The accumulators of [`att_gemv_impl`] for one row, combined as (0+2)+(1+3): the vector
+/// `reduce16` then sums.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn att_gemv_lanes(x: &[u16], y: &[f32], m: usize) -> __m512 {
+    assert!(m <= x.len() && m <= y.len());
+    // Sixteen values from i, masked to the first `k` (the rest read as zeros).
+    let load = |i: usize, k: usize| {
+        let mask: __mmask16 = if k >= 16 { !0 } else { (1u16 << k) - 1 };
+        // SAFETY: the mask selects the k ≤ 16 elements from i, all below m ≤ both lengths.
+        unsafe {
+            (
+                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, x.as_ptr().add(i).cast())),
+                _mm512_maskz_loadu_ps(mask, y.as_ptr().add(i)),
+            )
+        }
+    };
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let full = m / 64 * 64;
+    for i in (0..full).step_by(64) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let (xv, yv) = load(i + 16 * j, 16);
+            *a = _mm512_fmadd_ps(xv, yv, *a);
+        }
+    }
+    for (j, a) in acc.iter_mut().enumerate() {
+        let at = full + 16 * j;
+        if at < m {
+            let (xv, yv) = load(at, m - at);
+            *a = _mm512_fmadd_ps(xv, yv, *a);
+        }
+    }
+    _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]))
+}
+
 /// `ggml_math::dot_f16_gemv` (same operation order) with one 16-lane accumulator per quarter
 /// of a 64-element step. A partial last step reads only the elements that exist (masked
 /// loads); its other lanes are zeros, which add exactly nothing, as in the scalar model.
@@ -651,27 +686,82 @@ fn softmax_impl(x: &mut [f32], scale: f32) {
 fn att_gemv_impl(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
     let n = x.len().min(y.len());
     let np = n_pad / 64 * 64;
-    let m = n.min(np);
-    let mut acc = [_mm512_setzero_ps(); 4];
-    for i in (0..m).step_by(16) {
-        let k = (m - i).min(16);
-        let mask: __mmask16 = if k == 16 { !0 } else { (1u16 << k) - 1 };
-        // SAFETY: the mask selects the k ≤ 16 elements from i, all below m ≤ both lengths.
-        let (xv, yv) = unsafe {
-            (
-                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, x.as_ptr().add(i).cast())),
-                _mm512_maskz_loadu_ps(mask, y.as_ptr().add(i)),
-            )
-        };
-        let j = i % 64 / 16;
-        acc[j] = _mm512_fmadd_ps(xv, yv, acc[j]);
-    }
-    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-    let mut sum = reduce16x(s) as f64;
+    let mut sum = reduce16x(att_gemv_lanes(x, y, n.min(np))) as f64;
     for j in np..n {
         sum += (crate::kernels::half::f16_to_f32(x[j]) * y[j]) as f64;
     }
     sum as f32
+}
+
+/// `reduce16x` of sixteen vectors at once, each sum in `reduce16`'s order (lane i + lane i+8,
+/// then + 4, then (0+2)+(1+3)): each stage adds the same pairs for two rows in one vector.
+/// Lane `4k + l` of the result is the sum of `v[4l + k]`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn reduce16x16(v: &[__m512; 16]) -> __m512 {
+    // t = low 8 lanes + high 8 lanes: two rows per vector.
+    let t: [__m512; 8] = std::array::from_fn(|p| {
+        let (a, b) = (v[2 * p], v[2 * p + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a, b),
+            _mm512_shuffle_f32x4::<0xEE>(a, b),
+        )
+    });
+    // u = t's low 4 + high 4: four rows per vector (rows 4m..4m+4 in d[m]'s quarters).
+    let u: [__m512; 4] = std::array::from_fn(|m| {
+        let (a, b) = (t[2 * m], t[2 * m + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(a, b),
+            _mm512_shuffle_f32x4::<0xDD>(a, b),
+        )
+    });
+    // v = (u0 + u2, u1 + u3), then v0 + v1, pairs of rows per 128-bit quarter.
+    let w: [__m512; 2] = std::array::from_fn(|h| {
+        let (a, b) = (u[2 * h], u[2 * h + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_ps::<0x44>(a, b),
+            _mm512_shuffle_ps::<0xEE>(a, b),
+        )
+    });
+    _mm512_add_ps(
+        _mm512_shuffle_ps::<0x88>(w[0], w[1]),
+        _mm512_shuffle_ps::<0xDD>(w[0], w[1]),
+    )
+}
+
+/// [`att_gemv_impl`] of `out.len()` rows, row r at `x[r * stride..][..y.len()]`, sixteen
+/// rows' sums reduced together ([`reduce16x16`]); each result is its single dot's bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn att_gemv_rows_impl(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &mut [f32]) {
+    let n = y.len();
+    if let Some(last) = out.len().checked_sub(1) {
+        assert!(
+            last * stride + n <= x.len(),
+            "attention rows past the cache"
+        );
+    }
+    let m = n.min(n_pad / 64 * 64);
+    let mut r0 = 0;
+    while r0 < out.len() {
+        let k = (out.len() - r0).min(16);
+        let mut v = [_mm512_setzero_ps(); 16];
+        for (j, vj) in v.iter_mut().enumerate().take(k) {
+            let at = (r0 + j) * stride;
+            *vj = att_gemv_lanes(&x[at..at + n], y, m);
+        }
+        let mut sums = [0f32; 16];
+        // SAFETY: sums is 16 writable f32s; the store is unaligned.
+        unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16x16(&v)) };
+        for (j, o) in out[r0..r0 + k].iter_mut().enumerate() {
+            let mut sum = sums[4 * (j % 4) + j / 4] as f64;
+            let row = &x[(r0 + j) * stride..];
+            for i in m..n {
+                sum += (crate::kernels::half::f16_to_f32(row[i]) * y[i]) as f64;
+            }
+            *o = sum as f32;
+        }
+        r0 += k;
+    }
 }
 
 /// `ggml_math::reduce16` of one vector (`avx2::reduce16` of its halves).
@@ -692,6 +782,17 @@ pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
 pub(in crate::kernels) fn att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { att_gemv_impl(x, y, n_pad) }
+}
+
+pub(in crate::kernels) fn att_gemv_rows(
+    x: &[u16],
+    stride: usize,
+    y: &[f32],
+    n_pad: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { att_gemv_rows_impl(x, stride, y, n_pad, out) }
 }
 
 pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
