@@ -299,9 +299,9 @@ pub struct Shares {
 }
 
 /// About this many units per thread (see [`Shares`]).
-pub const UNITS_PER_THREAD: usize = 64;
+const UNITS_PER_THREAD: usize = 64;
 /// The most units an owner takes at once: a quarter of what is left of its run, at least one.
-pub const OWN_UNITS: usize = 4;
+const OWN_UNITS: usize = 4;
 
 /// The units taken from one thread's run: front (by the owner) in the low half, back (by
 /// others) in the high half. Reset to 0 before each step.

@@ -42,21 +42,17 @@ fn tiny() -> GgufWriter {
     synth_model(&SynthSpec::tiny(GgmlType::Q8_0))
 }
 
+/// `locus run` arguments: `n` greedy tokens of `model` after "hello".
+fn greedy_run<'a>(model: &'a Path, n: &'a str) -> [&'a str; 9] {
+    let m = model.to_str().unwrap();
+    ["run", "-m", m, "-p", "hello", "-n", n, "--temp", "0"]
+}
+
 #[test]
 fn a_valid_tiny_model_runs() {
     let dir = common::temp_dir("cli-ok");
     let p = write(&dir, "ok.gguf", &tiny());
-    let out = common::locus(&[
-        "run",
-        "-m",
-        p.to_str().unwrap(),
-        "-p",
-        "hello",
-        "-n",
-        "5",
-        "--temp",
-        "0",
-    ]);
+    let out = common::locus(&greedy_run(&p, "5"));
     assert!(
         out.status.success(),
         "{}",
@@ -276,17 +272,7 @@ fn bad_environment_values_name_the_variable() {
     let p = write(&dir, "ok.gguf", &tiny());
     let run = |var: &str, value: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_locus"))
-            .args([
-                "run",
-                "-m",
-                p.to_str().unwrap(),
-                "-p",
-                "hello",
-                "-n",
-                "2",
-                "--temp",
-                "0",
-            ])
+            .args(greedy_run(&p, "2"))
             .env(var, value)
             .output()
             .expect("cannot start locus")

@@ -472,6 +472,11 @@ fn forced_tier_env_is_honoured_or_refused() {
     }
 }
 
+/// Whether two outputs hold the same f32 bits, element for element.
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
+}
+
 /// Softmax and SwiGLU (ggml's vectorised exp) give the same bits in every tier.
 #[test]
 fn softmax_and_swiglu_tiers_equal_scalar() {
@@ -493,19 +498,11 @@ fn softmax_and_swiglu_tiers_equal_scalar() {
             let (mut a, mut b) = (x.clone(), x.clone());
             scalar.softmax(&mut a, 0.125);
             k.softmax(&mut b, 0.125);
-            assert!(
-                a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
-                "softmax n={n} tier {}",
-                k.tier
-            );
+            assert!(same_bits(&a, &b), "softmax n={n} tier {}", k.tier);
             let (mut a, mut b) = (x.clone(), x.clone());
             scalar.swiglu(&mut a, &up);
             k.swiglu(&mut b, &up);
-            assert!(
-                a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
-                "swiglu n={n} tier {}",
-                k.tier
-            );
+            assert!(same_bits(&a, &b), "swiglu n={n} tier {}", k.tier);
         }
     }
 }
@@ -617,9 +614,7 @@ fn rope_tiers_equal_scalar() {
             let mut got = x.clone();
             k.rope(&cache, &mut got, head_dim);
             assert!(
-                got.iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                same_bits(&got, &want),
                 "rope head_dim {head_dim} pairs {pairs}: tier {} differs",
                 k.tier
             );

@@ -319,6 +319,20 @@ type AttGemv = fn(&[u16], &[f32], usize) -> f32;
 /// [`AttGemv`] of rows `x[r * stride..][..y.len()]` into `out[r]`.
 type AttGemvRows = fn(&[u16], usize, &[f32], usize, &mut [f32]);
 
+/// [`AttGemvRows`] by one `dot` per row (the tiers without a many-row kernel).
+fn att_gemv_each_row(
+    dot: AttGemv,
+    x: &[u16],
+    stride: usize,
+    y: &[f32],
+    n_pad: usize,
+    out: &mut [f32],
+) {
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = dot(&x[r * stride..r * stride + y.len()], y, n_pad);
+    }
+}
+
 /// Weight rows in one step of [`Kernels::dot_tile`] (callers hand it this many rows at a time):
 /// the single-token kernels take them all at once, the multi-token tiles [`BATCH_TILE_ROWS`] at
 /// a time. One token (decode) has no tokens to share a weight block's unpacking with, so its
@@ -488,9 +502,7 @@ impl Kernels {
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
             att_gemv_rows: |x, stride, y, n_pad, out| {
-                for (r, o) in out.iter_mut().enumerate() {
-                    *o = ggml_math::dot_f16_gemv(&x[r * stride..r * stride + y.len()], y, n_pad);
-                }
+                att_gemv_each_row(ggml_math::dot_f16_gemv, x, stride, y, n_pad, out)
             },
             att_gemm: ggml_math::dot_f16_gemm,
             att_gemm_rows: |x, stride, y, out| {
@@ -542,10 +554,7 @@ impl Kernels {
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemv_rows: |x, stride, y, n_pad, out| {
-                    for (r, o) in out.iter_mut().enumerate() {
-                        let row = &x[r * stride..r * stride + y.len()];
-                        *o = x86_64::avx2::att_gemv(row, y, n_pad);
-                    }
+                    att_gemv_each_row(x86_64::avx2::att_gemv, x, stride, y, n_pad, out)
                 },
                 att_gemm: x86_64::avx2::att_gemm,
                 att_gemm_rows: x86_64::avx2::att_gemm_rows,

@@ -296,8 +296,8 @@ impl<'a> Llama<'a> {
 
     /// `outs[i][b] = mats[i] · x[b]` for the `n` rows of `x`, for matrices that share the
     /// input, in one parallel step. Each group computes its rows of every matrix
-    /// ([`rows_of_group`], the split placement stored on its node), its threads claiming them in
-    /// chunks ([`Chunks`]) and reading them from the group's view; each weight row is
+    /// ([`rows_of_group`], the split placement stored on its node), its threads taking them in
+    /// runs ([`Shares`]) and reading them from the group's view; each weight row is
     /// applied to all `n` inputs while it is hot.
     fn matmuls<const N: usize>(
         &self,

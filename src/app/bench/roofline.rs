@@ -85,10 +85,9 @@ impl Meter {
                 .iter()
                 .next()
                 .map_or(0, |c| c.index());
-            let most = crate::app::membw::default_bytes(cpu0);
             let bytes = usize::try_from(free / 4)
                 .unwrap_or(usize::MAX)
-                .clamp(16 << 20, most.max(16 << 20));
+                .clamp(16 << 20, crate::app::membw::default_bytes(cpu0));
             let o = crate::app::membw::MembwOptions {
                 threads: k,
                 bytes,
