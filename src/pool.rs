@@ -13,6 +13,11 @@
 //!
 //! The per-step path takes no lock and allocates nothing: the job is published through an
 //! atomic pointer, and the condition variable is signalled only when some worker sleeps.
+//!
+//! One step at a time: the job pointer, the counters and the generation belong to the step in
+//! progress, so a second `run` entered meanwhile (from another thread sharing the `&Pool`, or
+//! from inside a job) would overwrite them under the workers' feet. `run` refuses that with a
+//! panic that says so; callers that share an engine between threads serialise their steps.
 
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -42,6 +47,8 @@ struct Shared {
     /// Groups still running the current step.
     groups_left: Padded,
     panicked: AtomicBool,
+    /// A `run` is in progress (see the module's "one step at a time").
+    running: AtomicBool,
     stop: AtomicBool,
     /// Workers asleep (or about to sleep) on `wake`.
     sleepers: AtomicUsize,
@@ -94,6 +101,7 @@ impl Pool {
             group_left: sizes.iter().map(|_| Padded(AtomicUsize::new(0))).collect(),
             groups_left: Padded(AtomicUsize::new(0)),
             panicked: AtomicBool::new(false),
+            running: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             spin: AtomicU32::new(SPIN_ITERS),
@@ -148,7 +156,12 @@ impl Pool {
     }
 
     /// Runs `f(tid)` on every thread, `tid` in `0..threads()`, and returns when all are done.
+    ///
+    /// # Panics
+    /// If another `run` on this pool is in progress (entered from another thread, or from
+    /// inside a job): the pool serves one step at a time. Also re-raises a panic of `f`.
     pub fn run<F: Fn(usize) + Sync>(&self, f: &F) {
+        let _entered = Entered::new(&self.shared.running);
         if self.n == 1 {
             f(0);
             return;
@@ -180,6 +193,28 @@ impl Pool {
         if s.panicked.swap(false, Ordering::AcqRel) {
             panic!("a worker thread panicked during a parallel step");
         }
+    }
+}
+
+/// Holds a pool's `running` flag for one `run`, and clears it however `run` ends.
+struct Entered<'a>(&'a AtomicBool);
+
+impl<'a> Entered<'a> {
+    fn new(running: &'a AtomicBool) -> Entered<'a> {
+        // Acquire pairs with the Release in `drop`: the previous step is wholly over.
+        if running.swap(true, Ordering::Acquire) {
+            panic!(
+                "Pool::run entered while another run on the same pool is in progress (from \
+                 another thread or from inside a job); a pool runs one step at a time"
+            );
+        }
+        Entered(running)
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -554,6 +589,59 @@ mod tests {
                 }
                 assert_eq!(next, n);
             }
+        }
+    }
+
+    /// A second `run` while one is in progress panics loudly (and leaves the first one and
+    /// the pool intact), whether it comes from another thread or from inside a job; one-thread
+    /// pools, which share nothing between threads, refuse it as well.
+    #[test]
+    fn a_second_concurrent_run_is_refused() {
+        for n in [1, 3] {
+            let pool = Pool::new(n, |_| {});
+            let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+            let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+            let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+            let hits = AtomicU64::new(0);
+            std::thread::scope(|scope| {
+                let first = scope.spawn(|| {
+                    pool.run(&|tid| {
+                        hits.fetch_add(1, Ordering::Relaxed);
+                        if tid == 0 {
+                            entered_tx.lock().unwrap().send(()).unwrap();
+                            release_rx.lock().unwrap().recv().unwrap();
+                        }
+                    })
+                });
+                entered_rx.recv().unwrap();
+                let second = catch_unwind(AssertUnwindSafe(|| pool.run(&|_| {})));
+                // Let the first run finish before judging, so a failure cannot hang the test.
+                release_tx.send(()).unwrap();
+                first.join().expect("the first run completes");
+                let payload = second.expect_err("a concurrent run must panic");
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("");
+                assert!(msg.contains("another run"), "{n} threads: {msg:?}");
+            });
+            assert_eq!(hits.load(Ordering::Relaxed), n as u64);
+            // From inside a job (thread 0 runs jobs on the caller's thread).
+            let nested = catch_unwind(AssertUnwindSafe(|| {
+                pool.run(&|tid| {
+                    if tid == 0 {
+                        pool.run(&|_| {});
+                    }
+                })
+            }));
+            assert!(nested.is_err(), "{n} threads: a nested run must panic");
+            // The pool still works afterwards.
+            let count = AtomicU64::new(0);
+            pool.run(&|_| {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(count.load(Ordering::Relaxed), n as u64);
         }
     }
 
