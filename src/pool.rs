@@ -249,8 +249,9 @@ fn worker(tid: usize, group: usize, s: &Shared) {
                 break;
             }
             // After spinning a worker sleeps: yielding instead kept it runnable, and on a busy
-            // host runnable waiters took the CPU time the threads with work needed (decode
-            // fell 5× in measurements on a loaded two-core machine).
+            // host runnable waiters took the CPU time the threads with work needed, so decode
+            // collapsed on a loaded two-core machine (figures: BENCHMARKS.md, "Design
+            // measurements behind the code").
             if spins < limit {
                 spins = backoff(spins, limit);
             } else {

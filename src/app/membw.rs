@@ -41,8 +41,9 @@ pub struct Reading {
 
 /// How far ahead of its loads a reading thread requests lines (`prefetcht0`), in bytes. The
 /// decode kernels prefetch their weights, so a roofline read without it would be one they
-/// beat: on this project's 2-vCPU VM plain reads gave 11.4–12.2 GB/s on one core and 26–29
-/// on two, and with lines requested 4 or 8 KiB ahead 14.4–15.2 and 31–39 (12 KiB alike).
+/// beat: reads with lines requested ahead were faster than plain ones, on one core and on
+/// two, and 4, 8 and 12 KiB ahead read alike (figures: BENCHMARKS.md, "Design measurements
+/// behind the code").
 const PREFETCH_AHEAD: usize = 8 << 10;
 /// The cache line: [`read_all`] requests one per eight words.
 const LINE: usize = 64;
@@ -55,7 +56,8 @@ const LLC_MULTIPLE: usize = 4;
 /// The buffer a measurement reads by default: 512 MiB, or four times CPU `cpu`'s last-level
 /// cache where that is larger. A buffer near the cache's size is partly read from it and so
 /// overstates memory bandwidth: on this project's VM (a 260 MiB L3) two threads read 512 MiB
-/// at 36–42 GB/s but 1–2 GiB at 27–34 GB/s, and 256 MiB at 61 GB/s.
+/// faster than 1–2 GiB, the cache serving part of it, and 256 MiB faster still (figures:
+/// BENCHMARKS.md, "Design measurements behind the code").
 pub fn default_bytes(cpu: usize) -> usize {
     default_bytes_for(crate::sys::cache::last_level_bytes(cpu))
 }

@@ -45,14 +45,13 @@ pub const KERNELS_ENV: &str = "LOCUS_KERNELS";
 
 /// Where the single-token kernels prefetch the weight lines they will read next.
 ///
-/// Measured alternating on the 2-vCPU AVX-512 VM (260 MiB L3): the generated 1B Q4_0 model (433
-/// MB read per token, packed) decoded at 26.8–28.4 t/s on one thread with lines requested into
-/// L1 and 31.1–34.2 into L2 (53.5–56.5 against 59.9–64.4 on two threads), the 1B Q8_0 at
-/// 14.2–14.5 against 15.3 (26.6 against 28.5–29.7); SmolLM2 Q4_0 (72 MB, which the L3 mostly
-/// holds) at 218–222 against 177–206 on one thread. From memory, a
-/// request to L1 holds one of the core's few fill buffers until the line arrives, and requests
-/// stall behind each other; a request to L2 leaves the buffer early. Lines already near, in L3,
-/// arrive fast either way and are best put straight into L1.
+/// Measured alternating: models whose weights read per token far exceed the last-level cache (the
+/// generated 1B Q4_0 and Q8_0) decoded faster with lines requested into L2 than into L1, on one
+/// thread and on two; SmolLM2 Q4_0, which the L3 mostly holds, decoded faster with L1 (figures:
+/// BENCHMARKS.md, "Design measurements behind the code"). From memory, a request to L1 holds one of
+/// the core's few fill buffers until the line arrives, and requests stall behind each other; a
+/// request to L2 leaves the buffer early. Lines already near, in L3, arrive fast either way and are
+/// best put straight into L1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamTarget {
     /// `prefetcht0`: weights that mostly come from the last-level cache.
@@ -338,16 +337,16 @@ fn att_gemv_each_row(
 /// a time. One token (decode) has no tokens to share a weight block's unpacking with, so its
 /// kernel shares each activation block and the scale conversions among eight rows instead, and
 /// keeps eight independent accumulator chains in flight; eight rows' f16 scales also fill one
-/// vector, so the rows' scale products cost one multiply. Measured (AVX-512 tier, Q4_1, 576
-/// columns, one core): 1.4 ns per block from L2 against 3.2 for one dot at a time; from DRAM,
-/// with the next rows prefetched, 2.5 ns against 4.8.
+/// vector, so the rows' scale products cost one multiply. On the AVX-512 tier a block took
+/// less time this way than with one dot at a time, from L2 and from DRAM (the next rows
+/// prefetched) alike (figures: BENCHMARKS.md, "Design measurements behind the code").
 pub const TILE_ROWS: usize = 8;
 /// Weight rows in one multi-token tile. With [`TILE_TOKENS`] it sets how many independent
 /// accumulators a tile keeps: 2 × 4 = 8 eight-lane accumulators leave the other half of AVX2's
-/// sixteen vector registers for the unpacked weights and the activation block. Of the shapes
-/// measured (1×4, 1×8, 2×2, 2×3, 3×2, 4×1, 4×2, 2×4), 2×4 was fastest for every type but Q8_0
-/// (4×2 by a few percent). The SIMD tiles carry a tile's scale products in one eight-lane
-/// vector, so rows + tokens and rows × tokens must both stay within 8.
+/// sixteen vector registers for the unpacked weights and the activation block. Of the shapes timed,
+/// 2×4 was fastest for every type but Q8_0, where 4×2 was slightly faster (shapes and figures:
+/// BENCHMARKS.md, "Design measurements behind the code"). The SIMD tiles carry a tile's scale
+/// products in one eight-lane vector, so rows + tokens and rows × tokens must both stay within 8.
 const BATCH_TILE_ROWS: usize = 2;
 /// Tokens (activation rows) in one multi-token tile of [`Kernels::dot_tile`]; the batch size
 /// (`MAX_BATCH` = 32) is a multiple of it. Tokens past the last whole multiple go through the

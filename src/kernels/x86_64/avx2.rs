@@ -751,15 +751,15 @@ pub(in crate::kernels) fn tile_q8_0_q8_0(
 
 /// Software prefetch of the rows a few passes ahead, spread over this pass's blocks.
 ///
-/// Decoding streams every weight once per token, mostly from beyond the caches. A pass reads
-/// its rows side by side (eight, or four on AVX2), short streams at once, which the hardware
-/// prefetchers
-/// follow poorly: without help a pass waits on memory at nearly every new cache line (about 5
-/// GB/s from one core where plain streaming reads 12). When the pass's rows are consecutive rows
-/// of one matrix (as a matmul hands them), the rows [`prefetch_passes`] passes ahead start that
-/// many spans of the pass's rows further on; requesting their lines while this pass computes keeps
-/// the memory busy. Rows laid out otherwise get no prefetch. A prefetch is a hint that never
-/// faults, so the lines past the end of a matrix cost an idle request at most.
+/// Decoding streams every weight once per token, mostly from beyond the caches. A pass reads its
+/// rows side by side (eight, or four on AVX2), short streams at once, which the hardware
+/// prefetchers follow poorly: without help a pass waits on memory at nearly every new cache line,
+/// and one core reads far less than plain streaming does (figures: BENCHMARKS.md, "Design
+/// measurements behind the code"). When the pass's rows are consecutive rows of one matrix (as a
+/// matmul hands them), the rows [`prefetch_passes`] passes ahead start that many spans of the
+/// pass's rows further on; requesting their lines while this pass computes keeps the memory busy.
+/// Rows laid out otherwise get no prefetch. A prefetch is a hint that never faults, so the lines
+/// past the end of a matrix cost an idle request at most.
 ///
 /// The lines go to L1 (`prefetcht0`) or, where [`crate::kernels::stream_target`] says the
 /// weights stream from memory, to L2 (`prefetcht1`): see [`StreamTarget`].
@@ -771,10 +771,11 @@ pub(super) struct Prefetch {
 }
 
 /// About how far ahead, in bytes, [`Prefetch`] reads: whole passes (of a kernel's rows), at
-/// least one. Measured on SmolLM2-sized rows from DRAM, 1 to 4 passes (2.6 KiB each) all cut a
-/// pass's time by about 40%. On the generated 1B model (passes of 9 and 25 KiB), one core
-/// decoded at 18 t/s with 3 KiB, 22–23 t/s with 6 or 12 KiB (95% of `membw -t 1`), and two
-/// passes ahead regardless of size lost 8% against one.
+/// least one. On short rows (SmolLM2-sized, from DRAM) one to four passes ahead all helped about
+/// equally. On the long rows of the generated 1B model, 3 KiB ahead left one core's decode well
+/// short of what 6 or 12 KiB gave, which came close to `membw -t 1`, and two passes ahead,
+/// whatever their size, were slower than one (figures: BENCHMARKS.md, "Design measurements
+/// behind the code").
 const PREFETCH_BYTES: usize = 12 << 10;
 
 /// Passes ahead for passes of `span` bytes (see [`PREFETCH_BYTES`]).
