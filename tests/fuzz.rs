@@ -75,8 +75,8 @@ fn note(delta: i64) {
     });
 }
 
-// SAFETY (for the impl): every method forwards to the system allocator with the caller's
-// arguments unchanged and only adds bookkeeping in thread-locals that never allocate.
+// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged
+// and only adds bookkeeping in thread-locals that never allocate.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller upholds `alloc`'s contract (non-zero size), passed on as is.

@@ -14,9 +14,7 @@
 //! The `#[target_feature]` functions are private; the safe wrappers are only handed out by
 //! [`super::super::Kernels::for_tier`] after `is_x86_feature_detected!` confirmed every feature.
 //!
-//! The AVX-512 intrinsics are stable since Rust 1.89, above the manifest's `rust-version`
-//! (1.80, which the crate already exceeds: safe `#[target_feature]` functions need 1.86).
-#![allow(clippy::incompatible_msrv)]
+//! The AVX-512 intrinsics are stable since Rust 1.89, the manifest's `rust-version`.
 
 use std::arch::x86_64::*;
 
@@ -271,14 +269,15 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
             }
         });
         for (g, ag) in a.iter().enumerate() {
-            // SAFETY (each get_unchecked below): every slice of every group has exactly n
-            // elements (asserted above), and i < n.
             // −8·Σy starts each token's chain: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
             let mut isum: [__m512i; PANEL_TOKENS] = std::array::from_fn(|t| {
+                // SAFETY: every slice of every group has exactly n elements (asserted above),
+                // and i < n.
                 let s = unsafe { *ag.sums[t].get_unchecked(i) };
                 _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * s)
             });
             let y: [&[i8; 32]; PANEL_TOKENS] =
+                // SAFETY: as for the sums: n blocks per token, i < n.
                 std::array::from_fn(|t| unsafe { &ag.blocks[t].get_unchecked(i).qs });
             // Groups of four bytes outer, tokens inner: the tokens' sums are independent
             // chains, so each vpdpbusd's latency hides behind the other tokens'.
@@ -289,6 +288,7 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
                 }
             }
             for (t, s) in isum.iter().enumerate() {
+                // SAFETY: as for the sums: n scales per token, i < n.
                 let dy = unsafe { *ag.scales[t].get_unchecked(i) };
                 let d = _mm512_mul_ps(dw, _mm512_set1_ps(dy));
                 let acc_t = &mut acc[g * PANEL_TOKENS + t];
