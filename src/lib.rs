@@ -16,3 +16,13 @@ pub mod placement;
 pub mod pool;
 /// Linux: topology from sysfs, affinity, memory-policy syscalls, the capability probe. Knows no models.
 pub mod sys;
+
+/// The test helpers the integration tests use too (tests/common): counted skips, seeded
+/// property tests, the seccomp filter of a container.
+#[cfg(test)]
+#[path = "../tests/common"]
+mod test_support {
+    pub mod qc;
+    pub mod seccomp;
+    pub mod skip;
+}

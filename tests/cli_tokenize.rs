@@ -4,9 +4,7 @@
 
 mod common;
 
-fn golden_ids(file: &str, name: &str) -> Vec<u32> {
-    let text =
-        std::fs::read_to_string(common::repo_path(&format!("tests/data/golden/{file}"))).unwrap();
+fn golden_ids(text: &str, name: &str) -> Vec<u32> {
     let line = text
         .lines()
         .find(|l| l.split('\t').next() == Some(name))
@@ -20,6 +18,7 @@ fn golden_ids(file: &str, name: &str) -> Vec<u32> {
 }
 
 fn check(model: &str, golden: &str) {
+    let golden = common::skip::golden_file(golden);
     let Some(m) = common::model_path(model) else {
         return;
     };
@@ -43,7 +42,7 @@ fn check(model: &str, golden: &str) {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let want = golden_ids(golden, name);
+        let want = golden_ids(&golden, name);
         let printed = String::from_utf8(out.stdout).unwrap();
         let expect = format!(
             "[{}]\n",

@@ -1,6 +1,8 @@
 //! The forward pass against a naive f64 implementation written here, on a tiny synthetic model
 //! with F32 weights and an F32 KV cache (so no quantization separates the two).
 
+mod common;
+
 use locus::kernels::{GgmlType, Kernels, Tier};
 use locus::model::llama::{KvType, Llama};
 use locus::model::synth::{synth_model, SynthSpec};
@@ -123,7 +125,7 @@ fn check_tier(tier: Tier, threads: usize) {
     let kernels = match Kernels::for_tier(tier) {
         Ok(k) => k,
         Err(e) => {
-            eprintln!("SKIPPED tier {tier}: {e}");
+            common::skip::tier_unavailable(tier, &e);
             return;
         }
     };

@@ -6,13 +6,17 @@
 //! tiles and for every edge tile; so are the paths over packed Q4_0 groups
 //! ([`Layout::Q4_0x16`]), against the scalar dot of the rows before packing.
 
+mod common;
+#[path = "common/qc.rs"]
+mod qc;
+
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::{
     dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS, PANEL_ROWS,
     PANEL_TOKENS, TILE_ROWS,
 };
-use quickcheck::{quickcheck, Arbitrary, Gen};
+use quickcheck::{Arbitrary, Gen};
 
 const TIERS: [Tier; 2] = [Tier::Avx2, Tier::Avx512];
 
@@ -87,7 +91,11 @@ fn tiers() -> Vec<Kernels> {
     for t in TIERS {
         match Kernels::for_tier(t) {
             Ok(k) => v.push(k),
-            Err(e) => eprintln!("SKIPPED tier {t}: {e}"),
+            Err(e) => {
+                // Once per test binary: `tiers()` runs for every quickcheck case.
+                static ONCE: std::sync::Once = std::sync::Once::new();
+                ONCE.call_once(|| common::skip::tier_unavailable(t, &e));
+            }
         }
     }
     v
@@ -298,22 +306,45 @@ fn dequantized_act(a: &ActRow) -> Vec<f32> {
     }
 }
 
-quickcheck! {
-    fn tiers_equal_scalar_oracle(r: Rows) -> bool {
+#[test]
+fn tiers_equal_scalar_oracle() {
+    fn prop(r: Rows) -> bool {
         check_all_types(&r)
     }
+    qc::check("tiers_equal_scalar_oracle", prop as fn(Rows) -> bool);
+}
 
-    fn tiles_equal_scalar_single_dots(r: TileRows) -> bool {
+#[test]
+fn tiles_equal_scalar_single_dots() {
+    fn prop(r: TileRows) -> bool {
         check_tile(&r, r.w.len(), r.x.len())
     }
+    qc::check(
+        "tiles_equal_scalar_single_dots",
+        prop as fn(TileRows) -> bool,
+    );
+}
 
-    fn packed_groups_equal_scalar_single_dots(r: TileRows) -> bool {
+#[test]
+fn packed_groups_equal_scalar_single_dots() {
+    fn prop(r: TileRows) -> bool {
         check_packed(&r, 2, r.x.len())
     }
+    qc::check(
+        "packed_groups_equal_scalar_single_dots",
+        prop as fn(TileRows) -> bool,
+    );
+}
 
-    fn activation_quantizers_of_tiers_equal_scalar(r: Rows) -> bool {
+#[test]
+fn activation_quantizers_of_tiers_equal_scalar() {
+    fn prop(r: Rows) -> bool {
         check_quantize_act(&r.x)
     }
+    qc::check(
+        "activation_quantizers_of_tiers_equal_scalar",
+        prop as fn(Rows) -> bool,
+    );
 }
 
 /// Every tier's activation quantizers against the scalar ones (`ActRow::set`), byte for byte.
@@ -351,7 +382,7 @@ fn check_quantize_act(x: &[f32]) -> bool {
 
 #[test]
 fn tile_edges_equal_scalar_single_dots() {
-    let mut g = Gen::new(100);
+    let mut g = qc::gen("tile_edges_equal_scalar_single_dots", 100);
     let blocks = 5;
     // Every tile edge (1..=rows × 1..=tokens, one past a panel's tokens), with an all-zero, a
     // huge and an all-negative row.
@@ -468,7 +499,7 @@ fn forced_tier_env_is_honoured_or_refused() {
     assert!(Tier::parse("avx9").is_none());
     match Kernels::for_tier(Tier::Avx512) {
         Ok(k) => assert_eq!(k.tier, Tier::Avx512),
-        Err(e) => eprintln!("SKIPPED avx512 forcing check: {e}"),
+        Err(e) => common::skip::tier_unavailable(Tier::Avx512, &e),
     }
 }
 

@@ -8,16 +8,21 @@
 //!   `detokenize(tokenize(text, add_special = false, parse_special = true), special = true)`
 //!   gives the text back byte for byte, `0` where it does not (`gen_roundtrip.py`).
 //!
-//! Model files are not in git. A test whose model is absent prints `SKIPPED: <why>` and passes.
+//! Model files are not in git. A test whose model is absent is a recorded skip, and a failure
+//! under `LOCUS_REQUIRE_MODELS=1` (`make test`); a missing golden file always fails.
 //! Tiny vocabularies built in GGUF form inside this file test rules the real models do not
 //! exercise (lstrip/rstrip, overlapping special tokens, SentencePiece scores, byte fallback).
 
-use std::path::{Path, PathBuf};
+mod common;
+#[path = "common/qc.rs"]
+mod qc;
+
+use std::path::PathBuf;
 
 use locus::model::gguf::Gguf;
 use locus::model::tokenizer::{Tokenizer, Utf8Stream};
 use locus::model::ModelFile;
-use quickcheck::{Arbitrary, Gen, QuickCheck};
+use quickcheck::Arbitrary;
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -31,22 +36,8 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A model file from `$LOCUS_MODELS` or `<repo>/models`, if present.
-fn model_path(name: &str) -> Option<PathBuf> {
-    let dirs = std::env::var_os("LOCUS_MODELS")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([repo().join("models")]);
-    dirs.map(|d| d.join(name)).find(|p| p.is_file())
-}
-
 fn load(name: &str) -> Option<Tokenizer> {
-    let Some(path) = model_path(name) else {
-        eprintln!(
-            "SKIPPED: model {name} not found in $LOCUS_MODELS or models/ (run `make models`)"
-        );
-        return None;
-    };
+    let path = common::model_path(name)?;
     let file = ModelFile::open(&path).expect("model file opens");
     let gguf = file.gguf().expect("model file parses");
     Some(Tokenizer::from_gguf(&gguf).expect("tokenizer loads"))
@@ -56,22 +47,16 @@ fn corpus_dir() -> PathBuf {
     repo().join("tests/data/tokenizer/corpus")
 }
 
-/// `(file name, value)` lines of a golden file, or `None` (with a SKIPPED line) if absent.
-fn golden(name: &str) -> Option<Vec<(String, String)>> {
-    let path = repo().join("tests/data/golden").join(name);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("SKIPPED: golden file {} is missing", path.display());
-        return None;
-    };
-    let lines = text
+/// `(file name, value)` lines of a golden file (a failure if it is missing: it is in git).
+fn golden(name: &str) -> Vec<(String, String)> {
+    common::skip::golden_file(name)
         .lines()
         .filter(|l| !l.is_empty())
         .map(|l| {
             let (file, value) = l.split_once('\t').unwrap_or((l, ""));
             (file.to_string(), value.to_string())
         })
-        .collect();
-    Some(lines)
+        .collect()
 }
 
 fn encode(tok: &Tokenizer, text: &[u8], add_special: bool, parse_special: bool) -> Vec<u32> {
@@ -112,10 +97,8 @@ fn first_difference(tok: &Tokenizer, want: &[u32], got: &[u32]) -> String {
 
 /// Every corpus file's ids equal llama.cpp's.
 fn check_golden(model: &str, golden_name: &str, parse_special: bool) {
+    let lines = golden(golden_name);
     let Some(tok) = load(model) else { return };
-    let Some(lines) = golden(golden_name) else {
-        return;
-    };
     assert!(
         lines.len() >= MIN_CORPUS_FILES,
         "{golden_name} has only {} entries",
@@ -169,10 +152,8 @@ fn gemma3_ids_match_llama_cpp_without_special_parsing() {
 
 /// `decode(encode(text))` gives the text back exactly where llama.cpp's round trip does.
 fn check_round_trip(model: &str, golden_name: &str) {
+    let lines = golden(golden_name);
     let Some(tok) = load(model) else { return };
-    let Some(lines) = golden(golden_name) else {
-        return;
-    };
     let mut failures = Vec::new();
     let mut n_exact = 0;
     for (file, flag) in &lines {
@@ -225,7 +206,7 @@ fn every_corpus_file_has_golden_ids() {
         files.len()
     );
     for name in ["tokenize_smollm2.txt", "tokenize_gemma3.txt"] {
-        let Some(lines) = golden(name) else { continue };
+        let lines = golden(name);
         for f in &files {
             assert!(lines.iter().any(|(g, _)| g == f), "{name} lacks {f}");
         }
@@ -298,7 +279,7 @@ fn arbitrary_text_round_trips() {
         let Some(tok) = load(model) else { continue };
         // quickcheck's runner takes plain `fn`s, which cannot hold the tokenizer; draw the
         // arbitrary strings from its generator directly.
-        let mut gen = Gen::new(ARBITRARY_TEXT_SIZE);
+        let mut gen = qc::gen(model, ARBITRARY_TEXT_SIZE);
         let mut checked = 0;
         for _ in 0..ARBITRARY_TEXT_CASES {
             let s = String::arbitrary(&mut gen);
@@ -344,9 +325,11 @@ fn utf8_stream_reassembles_split_characters() {
         out += &stream.finish();
         out == s
     }
-    QuickCheck::new()
-        .tests(1000)
-        .quickcheck(prop as fn(String, Vec<usize>) -> bool);
+    qc::check_n(
+        "utf8_stream_reassembles_split_characters",
+        1000,
+        prop as fn(String, Vec<usize>) -> bool,
+    );
 }
 
 #[test]
@@ -360,9 +343,11 @@ fn utf8_stream_output_equals_lossy_decoding_of_arbitrary_bytes() {
         out += &stream.finish();
         out == String::from_utf8_lossy(&chunks.concat())
     }
-    QuickCheck::new()
-        .tests(1000)
-        .quickcheck(prop as fn(Vec<Vec<u8>>) -> bool);
+    qc::check_n(
+        "utf8_stream_output_equals_lossy_decoding",
+        1000,
+        prop as fn(Vec<Vec<u8>>) -> bool,
+    );
 }
 
 // ---- tiny vocabularies -------------------------------------------------------------------
@@ -647,15 +632,6 @@ fn smollm_pre_tokenizer_keeps_digits_apart() {
         gpt2.encode("12", false, false),
         [gpt2.token_id("12").unwrap()]
     );
-}
-
-#[test]
-fn model_path_finds_only_existing_files() {
-    // The helper must find nothing for a name no directory holds.
-    assert_eq!(model_path("no-such-model.gguf"), None);
-    if let Some(p) = model_path(SMOLLM2) {
-        assert!(Path::new(&p).is_file());
-    }
 }
 
 #[test]

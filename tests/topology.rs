@@ -551,7 +551,7 @@ fn cli_topo_under_a_seccomp_filter_reports_eperm() {
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIPPED: cannot install a seccomp filter here: {e}");
+            skip::skip(&format!("cannot install a seccomp filter here: {e}"));
             return;
         }
     };
@@ -586,3 +586,5 @@ fn cli_topo_under_a_seccomp_filter_reports_eperm() {
 mod json;
 #[path = "common/seccomp.rs"]
 mod seccomp;
+#[path = "common/skip.rs"]
+mod skip;

@@ -354,7 +354,7 @@ id_set!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quickcheck::quickcheck;
+    use crate::test_support::qc;
 
     #[test]
     fn parses_and_formats_interleaved_epyc_numbering() {
@@ -407,19 +407,25 @@ mod tests {
         assert_eq!(NodeMask::from_ulongs(&w), s);
     }
 
-    quickcheck! {
-        fn list_round_trips(ids: Vec<u16>) -> bool {
+    #[test]
+    fn list_round_trips() {
+        fn prop(ids: Vec<u16>) -> bool {
             let s: CpuSet = ids.iter().map(|&i| CpuId(i as u32)).collect();
             let back = CpuSet::parse_list(&s.to_list()).unwrap();
-            back == s && back.len() == {
-                let mut v = ids.clone();
-                v.sort_unstable();
-                v.dedup();
-                v.len()
-            }
+            back == s
+                && back.len() == {
+                    let mut v = ids.clone();
+                    v.sort_unstable();
+                    v.dedup();
+                    v.len()
+                }
         }
+        qc::check("list_round_trips", prop as fn(Vec<u16>) -> bool);
+    }
 
-        fn intersection_is_membership_and(a: Vec<u8>, b: Vec<u8>) -> bool {
+    #[test]
+    fn intersection_is_membership_and() {
+        fn prop(a: Vec<u8>, b: Vec<u8>) -> bool {
             let sa: NodeMask = a.iter().map(|&i| NodeId(i as u32)).collect();
             let sb: NodeMask = b.iter().map(|&i| NodeId(i as u32)).collect();
             let both = sa.intersection(&sb);
@@ -427,5 +433,9 @@ mod tests {
                 both.contains(NodeId(i)) == (sa.contains(NodeId(i)) && sb.contains(NodeId(i)))
             })
         }
+        qc::check(
+            "intersection_is_membership_and",
+            prop as fn(Vec<u8>, Vec<u8>) -> bool,
+        );
     }
 }

@@ -4,22 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A model file from `$LOCUS_MODELS` or `<repo>/models`; `None` (with a loud SKIPPED line on
-/// stderr) when it is absent, so a machine without the downloads says what it did not test.
+use locus::kernels::GgmlType;
+use locus::model::synth::{synth_model, SynthSpec};
+
+pub mod skip;
+
+/// A model file from `$LOCUS_MODELS` or `<repo>/models`; `None` after a recorded skip when it
+/// is absent, and a failure naming it under `LOCUS_REQUIRE_MODELS=1`.
 pub fn model_path(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("LOCUS_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"));
-    let p = dir.join(name);
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (run `make models` to fetch it)",
-            p.display()
-        );
-        None
-    }
+    skip::model(name)
 }
 
 pub fn repo_path(rel: &str) -> PathBuf {
@@ -40,4 +33,27 @@ pub fn locus(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("cannot start locus")
+}
+
+/// Writes a synthetic Q8_0 model with an untied head (the tied tiny model repeats one token,
+/// which would prove little) into a fresh temporary folder. `shape`: vocabulary, embedding,
+/// layers, FFN, heads, KV heads.
+pub fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
+    let [n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv] = shape;
+    let path = temp_dir(tag).join("model.gguf");
+    let spec = SynthSpec {
+        tied: false,
+        seed,
+        n_vocab,
+        n_embd,
+        n_layer,
+        n_ff,
+        n_head,
+        n_head_kv,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    };
+    synth_model(&spec)
+        .write_atomic(&path)
+        .expect("cannot write the synthetic model");
+    path
 }

@@ -7,10 +7,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use locus::kernels::GgmlType;
-use locus::model::synth::{synth_model, SynthSpec};
-
 use super::common;
+pub use super::common::write_synth;
 
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
 
@@ -39,10 +37,16 @@ pub fn vm_env(test: &str) -> Option<VmEnv> {
         missing.push(format!("the guest kernel {}", kernel.display()));
     }
     if !missing.is_empty() {
-        eprintln!(
-            "SKIPPED: vm test {test}: {} missing; run tools/vm/setup.sh (make vm-test does)",
+        let why = format!(
+            "the VM tests need {}; run tools/vm/setup.sh as root (make vm-setup)",
             missing.join(", ")
         );
+        assert!(
+            !common::skip::vms_required(),
+            "vm test {test}: {why} ({}=1 requires them)",
+            common::skip::REQUIRE_VM
+        );
+        common::skip::skip(&why);
         return None;
     }
     Some(VmEnv {
@@ -92,28 +96,6 @@ pub fn static_locus() -> &'static PathBuf {
         );
         target_dir.join(TARGET).join("release").join("locus")
     })
-}
-
-/// Writes a synthetic Q8_0 model with an untied head (the tied tiny model repeats one token,
-/// which would prove little) into a fresh temporary folder.
-pub fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
-    let [n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv] = shape;
-    let path = common::temp_dir(tag).join("model.gguf");
-    let spec = SynthSpec {
-        tied: false,
-        seed,
-        n_vocab,
-        n_embd,
-        n_layer,
-        n_ff,
-        n_head,
-        n_head_kv,
-        ..SynthSpec::tiny(GgmlType::Q8_0)
-    };
-    synth_model(&spec)
-        .write_atomic(&path)
-        .expect("cannot write the synthetic model");
-    path
 }
 
 /// Splits the guest's stdout into its `== key` sections (each value keeps its own lines).
