@@ -197,6 +197,9 @@ Usage: locus quantize INPUT OUTPUT TYPE
 
 Rewrites every 2-D weight of INPUT in TYPE (Q4_0, Q4_1, Q8_0, F16, BF16, F32), keeping 1-D
 tensors and all metadata, as `llama-quantize --pure` does. OUTPUT is written atomically.
+
+Options:
+  -h, --help   this help
 ";
 
 const TOPO_HELP: &str = "\

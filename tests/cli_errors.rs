@@ -203,11 +203,42 @@ fn bad_flags_and_values_name_the_flag() {
     assert!(e.contains("Q9_9"), "{e}");
 }
 
+/// The flags a command's `--help` documents: on each indented line that starts with a dash,
+/// the first word of every comma-separated item of the flag column (before the first run of
+/// two spaces): `  -m, --model FILE  …` gives `-m` and `--model`, `  --pin node|core, --strict`
+/// gives `--pin` and `--strict`. Whole words, so `-m` is not found inside `--model`.
+fn documented_flags(help: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    for line in help.lines() {
+        let body = line.trim_start();
+        if body.len() == line.len() || !body.starts_with('-') {
+            continue;
+        }
+        let column = body.split("  ").next().unwrap_or("");
+        for item in column.split(", ") {
+            if let Some(w) = item
+                .split_whitespace()
+                .next()
+                .filter(|w| w.starts_with('-'))
+            {
+                flags.push(w.to_string());
+            }
+        }
+    }
+    flags
+}
+
+fn help_of(cmd: &str) -> String {
+    let out = common::locus(&[cmd, "--help"]);
+    assert!(out.status.success(), "{cmd} --help");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `run --help` names every llama.cpp flag locus takes, each as a whole word (not as a piece
+/// of a longer flag), and every flag any command's help names is one its parser accepts.
 #[test]
 fn help_describes_every_flag() {
-    let out = common::locus(&["run", "--help"]);
-    assert!(out.status.success());
-    let help = String::from_utf8_lossy(&out.stdout);
+    let run = documented_flags(&help_of("run"));
     for flag in [
         "-m",
         "-p",
@@ -215,6 +246,15 @@ fn help_describes_every_flag() {
         "-n",
         "-t",
         "-c",
+        "-s",
+        "-ctk",
+        "-ctv",
+        "--model",
+        "--prompt",
+        "--file",
+        "--n-predict",
+        "--threads",
+        "--ctx-size",
         "--temp",
         "--top-k",
         "--top-p",
@@ -223,14 +263,49 @@ fn help_describes_every_flag() {
         "--repeat-last-n",
         "--seed",
         "--chat",
+        "--system",
+        "--numa",
+        "-h",
+        "--help",
     ] {
-        assert!(help.contains(flag), "run --help lacks {flag}");
+        assert!(
+            run.iter().any(|f| f == flag),
+            "run --help lacks {flag}: {run:?}"
+        );
+    }
+    for cmd in [
+        "run",
+        "perplexity",
+        "tokenize",
+        "quantize",
+        "gen-model",
+        "bench",
+        "membw",
+        "topo",
+        "audit",
+    ] {
+        let flags = documented_flags(&help_of(cmd));
+        assert!(flags.iter().any(|f| f == "--help"), "{cmd}: {flags:?}");
+        for flag in &flags {
+            // Without its value (or its other arguments) the command fails, but not with
+            // "unknown option": the parser knows the flag.
+            let out = common::locus(&[cmd, flag]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !err.contains("unknown option") && !err.contains("panicked"),
+                "{cmd} --help documents {flag}, which the parser refuses: {err}"
+            );
+        }
     }
     let out = common::locus(&["--help"]);
     assert!(out.status.success());
-    let help = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["run", "perplexity", "tokenize", "quantize"] {
-        assert!(help.contains(cmd));
+    let main = String::from_utf8(out.stdout).unwrap();
+    for cmd in ["run", "perplexity", "tokenize", "quantize", "gen-model"] {
+        assert!(
+            main.lines()
+                .any(|l| l.split_whitespace().next() == Some(cmd)),
+            "locus --help lacks the command {cmd}"
+        );
     }
 }
 

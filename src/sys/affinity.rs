@@ -52,14 +52,20 @@ pub fn allowed_cpu_count() -> Result<usize, SysError> {
 
 #[cfg(test)]
 mod tests {
+    /// The mask equals what the kernel prints for this thread in `/proc/thread-self/status`
+    /// (`available_parallelism` would not do: under a cgroup CPU quota it is smaller).
     #[test]
-    fn this_thread_may_run_somewhere() {
-        let cpus = super::allowed_cpus().unwrap();
+    fn this_thread_may_run_where_the_kernel_says() {
+        let cpus = super::allowed_cpu_set().unwrap();
         assert!(!cpus.is_empty());
-        assert_eq!(
-            cpus.len(),
-            std::thread::available_parallelism().unwrap().get()
-        );
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list in /proc/thread-self/status");
+        assert_eq!(cpus, super::CpuSet::parse_list(list.trim()).unwrap());
+        assert_eq!(super::allowed_cpus().unwrap().len(), cpus.len());
+        assert_eq!(super::allowed_cpu_count().unwrap(), cpus.len());
     }
 
     #[test]

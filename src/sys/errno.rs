@@ -96,9 +96,31 @@ mod tests {
         assert!(unknown.errno_text().starts_with("errno 4000"));
     }
 
+    /// Sets this thread's errno, as a failed libc call would.
+    fn set_errno(value: i32) {
+        // SAFETY: `__errno_location` returns this thread's errno slot, valid for the thread's
+        // life; writing an int there is what libc itself does on failure.
+        unsafe { *libc::__errno_location() = value };
+    }
+
     #[test]
     fn check_maps_minus_one_only() {
-        assert_eq!(check("x", 0), Ok(0));
-        assert_eq!(check("x", 7), Ok(7));
+        // -1 is the failure: it carries the thread's errno at that moment and the call's name.
+        set_errno(libc::ENOSYS);
+        assert_eq!(
+            check("move_pages", -1),
+            Err(SysError {
+                call: "move_pages",
+                errno: libc::ENOSYS
+            })
+        );
+        set_errno(libc::EPERM);
+        assert_eq!(check("mbind", -1).unwrap_err().errno, libc::EPERM);
+        // Every other value is a success, even with a stale errno left on the thread (a raw
+        // syscall never returns another negative value through libc's wrapper, but the mapping
+        // must not guess).
+        for r in [0, 1, 7, -2, libc::c_long::MIN, libc::c_long::MAX] {
+            assert_eq!(check("x", r), Ok(r), "{r}");
+        }
     }
 }

@@ -284,6 +284,7 @@ pub fn getcpu() -> Result<(CpuId, NodeId), SysError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::probe::{Capabilities, Capability};
 
     #[test]
     fn constants_match_libc() {
@@ -307,32 +308,87 @@ mod tests {
         assert_eq!(kernel_mask(None).1, 0);
     }
 
-    /// On a host that allows the calls (this one does; a seccomp'd container may not, and then
-    /// the test says so and checks only that the errno came back).
+    /// Each call on a page of our own answers as the capability probe predicted: success
+    /// where it was allowed, the probe's errno where it was refused. Run twice on scratch
+    /// threads, once as the host allows and once under a seccomp filter like Docker's default
+    /// profile, so both answers are checked on every host.
     #[test]
-    fn calls_on_a_page_of_our_own() {
-        getcpu().unwrap();
+    fn calls_answer_as_the_probe_predicted() {
+        std::thread::spawn(|| check_calls_against_probe(false))
+            .join()
+            .unwrap();
+        std::thread::spawn(|| {
+            match crate::test_support::seccomp::refuse_numa_syscalls_on_this_thread() {
+                Ok(()) => check_calls_against_probe(true),
+                Err(e) => crate::test_support::skip::skip(&format!(
+                    "cannot install a seccomp filter here: {e}"
+                )),
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// `Some(value)` where the probe allowed the call (which must then succeed); `None` where
+    /// it refused it (the call must fail with the same errno).
+    fn as_predicted<T: std::fmt::Debug>(
+        name: &str,
+        cap: Capability,
+        r: Result<T, SysError>,
+    ) -> Option<T> {
+        match cap {
+            Capability::Allowed => {
+                Some(r.unwrap_or_else(|e| panic!("{name}: the probe allowed it, but {e}")))
+            }
+            Capability::Refused(p) => {
+                let e = r.expect_err(name);
+                assert_eq!(e.errno, p.errno, "{name}: {e}, the probe saw {p}");
+                None
+            }
+        }
+    }
+
+    fn check_calls_against_probe(filtered: bool) {
+        let caps = Capabilities::probe(64);
+        if filtered {
+            for cap in [caps.mbind, caps.get_mempolicy, caps.move_pages] {
+                assert!(
+                    matches!(cap, Capability::Refused(e) if e.errno == libc::EPERM),
+                    "{caps:?}"
+                );
+            }
+        }
+        as_predicted("getcpu", caps.getcpu, getcpu());
         let mut buf = vec![1u8; 3 * 4096];
         let skip = 4096 - buf.as_ptr() as usize % 4096;
         let page = &mut buf[skip..skip + 4096];
-        match node_of(&page[0]) {
-            Ok(n) => {
-                match move_pages(&[page.as_mut_ptr().cast()], None, 0) {
-                    Ok(st) => assert!(
-                        st[0] == PageStatus::Node(n) || matches!(st[0], PageStatus::Unknown { .. })
-                    ),
-                    Err(e) => eprintln!("move_pages refused here: {e}"),
-                }
-                mbind(page, MPOL_DEFAULT, None, 0).unwrap();
-                assert_eq!(policy_at(&page[0], 1).unwrap().mode, MPOL_DEFAULT);
-                assert!(mems_allowed(1).unwrap().contains(n));
-            }
-            Err(e) => {
-                assert!(e.errno == libc::EPERM || e.errno == libc::ENOSYS, "{e}");
-                eprintln!("NUMA calls refused here: {e}");
-            }
+        let node = as_predicted("get_mempolicy", caps.get_mempolicy, node_of(&page[0]));
+        let status = as_predicted(
+            "move_pages",
+            caps.move_pages,
+            move_pages(&[page.as_mut_ptr().cast()], None, 0),
+        );
+        if let (Some(n), Some(st)) = (node, &status) {
+            // Automatic NUMA balancing can hide a page's node behind a negative status.
+            let balancing = std::fs::read_to_string("/proc/sys/kernel/numa_balancing")
+                .is_ok_and(|v| v.trim() != "0");
+            assert!(
+                st[0] == PageStatus::Node(n)
+                    || (balancing && matches!(st[0], PageStatus::Unknown { .. })),
+                "move_pages says {:?}, get_mempolicy node {n:?}",
+                st[0]
+            );
         }
-        // Not page aligned: EINVAL (or EPERM where refused outright).
-        assert!(mbind(&page[1..2], MPOL_DEFAULT, None, 0).is_err());
+        as_predicted("mbind", caps.mbind, mbind(page, MPOL_DEFAULT, None, 0));
+        if let Some(n) = node {
+            assert_eq!(policy_at(&page[0], 1).unwrap().mode, MPOL_DEFAULT);
+            assert!(mems_allowed(1).unwrap().contains(n));
+        }
+        // Not page aligned: EINVAL where mbind is allowed, the refusal's errno where not.
+        let e = mbind(&page[1..2], MPOL_DEFAULT, None, 0).unwrap_err();
+        match caps.mbind {
+            Capability::Allowed => assert_eq!(e.errno, libc::EINVAL, "{e}"),
+            Capability::Refused(p) => assert_eq!(e.errno, p.errno, "{e}"),
+        }
     }
 }

@@ -75,23 +75,38 @@ mod tests {
         assert_eq!(e[2].page_bytes, 4096);
     }
 
+    /// A fresh mapping of 16 pages of which 5 are touched: its own line appears, at its
+    /// address, counting exactly the touched pages, on nodes that exist.
     #[test]
-    fn own_numa_maps_lists_a_touched_mapping() {
-        let Ok(entries) = read_self() else {
-            eprintln!("SKIPPED: /proc/self/numa_maps unreadable (kernel without NUMA?)");
+    fn own_numa_maps_counts_the_touched_pages_of_a_mapping() {
+        use crate::sys::memory::{page_size, Backing, Region};
+        if let Err(e) = read_self() {
+            crate::test_support::skip::skip(&format!(
+                "/proc/self/numa_maps is unreadable here (kernel without NUMA?): {e}"
+            ));
             return;
-        };
-        let mut r =
-            crate::sys::memory::Region::anonymous(1 << 16, crate::sys::memory::Backing::Base)
-                .unwrap();
-        r.as_mut_slice().fill(1);
-        let entries2 = read_self().unwrap();
-        assert!(entries2.len() >= entries.len().min(1));
-        let e = entries2
+        }
+        let page = page_size();
+        let mut r = Region::anonymous(16 * page, Backing::Base).unwrap();
+        for p in 0..5 {
+            r.as_mut_slice()[p * page] = 1;
+        }
+        let entries = read_self().unwrap();
+        let e = entries
             .iter()
             .find(|e| e.start == r.addr())
             .expect("the region has its own numa_maps line");
         let pages: u64 = e.pages_by_node.iter().map(|p| p.1).sum();
-        assert_eq!(pages * e.page_bytes, 1 << 16);
+        assert_eq!(
+            pages * e.page_bytes,
+            5 * page as u64,
+            "{e:?}: the five touched pages"
+        );
+        let online =
+            std::fs::read_to_string("/sys/devices/system/node/online").unwrap_or("0".into());
+        let online = super::super::ids::NodeMask::parse_list(&online).unwrap();
+        for (node, _) in &e.pages_by_node {
+            assert!(online.contains(*node), "{e:?}: node {node:?} is not online");
+        }
     }
 }

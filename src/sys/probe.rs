@@ -171,13 +171,70 @@ mod tests {
                 eprintln!("{name} refused on this host: {e}");
             }
         }
+    }
+
+    /// `refused` lists exactly the refused calls, by name, in `entries` order, with their own
+    /// errors (a hand-made verdict, so every slot is checked, not only this host's).
+    #[test]
+    fn refused_lists_the_refused_calls_with_their_errors() {
+        let refused = |call, errno| Capability::Refused(SysError { call, errno });
+        let caps = Capabilities {
+            mbind: refused("mbind", libc::EPERM),
+            set_mempolicy: Capability::Allowed,
+            get_mempolicy: refused("get_mempolicy", libc::ENOSYS),
+            move_pages: refused("move_pages", libc::EPERM),
+            getcpu: Capability::Allowed,
+            sched_setaffinity: refused("sched_setaffinity", libc::EINVAL),
+            start_policy: None,
+        };
+        let got: Vec<(&str, i32)> = caps
+            .refused()
+            .into_iter()
+            .map(|(name, e)| (name, e.errno))
+            .collect();
         assert_eq!(
-            caps.refused().len(),
-            6 - caps
-                .entries()
-                .iter()
-                .filter(|(_, c)| c.is_allowed())
-                .count()
+            got,
+            [
+                ("mbind", libc::EPERM),
+                ("get_mempolicy", libc::ENOSYS),
+                ("move_pages", libc::EPERM),
+                ("sched_setaffinity", libc::EINVAL),
+            ]
+        );
+        let none = Capabilities {
+            mbind: Capability::Allowed,
+            set_mempolicy: Capability::Allowed,
+            get_mempolicy: Capability::Allowed,
+            move_pages: Capability::Allowed,
+            getcpu: Capability::Allowed,
+            sched_setaffinity: Capability::Allowed,
+            start_policy: None,
+        };
+        assert!(none.refused().is_empty());
+        // Each slot is reported under its own name.
+        let names: Vec<&str> = caps.entries().iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "mbind",
+                "set_mempolicy",
+                "get_mempolicy",
+                "move_pages",
+                "getcpu",
+                "sched_setaffinity"
+            ]
+        );
+        let verdicts: Vec<Capability> = caps.entries().iter().map(|(_, c)| *c).collect();
+        assert_eq!(
+            verdicts,
+            [
+                caps.mbind,
+                caps.set_mempolicy,
+                caps.get_mempolicy,
+                caps.move_pages,
+                caps.getcpu,
+                caps.sched_setaffinity
+            ]
         );
     }
 

@@ -1,6 +1,9 @@
 //! A seccomp filter like Docker's default profile as far as NUMA goes: `mbind`,
 //! `set_mempolicy`, `get_mempolicy` and `move_pages` fail with EPERM; everything else is
-//! allowed. Installed in a child process before exec.
+//! allowed. Installed in a child process before exec, or on the calling thread alone (a
+//! filter without `SECCOMP_FILTER_FLAG_TSYNC` binds only the thread that installs it and the
+//! threads it creates afterwards), so a unit test can run "in a container" on a scratch thread.
+#![allow(dead_code)]
 
 use std::process::Command;
 
@@ -48,28 +51,40 @@ fn filter() -> Vec<libc::sock_filter> {
     f
 }
 
+/// `prctl(PR_SET_NO_NEW_PRIVS)` then `prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog)` on the
+/// calling thread. Allocates nothing (safe between fork and exec).
+fn install(filter: &[libc::sock_filter]) -> std::io::Result<()> {
+    let prog = libc::sock_fprog {
+        len: filter.len() as libc::c_ushort,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `filter`, which outlives both calls; the kernel copies the
+    // program. Neither call touches memory of ours otherwise.
+    let failed = unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+    };
+    if failed {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Makes `cmd`'s child install the filter before exec.
 pub fn refuse_numa_syscalls(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     let filter = filter();
-    // SAFETY: the closure runs in the forked child before exec; it only makes two prctl calls
-    // on the filter built before the fork (no allocation, no locks).
-    unsafe {
-        cmd.pre_exec(move || {
-            let prog = libc::sock_fprog {
-                len: filter.len() as libc::c_ushort,
-                filter: filter.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::prctl(
-                    libc::PR_SET_SECCOMP,
-                    libc::SECCOMP_MODE_FILTER,
-                    &prog as *const libc::sock_fprog,
-                ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
+    // SAFETY: the closure runs in the forked child before exec; `install` makes two prctl
+    // calls on the filter built before the fork (no allocation, no locks).
+    unsafe { cmd.pre_exec(move || install(&filter)) };
+}
+
+/// Installs the filter on the calling thread (and the threads it creates later) for good:
+/// call it on a scratch thread.
+pub fn refuse_numa_syscalls_on_this_thread() -> std::io::Result<()> {
+    install(&filter())
 }
