@@ -61,10 +61,11 @@ test-scalar: models
 	LOCUS_KERNELS=scalar LOCUS_REQUIRE_MODELS=1 LOCUS_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --release; \
 		status=$$?; tools/test-summary.sh $(SKIP_LOG); exit $$status
 
-# Long fuzzing of the GGUF reader and the tokenizer, both at once (LOCUS_FUZZ_SECS each,
-# default 30 min; LOCUS_FUZZ_SEED varies the inputs). Failures land in tests/data/fuzz/regressions.
+# Long fuzzing of the GGUF reader, the tokenizer and the command line, all at once
+# (LOCUS_FUZZ_SECS each, default 30 min; LOCUS_FUZZ_SEED varies the inputs). Failures land in
+# tests/data/fuzz/regressions and are replayed by every later `make test`.
 fuzz: models
-	LOCUS_FUZZ_SECS=$${LOCUS_FUZZ_SECS:-1800} $(CARGO) test --release --test fuzz -- --nocapture fuzz_
+	LOCUS_FUZZ_SECS=$${LOCUS_FUZZ_SECS:-1800} $(CARGO) test --release --test fuzz --test fuzz_cli -- --nocapture fuzz_
 
 # Kernel and tokenizer throughput (criterion).
 bench:

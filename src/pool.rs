@@ -58,6 +58,32 @@ struct Shared {
     wake: Condvar,
 }
 
+/// A worker thread could not be started (a pids limit in a container, `ulimit -u`, memory
+/// for its stack).
+#[derive(Debug)]
+pub struct SpawnError {
+    /// The thread that failed (0-based; the caller is thread 0) and how many were asked for.
+    pub thread: usize,
+    pub threads: usize,
+    pub err: std::io::Error,
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot start worker thread {} of {}: {} (a limit on threads or processes, such as \
+             a container's pids.max or ulimit -u?); use fewer threads (-t {})",
+            self.thread,
+            self.threads,
+            self.err,
+            self.thread.max(1)
+        )
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
 /// A pool of `n` threads (the caller counts as one), in groups.
 pub struct Pool {
     n: usize,
@@ -70,14 +96,37 @@ pub struct Pool {
 impl Pool {
     /// A pool of `n` threads in all (`n - 1` workers plus the caller), one group. `hook(i)`
     /// runs first on each worker thread `i`; it is not run for the caller.
+    ///
+    /// # Panics
+    /// Where a thread cannot be started; commands use [`Pool::try_new`].
     pub fn new(n: usize, hook: impl Fn(usize) + Send + Sync + 'static) -> Pool {
+        Pool::try_new(n, hook).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Pool::new`], or the error of the first thread that could not be started (the
+    /// threads started before it are stopped and joined).
+    pub fn try_new(
+        n: usize,
+        hook: impl Fn(usize) + Send + Sync + 'static,
+    ) -> Result<Pool, SpawnError> {
         Pool::build(&[n.max(1)], hook)
     }
 
     /// A pool whose group `g` has `sizes[g]` threads, numbered contiguously. `hook(i)` runs
     /// first on each thread `i`, the caller (thread 0) included, before `grouped` returns
     /// (used to pin each thread to its node). Empty groups are not allowed.
+    ///
+    /// # Panics
+    /// Where a thread cannot be started; commands use [`Pool::try_grouped`].
     pub fn grouped(sizes: &[usize], hook: impl Fn(usize) + Send + Sync + 'static) -> Pool {
+        Pool::try_grouped(sizes, hook).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Pool::grouped`], or the error of the first thread that could not be started.
+    pub fn try_grouped(
+        sizes: &[usize],
+        hook: impl Fn(usize) + Send + Sync + 'static,
+    ) -> Result<Pool, SpawnError> {
         assert!(
             !sizes.is_empty() && sizes.iter().all(|&s| s > 0),
             "every pool group needs a thread"
@@ -86,7 +135,10 @@ impl Pool {
         Pool::build(sizes, hook)
     }
 
-    fn build(sizes: &[usize], hook: impl Fn(usize) + Send + Sync + 'static) -> Pool {
+    fn build(
+        sizes: &[usize],
+        hook: impl Fn(usize) + Send + Sync + 'static,
+    ) -> Result<Pool, SpawnError> {
         let n: usize = sizes.iter().sum();
         let mut groups = Vec::with_capacity(sizes.len());
         let mut group_of = Vec::with_capacity(n);
@@ -109,27 +161,36 @@ impl Pool {
             wake: Condvar::new(),
         });
         let hook = Arc::new(hook);
-        let workers = (1..n)
-            .map(|tid| {
-                let shared = Arc::clone(&shared);
-                let hook = Arc::clone(&hook);
-                let group = group_of[tid];
-                std::thread::Builder::new()
-                    .name(format!("locus-{tid}"))
-                    .spawn(move || {
-                        hook(tid);
-                        worker(tid, group, &shared)
-                    })
-                    .expect("cannot spawn a worker thread")
-            })
-            .collect();
-        Pool {
+        let mut pool = Pool {
             n,
             groups,
             group_of,
             shared,
-            workers,
+            workers: Vec::with_capacity(n.saturating_sub(1)),
+        };
+        for tid in 1..n {
+            let shared = Arc::clone(&pool.shared);
+            let hook = Arc::clone(&hook);
+            let group = pool.group_of[tid];
+            let spawned = std::thread::Builder::new()
+                .name(format!("locus-{tid}"))
+                .spawn(move || {
+                    hook(tid);
+                    worker(tid, group, &shared)
+                });
+            match spawned {
+                Ok(h) => pool.workers.push(h),
+                // Dropping the pool stops and joins the workers started so far.
+                Err(err) => {
+                    return Err(SpawnError {
+                        thread: tid,
+                        threads: n,
+                        err,
+                    })
+                }
+            }
         }
+        Ok(pool)
     }
 
     pub fn threads(&self) -> usize {

@@ -37,7 +37,7 @@ pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
     let file = ModelFile::open(&o.model)?;
     let p = super::place(&file, &o.numa, false)?;
     let l = Loaded::load_placed(&file, &p, started)?;
-    let pool = super::pool_of(&p);
+    let pool = super::pool_of(&p)?;
     if p.plan.store == crate::placement::Store::File {
         // Weights read from the page cache land where they are first read: read them once.
         let mut state = l.llama.new_state(1, pool.threads(), KvType::F16);

@@ -15,17 +15,32 @@ use crate::model::tokenizer::Utf8Stream;
 use crate::model::{ModelError, ModelFile};
 use crate::pool::Pool;
 
+/// Where the prompt comes from.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    Text(String),
+    /// `-f FILE`: read once the model is loaded, at most as many bytes as the context's
+    /// tokens could hold (so `-f /dev/zero` is an error, not an out-of-memory kill).
+    File(PathBuf),
+}
+
 /// Options of `locus run`.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub model: PathBuf,
-    pub prompt: String,
+    pub prompt: Prompt,
     /// Tokens to generate; `None` = until end of generation or the context is full.
     pub n_predict: Option<usize>,
     /// Placement mode, threads (`numa.threads`), pinning.
     pub numa: crate::placement::Options,
-    pub ctx: usize,
+    /// Context size in tokens (`-c`): `None` = the default, [`DEFAULT_CTX`] or the training
+    /// context where that is smaller; `Some(0)` = the training context; more than the training
+    /// context is allowed, with a warning.
+    pub ctx: Option<usize>,
     pub sampling: SamplerConfig,
+    /// The seed was drawn at random (`-s -1`, the default): printed on stderr when sampling,
+    /// so a run can be replayed.
+    pub random_seed: bool,
     pub chat: bool,
     pub system: Option<String>,
     pub verbose: bool,
@@ -38,6 +53,8 @@ pub struct RunOptions {
 #[derive(Clone, Debug, Default)]
 pub struct RunReport {
     pub prompt_tokens: Vec<u32>,
+    /// Prompt tokens evaluated: all of them, unless Ctrl-C stopped the prompt.
+    pub prompt_evaluated: usize,
     pub generated: Vec<u32>,
     pub load_ms: f64,
     pub prompt_ms: f64,
@@ -47,24 +64,72 @@ pub struct RunReport {
     pub interrupted: bool,
 }
 
+/// `run`'s context when `-c` is not given (llama.cpp's default), unless the model was trained
+/// with less.
+pub const DEFAULT_CTX: usize = 4096;
+
+/// The context size a run uses (see [`RunOptions::ctx`]).
+pub fn context_size(l: &Loaded, ctx: Option<usize>) -> usize {
+    let train = l.llama.config.n_ctx_train;
+    match ctx {
+        None if train > 0 => DEFAULT_CTX.min(train),
+        None => DEFAULT_CTX,
+        Some(0) => train.max(1),
+        Some(c) => c,
+    }
+}
+
+/// A warning where the context exceeds the training context (allowed, as llama.cpp allows it).
+pub fn warn_beyond_training(l: &Loaded, n_ctx: usize) {
+    let train = l.llama.config.n_ctx_train;
+    if train > 0 && n_ctx > train {
+        crate::diagln!(
+            "locus: warning: -c {n_ctx} is more than the model's training context ({train}); \
+             output quality may fall beyond it"
+        );
+    }
+}
+
+/// The prompt's text: `-p` as given, or `-f`'s file read with a cap of `n_ctx` times the
+/// vocabulary's longest piece (a longer text cannot fit in the context).
+pub fn read_prompt(l: &Loaded, prompt: &Prompt, n_ctx: usize) -> Result<String, AppError> {
+    let path = match prompt {
+        Prompt::Text(t) => return Ok(t.clone()),
+        Prompt::File(p) => p,
+    };
+    let longest = (0..l.tokenizer.n_vocab() as u32)
+        .map(|id| l.tokenizer.piece(id, true).len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let cap = (n_ctx as u64).saturating_mul(longest as u64);
+    let why = format!("-c {n_ctx} tokens of at most {longest} bytes each");
+    let mut text = super::read_text_capped(path, cap, "the prompt file", &why)?;
+    // llama.cpp drops one trailing newline of -f.
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    Ok(text)
+}
+
 /// Builds the prompt text: the raw prompt, or the chat template applied to it.
-pub fn prompt_text(l: &Loaded, opts: &RunOptions) -> String {
+pub fn prompt_text(l: &Loaded, opts: &RunOptions, prompt: &str) -> String {
     if !opts.chat {
-        return opts.prompt.clone();
+        return prompt.to_string();
     }
     let format = match l.tokenizer.chat_template().and_then(ChatFormat::detect) {
         Some(f) => f,
         None => {
-            eprintln!(
-                "warning: the model's chat template is missing or not recognised; using ChatML"
+            crate::diagln!(
+                "locus: warning: the model's chat template is missing or not recognised; using ChatML"
             );
             ChatFormat::ChatMl
         }
     };
     if opts.verbose {
-        eprintln!("chat format: {}", format.name());
+        crate::diagln!("locus: chat format: {}", format.name());
     }
-    format.render(opts.system.as_deref(), &opts.prompt)
+    format.render(opts.system.as_deref(), prompt)
 }
 
 /// Runs generation, streaming text to `out`. Returns the report; the caller prints timings.
@@ -74,9 +139,12 @@ pub fn generate(
     opts: &RunOptions,
     out: &mut dyn Write,
 ) -> Result<RunReport, AppError> {
-    let text = prompt_text(l, opts);
+    let n_ctx = context_size(l, opts.ctx);
+    // The cache first: a context no memory holds fails here, before a prompt file sized by it
+    // is read.
+    let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    let text = prompt_text(l, opts, &read_prompt(l, &opts.prompt, n_ctx)?);
     let prompt = l.tokenizer.encode(&text, true, true);
-    let n_ctx = opts.ctx.max(1);
     if prompt.is_empty() {
         return Err(AppError::Usage(
             "the prompt is empty after tokenization".into(),
@@ -88,8 +156,19 @@ pub fn generate(
             ctx: n_ctx,
         }));
     }
-    let mut state = l.llama.new_state(n_ctx, pool.threads(), opts.kv_type);
-    let mut sampler = Sampler::new(opts.sampling.clone());
+    warn_beyond_training(l, n_ctx);
+    state.set_stop(crate::sys::signal::interrupt_flag());
+    let mut sampling = opts.sampling.clone();
+    // `--repeat-last-n -1` is the whole context; no window is longer than the context.
+    sampling.repeat_last_n = sampling.repeat_last_n.min(n_ctx);
+    if opts.random_seed && sampling.temp > 0.0 {
+        crate::diagln!(
+            "locus: seed {} (random; -s {} replays this run)",
+            sampling.seed,
+            sampling.seed
+        );
+    }
+    let mut sampler = Sampler::new(sampling);
     let mut report = RunReport {
         prompt_tokens: prompt.clone(),
         load_ms: l.load_ms,
@@ -102,10 +181,16 @@ pub fn generate(
         .eval(pool, &mut state, &prompt, prompt.len() - 1, |_, lg| {
             last.copy_from_slice(lg)
         });
+    report.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
+    report.prompt_evaluated = state.pos;
+    if state.stopped() {
+        // Ctrl-C during the prompt: nothing to sample from.
+        report.interrupted = true;
+        return Ok(report);
+    }
     for &tok in &prompt {
         sampler.accept(tok);
     }
-    report.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
 
     let t1 = Instant::now();
     let mut stream = Utf8Stream::new();
@@ -144,10 +229,14 @@ pub fn generate(
             break;
         }
         if state.pos >= n_ctx {
-            eprintln!("\nlocus: the context of {n_ctx} tokens is full; stopping (raise -c to generate more)");
+            crate::diagln!("\nlocus: the context of {n_ctx} tokens is full; stopping (raise -c to generate more)");
             break;
         }
         l.llama.forward(pool, &mut state, next, true);
+        if state.stopped() {
+            report.interrupted = true;
+            break;
+        }
         last.copy_from_slice(state.logits(0));
     }
     let rest = stream.finish();
@@ -164,10 +253,10 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     let file = ModelFile::open(&opts.model)?;
     let placement = super::place(&file, &opts.numa, opts.verbose)?;
     let l = Loaded::load_placed(&file, &placement, started)?;
-    let pool = super::pool_of(&placement);
+    let pool = super::pool_of(&placement)?;
     let c = &l.llama.config;
     if opts.verbose {
-        eprintln!(
+        crate::diagln!(
             "model: {} ({} layers, dim {}, {} heads / {} kv heads, ffn {}, vocab {}), kernels: {} (prefetch to {}), threads: {}",
             opts.model.display(),
             c.n_layer,
@@ -181,31 +270,35 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             pool.threads()
         );
     }
-    if let Err(e) = crate::sys::signal::catch_sigint() {
-        eprintln!("warning: cannot catch SIGINT ({e}); Ctrl-C will end the run without timings");
-    }
+    super::catch_interrupts();
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let report = generate(&l, &pool, opts, &mut lock)?;
     drop(lock);
-    eprintln!();
+    crate::diagln!();
     if opts.verbose {
         // After generation: every weight page a run reads has been read once.
         let a = crate::placement::audit::audit(&placement, &l.llama.weights, &file);
-        eprintln!("locus: audit: {}", super::audit::one_line(&a));
+        crate::diagln!("locus: audit: {}", super::audit::one_line(&a));
     }
-    eprintln!("{}", timing_line(&report));
+    crate::diagln!("{}", timing_line(&report));
     Ok(report)
 }
 
-/// `load 123.4 ms | prompt 12 tok, 345.6 tok/s | decode 64 tok, 78.9 tok/s`
+/// `load 123.4 ms | prompt 12 tok, 345.6 tok/s | decode 64 tok, 78.9 tok/s` (`prompt 96 of
+/// 2500 tok` where Ctrl-C stopped the prompt).
 pub fn timing_line(r: &RunReport) -> String {
     let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
+    let (done, all) = (r.prompt_evaluated, r.prompt_tokens.len());
+    let prompt = if done < all {
+        format!("{done} of {all} tok")
+    } else {
+        format!("{all} tok")
+    };
     format!(
-        "locus: load {:.1} ms | prompt {} tok, {:.1} tok/s | decode {} tok, {:.1} tok/s",
+        "locus: load {:.1} ms | prompt {prompt}, {:.1} tok/s | decode {} tok, {:.1} tok/s",
         r.load_ms,
-        r.prompt_tokens.len(),
-        rate(r.prompt_tokens.len(), r.prompt_ms),
+        rate(done, r.prompt_ms),
         r.generated.len(),
         rate(r.generated.len(), r.gen_ms)
     )

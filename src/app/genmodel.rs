@@ -6,7 +6,13 @@ use std::time::Instant;
 
 use super::AppError;
 use crate::kernels::GgmlType;
-use crate::model::synth::{synth_model, SynthSpec};
+use crate::model::synth::{write_synth_model, SynthSpec};
+
+/// The largest value of any one shape option (`--dim`, `--vocab`, …): 2²⁴, beyond every
+/// model published; the tensor sizes they multiply to are checked as well.
+pub const MAX_DIM: usize = 1 << 24;
+/// The largest tensor gen-model writes, in elements (2³⁶ = 64 Gi: a 256 GiB F32 matrix).
+const MAX_TENSOR_ELEMENTS: u64 = 1 << 36;
 
 #[derive(Clone, Debug)]
 pub struct GenModelOptions {
@@ -63,6 +69,28 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if spec.n_layer == 0 || spec.n_ctx_train == 0 {
         return bad("--layers and --ctx must be positive".into());
     }
+    for (what, v) in [
+        ("--dim", spec.n_embd),
+        ("--ffn", spec.n_ff),
+        ("--vocab", spec.n_vocab),
+        ("--layers", spec.n_layer),
+        ("--heads", spec.n_head),
+        ("--ctx", spec.n_ctx_train),
+    ] {
+        if v > MAX_DIM {
+            return bad(format!("{what} {v} is larger than {MAX_DIM}"));
+        }
+    }
+    // The largest matrices: the embedding (vocab × dim) and the FFN's (ffn × dim).
+    for (what, rows) in [("--vocab", spec.n_vocab), ("--ffn", spec.n_ff)] {
+        let n = rows as u64 * spec.n_embd as u64;
+        if n > MAX_TENSOR_ELEMENTS {
+            return bad(format!(
+                "{what} {rows} × --dim {} = {n} weights in one matrix, more than {MAX_TENSOR_ELEMENTS}",
+                spec.n_embd
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -70,15 +98,11 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
 pub fn run(opts: &GenModelOptions) -> Result<u64, AppError> {
     validate(&opts.spec)?;
     let t = Instant::now();
-    let w = synth_model(&opts.spec);
-    w.write_atomic(&opts.out).map_err(|err| AppError::Io {
-        path: opts.out.clone(),
-        what: "cannot write the generated model",
-        err,
-    })?;
+    super::catch_interrupts();
+    write_synth_model(&opts.spec, &opts.out, crate::sys::signal::interrupt_flag())?;
     let size = std::fs::metadata(&opts.out).map(|m| m.len()).unwrap_or(0);
     let s = &opts.spec;
-    eprintln!(
+    crate::diagln!(
         "locus: wrote {} ({:.1} MiB): dim {}, {} layers, ffn {}, {} heads / {} kv heads, vocab {}, {} weights, {:.1} s",
         opts.out.display(),
         size as f64 / (1 << 20) as f64,

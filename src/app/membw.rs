@@ -121,42 +121,63 @@ pub fn measure(
     let base = map.as_mut_ptr() as usize;
     let mut best = 0f64;
     let barrier = std::sync::Barrier::new(n + 1);
+    // Threads wait at this gate until all are started; where one cannot be (a pids limit),
+    // the others are told to leave before they reach the barrier, which would never fill.
+    let gate = std::sync::RwLock::new(());
+    let all_started = std::sync::atomic::AtomicBool::new(false);
+    let mut failed = None;
     std::thread::scope(|scope| {
-        let times: Vec<_> = (0..n)
-            .map(|t| {
-                let cpu = cpu_list.get(t % cpu_list.len().max(1)).copied();
-                let barrier = &barrier;
-                let passes = opts.passes;
-                scope.spawn(move || {
-                    if let Some(c) = cpu {
-                        let mut one = CpuSet::with_capacity(c.index() + 1);
-                        one.insert(c);
-                        let _ = set_affinity(&one);
-                    }
-                    // SAFETY: each thread owns the disjoint slice [t·w, (t+1)·w) of the
-                    // mapping, which outlives the scope; u64 is valid for any bytes and the
-                    // mapping is page-aligned.
-                    let words = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            (base as *mut u64).add(t * words_per_thread),
-                            words_per_thread,
-                        )
-                    };
-                    for (i, w) in words.iter_mut().enumerate() {
-                        *w = i as u64; // first touch, by a thread on the reading node
-                    }
-                    let mut secs = Vec::with_capacity(passes);
-                    for _ in 0..passes {
-                        barrier.wait();
-                        let t0 = Instant::now();
-                        std::hint::black_box(read_all(words));
-                        secs.push(t0.elapsed().as_secs_f64());
-                        barrier.wait();
-                    }
-                    secs
-                })
-            })
-            .collect::<Vec<_>>();
+        let closed = gate.write().unwrap_or_else(|e| e.into_inner());
+        let mut times = Vec::with_capacity(n);
+        for t in 0..n {
+            let cpu = cpu_list.get(t % cpu_list.len().max(1)).copied();
+            let (barrier, gate, all_started) = (&barrier, &gate, &all_started);
+            let passes = opts.passes;
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                drop(gate.read().unwrap_or_else(|e| e.into_inner()));
+                if !all_started.load(std::sync::atomic::Ordering::Acquire) {
+                    return Vec::new();
+                }
+                if let Some(c) = cpu {
+                    let mut one = CpuSet::with_capacity(c.index() + 1);
+                    one.insert(c);
+                    let _ = set_affinity(&one);
+                }
+                // SAFETY: each thread owns the disjoint slice [t·w, (t+1)·w) of the
+                // mapping, which outlives the scope; u64 is valid for any bytes and the
+                // mapping is page-aligned.
+                let words = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        (base as *mut u64).add(t * words_per_thread),
+                        words_per_thread,
+                    )
+                };
+                for (i, w) in words.iter_mut().enumerate() {
+                    *w = i as u64; // first touch, by a thread on the reading node
+                }
+                let mut secs = Vec::with_capacity(passes);
+                for _ in 0..passes {
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    std::hint::black_box(read_all(words));
+                    secs.push(t0.elapsed().as_secs_f64());
+                    barrier.wait();
+                }
+                secs
+            });
+            match spawned {
+                Ok(h) => times.push(h),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        all_started.store(failed.is_none(), std::sync::atomic::Ordering::Release);
+        drop(closed);
+        if failed.is_some() {
+            return;
+        }
         let mut wall = Vec::with_capacity(opts.passes);
         for _ in 0..opts.passes {
             barrier.wait();
@@ -172,8 +193,14 @@ pub fn measure(
             .map(|s| bytes as f64 / s / 1e9)
             .fold(0.0, f64::max);
     });
+    if let Some(err) = failed {
+        return Err(AppError::Usage(format!(
+            "membw: cannot start a measuring thread: {err} (a limit on threads, such as a \
+             container's pids.max?); use fewer threads (-t)"
+        )));
+    }
     if !bound {
-        eprintln!(
+        crate::diagln!(
             "locus: mbind refused; node {} memory placed by first touch only",
             mem_node.0
         );

@@ -34,6 +34,12 @@ pub enum AppError {
     },
     Usage(String),
     Placement(crate::placement::PlacementError),
+    /// Writing an output file failed or was refused (see [`crate::sys::fs`]).
+    Write(crate::sys::fs::WriteError),
+    /// Ctrl-C ended the work (exit code 130).
+    Interrupted,
+    /// A worker thread could not be started.
+    Threads(crate::pool::SpawnError),
 }
 
 impl fmt::Display for AppError {
@@ -44,6 +50,9 @@ impl fmt::Display for AppError {
             AppError::Io { path, what, err } => write!(f, "{}: {what}: {err}", path.display()),
             AppError::Usage(m) => write!(f, "{m}"),
             AppError::Placement(e) => write!(f, "{e}"),
+            AppError::Write(e) => write!(f, "{e}"),
+            AppError::Interrupted => write!(f, "interrupted"),
+            AppError::Threads(e) => write!(f, "{e}"),
         }
     }
 }
@@ -52,7 +61,20 @@ impl std::error::Error for AppError {}
 
 impl From<ModelError> for AppError {
     fn from(e: ModelError) -> Self {
-        AppError::Model(e)
+        match e {
+            ModelError::Interrupted
+            | ModelError::Write(crate::sys::fs::WriteError::Interrupted) => AppError::Interrupted,
+            e => AppError::Model(e),
+        }
+    }
+}
+
+impl From<crate::sys::fs::WriteError> for AppError {
+    fn from(e: crate::sys::fs::WriteError) -> Self {
+        match e {
+            crate::sys::fs::WriteError::Interrupted => AppError::Interrupted,
+            e => AppError::Write(e),
+        }
     }
 }
 
@@ -65,6 +87,39 @@ impl From<crate::placement::PlacementError> for AppError {
 impl From<KernelError> for AppError {
     fn from(e: KernelError) -> Self {
         AppError::Kernels(e)
+    }
+}
+
+/// Writes `text` to stderr as it is (add the newline yourself; [`crate::diagln!`] does).
+/// Diagnostics never fail a command: where stderr itself cannot be written (closed, a full
+/// disk) there is nowhere left to say so, so the failure is ignored rather than turned into a
+/// panic, as C tools ignore a failed `fprintf(stderr, …)`.
+pub fn diag(text: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
+}
+
+/// `eprintln!` that never panics: one line to stderr through [`diag`].
+#[macro_export]
+macro_rules! diagln {
+    () => { $crate::app::diag("\n") };
+    ($($arg:tt)*) => { $crate::app::diag(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprint!` that never panics (no newline added).
+#[macro_export]
+macro_rules! diag {
+    ($($arg:tt)*) => { $crate::app::diag(&format!($($arg)*)) };
+}
+
+/// Installs the Ctrl-C flag handler for a command whose loops poll it (a warning where it
+/// cannot be installed: Ctrl-C then ends the process at once).
+pub fn catch_interrupts() {
+    if let Err(e) = crate::sys::signal::catch_sigint() {
+        crate::diagln!(
+            "locus: warning: cannot catch SIGINT ({e}); Ctrl-C will end the command at once"
+        );
     }
 }
 
@@ -91,21 +146,83 @@ pub fn stdout_error(err: std::io::Error) -> AppError {
     }
 }
 
-/// Reads a text file named on the command line.
-pub fn read_text(path: &Path) -> Result<String, AppError> {
-    let bytes = std::fs::read(path).map_err(|err| AppError::Io {
-        path: path.to_path_buf(),
-        what: "cannot read the file",
-        err,
-    })?;
+/// Reads at most `cap` bytes of `path` (a file, a device, a FIFO), as UTF-8 text. `what` names
+/// the text in messages ("the prompt file"); `why` says where the cap comes from. A FIFO gets a
+/// note on stderr before the read, which waits for a writer; a directory is refused.
+pub fn read_text_capped(path: &Path, cap: u64, what: &str, why: &str) -> Result<String, AppError> {
+    use std::io::Read;
+    let io = |what: &'static str| {
+        let path = path.to_path_buf();
+        move |err| AppError::Io { path, what, err }
+    };
+    let meta = std::fs::metadata(path).map_err(io("cannot read the file"))?;
+    let kind = crate::sys::fs::FileKind::of(&meta);
+    match kind {
+        crate::sys::fs::FileKind::Directory => {
+            return Err(AppError::Usage(format!(
+                "{}: is a directory; {what} must be a file",
+                path.display()
+            )))
+        }
+        crate::sys::fs::FileKind::Fifo => crate::diagln!(
+            "locus: {} is a FIFO: waiting for a writer to open it and send {what} (Ctrl-C stops)",
+            path.display()
+        ),
+        _ => {}
+    }
+    let file = std::fs::File::open(path).map_err(io("cannot read the file"))?;
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io("cannot read the file"))?;
+    if bytes.len() as u64 > cap {
+        return Err(AppError::Usage(format!(
+            "{}: {what} is longer than {cap} bytes ({why}); is it the right file?",
+            path.display()
+        )));
+    }
+    utf8_text(bytes, &path.display().to_string())
+}
+
+/// Reads at most `cap` bytes of standard input as UTF-8 text (a note on stderr first where it
+/// is a terminal, which waits for Ctrl-D).
+pub fn read_stdin_capped(cap: u64, why: &str) -> Result<String, AppError> {
+    use std::io::{IsTerminal, Read};
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        crate::diagln!("locus: reading standard input until end of file (Ctrl-D)");
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|err| AppError::Io {
+            path: PathBuf::from("standard input"),
+            what: "cannot read",
+            err,
+        })?;
+    if bytes.len() as u64 > cap {
+        return Err(AppError::Usage(format!(
+            "standard input is longer than {cap} bytes ({why})"
+        )));
+    }
+    utf8_text(bytes, "standard input")
+}
+
+fn utf8_text(bytes: Vec<u8>, name: &str) -> Result<String, AppError> {
     String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
         AppError::Usage(format!(
-            "{}: not valid UTF-8 text (first bad byte at offset {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
+            "{name}: not valid UTF-8 text (first bad byte 0x{:02x} at offset {at})",
+            e.as_bytes()[at]
         ))
     })
 }
+
+/// The most bytes of text a command reads with no context to bound it (`perplexity -f`,
+/// `tokenize -f` / `--stdin`): 256 MiB, two hundred times wikitext-2's test set.
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
 
 /// A model loaded and ready: weights borrowed from the mapped file, plus its tokenizer.
 pub struct Loaded<'a> {
@@ -156,7 +273,7 @@ impl<'a> Loaded<'a> {
         let llama = Llama::new(config, weights, kernels);
         if let Some(p) = placement {
             if let Err(w) = p.release_file_pages(file) {
-                eprintln!("locus: warning: {w}");
+                crate::diagln!("locus: warning: {w}");
             }
         }
         Ok(Loaded {
@@ -199,24 +316,25 @@ pub fn place(
 ) -> Result<Placement, AppError> {
     let p = Placement::build(file, opts)?;
     for w in &p.warnings {
-        eprintln!("locus: warning: {w}");
+        crate::diagln!("locus: warning: {w}");
     }
     if verbose {
         for n in &p.plan.notes {
-            eprintln!("locus: {n}");
+            crate::diagln!("locus: {n}");
         }
-        eprintln!("locus: numa: {}", p.summary());
+        crate::diagln!("locus: numa: {}", p.summary());
     }
     Ok(p)
 }
 
-/// The placement's pinned pool; pinning failures go to stderr.
-pub fn pool_of(p: &Placement) -> crate::pool::Pool {
-    let (pool, warnings) = p.pool();
+/// The placement's pinned pool; pinning failures go to stderr, a thread that cannot be
+/// started is an error.
+pub fn pool_of(p: &Placement) -> Result<crate::pool::Pool, AppError> {
+    let (pool, warnings) = p.pool().map_err(AppError::Threads)?;
     for w in warnings {
-        eprintln!("locus: warning: {w}");
+        crate::diagln!("locus: warning: {w}");
     }
-    pool
+    Ok(pool)
 }
 
 /// The CPUs this process may run on (sched_getaffinity), at least 1.

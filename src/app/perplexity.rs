@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{read_text, AppError, Loaded};
+use super::{AppError, Loaded};
 use crate::model::llama::KvType;
 use crate::model::ModelFile;
 use crate::pool::Pool;
@@ -29,6 +29,8 @@ pub struct PerplexityResult {
     pub scored_tokens: usize,
     pub chunks: usize,
     pub text_tokens: usize,
+    /// The window size used (`-c`, or the model's training context for `-c 0`).
+    pub ctx: usize,
 }
 
 /// −log p(target) from raw logits, in f64.
@@ -46,7 +48,11 @@ pub fn perplexity(
     opts: &PerplexityOptions,
     mut progress: impl FnMut(usize, f64),
 ) -> Result<PerplexityResult, AppError> {
-    let n_ctx = opts.ctx;
+    let n_ctx = if opts.ctx == 0 {
+        l.llama.config.n_ctx_train
+    } else {
+        opts.ctx
+    };
     if n_ctx < 4 {
         return Err(AppError::Usage(format!(
             "-c {n_ctx} is too small for perplexity (need at least 4)"
@@ -57,13 +63,14 @@ pub fn perplexity(
     let n_chunks = opts.chunks.map_or(available, |c| c.min(available));
     if n_chunks == 0 {
         return Err(AppError::Usage(format!(
-            "{}: the text is {} tokens; perplexity needs at least 2 × -c = {} tokens",
+            "{}: the text is {} tokens; perplexity needs at least one window of -c = {n_ctx} \
+             tokens (lower -c or give a longer text)",
             opts.file.display(),
             tokens.len(),
-            2 * n_ctx
         )));
     }
-    let mut state = l.llama.new_state(n_ctx, pool.threads(), opts.kv_type);
+    let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    state.set_stop(crate::sys::signal::interrupt_flag());
     let first = n_ctx / 2;
     let (mut sum, mut sum2, mut count) = (0f64, 0f64, 0usize);
     for chunk in 0..n_chunks {
@@ -85,6 +92,9 @@ pub fn perplexity(
                 count += 1;
             },
         );
+        if state.stopped() {
+            return Err(AppError::Interrupted);
+        }
         progress(chunk + 1, (sum / count as f64).exp());
     }
     let mean = sum / count as f64;
@@ -101,13 +111,16 @@ pub fn perplexity(
         scored_tokens: count,
         chunks: n_chunks,
         text_tokens: tokens.len(),
+        ctx: n_ctx,
     })
 }
 
 /// `locus perplexity`: prints per-chunk estimates and the final line llama-perplexity prints.
 pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
     let started = Instant::now();
-    let mut text = read_text(&opts.file)?;
+    let why = "locus reads at most 256 MiB of text to score";
+    let mut text =
+        super::read_text_capped(&opts.file, super::MAX_TEXT_BYTES, "the text to score", why)?;
     // llama-perplexity reads -f without one trailing newline; do the same so token counts agree.
     if text.ends_with('\n') {
         text.pop();
@@ -115,15 +128,17 @@ pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
     let file = ModelFile::open(&opts.model)?;
     let placement = super::place(&file, &opts.numa, false)?;
     let l = Loaded::load_placed(&file, &placement, started)?;
-    let pool = super::pool_of(&placement);
+    let pool = super::pool_of(&placement)?;
+    super::catch_interrupts();
     let t = Instant::now();
-    let r = perplexity(&l, &pool, &text, opts, |i, p| eprint!("[{i}]{p:.4},"))?;
-    eprintln!();
-    eprintln!(
+    let r = perplexity(&l, &pool, &text, opts, |i, p| crate::diag!("[{i}]{p:.4},"));
+    crate::diagln!();
+    let r = r?;
+    crate::diagln!(
         "locus: {} tokens in {} chunks of {}, {:.1} s",
         r.text_tokens,
         r.chunks,
-        opts.ctx,
+        r.ctx,
         t.elapsed().as_secs_f64()
     );
     super::write_stdout(&format!(

@@ -307,13 +307,10 @@ pub fn bar_chart(c: &Chart) -> String {
     s
 }
 
-/// Writes `svg` to `path` atomically (a temporary file in the same folder, then a rename).
+/// Writes `svg` to `path` atomically ([`crate::sys::fs::AtomicFile`]: a temporary file beside
+/// the target, then a rename; never over a device, a FIFO or a directory).
 pub fn write(path: &Path, svg: &str) -> Result<(), AppError> {
-    crate::model::gguf_write::write_file_atomic(path, svg.as_bytes()).map_err(|err| AppError::Io {
-        path: path.to_path_buf(),
-        what: "cannot write the SVG",
-        err,
-    })
+    crate::sys::fs::write_atomic(path, svg.as_bytes()).map_err(AppError::from)
 }
 
 #[cfg(test)]

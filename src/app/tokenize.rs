@@ -7,10 +7,19 @@ use super::AppError;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::ModelFile;
 
+/// Where the text comes from.
+#[derive(Clone, Debug)]
+pub enum TextSource {
+    Text(String),
+    /// Every byte kept (llama-tokenize's `-f` keeps the trailing newline).
+    File(PathBuf),
+    Stdin,
+}
+
 #[derive(Clone, Debug)]
 pub struct TokenizeOptions {
     pub model: PathBuf,
-    pub text: String,
+    pub text: TextSource,
     pub ids_only: bool,
     pub parse_special: bool,
 }
@@ -25,7 +34,13 @@ pub fn run(opts: &TokenizeOptions) -> Result<Vec<u32>, AppError> {
     // Only the vocabulary is needed, so any architecture's file will do.
     let file = ModelFile::open(&opts.model)?;
     let tokenizer = Tokenizer::from_gguf(&file.gguf()?)?;
-    let ids = tokenizer.encode(&opts.text, true, opts.parse_special);
+    let why = "locus tokenizes at most 256 MiB";
+    let text = match &opts.text {
+        TextSource::Text(t) => t.clone(),
+        TextSource::File(p) => super::read_text_capped(p, super::MAX_TEXT_BYTES, "the text", why)?,
+        TextSource::Stdin => super::read_stdin_capped(super::MAX_TEXT_BYTES, why)?,
+    };
+    let ids = tokenizer.encode(&text, true, opts.parse_special);
     let mut text = String::new();
     if opts.ids_only {
         text = format!("{}\n", format_ids(&ids));

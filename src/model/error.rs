@@ -12,7 +12,11 @@ pub enum ModelError {
         what: &'static str,
         err: std::io::Error,
     },
-    NotAFile(PathBuf),
+    /// The model path names a directory, a device, a FIFO…: `kind` says which.
+    NotAFile {
+        path: PathBuf,
+        kind: &'static str,
+    },
     Gguf {
         path: PathBuf,
         err: GgufError,
@@ -41,13 +45,30 @@ pub enum ModelError {
     ContextFull {
         ctx: usize,
     },
+    /// A context whose KV cache and scratch overflow the address space (`bytes: None`) or
+    /// could not be allocated.
+    ContextTooLarge {
+        ctx: usize,
+        bytes: Option<u64>,
+        n_ctx_train: usize,
+    },
+    /// `quantize` to a type it does not write.
+    UnsupportedTarget(&'static str),
+    /// Writing a model file failed (or was refused: a device, a FIFO).
+    Write(crate::sys::fs::WriteError),
+    /// Ctrl-C ended the work.
+    Interrupted,
 }
 
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ModelError::Io { path, what, err } => write!(f, "{}: {what}: {err}", path.display()),
-            ModelError::NotAFile(p) => write!(f, "{}: is a directory, not a model file", p.display()),
+            ModelError::NotAFile { path, kind } => write!(
+                f,
+                "{}: is {kind}, not a model file (give the path of a .gguf file)",
+                path.display()
+            ),
             ModelError::Gguf { path, err } => write!(f, "{}: {err}", path.display()),
             ModelError::UnknownArchitecture(a) => write!(
                 f,
@@ -78,6 +99,29 @@ impl fmt::Display for ModelError {
             ModelError::ContextFull { ctx } => {
                 write!(f, "the context of {ctx} tokens is full; raise -c to generate more")
             }
+            ModelError::ContextTooLarge { ctx, bytes, n_ctx_train } => {
+                match bytes {
+                    None => write!(
+                        f,
+                        "-c {ctx}: the KV cache and attention scratch would not fit in this \
+                         machine's memory"
+                    )?,
+                    Some(b) => write!(
+                        f,
+                        "-c {ctx}: cannot allocate the KV cache and attention scratch ({:.1} GiB): \
+                         out of memory (a limit such as ulimit -v or a container's?)",
+                        *b as f64 / (1u64 << 30) as f64
+                    )?,
+                }
+                write!(f, "; use a smaller -c (the model was trained with {n_ctx_train})")
+            }
+            ModelError::UnsupportedTarget(ty) => write!(
+                f,
+                "{ty} is not a type locus quantizes to (types: {})",
+                super::quantize::TARGETS.join(", ")
+            ),
+            ModelError::Write(e) => write!(f, "{e}"),
+            ModelError::Interrupted => write!(f, "interrupted"),
         }
     }
 }

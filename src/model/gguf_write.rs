@@ -1,10 +1,15 @@
 //! GGUF writer (version 3), for `locus quantize`, generated models and tests.
 //!
-//! Files are written to a temporary name beside the target and renamed into place, so an
-//! interrupted write leaves the old file or the new one, never half of one.
+//! [`GgufStream`] writes a file tensor by tensor: the header (metadata and the tensor table,
+//! whose offsets follow from each tensor's length) first, then each tensor's bytes as they are
+//! produced, so writing a model needs memory for one tensor at a time, not the whole file.
+//! [`GgufWriter`] collects a small model in memory (tests, fuzzing) and streams it the same way.
+//! Either way the file is an [`AtomicFile`]: the old file or the new one, never half of one,
+//! and never a device or FIFO replaced.
 
-use std::io::Write;
 use std::path::Path;
+
+use crate::sys::fs::{AtomicFile, WriteError};
 
 use super::gguf::{Array, Value, ValueType, DEFAULT_ALIGNMENT, GGUF_MAGIC};
 use crate::kernels::GgmlType;
@@ -192,6 +197,121 @@ pub struct TensorData {
     pub data: Vec<u8>,
 }
 
+/// A tensor's entry in the table: its data is `len` bytes, written later.
+#[derive(Clone, Debug)]
+pub struct TensorEntry {
+    pub name: String,
+    pub dims: Vec<u64>,
+    pub ty: GgmlType,
+    pub len: u64,
+}
+
+/// The alignment a metadata list asks for (`general.alignment`, u32 or u64), else the default.
+fn alignment_of(metadata: &[(String, MetaValue)]) -> u64 {
+    metadata
+        .iter()
+        .find(|(k, _)| k == "general.alignment")
+        .and_then(|(_, v)| match v {
+            MetaValue::U32(a) => Some(*a as u64),
+            MetaValue::U64(a) => Some(*a),
+            _ => None,
+        })
+        .filter(|&a| a > 0)
+        .unwrap_or(DEFAULT_ALIGNMENT)
+}
+
+/// `n` rounded up to a multiple of `align`.
+fn align_up(n: u64, align: u64) -> u64 {
+    n.div_ceil(align) * align
+}
+
+/// Everything before the first tensor's data, padded to the alignment.
+fn header(metadata: &[(String, MetaValue)], tensors: &[TensorEntry], align: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&GGUF_MAGIC);
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
+    for (k, v) in metadata {
+        MetaValue::str(k).encode(&mut out);
+        out.extend_from_slice(&type_code(v.value_type()).to_le_bytes());
+        v.encode(&mut out);
+    }
+    let mut offset = 0u64;
+    for t in tensors {
+        MetaValue::str(&t.name).encode(&mut out);
+        out.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+        for d in &t.dims {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&t.ty.to_u32().to_le_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        offset = align_up(offset + t.len, align);
+    }
+    out.resize(align_up(out.len() as u64, align) as usize, 0);
+    out
+}
+
+/// A GGUF file being written tensor by tensor (see the module): [`GgufStream::write`] the
+/// current tensor's bytes in as many pieces as convenient, [`GgufStream::end_tensor`] after
+/// each, [`GgufStream::commit`] at the end.
+pub struct GgufStream {
+    file: AtomicFile,
+    align: u64,
+    lens: Vec<(String, u64)>,
+    /// The tensor being written, and how many of its bytes are.
+    next: usize,
+    written: u64,
+}
+
+impl GgufStream {
+    /// Creates the file and writes its header for `tensors`, whose data must follow in order.
+    pub fn create(
+        dest: &Path,
+        metadata: &[(String, MetaValue)],
+        tensors: &[TensorEntry],
+    ) -> Result<GgufStream, WriteError> {
+        let align = alignment_of(metadata);
+        let mut file = AtomicFile::create(dest)?;
+        file.write_all(&header(metadata, tensors, align))?;
+        Ok(GgufStream {
+            file,
+            align,
+            lens: tensors.iter().map(|t| (t.name.clone(), t.len)).collect(),
+            next: 0,
+            written: 0,
+        })
+    }
+
+    /// Writes the next piece of the current tensor's data.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        let (name, len) = &self.lens[self.next];
+        assert!(
+            self.written + bytes.len() as u64 <= *len,
+            "tensor '{name}': more data than its {len} bytes"
+        );
+        self.written += bytes.len() as u64;
+        self.file.write_all(bytes)
+    }
+
+    /// Ends the current tensor (all its bytes written) and pads to the alignment.
+    pub fn end_tensor(&mut self) -> Result<(), WriteError> {
+        let (name, len) = &self.lens[self.next];
+        assert_eq!(self.written, *len, "tensor '{name}': data length");
+        let pad = align_up(*len, self.align) - len;
+        self.next += 1;
+        self.written = 0;
+        // The last tensor is padded too, as llama.cpp's writer does.
+        self.file.write_all(&vec![0u8; pad as usize])
+    }
+
+    /// Renames the complete file into place.
+    pub fn commit(self) -> Result<(), WriteError> {
+        assert_eq!(self.next, self.lens.len(), "tensors left unwritten");
+        self.file.commit()
+    }
+}
+
 /// Collects metadata and tensors, then serialises them as one GGUF v3 file.
 #[derive(Clone, Debug, Default)]
 pub struct GgufWriter {
@@ -221,79 +341,36 @@ impl GgufWriter {
         });
     }
 
-    fn alignment(&self) -> u64 {
-        self.metadata
+    fn infos(&self) -> Vec<TensorEntry> {
+        self.tensors
             .iter()
-            .find(|(k, _)| k == "general.alignment")
-            .and_then(|(_, v)| match v {
-                MetaValue::U32(a) => Some(*a as u64),
-                MetaValue::U64(a) => Some(*a),
-                _ => None,
+            .map(|t| TensorEntry {
+                name: t.name.clone(),
+                dims: t.dims.clone(),
+                ty: t.ty,
+                len: t.data.len() as u64,
             })
-            .unwrap_or(DEFAULT_ALIGNMENT)
+            .collect()
     }
 
     /// The complete file image.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let align = self.alignment();
-        let mut out = Vec::new();
-        out.extend_from_slice(&GGUF_MAGIC);
-        out.extend_from_slice(&3u32.to_le_bytes());
-        out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (k, v) in &self.metadata {
-            MetaValue::str(k).encode(&mut out);
-            out.extend_from_slice(&type_code(v.value_type()).to_le_bytes());
-            v.encode(&mut out);
-        }
-        let mut offset = 0u64;
-        for t in &self.tensors {
-            MetaValue::str(&t.name).encode(&mut out);
-            out.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-            for d in &t.dims {
-                out.extend_from_slice(&d.to_le_bytes());
-            }
-            out.extend_from_slice(&t.ty.to_u32().to_le_bytes());
-            out.extend_from_slice(&offset.to_le_bytes());
-            offset = (offset + t.data.len() as u64).div_ceil(align) * align;
-        }
-        let pad_to = |out: &mut Vec<u8>| {
-            let target = (out.len() as u64).div_ceil(align) * align;
-            out.resize(target as usize, 0);
-        };
-        pad_to(&mut out);
+        let align = alignment_of(&self.metadata);
+        let mut out = header(&self.metadata, &self.infos(), align);
         for t in &self.tensors {
             out.extend_from_slice(&t.data);
-            pad_to(&mut out);
+            out.resize(align_up(out.len() as u64, align) as usize, 0);
         }
         out
     }
 
-    /// Writes the file atomically: temporary file in the same directory, fsync, rename.
-    pub fn write_atomic(&self, path: &Path) -> std::io::Result<()> {
-        write_file_atomic(path, &self.to_bytes())
+    /// Writes the file atomically (an [`AtomicFile`], tensor by tensor).
+    pub fn write_atomic(&self, path: &Path) -> Result<(), WriteError> {
+        let mut s = GgufStream::create(path, &self.metadata, &self.infos())?;
+        for t in &self.tensors {
+            s.write(&t.data)?;
+            s.end_tensor()?;
+        }
+        s.commit()
     }
-}
-
-/// Writes `bytes` to `path` through a temporary sibling and a rename.
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

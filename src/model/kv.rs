@@ -12,7 +12,44 @@ pub enum KvType {
     F32,
 }
 
+/// Element types whose all-zero bit pattern is a valid value (zero), so a zeroed allocation
+/// is an initialised buffer.
+pub(crate) trait ZeroIsValid: Copy {}
+impl ZeroIsValid for u8 {}
+impl ZeroIsValid for u16 {}
+impl ZeroIsValid for f32 {}
+
+/// A zero-filled vector of `len` elements, or `None` where the allocation fails (a memory
+/// limit, an impossible size) instead of aborting the process. Zeroed by the allocator
+/// (`calloc`-like: fresh pages are not touched until used).
+pub(crate) fn try_zeroed<T: ZeroIsValid>(len: usize) -> Option<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(len).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size (checked above).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `[T; len]` (so the
+    // vector's capacity and alignment match it), and all `len` elements are zero bytes, a
+    // valid `T` by `ZeroIsValid`.
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 impl KvType {
+    /// Names as `-ctk`/`-ctv` take them.
+    pub const NAMES: [&'static str; 2] = ["f16", "f32"];
+
+    pub fn parse(s: &str) -> Option<KvType> {
+        match s {
+            "f16" => Some(KvType::F16),
+            "f32" => Some(KvType::F32),
+            _ => None,
+        }
+    }
+
     /// Rounds `v` as the cache would store it (ggml converts the f32 operand of a product with
     /// the cache to the cache's type).
     #[inline]
@@ -89,11 +126,12 @@ pub(crate) enum KvBuf {
 }
 
 impl KvBuf {
-    pub(crate) fn new(ty: KvType, len: usize) -> KvBuf {
-        match ty {
-            KvType::F16 => KvBuf::F16(vec![0; len]),
-            KvType::F32 => KvBuf::F32(vec![0.0; len]),
-        }
+    /// A zeroed buffer of `len` elements, or `None` where memory runs out.
+    pub(crate) fn try_new(ty: KvType, len: usize) -> Option<KvBuf> {
+        Some(match ty {
+            KvType::F16 => KvBuf::F16(try_zeroed(len)?),
+            KvType::F32 => KvBuf::F32(try_zeroed(len)?),
+        })
     }
 
     /// A writer through which threads store disjoint elements in one parallel step.

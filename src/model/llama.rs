@@ -23,7 +23,7 @@ use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, GgmlType, Kernels, Layout, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Tokens evaluated together in one batch (weight reuse factor for prefill).
 pub const MAX_BATCH: usize = 32;
@@ -70,6 +70,9 @@ pub struct State {
     /// Logits of the tokens asked for in the last batch, `n × n_vocab`.
     logits: Vec<f32>,
     n_logits: usize,
+    /// Polled between matmul steps (Ctrl-C); once it is seen set, the state is `stopped`.
+    stop: Option<&'static AtomicBool>,
+    stopped: bool,
 }
 
 impl State {
@@ -87,6 +90,42 @@ impl State {
     /// Empties the cache (a new sequence starts at position 0).
     pub fn reset(&mut self) {
         self.pos = 0;
+    }
+
+    /// Makes every forward step poll `flag` between its matmul steps and stop early once it
+    /// is set (Ctrl-C acts within one step, not after a whole prompt).
+    pub fn set_stop(&mut self, flag: &'static AtomicBool) {
+        self.stop = Some(flag);
+    }
+
+    /// Whether a step stopped early: the cache and the logits are then incomplete, and the
+    /// state is good for nothing but being dropped.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Polls the stop flag; true (and `stopped` from now on) once it is set.
+    fn check_stop(&mut self) -> bool {
+        if !self.stopped && self.stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            self.stopped = true;
+        }
+        self.stopped
+    }
+}
+
+/// The memory a state for `n_ctx` tokens takes, per part, in bytes; `None` where a size
+/// overflows (a context no machine could hold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateBytes {
+    /// Keys and values of every layer.
+    pub kv: u64,
+    /// Per-thread attention scratch (scores, a query, one KV head widened to f32).
+    pub scratch: u64,
+}
+
+impl StateBytes {
+    pub fn total(&self) -> u64 {
+        self.kv.saturating_add(self.scratch)
     }
 }
 
@@ -259,23 +298,88 @@ impl<'a> Llama<'a> {
         }
     }
 
+    /// The elements of one thread's attention scratch: scores (n_ctx), a rounded query
+    /// (head_dim), and one KV head's keys and values widened to f32 (n_ctx × head_dim each;
+    /// only a batch's reach is touched). `None` on overflow.
+    fn scratch_stride(&self, n_ctx: usize) -> Option<usize> {
+        let hd = self.config.head_dim;
+        n_ctx
+            .checked_mul(hd)?
+            .checked_mul(2)?
+            .checked_add(n_ctx)?
+            .checked_add(hd)
+    }
+
+    /// What a state for `n_ctx` tokens and `n_threads` threads takes, or `None` where the sizes
+    /// overflow. Checked before anything is allocated, so a huge `-c` is an error, not an abort.
+    pub fn state_bytes(
+        &self,
+        n_ctx: usize,
+        n_threads: usize,
+        kv_type: KvType,
+    ) -> Option<StateBytes> {
+        let c = &self.config;
+        let kv = (n_ctx as u64)
+            .checked_mul(c.kv_dim() as u64)?
+            .checked_mul(kv_type.bytes() as u64)?
+            .checked_mul(2 * c.n_layer as u64)?;
+        let scratch = (self.scratch_stride(n_ctx)? as u64)
+            .checked_mul(n_threads.max(1) as u64)?
+            .checked_mul(4)?;
+        // Every buffer must also be addressable.
+        (kv / (2 * c.n_layer.max(1) as u64) <= isize::MAX as u64 && scratch <= isize::MAX as u64)
+            .then_some(StateBytes { kv, scratch })
+    }
+
     /// A fresh sequence state with room for `n_ctx` tokens, scratch sized for `n_threads`.
+    ///
+    /// # Panics
+    /// Where memory runs out; commands use [`Llama::try_new_state`].
     pub fn new_state(&self, n_ctx: usize, n_threads: usize, kv_type: KvType) -> State {
+        self.try_new_state(n_ctx, n_threads, kv_type)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Llama::new_state`] that reports a size that overflows or an allocation that fails
+    /// (a memory limit such as `ulimit -v`) as an error naming `-c`.
+    pub fn try_new_state(
+        &self,
+        n_ctx: usize,
+        n_threads: usize,
+        kv_type: KvType,
+    ) -> Result<State, super::ModelError> {
         let c = &self.config;
         let b = MAX_BATCH;
-        // Per thread: scores (n_ctx), a rounded query (head_dim), and one KV head's keys and
-        // values widened to f32 (n_ctx × head_dim each; only a batch's reach is touched).
-        let scratch_stride = n_ctx + c.head_dim + 2 * n_ctx * c.head_dim;
-        State {
+        let sizes = self.state_bytes(n_ctx, n_threads, kv_type);
+        let too_big = |bytes: Option<u64>| super::ModelError::ContextTooLarge {
+            ctx: n_ctx,
+            bytes,
+            n_ctx_train: c.n_ctx_train,
+        };
+        let Some(sizes) = sizes else {
+            return Err(too_big(None));
+        };
+        // More than the machine's memory can never run; say so before trying (overcommit
+        // would let the allocation succeed and the process be killed later).
+        if crate::sys::memory::physical_bytes().is_some_and(|m| sizes.total() > m) {
+            return Err(too_big(None));
+        }
+        let scratch_stride = self.scratch_stride(n_ctx).ok_or(too_big(None))?;
+        let kv_len = n_ctx * c.kv_dim();
+        let mut k = Vec::with_capacity(c.n_layer);
+        let mut v = Vec::with_capacity(c.n_layer);
+        for _ in 0..c.n_layer {
+            k.push(KvBuf::try_new(kv_type, kv_len).ok_or(too_big(Some(sizes.total())))?);
+            v.push(KvBuf::try_new(kv_type, kv_len).ok_or(too_big(Some(sizes.total())))?);
+        }
+        let scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * scratch_stride)
+            .ok_or(too_big(Some(sizes.total())))?;
+        Ok(State {
             n_ctx,
             pos: 0,
             kv_type,
-            k: (0..c.n_layer)
-                .map(|_| KvBuf::new(kv_type, n_ctx * c.kv_dim()))
-                .collect(),
-            v: (0..c.n_layer)
-                .map(|_| KvBuf::new(kv_type, n_ctx * c.kv_dim()))
-                .collect(),
+            k,
+            v,
             x: vec![0.0; b * c.n_embd],
             xn: vec![0.0; b * c.n_embd],
             q: vec![0.0; b * c.q_dim()],
@@ -285,13 +389,15 @@ impl<'a> Llama<'a> {
             gate: vec![0.0; b * c.n_ff],
             up: vec![0.0; b * c.n_ff],
             tmp: vec![0.0; b * c.n_embd],
-            scratch: vec![0.0; n_threads.max(1) * scratch_stride],
+            scratch,
             scratch_stride,
             acts: BatchActs::new(),
             rope_cache: Vec::with_capacity(b * c.n_rot / 2),
             logits: vec![0.0; b * c.n_vocab],
             n_logits: 0,
-        }
+            stop: None,
+            stopped: false,
+        })
     }
 
     /// `outs[i][b] = mats[i] · x[b]` for the `n` rows of `x`, for matrices that share the
@@ -402,7 +508,8 @@ impl<'a> Llama<'a> {
 
     /// Evaluates `tokens` (any number) at positions `s.pos..`, in batches of [`MAX_BATCH`].
     /// Logits are computed for the tokens from index `logits_from` on and handed to `sink(i,
-    /// logits)` in order (`i` is the index in `tokens`).
+    /// logits)` in order (`i` is the index in `tokens`). Where the state's stop flag is set
+    /// meanwhile, it returns early with `s.stopped()` true and the rest not evaluated.
     pub fn eval(
         &self,
         pool: &Pool,
@@ -417,6 +524,9 @@ impl<'a> Llama<'a> {
                 let base = ui * UBATCH + ci * MAX_BATCH;
                 let from = logits_from.saturating_sub(base).min(chunk.len());
                 self.forward_batch(pool, s, chunk, from, arith);
+                if s.stopped {
+                    return;
+                }
                 for i in from..chunk.len() {
                     sink(base + i, s.logits(i - from));
                 }
@@ -439,6 +549,9 @@ impl<'a> Llama<'a> {
         let w = &self.weights;
         let n = tokens.len();
         assert!((1..=MAX_BATCH).contains(&n), "batch of {n} tokens");
+        if s.check_stop() {
+            return;
+        }
         assert!(s.pos + n <= s.n_ctx, "forward past the end of the context");
         let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
         for (b, &tok) in tokens.iter().enumerate() {
@@ -463,6 +576,9 @@ impl<'a> Llama<'a> {
                     let xn = unsafe { xn.slice(b * e, (b + 1) * e) };
                     ops::rms_norm(&x[b * e..(b + 1) * e], &layer.attn_norm, c.rms_eps, xn);
                 });
+            }
+            if s.check_stop() {
+                return;
             }
             self.matmuls(
                 pool,
@@ -493,6 +609,9 @@ impl<'a> Llama<'a> {
             }
             self.store_kv(pool, s, li, n);
             self.attention(pool, s, li, n, arith);
+            if s.check_stop() {
+                return;
+            }
             self.matmuls(pool, &mut s.acts, &s.att, n, [(&layer.wo, &mut s.tmp)]);
             {
                 let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
@@ -503,6 +622,9 @@ impl<'a> Llama<'a> {
                     add_into(x, &tmp[b * e..(b + 1) * e]);
                     ops::rms_norm(x, &layer.ffn_norm, c.rms_eps, xn);
                 });
+            }
+            if s.check_stop() {
+                return;
             }
             self.matmuls(
                 pool,
@@ -518,6 +640,9 @@ impl<'a> Llama<'a> {
                     let g = unsafe { gate.slice(b * ff, (b + 1) * ff) };
                     kernels.swiglu(g, &up[b * ff..(b + 1) * ff]);
                 });
+            }
+            if s.check_stop() {
+                return;
             }
             self.matmuls(pool, &mut s.acts, &s.gate, n, [(&layer.w_down, &mut s.tmp)]);
             add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
@@ -535,6 +660,9 @@ impl<'a> Llama<'a> {
                 );
             }
             let m = s.n_logits;
+            if s.check_stop() {
+                return;
+            }
             self.matmuls(pool, &mut s.acts, &s.xn, m, [(&w.output, &mut s.logits)]);
         }
     }

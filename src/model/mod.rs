@@ -33,6 +33,17 @@ pub struct ModelFile {
 impl ModelFile {
     /// Opens and maps `path` read-only. The file is never written.
     pub fn open(path: &Path) -> Result<ModelFile, ModelError> {
+        // Looked at before opening: opening a FIFO would wait for a writer, and a device
+        // (`/dev/zero`) is no model however it reads.
+        if let Ok(meta) = std::fs::metadata(path) {
+            let kind = crate::sys::fs::FileKind::of(&meta);
+            if kind != crate::sys::fs::FileKind::Regular {
+                return Err(ModelError::NotAFile {
+                    path: path.to_path_buf(),
+                    kind: kind.describe(),
+                });
+            }
+        }
         let file = File::open(path).map_err(|e| ModelError::Io {
             path: path.to_path_buf(),
             what: "cannot open the model file",
@@ -43,9 +54,6 @@ impl ModelFile {
             what: "cannot read the model file's size",
             err: e,
         })?;
-        if meta.is_dir() {
-            return Err(ModelError::NotAFile(path.to_path_buf()));
-        }
         if meta.len() == 0 {
             return Err(ModelError::Gguf {
                 path: path.to_path_buf(),

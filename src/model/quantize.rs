@@ -3,9 +3,10 @@
 //! reference quantizers, so the tensor data matches llama.cpp's byte for byte.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::error::ModelError;
-use super::gguf_write::{GgufWriter, MetaValue};
+use super::gguf_write::{GgufStream, GgufWriter, MetaValue, TensorEntry};
 use super::ModelFile;
 use crate::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
 use crate::kernels::{dequantize_row, GgmlType};
@@ -55,15 +56,26 @@ pub fn quantize_row(ty: GgmlType, x: &[f32]) -> Vec<u8> {
     }
 }
 
-/// Rewrites `input` into `output` with every 2-D weight in `target`.
-pub fn quantize_file(input: &Path, output: &Path, target: GgmlType) -> Result<(), ModelError> {
-    let code = file_type_code(target).ok_or_else(|| ModelError::BadKey {
-        key: "target type".into(),
-        why: format!(
-            "{} is not a type locus can quantize to (Q4_0, Q4_1, Q8_0, F16, BF16, F32)",
-            target.name()
-        ),
-    })?;
+/// The types `quantize_file` writes, by name.
+pub const TARGETS: [&str; 6] = ["Q4_0", "Q4_1", "Q8_0", "F16", "BF16", "F32"];
+
+/// What happens to one tensor: copied as it is, or rewritten row by row in the target type.
+struct Job<'a> {
+    tensor: &'a super::gguf::TensorInfo<'a>,
+    quantize: bool,
+}
+
+/// Rewrites `input` into `output` with every 2-D weight in `target`. The output is streamed
+/// tensor by tensor, row by row ([`GgufStream`]), so memory stays a few rows' worth whatever
+/// the model's size (the input is read through its mapping). Every check happens before the
+/// output is created; `stop` (Ctrl-C) ends the work between rows, leaving nothing behind.
+pub fn quantize_file(
+    input: &Path,
+    output: &Path,
+    target: GgmlType,
+    stop: &AtomicBool,
+) -> Result<(), ModelError> {
+    let code = file_type_code(target).ok_or(ModelError::UnsupportedTarget(target.name()))?;
     let file = ModelFile::open(input)?;
     let g = file.gguf()?;
     // The writer pads every tensor to general.alignment: a huge power of two (legal in GGUF)
@@ -78,45 +90,71 @@ pub fn quantize_file(input: &Path, output: &Path, target: GgmlType) -> Result<()
             ),
         });
     }
-    let mut w = GgufWriter::new();
+    let mut meta = GgufWriter::new();
     for (k, v) in &g.metadata {
-        w.set(k, MetaValue::from_value(v));
+        meta.set(k, MetaValue::from_value(v));
     }
-    w.set("general.file_type", MetaValue::U32(code));
-    w.set("general.quantization_version", MetaValue::U32(2));
+    meta.set("general.file_type", MetaValue::U32(code));
+    meta.set("general.quantization_version", MetaValue::U32(2));
+    let mut jobs = Vec::with_capacity(g.tensors.len());
+    let mut infos = Vec::with_capacity(g.tensors.len());
     for t in &g.tensors {
         let n_dims = t.dims.iter().rposition(|&d| d > 1).map_or(1, |i| i + 1);
         let quantize = n_dims >= 2 && t.name.ends_with("weight") && t.ty != target;
-        if !quantize {
-            w.add_tensor(t.name, &t.dims, t.ty, t.data.to_vec());
-            continue;
-        }
-        if !t.ty.supported() {
-            return Err(ModelError::UnsupportedType {
-                tensor: t.name.into(),
-                ty: t.ty.name(),
-            });
-        }
         let cols = t.dims[0] as usize;
-        if !cols.is_multiple_of(target.block_size()) {
-            return Err(ModelError::BadShape {
-                tensor: t.name.into(),
-                expected: vec![(cols / target.block_size() * target.block_size()) as u64],
-                found: t.dims.clone(),
-            });
+        if quantize {
+            if !t.ty.supported() {
+                return Err(ModelError::UnsupportedType {
+                    tensor: t.name.into(),
+                    ty: t.ty.name(),
+                });
+            }
+            if !cols.is_multiple_of(target.block_size()) {
+                return Err(ModelError::BadShape {
+                    tensor: t.name.into(),
+                    expected: vec![(cols / target.block_size() * target.block_size()) as u64],
+                    found: t.dims.clone(),
+                });
+            }
         }
-        let in_row = t.ty.row_bytes(cols);
-        let mut row = vec![0f32; cols];
-        let mut data = Vec::with_capacity(t.data.len() / in_row * target.row_bytes(cols));
-        for src in t.data.chunks_exact(in_row) {
-            dequantize_row(t.ty, src, &mut row);
-            data.extend_from_slice(&quantize_row(target, &row));
-        }
-        w.add_tensor(t.name, &t.dims, target, data);
+        let (ty, len) = if quantize {
+            let rows = t.data.len() / t.ty.row_bytes(cols);
+            (target, (rows * target.row_bytes(cols)) as u64)
+        } else {
+            (t.ty, t.data.len() as u64)
+        };
+        infos.push(TensorEntry {
+            name: t.name.to_string(),
+            dims: t.dims.clone(),
+            ty,
+            len,
+        });
+        jobs.push(Job {
+            tensor: t,
+            quantize,
+        });
     }
-    w.write_atomic(output).map_err(|e| ModelError::Io {
-        path: output.to_path_buf(),
-        what: "cannot write the quantized model",
-        err: e,
-    })
+    let write_err = ModelError::Write;
+    let mut out = GgufStream::create(output, &meta.metadata, &infos).map_err(write_err)?;
+    for job in &jobs {
+        let t = job.tensor;
+        if !job.quantize {
+            out.write(t.data).map_err(write_err)?;
+        } else {
+            let cols = t.dims[0] as usize;
+            let mut row = vec![0f32; cols];
+            for src in t.data.chunks_exact(t.ty.row_bytes(cols)) {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(ModelError::Interrupted);
+                }
+                dequantize_row(t.ty, src, &mut row);
+                out.write(&quantize_row(target, &row)).map_err(write_err)?;
+            }
+        }
+        out.end_tensor().map_err(write_err)?;
+    }
+    if stop.load(Ordering::Relaxed) {
+        return Err(ModelError::Interrupted);
+    }
+    out.commit().map_err(write_err)
 }

@@ -1,7 +1,11 @@
 //! Synthetic llama-shaped models: random weights of any shape and type, with a working
 //! byte-level BPE vocabulary, so tests and benchmarks need no downloads (`locus gen-model`).
 
-use super::gguf_write::{GgufWriter, MetaValue};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::error::ModelError;
+use super::gguf_write::{GgufStream, GgufWriter, MetaValue, TensorEntry};
 use super::quantize::{file_type_code, quantize_row};
 use super::sampler::Rng;
 use crate::kernels::GgmlType;
@@ -112,23 +116,108 @@ pub fn synth_vocab(n: usize) -> (Vec<String>, Vec<i32>, Vec<String>) {
     (tokens, types, merges)
 }
 
-fn random_matrix(rng: &mut Rng, rows: usize, cols: usize, scale: f32) -> Vec<f32> {
-    (0..rows * cols)
-        .map(|_| ((rng.next_f64() * 2.0 - 1.0) as f32) * scale)
-        .collect()
+/// Fills `row` with uniform values in `[-scale, scale)`.
+fn random_row(rng: &mut Rng, row: &mut [f32], scale: f32) {
+    for v in row {
+        *v = ((rng.next_f64() * 2.0 - 1.0) as f32) * scale;
+    }
 }
 
-fn encode(ty: GgmlType, cols: usize, values: &[f32]) -> Vec<u8> {
-    values
-        .chunks_exact(cols)
-        .flat_map(|row| quantize_row(ty, row))
-        .collect()
+/// One tensor of a synthetic model, in file order.
+struct Planned {
+    name: String,
+    rows: usize,
+    cols: usize,
+    /// `Some(scale)`: a random matrix in the weight type; `None`: an F32 norm vector.
+    scale: Option<f32>,
 }
 
-/// Builds the GGUF image of a synthetic model.
-pub fn synth_model(spec: &SynthSpec) -> GgufWriter {
+impl Planned {
+    fn ty(&self, spec: &SynthSpec) -> GgmlType {
+        match self.scale {
+            Some(_) => spec.weight_type,
+            None => GgmlType::F32,
+        }
+    }
+
+    fn dims(&self) -> Vec<u64> {
+        match self.scale {
+            Some(_) => vec![self.cols as u64, self.rows as u64],
+            None => vec![self.cols as u64],
+        }
+    }
+
+    /// Produces the tensor's bytes row by row into `sink` (so a matrix of any size needs one
+    /// row of memory); a matrix draws its values from `rng`, so the order of calls is the order
+    /// of the file.
+    fn data<E>(
+        &self,
+        spec: &SynthSpec,
+        rng: &mut Rng,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut row = vec![0f32; self.cols];
+        match self.scale {
+            Some(scale) => {
+                for _ in 0..self.rows {
+                    random_row(rng, &mut row, scale);
+                    sink(&quantize_row(spec.weight_type, &row))?;
+                }
+            }
+            None => {
+                for (i, v) in row.iter_mut().enumerate() {
+                    *v = 1.0 + 0.1 * ((i * 7 % 11) as f32 / 11.0 - 0.5);
+                }
+                sink(&quantize_row(GgmlType::F32, &row))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tensors of `spec`'s model, in file order.
+fn plan(s: &SynthSpec) -> Vec<Planned> {
+    let head_dim = s.n_embd / s.n_head;
+    let kv_dim = s.n_head_kv * head_dim;
+    let wscale = 1.0 / (s.n_embd as f32).sqrt();
+    let mat = |name: String, rows, cols, scale| Planned {
+        name,
+        rows,
+        cols,
+        scale: Some(scale),
+    };
+    let norm = |name: String, n| Planned {
+        name,
+        rows: 1,
+        cols: n,
+        scale: None,
+    };
+    let mut p = vec![
+        mat("token_embd.weight".into(), s.n_vocab, s.n_embd, 1.0),
+        norm("output_norm.weight".into(), s.n_embd),
+    ];
+    if !s.tied {
+        p.push(mat("output.weight".into(), s.n_vocab, s.n_embd, wscale));
+    }
+    for l in 0..s.n_layer {
+        let n = |t: &str| format!("blk.{l}.{t}.weight");
+        p.push(norm(n("attn_norm"), s.n_embd));
+        p.push(mat(n("attn_q"), s.n_embd, s.n_embd, wscale));
+        p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
+        p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
+        p.push(mat(n("attn_output"), s.n_embd, s.n_embd, wscale));
+        p.push(norm(n("ffn_norm"), s.n_embd));
+        p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
+        p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
+        let down = 1.0 / (s.n_ff as f32).sqrt();
+        p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+    }
+    p
+}
+
+/// The metadata of `spec`'s model (no tensors).
+fn metadata(s: &SynthSpec) -> GgufWriter {
     let mut w = GgufWriter::new();
-    let s = spec;
     let head_dim = s.n_embd / s.n_head;
     w.set("general.architecture", MetaValue::str("llama"));
     w.set("general.name", MetaValue::str("locus synthetic"));
@@ -171,48 +260,53 @@ pub fn synth_model(spec: &SynthSpec) -> GgufWriter {
         "tokenizer.chat_template",
         MetaValue::str("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),
     );
+    w
+}
 
-    let mut rng = Rng::new(s.seed);
-    let ty = s.weight_type;
-    let kv_dim = s.n_head_kv * head_dim;
-    let wscale = 1.0 / (s.n_embd as f32).sqrt();
-    let mut mat = |w: &mut GgufWriter, name: &str, rows: usize, cols: usize, scale: f32| {
-        let v = random_matrix(&mut rng, rows, cols, scale);
-        w.add_tensor(name, &[cols as u64, rows as u64], ty, encode(ty, cols, &v));
-    };
-    mat(&mut w, "token_embd.weight", s.n_vocab, s.n_embd, 1.0);
-    let norm = |w: &mut GgufWriter, name: &str, n: usize| {
-        let v: Vec<f32> = (0..n)
-            .map(|i| 1.0 + 0.1 * ((i * 7 % 11) as f32 / 11.0 - 0.5))
-            .collect();
-        w.add_tensor(
-            name,
-            &[n as u64],
-            GgmlType::F32,
-            encode(GgmlType::F32, n, &v),
-        );
-    };
-    norm(&mut w, "output_norm.weight", s.n_embd);
-    if !s.tied {
-        mat(&mut w, "output.weight", s.n_vocab, s.n_embd, wscale);
-    }
-    for l in 0..s.n_layer {
-        let n = |t: &str| format!("blk.{l}.{t}.weight");
-        norm(&mut w, &n("attn_norm"), s.n_embd);
-        mat(&mut w, &n("attn_q"), s.n_embd, s.n_embd, wscale);
-        mat(&mut w, &n("attn_k"), kv_dim, s.n_embd, wscale);
-        mat(&mut w, &n("attn_v"), kv_dim, s.n_embd, wscale);
-        mat(&mut w, &n("attn_output"), s.n_embd, s.n_embd, wscale);
-        norm(&mut w, &n("ffn_norm"), s.n_embd);
-        mat(&mut w, &n("ffn_gate"), s.n_ff, s.n_embd, wscale);
-        mat(&mut w, &n("ffn_up"), s.n_ff, s.n_embd, wscale);
-        mat(
-            &mut w,
-            &n("ffn_down"),
-            s.n_embd,
-            s.n_ff,
-            1.0 / (s.n_ff as f32).sqrt(),
-        );
+/// Builds the GGUF image of a synthetic model in memory (small models: tests, fuzzing).
+pub fn synth_model(spec: &SynthSpec) -> GgufWriter {
+    let mut w = metadata(spec);
+    let mut rng = Rng::new(spec.seed);
+    for t in plan(spec) {
+        let mut data = Vec::new();
+        let _ = t.data::<()>(spec, &mut rng, &mut |b| {
+            data.extend_from_slice(b);
+            Ok(())
+        });
+        w.add_tensor(&t.name, &t.dims(), t.ty(spec), data);
     }
     w
+}
+
+/// Writes the synthetic model to `path` row by row (the same bytes as [`synth_model`]), so
+/// memory holds one row at a time; `stop` (Ctrl-C) ends it between rows with nothing left
+/// behind.
+pub fn write_synth_model(
+    spec: &SynthSpec,
+    path: &Path,
+    stop: &AtomicBool,
+) -> Result<(), ModelError> {
+    let meta = metadata(spec);
+    let planned = plan(spec);
+    let entries: Vec<TensorEntry> = planned
+        .iter()
+        .map(|t| TensorEntry {
+            name: t.name.clone(),
+            dims: t.dims(),
+            ty: t.ty(spec),
+            len: (t.rows * t.ty(spec).row_bytes(t.cols)) as u64,
+        })
+        .collect();
+    let mut out = GgufStream::create(path, &meta.metadata, &entries).map_err(ModelError::Write)?;
+    let mut rng = Rng::new(spec.seed);
+    for t in &planned {
+        t.data(spec, &mut rng, &mut |b| {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ModelError::Interrupted);
+            }
+            out.write(b).map_err(ModelError::Write)
+        })?;
+        out.end_tensor().map_err(ModelError::Write)?;
+    }
+    out.commit().map_err(ModelError::Write)
 }

@@ -20,7 +20,7 @@ pub use store::{BuildError, WeightStore};
 use crate::kernels::{Kernels, Layout};
 use crate::model::weights::{LlamaWeights, Matrix};
 use crate::model::{LlamaConfig, ModelError, ModelFile};
-use crate::pool::Pool;
+use crate::pool::{Pool, SpawnError};
 use crate::sys::probe::Capabilities;
 use crate::sys::topology::{NumaBalancing, Topology, TopologyError};
 use crate::sys::{affinity, memory, mempolicy};
@@ -171,7 +171,7 @@ impl Placement {
     /// The thread pool for this plan: one group per slot, each thread pinned as planned
     /// (the calling thread becomes thread 0 and is pinned too). A thread that cannot be
     /// pinned runs where the scheduler puts it, and the returned warnings say so.
-    pub fn pool(&self) -> (Pool, Vec<String>) {
+    pub fn pool(&self) -> Result<(Pool, Vec<String>), SpawnError> {
         let cpus = self.topo.allowed_cpus.len();
         let mut notes = Vec::new();
         let mut plan = self.plan.clone();
@@ -183,22 +183,29 @@ impl Placement {
             ));
             plan.poll = 0;
         }
-        let (pool, mut warnings) = self.pool_for(plan);
+        let (pool, mut warnings) = self.pool_for(plan)?;
         notes.append(&mut warnings);
-        (pool, notes)
+        Ok((pool, notes))
     }
 
-    fn pool_for(&self, plan: Plan) -> (Pool, Vec<String>) {
+    fn pool_for(&self, plan: Plan) -> Result<(Pool, Vec<String>), SpawnError> {
+        if fault("spawn").is_some() && plan.threads > 1 {
+            return Err(SpawnError {
+                thread: 1,
+                threads: plan.threads,
+                err: std::io::Error::from_raw_os_error(libc::EAGAIN),
+            });
+        }
         if !plan.pinned() {
-            let pool = Pool::new(plan.threads, |_| {});
+            let pool = Pool::try_new(plan.threads, |_| {})?;
             pool.set_poll(plan.poll);
-            return (pool, Vec::new());
+            return Ok((pool, Vec::new()));
         }
         let (poll, threads, sizes) = (plan.poll, plan.threads, plan.group_sizes());
         let plan = Arc::new(plan);
         let failed: Arc<Mutex<Vec<String>>> = Arc::default();
         let f2 = Arc::clone(&failed);
-        let pool = Pool::grouped(&sizes, move |tid| {
+        let pool = Pool::try_grouped(&sizes, move |tid| {
             let Some(cpus) = plan.cpus_of_thread(tid) else {
                 return;
             };
@@ -215,7 +222,7 @@ impl Placement {
                     cpus.to_list()
                 ));
             }
-        });
+        })?;
         pool.set_poll(poll);
         // Every worker has run its hook once it has run a step.
         pool.run(&|_| {});
@@ -228,7 +235,7 @@ impl Placement {
                 "{n} of {threads} threads could not be pinned and run unpinned (locality is not guaranteed; see `locus topo` for the allowed CPUs); first: {first}"
             )];
         }
-        (pool, failed)
+        Ok((pool, failed))
     }
 
     /// `mirror on nodes 0,1 (2+2 threads, pinned), 2 copies, 270 MiB placed in 0.4 s`.
@@ -245,7 +252,8 @@ impl Placement {
     }
 }
 
-/// A test hook from `LOCUS_FAULT` (`alloc:N`, `hugepages`, `pin`): the value after the
+/// A test hook from `LOCUS_FAULT` (`alloc:N`, `hugepages`, `pin`, `spawn`: the pool's first
+/// worker cannot be started, as under a pids limit): the value after the
 /// colon (empty without one) when the variable names `kind`.
 pub(crate) fn fault(kind: &str) -> Option<String> {
     let spec = std::env::var("LOCUS_FAULT").ok()?;

@@ -401,6 +401,10 @@ fn fill(
     let finished = &AtomicUsize::new(0);
     let t0 = Instant::now();
     std::thread::scope(|scope| {
+        // A thread that cannot be started (a pids limit) leaves its jobs to this one, which
+        // is not pinned there: first touch then places them wherever it runs (mbind, where
+        // allowed, still binds them), and the audit shows where they landed.
+        let mut leftover = Vec::new();
         for (tid, list) in jobs.into_iter().enumerate() {
             let cpus = plan.cpus_of_thread(tid);
             let slot = plan
@@ -410,30 +414,27 @@ fn fill(
                 .unwrap_or(0);
             let done = &done_by_slot[slot];
             let list = SendJobs(list);
-            scope.spawn(move || {
-                let list = list;
+            let list = std::sync::Arc::new(std::sync::Mutex::new(Some(list)));
+            let mine = std::sync::Arc::clone(&list);
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
                 if let Some(c) = cpus {
                     // Unpinnable CPUs leave the copy on whatever node we run; the audit shows it.
                     let _ = affinity::set_affinity(&c);
                 }
-                for j in &list.0 {
-                    let mut off = 0;
-                    while off < j.len {
-                        let n = FILL_CHUNK.min(j.len - off);
-                        // SAFETY: every job covers a range of its region no other job covers,
-                        // the source is the mapped file's tensor bytes of the same length, and
-                        // the regions outlive this scope.
-                        unsafe { std::ptr::copy_nonoverlapping(j.src.add(off), j.dst.add(off), n) };
-                        off += n;
-                        done.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                }
-                finished.fetch_add(1, Ordering::Release);
+                let list = mine.lock().unwrap_or_else(|e| e.into_inner()).take();
+                run_fill_jobs(list, done, finished);
             });
+            if spawned.is_err() {
+                let list = list.lock().unwrap_or_else(|e| e.into_inner()).take();
+                leftover.push((list, done));
+            }
+        }
+        for (list, done) in leftover {
+            run_fill_jobs(list, done, finished);
         }
         if progress {
             let nthreads = plan.threads;
-            scope.spawn(move || {
+            let _ = std::thread::Builder::new().spawn_scoped(scope, move || {
                 let mut next = Duration::from_secs(1);
                 while finished.load(Ordering::Acquire) < nthreads {
                     std::thread::sleep(Duration::from_millis(50));
@@ -453,7 +454,7 @@ fn fill(
                                 None => format!("{} MiB", b >> 20),
                             })
                             .collect();
-                        eprintln!(
+                        crate::diagln!(
                             "locus: placing weights: {} of {} MiB ({}), {:.0} MB/s",
                             d >> 20,
                             total >> 20,
@@ -466,6 +467,23 @@ fn fill(
         }
     });
     total
+}
+
+/// Copies one thread's fill jobs, counting the bytes in `done` and the thread in `finished`.
+fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsize) {
+    for j in list.iter().flat_map(|l| &l.0) {
+        let mut off = 0;
+        while off < j.len {
+            let n = FILL_CHUNK.min(j.len - off);
+            // SAFETY: every job covers a range of its region no other job covers, the source
+            // is the mapped file's tensor bytes of the same length, and the regions outlive
+            // the fill's scope, which this call runs within.
+            unsafe { std::ptr::copy_nonoverlapping(j.src.add(off), j.dst.add(off), n) };
+            off += n;
+            done.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    finished.fetch_add(1, Ordering::Release);
 }
 
 /// Packs the pieces whose layout asks for it, in place, after [`fill`] placed their pages:
@@ -502,29 +520,38 @@ fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[
         .collect();
     let next = AtomicUsize::new(0);
     let (groups, bases, next) = (&SendGroups(groups), &bases, &next);
+    // Each thread packs groups until none is left; where a thread cannot be started (a pids
+    // limit) the others, and this one, pack its share.
+    let work = move || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(&(region, offset, src, n)) = groups.0.get(i) else {
+            break;
+        };
+        let len = n * pack::STEP;
+        let (base, size) = bases[region];
+        assert!(offset + len <= size, "a packed group outside its region");
+        // SAFETY: the group lies inside its region (asserted) and no other group
+        // overlaps it, so this thread alone writes these bytes while the scope runs;
+        // `src` is the same group's bytes in the file's read-only mapping, alive for
+        // the whole build.
+        let (dst, src) = unsafe {
+            (
+                std::slice::from_raw_parts_mut((base as *mut u8).add(offset), len),
+                std::slice::from_raw_parts(src, len),
+            )
+        };
+        pack::pack_q4_0x16(src, n, dst);
+    };
     std::thread::scope(|scope| {
-        for _ in 0..plan.threads.max(1) {
-            scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(region, offset, src, n)) = groups.0.get(i) else {
-                    break;
-                };
-                let len = n * pack::STEP;
-                let (base, size) = bases[region];
-                assert!(offset + len <= size, "a packed group outside its region");
-                // SAFETY: the group lies inside its region (asserted) and no other group
-                // overlaps it, so this thread alone writes these bytes while the scope runs;
-                // `src` is the same group's bytes in the file's read-only mapping, alive for
-                // the whole build.
-                let (dst, src) = unsafe {
-                    (
-                        std::slice::from_raw_parts_mut((base as *mut u8).add(offset), len),
-                        std::slice::from_raw_parts(src, len),
-                    )
-                };
-                pack::pack_q4_0x16(src, n, dst);
-            });
+        for _ in 1..plan.threads.max(1) {
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, work)
+                .is_err()
+            {
+                break;
+            }
         }
+        work();
     });
 }
 

@@ -27,6 +27,16 @@ pub fn page_size() -> usize {
     }
 }
 
+/// The machine's physical memory in bytes (`sysconf(_SC_PHYS_PAGES)` pages), if known.
+pub fn physical_bytes() -> Option<u64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    u64::try_from(pages)
+        .ok()
+        .filter(|&p| p > 0)
+        .map(|p| p.saturating_mul(page_size() as u64))
+}
+
 /// Which pages back a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backing {

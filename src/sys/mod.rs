@@ -1,10 +1,11 @@
 //! Linux system interfaces: NUMA topology from sysfs, memory policy and affinity through raw
-//! system calls, and the start-up probe of which of those calls are allowed. Knows nothing
-//! about models.
+//! system calls, the start-up probe of which of those calls are allowed, signals, and files
+//! written atomically. Knows nothing about models.
 
 pub mod affinity;
 pub mod cache;
 pub mod errno;
+pub mod fs;
 pub mod ids;
 pub mod memory;
 pub mod mempolicy;

@@ -57,3 +57,86 @@ pub fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
         .expect("cannot write the synthetic model");
     path
 }
+
+/// The `locus` binary as a command to configure.
+pub fn locus_cmd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_locus"))
+}
+
+/// Runs `locus` with arguments that may hold any bytes.
+pub fn locus_os<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    locus_cmd().args(args).output().expect("cannot start locus")
+}
+
+/// The promise for bad input: exactly one line `locus: error: …` on stderr, nothing on stdout,
+/// exit code 2, no panic. Returns the line.
+pub fn one_error_line(out: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{what}: status {:?}: {err}",
+        out.status
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{what}: one line expected: {err}");
+    assert!(lines[0].starts_with("locus: error: "), "{what}: {err}");
+    assert!(out.stdout.is_empty(), "{what}: nothing on stdout");
+    lines[0].to_string()
+}
+
+/// Whether the tests run as root (where permissions do not stop a write, and device nodes
+/// can be made).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Makes `cmd`'s child drop root for the unprivileged `nobody` (uid and gid 65534) before exec,
+/// so permissions and per-user limits apply to it; with `nproc`, it may also have at most that
+/// many processes and threads. Only for root (call [`is_root`] first).
+pub fn as_nobody(cmd: &mut Command, nproc: Option<u64>) {
+    use std::os::unix::process::CommandExt;
+    const NOBODY: libc::uid_t = 65534;
+    // SAFETY: between fork and exec the closure calls only setrlimit, setgroups, setgid and
+    // setuid, all async-signal-safe, and touches no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(n) = nproc {
+                let lim = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NPROC, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Limits `cmd`'s child to `bytes` of address space (`ulimit -v`), so large allocations fail.
+pub fn with_address_limit(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure calls only setrlimit (async-signal-safe).
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -122,8 +122,14 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
     }
     let p = crate::app::place(&file, &o.numa, false)?;
     let l = Loaded::load_placed(&file, &p, started)?;
-    let pool = crate::app::pool_of(&p);
+    let pool = crate::app::pool_of(&p)?;
     let c = &l.llama.config;
+    // The largest state a test needs, allocated once up front: a -p or -n no memory holds is
+    // an error naming the size here, not an abort inside a timed run.
+    drop(
+        l.llama
+            .try_new_state(o.n_prompt.max(o.n_gen).max(1), pool.threads(), KvType::F16)?,
+    );
     let g = file.gguf()?;
     let params: u64 = g.tensors.iter().map(|t| t.n_elements()).sum();
     let mut rng = Rng::new(42);
@@ -187,8 +193,13 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
 
 /// `locus bench --arm …` (the child): measures one arm and prints its JSON line.
 pub fn run_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
+    // Test hook: `LOCUS_FAULT=arm-signal:N` makes the child die of signal N, as an arm killed
+    // by the out-of-memory killer (9) or crashing (11) would.
+    if let Some(sig) = crate::placement::fault("arm-signal").and_then(|v| v.parse().ok()) {
+        crate::sys::signal::raise(sig);
+    }
     let r = measure_arm(o)?;
-    println!("{}", r.to_json());
+    super::super::write_stdout(&format!("{}\n", r.to_json()))?;
     Ok(r)
 }
 

@@ -183,12 +183,15 @@ pub struct BenchReport {
 }
 
 /// The child's command line for one arm.
-fn arm_args(o: &BenchOptions, model: &std::path::Path, mode: Mode, threads: usize) -> Vec<String> {
+fn arm_args(
+    o: &BenchOptions,
+    model: &std::path::Path,
+    mode: Mode,
+    threads: usize,
+) -> Vec<std::ffi::OsString> {
     let mut v: Vec<String> = vec![
         "bench".into(),
         "--arm".into(),
-        "-m".into(),
-        model.display().to_string(),
         "-p".into(),
         o.n_prompt.to_string(),
         "-n".into(),
@@ -221,7 +224,79 @@ fn arm_args(o: &BenchOptions, model: &std::path::Path, mode: Mode, threads: usiz
     if o.cold {
         v.push("--cold".into());
     }
+    // The model path as the OS holds it (any bytes), last.
+    let mut v: Vec<std::ffi::OsString> = v.into_iter().map(Into::into).collect();
+    v.push("-m".into());
+    v.push(model.as_os_str().to_owned());
     v
+}
+
+/// Why a child arm failed, in words a user can act on: its own error line where it printed
+/// one; a signal named with what usually sends it; a panic's message (a bug to report); never
+/// just the last line of a backtrace note.
+fn arm_failure(status: std::process::ExitStatus, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let error = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("locus: error: "));
+    if let Some(sig) = status.signal() {
+        let what = match sig {
+            libc::SIGKILL => "was killed (SIGKILL; the kernel's out-of-memory killer sends it \
+                 when memory runs out: try fewer threads, a smaller model or fewer copies with \
+                 --numa shard)"
+                .to_string(),
+            libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE => format!(
+                "crashed (signal {sig}, {}; a bug in locus: please report it with the command)",
+                signal_name(sig)
+            ),
+            libc::SIGABRT => "aborted (SIGABRT: out of memory, or a bug in locus; please \
+                 report it with the command)"
+                .to_string(),
+            libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                format!("was stopped by {}", signal_name(sig))
+            }
+            _ => format!("was ended by signal {sig} ({})", signal_name(sig)),
+        };
+        return match error {
+            Some(e) => format!("the arm {what}; it said: {e}"),
+            None => format!("the arm {what}"),
+        };
+    }
+    if let Some(e) = error {
+        return e.to_string();
+    }
+    // A panic prints "thread '…' panicked at FILE:LINE:" and then its message.
+    if let Some(i) = lines.iter().position(|l| l.contains("panicked at")) {
+        let msg = lines.get(i + 1).copied().unwrap_or("");
+        return format!(
+            "the arm panicked ({msg}); a bug in locus: please report it with the command"
+        );
+    }
+    match status.code() {
+        Some(c) => format!("the arm exited with status {c} without saying why"),
+        None => format!("the arm ended with {status}"),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "another signal",
+    }
 }
 
 /// Runs one arm in a child process; its warnings are printed once, tagged with the arm.
@@ -232,10 +307,6 @@ fn spawn_arm(
     threads: usize,
 ) -> Result<ArmReport, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    // A model path that is not valid UTF-8 is passed through display(); refuse it instead.
-    if model.to_str().is_none() {
-        return Err(format!("{}: path is not valid UTF-8", model.display()));
-    }
     let out = Command::new(&exe)
         .args(arm_args(o, model, mode, threads))
         .output()
@@ -243,18 +314,12 @@ fn spawn_arm(
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tag = format!("{} {} t={}", file_name(model), mode, threads);
     if !out.status.success() {
-        let why = stderr
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| l.trim_start_matches("locus: error: ").to_string())
-            .unwrap_or_else(|| format!("exited with {}", out.status));
-        return Err(why);
+        return Err(arm_failure(out.status, &stderr));
     }
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         // The report carries the warnings; anything else the child said goes through as is.
         if !line.starts_with("locus: warning: ") {
-            eprintln!("locus: [{tag}] {line}");
+            crate::diagln!("locus: [{tag}] {line}");
         }
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -267,7 +332,7 @@ fn spawn_arm(
     let mut seen = std::collections::BTreeSet::new();
     for w in &r.warnings {
         if seen.insert(w) {
-            eprintln!("locus: warning: [{tag}] {w}");
+            crate::diagln!("locus: warning: [{tag}] {w}");
         }
     }
     Ok(r)
@@ -307,7 +372,7 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
         thp: topo.thp.to_string(),
     };
     if host.balancing_on {
-        eprintln!(
+        crate::diagln!(
             "locus: warning: bench: kernel NUMA balancing is on{}: it may migrate pages during the arms (echo 0 > /proc/sys/kernel/numa_balancing)",
             if host.nodes == 1 { " (no effect on this one-node host)" } else { "" }
         );
@@ -336,7 +401,7 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
             if round > 0 && a.outcome.is_err() {
                 continue;
             }
-            eprintln!(
+            crate::diagln!(
                 "locus: bench: arm {}/{total}{}: {} --numa {} -t {}",
                 i + 1,
                 if rounds > 1 {
@@ -352,7 +417,7 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                 // Copy modes drop the file from the page cache once placed; without this the
                 // arm after one would start cold and the next warm.
                 if let Err(e) = read_through(&a.model) {
-                    eprintln!("locus: warning: bench: {}: cannot read the model file into the page cache: {e}", a.model.display());
+                    crate::diagln!("locus: warning: bench: {}: cannot read the model file into the page cache: {e}", a.model.display());
                 }
             }
             let outcome = spawn_arm(o, &a.model, a.mode, a.threads);
@@ -363,7 +428,7 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
             }
             match (outcome, &mut a.outcome) {
                 (Err(e), _) => {
-                    eprintln!("locus: bench: arm failed: {e}");
+                    crate::diagln!("locus: bench: arm failed: {e}");
                     a.outcome = Err(e);
                 }
                 (Ok(r), Ok(prev)) if round > 0 => {
@@ -406,15 +471,19 @@ pub fn run(o: &BenchOptions, command: &str) -> Result<BenchReport, AppError> {
             "bench: --svg draws decode speed; it needs -n above 0".into(),
         ));
     }
-    let rep = bench(o)?;
-    match o.format {
-        Format::Markdown => print!("{}", render_markdown(&rep)),
-        Format::Json => println!("{}", render_json(&rep)),
-        Format::Csv => print!("{}", render_csv(&rep)),
+    if let Some(path) = &o.svg {
+        // Before the arms run: a destination that cannot be written fails now, not after them.
+        crate::sys::fs::check_destination(path)?;
     }
+    let rep = bench(o)?;
+    super::write_stdout(&match o.format {
+        Format::Markdown => render_markdown(&rep),
+        Format::Json => format!("{}\n", render_json(&rep)),
+        Format::Csv => render_csv(&rep),
+    })?;
     if let Some(path) = &o.svg {
         super::svg::write(path, &render_svg(&rep, command))?;
-        eprintln!("locus: bench: wrote {}", path.display());
+        crate::diagln!("locus: bench: wrote {}", path.display());
     }
     let failed: Vec<&ArmResult> = rep.arms.iter().filter(|a| a.outcome.is_err()).collect();
     if let Some(first) = failed.first() {
@@ -433,6 +502,38 @@ pub fn run(o: &BenchOptions, command: &str) -> Result<BenchReport, AppError> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    /// A child's death is told in words a user can act on, never as a backtrace note.
+    #[test]
+    fn arm_failures_say_what_happened() {
+        let killed = arm_failure(ExitStatus::from_raw(libc::SIGKILL), "");
+        assert!(
+            killed.contains("killed") && killed.contains("out-of-memory"),
+            "{killed}"
+        );
+        let crashed = arm_failure(ExitStatus::from_raw(libc::SIGSEGV), "");
+        assert!(
+            crashed.contains("SIGSEGV") && crashed.contains("report"),
+            "{crashed}"
+        );
+        let exit2 = ExitStatus::from_raw(2 << 8);
+        let said = arm_failure(
+            exit2,
+            "locus: warning: x\nlocus: error: model.gguf: truncated\n",
+        );
+        assert_eq!(said, "model.gguf: truncated");
+        let panic = "thread 'main' (7) panicked at src/x.rs:1:2:\nindex out of bounds\nnote: run \
+                     with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        let p = arm_failure(ExitStatus::from_raw(101 << 8), panic);
+        assert!(
+            p.contains("index out of bounds") && !p.contains("RUST_BACKTRACE"),
+            "{p}"
+        );
+        let silent = arm_failure(ExitStatus::from_raw(3 << 8), "");
+        assert!(silent.contains("status 3"), "{silent}");
+    }
     use super::*;
 
     #[test]

@@ -110,7 +110,7 @@ impl Meter {
                     return None;
                 }
                 Err(e) => {
-                    eprintln!("locus: warning: bench: membw on node {node} failed: {e}; no roofline for arms using it");
+                    crate::diagln!("locus: warning: bench: membw on node {node} failed: {e}; no roofline for arms using it");
                     self.failed.insert((node, k));
                     return None;
                 }

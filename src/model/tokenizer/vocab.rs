@@ -339,7 +339,7 @@ impl Vocab {
             Kind::Bpe => {
                 let cfg = pre_config(pre_name).unwrap_or_else(|| {
                     let shown = if pre_name.is_empty() { "(missing)" } else { pre_name };
-                    eprintln!(
+                    crate::diagln!(
                         "warning: tokenizer.ggml.pre = '{shown}' is not known to locus; using the 'default' pre-tokenizer"
                     );
                     pre_config("default").expect("the default pre-tokenizer is always known")
@@ -651,7 +651,9 @@ fn read_special_ids(g: &Gguf, ids: &mut SpecialIds, n: usize) {
         };
         match u32::try_from(v) {
             Ok(id) if (id as usize) < n => *slot = Some(id),
-            _ => eprintln!("warning: {key} = {v} is outside the vocabulary of {n} tokens; ignored"),
+            _ => crate::diagln!(
+                "warning: {key} = {v} is outside the vocabulary of {n} tokens; ignored"
+            ),
         }
     }
 }

@@ -1,0 +1,233 @@
+//! Every command's `--help` text (tests/cli_errors.rs checks that each flag listed here is one
+//! the parser takes, and that llama.cpp's flags are listed).
+
+pub const MAIN: &str = "\
+locus — CPU inference for GGUF language models, with NUMA-aware weight placement
+
+Usage: locus <COMMAND> [OPTIONS]
+
+Commands:
+  run         generate text from a prompt (llama.cpp's flags)
+  perplexity  score a text file as llama-perplexity does
+  tokenize    print a text's token ids as llama-tokenize does
+  quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
+  gen-model   write a llama-shaped GGUF with random weights (for benchmarks and tests)
+  bench       prompt and decode speed, llama-bench style (pp/tg, mean ± sd)
+  membw       measure memory read bandwidth per node (--matrix: node to node)
+  topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
+  audit       place a model as `run` would and report where every page landed, and locality
+
+Run `locus <COMMAND> --help` for a command's options; `locus --version` prints the version.
+Environment: LOCUS_KERNELS=scalar|avx2|avx512 forces a kernel tier.
+             LOCUS_PREFETCH=l1|l2 forces where decode prefetches weights (default: L2
+             when they outgrow the last-level cache, else L1).
+";
+
+/// The placement options' help lines, shared by `run` and `audit`.
+macro_rules! numa_options_help {
+    () => {
+        "      --numa MODE         weight placement: off, distribute, interleave, isolate, mirror,
+                          shard or auto (default: auto = mirror if every node has room,
+                          else shard; on a one-node host mirror only where the kernels
+                          read a packed copy faster (Q4_0 on AVX-512), else off)
+      --numa-node N       the node for --numa isolate (default: the node locus starts on)
+      --pin node|core     pin each thread to its node's CPUs (default) or to one CPU
+      --strict            fail (exit 2) instead of falling back when placement cannot be honoured
+      --hugepages         back the weight copies with 2 MiB hugetlb pages (falls back loudly)
+      --poll N            how long idle threads spin, 0-100 (default 50; 0 where threads
+                          outnumber CPUs: VMs, CPU quotas)
+"
+    };
+}
+
+pub const RUN: &str = concat!(
+    "\
+Usage: locus run -m FILE (-p TEXT | -f FILE) [OPTIONS]
+
+Generates a continuation of the prompt. The generated text (not the prompt) goes to stdout as it
+is produced; load information, warnings and the timing line go to stderr.
+
+Options:
+  -m, --model FILE        GGUF model file (llama family)
+  -p, --prompt TEXT       prompt text (UTF-8); special tokens written in it (e.g. <|im_start|>)
+                          are recognised
+  -f, --file FILE         read the prompt from FILE (UTF-8; one trailing newline dropped, as
+                          llama.cpp does); -p and -f exclude each other
+  -n, --n-predict N       tokens to generate (default: -1 = until end of generation or context
+                          full; -2 the same)
+  -t, --threads N         worker threads, 1-1024 (default: the CPUs this process may use)
+  -c, --ctx-size N        context size in tokens (default: 4096, or the model's training
+                          context if smaller; 0 = the training context; more is allowed,
+                          with a warning)
+      --temp X            temperature; 0 or less = greedy (default: 0.8)
+      --top-k N           keep the N most likely tokens; 0 or less = off (default: 40)
+      --top-p X           nucleus sampling threshold; 1 = off (default: 0.95)
+      --min-p X           drop tokens below X × the top probability; 0 = off (default: 0.05)
+      --repeat-penalty X  penalise recent tokens; 1 = off (default: 1.0)
+      --repeat-last-n N   window of recent tokens for the penalty; 0 = off, -1 = the context
+                          (default: 64)
+  -s, --seed N            random seed (default: -1 = random, printed on stderr when sampling)
+  -ctk, --cache-type-k T  KV cache type: f16 (default, as llama.cpp), f32 or q8_0
+  -ctv, --cache-type-v T  (must equal -ctk)
+      --ignore-eos        keep generating past end-of-generation tokens
+      --chat              wrap the prompt as a user message in the model's chat template
+  -sys, --system TEXT     system message for --chat
+",
+    numa_options_help!(),
+    "  -v, --verbose           print model, kernel tier, placement and its audit to stderr
+  -h, --help              this help
+"
+);
+
+pub const PERPLEXITY: &str = "\
+Usage: locus perplexity -m FILE -f TEXT [OPTIONS]
+
+Cuts the tokenized text into windows of -c tokens, scores the second half of each, and prints
+`Final estimate: PPL = <value> +/- <error>` (the same procedure as llama-perplexity).
+
+Options:
+  -m, --model FILE     GGUF model file
+  -f, --file FILE      text to score
+  -c, --ctx-size N     window size in tokens, at least 4 (default: 512; 0 = the model's
+                       training context)
+      --chunks N       score at most N windows (default: -1 = all)
+  -t, --threads N      worker threads, 1-1024 (default: the CPUs this process may use)
+  -ctk, -ctv T         KV cache type: f16 (default), f32 or q8_0
+      --numa MODE, --numa-node N, --pin node|core, --strict, --hugepages
+                       weight placement, as for `locus run`
+  -h, --help           this help
+";
+
+pub const TOKENIZE: &str = "\
+Usage: locus tokenize -m FILE (-p TEXT | -f FILE | --stdin) [--ids] [--no-parse-special]
+
+Prints the token ids of a text as llama-tokenize does (BOS added if the model asks for it).
+
+Options:
+  -m, --model FILE       GGUF model file (only its vocabulary is used)
+  -p, --prompt TEXT      text to tokenize (UTF-8)
+  -f, --file FILE        read the text from FILE, every byte kept (as llama-tokenize does)
+      --stdin            read the text from standard input, every byte kept
+                         (one of -p, -f and --stdin)
+      --ids              print only `[id, id, ...]`
+      --no-parse-special treat special-token text (e.g. <|im_start|>) as plain text
+  -h, --help             this help
+";
+
+pub const GEN_MODEL: &str = "\
+Usage: locus gen-model OUTPUT [OPTIONS]
+
+Writes a llama-shaped GGUF with random weights and a working byte-level BPE vocabulary, so
+models of any size can be benchmarked without downloads. OUTPUT is written atomically.
+
+Options:
+      --preset NAME   starting shape: tiny (default) or 1b (dim 2048, 16 layers, FFN 5632,
+                      32 heads, 4 KV heads, vocabulary 32000)
+      --type T        weight type: Q4_0, Q4_1, Q8_0, F16, BF16, F32 (default: Q4_0)
+      --dim N         embedding length
+      --layers N      number of blocks
+      --ffn N         feed-forward length
+      --heads N       attention heads
+      --kv-heads N    key/value heads
+      --vocab N       vocabulary size (at least 259)
+      --ctx N         training context length written to the metadata
+      --seed N        random seed (default: 1)
+      --untied        separate output head instead of sharing the token embedding
+  -h, --help          this help
+";
+
+pub const BENCH: &str = "\
+Usage: locus bench -m FILE[,FILE...] [-p N] [-n N] [-r N] [-t N[,N...]] [--numa LIST|all]
+                   [--rounds N] [--cold] [--json | --csv] [--svg FILE] [placement options]
+
+For every model × thread count × placement mode (an arm), each in a fresh process and in that
+order: pp<N> evaluates N random prompt tokens from an empty cache, tg<N> generates N tokens one
+at a time; each after a warm-up run, repeated -r times, reported as mean ± sd tokens/s in
+llama-bench's markdown table (or JSON/CSV). Per arm also: load time, how much of the model file
+the page cache held at the start, weight bytes resident per node and locality (as `locus
+audit`), and the roofline: decode t/s as a share of (read bandwidth of the arm's nodes, measured
+as `locus membw` does right after each round of the arm, ÷ weight bytes read per token). Notes under the table give the host's
+numa_balancing and THP state and how far apart the arms are against run-to-run spread.
+
+Options:
+  -m, --model FILES   comma-separated GGUF files
+  -p, --n-prompt N    prompt tokens (default: 512; 0 skips the test)
+  -n, --n-gen N       generated tokens (default: 128; 0 skips the test)
+  -r, --repetitions N repetitions (default: 5)
+  -t, --threads LIST  comma-separated thread counts (default: the CPUs this process may use)
+      --numa LIST     comma-separated placement modes, or all (off, distribute, interleave,
+                      isolate, mirror, shard); default: auto
+      --rounds N      run the whole list of arms N times, round-robin, pooling the samples, so
+                      sd includes process-to-process spread and drift (default: 1)
+      --cold          drop the model file from the page cache before every arm (posix_fadvise);
+                      without it the file is read through before every arm (warm)
+      --json          JSON array of rows
+      --csv           CSV, one row per line
+      --svg FILE      draw the arms' decode speeds with sd whiskers, roofline and locality
+      --numa-node N, --pin node|core, --strict, --hugepages, --poll N
+                      placement options every arm shares, as for `locus run`
+  -h, --help          this help
+";
+
+pub const MEMBW: &str = "\
+Usage: locus membw [-t N] [--size MIB] [--passes N] [--matrix] [--json]
+
+Measures read bandwidth with threads pinned to each node's CPUs reading memory bound to that
+node (the decode roofline: tokens/s <= bandwidth / weight bytes read per token). Each thread
+streams its own slice, requesting lines 8 KiB ahead of its loads as the decode kernels do.
+--matrix measures every CPU node against every memory node: what locality is worth on this
+host.
+
+Options:
+  -t, --threads N   threads per measurement, capped at the node's CPUs (default: all allowed)
+      --size MIB    buffer per measurement (default: 512, or 4x the last-level cache
+                    where larger: a buffer the cache holds in part overstates memory)
+      --passes N    passes per measurement; the best counts (default: 5)
+      --matrix      node-to-node matrix
+      --json        one JSON object
+  -h, --help        this help
+";
+
+pub const QUANTIZE: &str = "\
+Usage: locus quantize INPUT OUTPUT TYPE
+
+Rewrites every 2-D weight of INPUT in TYPE (Q4_0, Q4_1, Q8_0, F16, BF16, F32), keeping 1-D
+tensors and all metadata, as `llama-quantize --pure` does. OUTPUT is written atomically.
+
+Options:
+  -h, --help   this help
+";
+
+pub const TOPO: &str = "\
+Usage: locus topo [--json]
+
+Prints what locus sees of the machine: NUMA nodes (CPUs, memory, page cache, hugepages,
+memory-only nodes), the distance matrix, the CPUs and nodes this process may use, which NUMA
+system calls are allowed (EPERM under Docker's default seccomp profile), numa_balancing, the
+transparent hugepage setting, and the kernel tier in use.
+
+Options:
+      --json   print one JSON object instead of the table
+  -h, --help   this help
+";
+
+pub const AUDIT: &str = concat!(
+    "\
+Usage: locus audit -m FILE [--numa MODE] [-t N] [--json]
+
+Places the model exactly as `locus run` would (reading one token's weights where they come from
+the file mapping), then reports per tensor and
+copy the pages on each node (move_pages, or /proc/self/numa_maps where that is refused), totals
+per node, how much of the model file is still in the page cache, and locality: the share of the
+weight bytes each thread reads per token that sit on its own node.
+
+Options:
+  -m, --model FILE        GGUF model file
+  -t, --threads N         worker threads (default: the CPUs of the nodes in use)
+",
+    numa_options_help!(),
+    "      --json              print one JSON object (mode, nodes, copies, page_cache_bytes,
+                          locality, warnings, ...)
+  -h, --help              this help
+"
+);

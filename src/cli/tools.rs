@@ -1,0 +1,294 @@
+//! `quantize`, `gen-model`, `bench`, `membw`, `topo` and `audit`: the commands that write
+//! models or measure the machine.
+
+use std::path::PathBuf;
+
+use locus::app;
+use locus::kernels::GgmlType;
+use locus::placement;
+
+use super::{err, help, int, numa_flag, print_help, shown, threads, unknown, utf8, Args, CliError};
+
+/// The most repetitions, rounds or passes a measurement takes (a typo's 10⁹ would run for
+/// days; llama-bench users type 5 to 100).
+const MAX_REPS: usize = 1000;
+/// The most tokens a bench test evaluates (a context of 2²⁰ tokens is already past any model
+/// locus runs; the KV cache is sized from it).
+const MAX_BENCH_TOKENS: usize = 1 << 20;
+
+/// `locus quantize INPUT OUTPUT TYPE`.
+pub fn quantize(a: Args) -> Result<(), CliError> {
+    let rest = a.rest();
+    if rest.iter().any(|s| s == "-h" || s == "--help") {
+        return print_help(help::QUANTIZE);
+    }
+    if let Some(flag) = rest
+        .iter()
+        .find(|s| s.as_encoded_bytes().starts_with(b"-") && s.len() > 1)
+    {
+        return Err(unknown("quantize", &shown(flag)));
+    }
+    let [input, output, ty] = rest else {
+        return err("quantize: expected INPUT OUTPUT TYPE (see `locus quantize --help`)");
+    };
+    let ty = utf8("quantize", "type", ty.clone())?;
+    let target = GgmlType::from_name(&ty).ok_or_else(|| {
+        CliError::Message(format!(
+            "quantize: unknown type {} (types: {})",
+            super::quote(&ty),
+            locus::model::quantize::TARGETS.join(", ")
+        ))
+    })?;
+    app::catch_interrupts();
+    let stop = locus::sys::signal::interrupt_flag();
+    locus::model::quantize::quantize_file(
+        &PathBuf::from(input),
+        &PathBuf::from(output),
+        target,
+        stop,
+    )
+    .map_err(app::AppError::from)?;
+    Ok(())
+}
+
+/// `locus gen-model OUTPUT`.
+pub fn gen_model(mut a: Args) -> Result<(), CliError> {
+    use locus::model::synth::SynthSpec;
+    let mut out = None;
+    let mut ty = GgmlType::Q4_0;
+    let mut spec = SynthSpec::tiny(ty);
+    let mut overrides: Vec<(String, usize)> = Vec::new();
+    let (mut seed, mut untied) = (None, false);
+    while let Some((flag, inline)) = a.next_flag() {
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::GEN_MODEL),
+            "--preset" => {
+                spec = match a.value(f, inline)?.as_str() {
+                    "tiny" => SynthSpec::tiny(ty),
+                    "1b" => SynthSpec::one_b(ty),
+                    other => {
+                        return err(format!(
+                            "--preset: unknown preset {} (tiny, 1b)",
+                            super::quote(other)
+                        ))
+                    }
+                }
+            }
+            "--type" => {
+                let v = a.value(f, inline)?;
+                ty = GgmlType::from_name(&v).ok_or_else(|| {
+                    CliError::Message(format!("--type: unknown type {}", super::quote(&v)))
+                })?;
+            }
+            "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx" => {
+                let max = locus::app::genmodel::MAX_DIM;
+                let v = int(f, &a.value(f, inline)?, 1, max)?;
+                overrides.push((flag, v));
+            }
+            "--seed" => seed = Some(int(f, &a.value(f, inline)?, 0, u64::MAX)?),
+            "--untied" => untied = true,
+            other if other.starts_with('-') && other.len() > 1 => {
+                return Err(unknown("gen-model", other))
+            }
+            _ => {
+                // A positional argument: the output path, any bytes.
+                if out.replace(PathBuf::from(a.current())).is_some() {
+                    return err("gen-model: more than one OUTPUT given");
+                }
+            }
+        }
+    }
+    spec.weight_type = ty;
+    for (flag, v) in overrides {
+        match flag.as_str() {
+            "--dim" => spec.n_embd = v,
+            "--layers" => spec.n_layer = v,
+            "--ffn" => spec.n_ff = v,
+            "--heads" => spec.n_head = v,
+            "--kv-heads" => spec.n_head_kv = v,
+            "--vocab" => spec.n_vocab = v,
+            _ => spec.n_ctx_train = v,
+        }
+    }
+    if let Some(s) = seed {
+        spec.seed = s;
+    }
+    if untied {
+        spec.tied = false;
+    }
+    let out = out.ok_or_else(|| {
+        CliError::Message("gen-model: OUTPUT is required (see `locus gen-model --help`)".into())
+    })?;
+    app::genmodel::run(&app::genmodel::GenModelOptions { out, spec })?;
+    Ok(())
+}
+
+/// `locus bench`.
+pub fn bench(mut a: Args) -> Result<(), CliError> {
+    use app::bench::{ArmOptions, BenchOptions, Format};
+    // The command as typed, for the chart's footer.
+    let command = std::iter::once("locus".to_string())
+        .chain(a.all().iter().skip(1).map(|s| shown(s)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut o = BenchOptions {
+        models: Vec::new(),
+        n_prompt: 512,
+        n_gen: 128,
+        reps: 5,
+        threads: vec![app::default_threads()],
+        modes: vec![placement::Mode::Auto],
+        numa: placement::Options::default(),
+        cold: false,
+        rounds: 1,
+        format: Format::Markdown,
+        svg: None,
+    };
+    let mut arm = false;
+    let (mut json, mut csv) = (false, false);
+    while let Some((flag, inline)) = a.next_flag() {
+        if flag != "--numa" && numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::BENCH),
+            "-m" | "--model" => {
+                // Comma-separated paths: split the bytes, so a path may be any bytes but ','.
+                use std::os::unix::ffi::OsStrExt;
+                let v = a.value_os(f, inline)?;
+                o.models = v
+                    .as_bytes()
+                    .split(|&b| b == b',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| PathBuf::from(std::ffi::OsStr::from_bytes(s)))
+                    .collect()
+            }
+            "-p" | "--n-prompt" => o.n_prompt = int(f, &a.value(f, inline)?, 0, MAX_BENCH_TOKENS)?,
+            "-n" | "--n-gen" => o.n_gen = int(f, &a.value(f, inline)?, 0, MAX_BENCH_TOKENS)?,
+            "-r" | "--repetitions" => o.reps = int(f, &a.value(f, inline)?, 1, MAX_REPS)?,
+            "-t" | "--threads" => {
+                o.threads = a
+                    .value(f, inline)?
+                    .split(',')
+                    .map(|v| threads(f, v))
+                    .collect::<Result<_, _>>()?
+            }
+            "--numa" => {
+                o.modes =
+                    app::bench::parse_modes(&a.value(f, inline)?).map_err(CliError::Message)?
+            }
+            "--cold" => o.cold = true,
+            "--rounds" => o.rounds = int(f, &a.value(f, inline)?, 1, MAX_REPS)?,
+            "--json" => json = true,
+            "--csv" => csv = true,
+            "--svg" => o.svg = Some(a.path(f, inline)?),
+            // Hidden: one arm in this process, one JSON line (what the parent runs).
+            "--arm" => arm = true,
+            other => return Err(unknown("bench", other)),
+        }
+    }
+    if o.models.is_empty() {
+        return err("bench: -m FILE is required");
+    }
+    if o.n_prompt + o.n_gen == 0 {
+        return err("bench: -p 0 and -n 0 leave nothing to measure");
+    }
+    o.format = match (json, csv) {
+        (true, true) => return err("bench: --json and --csv exclude each other"),
+        (true, false) => Format::Json,
+        (false, true) => Format::Csv,
+        (false, false) => Format::Markdown,
+    };
+    if arm {
+        let (model, threads, mode) = match (&o.models[..], &o.threads[..], &o.modes[..]) {
+            ([m], [t], [mode]) => (m.clone(), *t, *mode),
+            _ => return err("bench --arm: exactly one model, thread count and mode"),
+        };
+        let mut numa = o.numa.clone();
+        numa.mode = mode;
+        numa.threads = Some(threads);
+        app::bench::run_arm(&ArmOptions {
+            model,
+            n_prompt: o.n_prompt,
+            n_gen: o.n_gen,
+            reps: o.reps,
+            numa,
+            cold: o.cold,
+        })?;
+        return Ok(());
+    }
+    app::bench::run(&o, &command)?;
+    Ok(())
+}
+
+/// `locus membw`.
+pub fn membw(mut a: Args) -> Result<(), CliError> {
+    let mut o = app::membw::MembwOptions {
+        threads: app::default_threads(),
+        bytes: app::membw::default_bytes(0),
+        passes: 5,
+        matrix: false,
+        json: false,
+    };
+    while let Some((flag, inline)) = a.next_flag() {
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::MEMBW),
+            "-t" | "--threads" => o.threads = threads(f, &a.value(f, inline)?)?,
+            "--size" => {
+                // At most a quarter of the address space, so the byte count cannot overflow;
+                // the machine's memory is checked when the buffer is allocated.
+                let mib: usize = int(f, &a.value(f, inline)?, 1, usize::MAX >> 22)?;
+                o.bytes = mib << 20;
+            }
+            "--passes" => o.passes = int(f, &a.value(f, inline)?, 1, MAX_REPS)?,
+            "--matrix" => o.matrix = true,
+            "--json" => o.json = true,
+            other => return Err(unknown("membw", other)),
+        }
+    }
+    app::membw::run(&o)?;
+    Ok(())
+}
+
+/// `locus topo`.
+pub fn topo(mut a: Args) -> Result<(), CliError> {
+    let mut o = app::topo::TopoOptions::default();
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "-h" | "--help" => return print_help(help::TOPO),
+            "--json" if inline.is_none() => o.json = true,
+            "--json" => return err("topo: --json takes no value"),
+            other => return Err(unknown("topo", other)),
+        }
+    }
+    app::topo::run(&o).map_err(|e| CliError::Message(e.to_string()))
+}
+
+/// `locus audit`.
+pub fn audit(mut a: Args) -> Result<(), CliError> {
+    let mut model = None;
+    let mut o = app::audit::AuditOptions {
+        model: PathBuf::new(),
+        numa: placement::Options::default(),
+        json: false,
+    };
+    while let Some((flag, inline)) = a.next_flag() {
+        if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::AUDIT),
+            "-m" | "--model" => model = Some(a.path(f, inline)?),
+            "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
+            "--json" => o.json = true,
+            other => return Err(unknown("audit", other)),
+        }
+    }
+    o.model = model.ok_or_else(|| CliError::Message("audit: -m FILE is required".into()))?;
+    app::audit::run(&o)?;
+    Ok(())
+}

@@ -1,0 +1,599 @@
+//! Hostile input, round two: the command line and the process's limits, through the binary.
+//!
+//! - Arguments that are not UTF-8: a path is a path (any bytes); a prompt, a name or a number
+//!   that is not UTF-8 is one error line naming the flag.
+//! - Sizes: every numeric option is range-checked before anything is sized by it (`-c`, `-t`,
+//!   `--size`, `-p`/`-n` of bench, gen-model's shape); a context no memory holds is one error
+//!   line naming `-c`; `-c` beyond the training context runs, with a warning.
+//! - llama.cpp's sentinels and flags: `-s -1`, `-c 0`, `-n -1`, `--repeat-last-n -1`, `-sys`,
+//!   `--version`, `-p` with `-f` refused, NaN refused.
+//! - Limits: a thread that cannot be started (a pids limit) and an allocation that fails
+//!   (`ulimit -v`) are one error line in every placement mode, never a panic or an abort.
+//! - Signals: Ctrl-C during a long prompt acts within a second; during `quantize` and
+//!   `gen-model` it leaves no temporary file.
+//! - Output: every command survives a stdout and a stderr that fail (`/dev/full`).
+//! - A bench arm that dies is explained in words a user can act on.
+
+mod common;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{locus_cmd, locus_os, one_error_line};
+
+fn model(tag: &str) -> PathBuf {
+    common::write_synth(tag, 5, [300, 64, 2, 96, 4, 2])
+}
+
+fn bytes(b: &[u8]) -> OsString {
+    OsString::from_vec(b.to_vec())
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn arguments_that_are_not_utf8() {
+    let m = model("cli-utf8");
+    let dir = m.parent().unwrap().to_path_buf();
+    // A path is a path: a model whose name is not UTF-8 runs, and gen-model writes one.
+    let odd = dir.join(bytes(b"mod\xffel.gguf"));
+    std::fs::copy(&m, &odd).unwrap();
+    let run = |extra: &[OsString]| {
+        let mut a: Vec<OsString> = ["run", "-n", "2", "--temp", "0", "-m"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        a.extend_from_slice(extra);
+        locus_os(&a)
+    };
+    let out = run(&[odd.clone().into(), "-p".into(), "hi".into()]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let made = dir.join(bytes(b"gen\xfe.gguf"));
+    let out = locus_os(&[OsString::from("gen-model"), made.clone().into()]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(made.is_file());
+    let out = locus_os(&[
+        OsString::from("quantize"),
+        made.clone().into(),
+        dir.join(bytes(b"q\xfd.gguf")).into(),
+        "Q8_0".into(),
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // Text and values must be UTF-8: one line naming the flag and the bad byte.
+    let mp: OsString = m.clone().into();
+    for (args, flag) in [
+        (vec![mp.clone(), "-p".into(), bytes(b"caf\xe9")], "-p"),
+        (
+            vec![
+                mp.clone(),
+                "-p".into(),
+                "x".into(),
+                "--system".into(),
+                bytes(b"\xff"),
+            ],
+            "--system",
+        ),
+        (
+            vec![
+                mp.clone(),
+                "-p".into(),
+                "x".into(),
+                "-t".into(),
+                bytes(b"\xff2"),
+            ],
+            "-t",
+        ),
+        (
+            vec![
+                mp.clone(),
+                "-p".into(),
+                "x".into(),
+                "--numa".into(),
+                bytes(b"\xc3"),
+            ],
+            "--numa",
+        ),
+    ] {
+        let e = one_error_line(&run(&args), flag);
+        assert!(e.contains(flag) && e.contains("UTF-8"), "{flag}: {e}");
+    }
+    // A flag that is not UTF-8 is an unknown option, for every command.
+    for cmd in [
+        "run",
+        "perplexity",
+        "tokenize",
+        "bench",
+        "membw",
+        "topo",
+        "audit",
+        "gen-model",
+    ] {
+        let e = one_error_line(&locus_os(&[OsString::from(cmd), bytes(b"--\xff")]), cmd);
+        assert!(e.contains("unknown option"), "{cmd}: {e}");
+    }
+    let e = one_error_line(&locus_os(&[bytes(b"r\xffn")]), "command");
+    assert!(e.contains("unknown command"), "{e}");
+    let e = one_error_line(
+        &locus_os(&[
+            OsString::from("tokenize"),
+            "-m".into(),
+            mp,
+            "-p".into(),
+            bytes(b"\x80"),
+        ]),
+        "tokenize -p",
+    );
+    assert!(e.contains("-p") && e.contains("UTF-8"), "{e}");
+}
+
+#[test]
+fn sizes_are_range_checked_before_anything_is_sized() {
+    let m = model("cli-sizes");
+    let ms = m.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec!["run", "-m", ms, "-p", "hi", "-n", "2", "--temp", "0"];
+        a.extend_from_slice(extra);
+        common::locus(&a)
+    };
+    for (extra, flag, word) in [
+        (&["-c", "4294967295"][..], "-c", "memory"),
+        (&["-c", "4294967296"], "-c", "out of range"),
+        (&["-c", "18446744073709551616"], "-c", "out of range"),
+        (&["-c", "-3"], "-c", "out of range"),
+        (&["-t", "0"], "-t", "out of range"),
+        (&["-t", "99999"], "-t", "out of range"),
+        (&["-n", "-3"], "-n", "out of range"),
+        (
+            &["--repeat-last-n", "-2"],
+            "--repeat-last-n",
+            "out of range",
+        ),
+        (&["--poll", "101"], "--poll", "out of range"),
+        (
+            &["--numa-node", "99999999999"],
+            "--numa-node",
+            "out of range",
+        ),
+    ] {
+        let e = one_error_line(&run(extra), &format!("{extra:?}"));
+        assert!(e.contains(flag) && e.contains(word), "{extra:?}: {e}");
+    }
+    for (args, flag) in [
+        (
+            vec!["bench", "-m", ms, "-p", "1099511627776", "-n", "1"],
+            "-p",
+        ),
+        (vec!["bench", "-m", ms, "-r", "0"], "-r"),
+        (vec!["bench", "-m", ms, "-t", "1,0"], "-t"),
+        (vec!["membw", "--size", "18446744073709551615"], "--size"),
+        (vec!["membw", "--passes", "0"], "--passes"),
+        (
+            vec!["perplexity", "-m", ms, "-f", ms, "-c", "99999999999"],
+            "-c",
+        ),
+        (
+            vec!["perplexity", "-m", ms, "-f", ms, "--chunks", "0"],
+            "--chunks",
+        ),
+        (vec!["gen-model", "x.gguf", "--dim", "99999999999"], "--dim"),
+        (
+            vec![
+                "gen-model",
+                "x.gguf",
+                "--vocab",
+                "16777216",
+                "--dim",
+                "16777216",
+            ],
+            "--vocab",
+        ),
+    ] {
+        let e = one_error_line(&common::locus(&args), &format!("{args:?}"));
+        assert!(e.contains(flag), "{args:?}: {e}");
+    }
+    assert!(!Path::new("x.gguf").exists(), "gen-model wrote nothing");
+    // Beyond the training context (256) runs, with one warning.
+    let out = run(&["-c", "600"]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: -c 600 is more than the model's training context (256)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn llama_cpp_sentinels_and_flags() {
+    let m = model("cli-sentinels");
+    let ms = m.to_str().unwrap();
+    // -s -1: a random seed, printed so the run can be replayed with it.
+    let out = common::locus(&[
+        "run", "-m", ms, "-p", "hi", "-n", "6", "-s", "-1", "--temp", "1",
+    ]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    let seed = err
+        .split("locus: seed ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap_or_else(|| panic!("no seed line: {err}"))
+        .to_string();
+    let replay = common::locus(&[
+        "run", "-m", ms, "-p", "hi", "-n", "6", "-s", &seed, "--temp", "1",
+    ]);
+    assert_eq!(replay.stdout, out.stdout, "-s {seed} replays the -s -1 run");
+    assert!(
+        !stderr_of(&replay).contains("locus: seed"),
+        "an explicit seed is not printed"
+    );
+    // -c 0: the model's context (256): a 300-token generation stops when it is full.
+    let out = common::locus(&[
+        "run",
+        "-m",
+        ms,
+        "-p",
+        "hi",
+        "-c",
+        "0",
+        "-n",
+        "-1",
+        "--ignore-eos",
+        "--temp",
+        "0",
+        "--repeat-last-n",
+        "-1",
+    ]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the context of 256 tokens is full"), "{err}");
+    // -sys is --system; --version prints the version.
+    let out = common::locus(&[
+        "run", "-m", ms, "-p", "hi", "--chat", "-sys", "be brief", "-n", "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let v = common::locus(&["--version"]);
+    assert!(v.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        format!("locus {}", env!("CARGO_PKG_VERSION"))
+    );
+    // -p with -f, NaN and infinity are errors.
+    for (args, word) in [
+        (
+            vec!["run", "-m", ms, "-p", "a", "-f", ms],
+            "exclude each other",
+        ),
+        (vec!["run", "-m", ms, "-p", "a", "--temp", "nan"], "--temp"),
+        (
+            vec!["run", "-m", ms, "-p", "a", "--top-p", "NaN"],
+            "--top-p",
+        ),
+        (
+            vec!["run", "-m", ms, "-p", "a", "--min-p", "inf"],
+            "--min-p",
+        ),
+        (
+            vec!["run", "-m", ms, "-p", "a", "--repeat-penalty", "nan"],
+            "--repeat-penalty",
+        ),
+        (
+            vec!["tokenize", "-m", ms, "-p", "a", "--stdin"],
+            "exclude each other",
+        ),
+    ] {
+        let e = one_error_line(&common::locus(&args), &format!("{args:?}"));
+        assert!(e.contains(word), "{args:?}: {e}");
+    }
+}
+
+/// The placement modes a test runs in.
+const MODES: [&str; 7] = locus::placement::Mode::ALL_NAMES;
+
+#[test]
+fn a_thread_that_cannot_start_is_one_error_line() {
+    let m = model("cli-threads");
+    let ms = m.to_str().unwrap();
+    // Injected: the pool's first worker fails as under a pids limit, in every mode.
+    for mode in MODES {
+        let out = locus_cmd()
+            .args([
+                "run", "-m", ms, "-p", "hi", "-n", "2", "-t", "3", "--numa", mode,
+            ])
+            .env("LOCUS_FAULT", "spawn")
+            .output()
+            .unwrap();
+        let e = one_error_line(&out, mode);
+        assert!(
+            e.contains("cannot start worker thread") && e.contains("-t"),
+            "{mode}: {e}"
+        );
+    }
+    // A real limit: at most one process or thread for the user running locus.
+    let mut cmd = locus_cmd();
+    cmd.args(["run", "-m", ms, "-p", "hi", "-n", "2", "-t", "4"]);
+    if common::is_root() {
+        // Root ignores RLIMIT_NPROC; nobody does not. The model must be readable by nobody.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o644)).unwrap();
+        common::as_nobody(&mut cmd, Some(1));
+    } else {
+        common::skip::skip("RLIMIT_NPROC test needs root (to run locus alone as nobody)");
+        return;
+    }
+    let out = cmd.output().unwrap();
+    let e = one_error_line(&out, "RLIMIT_NPROC 1");
+    assert!(e.contains("cannot start"), "{e}");
+}
+
+#[test]
+fn an_address_space_limit_is_one_error_line_in_every_mode() {
+    let m = model("cli-ulimit");
+    let ms = m.to_str().unwrap();
+    // 512 MiB of address space; the KV cache and scratch of -c 2000000 need more than that
+    // (but less than the machine, so the size check alone does not catch it).
+    for mode in MODES {
+        let mut cmd = locus_cmd();
+        cmd.args([
+            "run", "-m", ms, "-p", "hi", "-n", "2", "-t", "2", "-c", "2000000", "--numa", mode,
+        ]);
+        common::with_address_limit(&mut cmd, 512 << 20);
+        let out = cmd.output().unwrap();
+        let err = stderr_of(&out);
+        assert!(
+            !err.contains("memory allocation of"),
+            "{mode}: aborted: {err}"
+        );
+        let e = one_error_line(&out, mode);
+        assert!(
+            e.contains("-c 2000000") && e.contains("out of memory"),
+            "{mode}: {e}"
+        );
+    }
+}
+
+/// Sends SIGINT to `child` and returns how long it took to exit, and its output.
+fn interrupt(child: &mut std::process::Child) -> (Duration, std::process::ExitStatus, String) {
+    // SAFETY: signalling our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let t = Instant::now();
+    let status = child.wait().unwrap();
+    let took = t.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).unwrap();
+    }
+    (took, status, err)
+}
+
+#[test]
+fn ctrl_c_during_a_long_prompt_acts_within_a_second() {
+    // About 1,800 prompt tokens on a 100 MB model take many seconds on two cores.
+    let dir = common::temp_dir("cli-sigint-prompt");
+    let m = dir.join("m.gguf");
+    let out = common::locus(&[
+        "gen-model",
+        m.to_str().unwrap(),
+        "--dim",
+        "1024",
+        "--layers",
+        "8",
+        "--ffn",
+        "2816",
+        "--heads",
+        "8",
+        "--kv-heads",
+        "4",
+        "--vocab",
+        "4096",
+        "--ctx",
+        "4096",
+        "--type",
+        "Q8_0",
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let prompt = dir.join("p.txt");
+    std::fs::write(&prompt, "hello world ".repeat(300)).unwrap();
+    let mut child = locus_cmd()
+        .args([
+            "run",
+            "-m",
+            m.to_str().unwrap(),
+            "-f",
+            prompt.to_str().unwrap(),
+        ])
+        .args(["-n", "1", "-c", "4096", "-t", "2", "--temp", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let (took, status, err) = interrupt(&mut child);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        took < Duration::from_secs(1),
+        "Ctrl-C took {took:?} to act: {err}"
+    );
+    assert!(
+        err.contains(" of ") && err.contains("prompt"),
+        "the prompt was cut short: {err}"
+    );
+}
+
+#[test]
+fn ctrl_c_during_writes_leaves_no_temporary() {
+    let dir = common::temp_dir("cli-sigint-write");
+    let big = dir.join("big.gguf");
+    let temps = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect()
+    };
+    // gen-model of the 1B shape takes seconds; interrupt it once, then twice.
+    for signals in [1, 2] {
+        let mut child = locus_cmd()
+            .args(["gen-model", big.to_str().unwrap(), "--preset", "1b"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the temporary file exists (the header is written first).
+        let t = Instant::now();
+        while temps(&dir).is_empty() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!temps(&dir).is_empty(), "gen-model never started writing");
+        if signals == 2 {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (_, status, err) = interrupt(&mut child);
+        assert_eq!(status.code(), Some(130), "{signals} Ctrl-C: {err}");
+        assert!(
+            temps(&dir).is_empty(),
+            "{signals} Ctrl-C left {:?}",
+            temps(&dir)
+        );
+        assert!(!big.exists(), "{signals} Ctrl-C: no half model");
+    }
+    // quantize, interrupted once it has started writing.
+    let src = dir.join("src.gguf");
+    let out = common::locus(&["gen-model", src.to_str().unwrap(), "--preset", "1b"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let mut child = locus_cmd()
+        .args([
+            "quantize",
+            src.to_str().unwrap(),
+            big.to_str().unwrap(),
+            "F32",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while temps(&dir).is_empty() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (took, status, err) = interrupt(&mut child);
+    assert_eq!(status.code(), Some(130), "quantize: {err}");
+    assert!(took < Duration::from_secs(1), "quantize took {took:?}");
+    assert!(
+        temps(&dir).is_empty() && !big.exists(),
+        "quantize left {:?}",
+        temps(&dir)
+    );
+}
+
+/// Runs `args` with stdout (or stderr) on `/dev/full`, where every write fails with ENOSPC.
+fn with_full(args: &[&str], stream: &str) -> std::process::Output {
+    let full = || {
+        Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+    };
+    let mut c = locus_cmd();
+    c.args(args);
+    if stream == "stdout" {
+        c.stdout(full()).stderr(Stdio::piped());
+    } else {
+        c.stdout(Stdio::piped()).stderr(full());
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn every_command_survives_failing_output() {
+    let m = model("cli-output");
+    let ms = m.to_str().unwrap();
+    let dir = m.parent().unwrap();
+    let text = dir.join("t.txt");
+    std::fs::write(&text, "word ".repeat(400)).unwrap();
+    let (ts, out1, out2) = (
+        text.to_str().unwrap().to_string(),
+        dir.join("o1.gguf"),
+        dir.join("o2.gguf"),
+    );
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["run", "-m", ms, "-p", "hi", "-n", "3"],
+        vec!["perplexity", "-m", ms, "-f", &ts, "-c", "64"],
+        vec!["tokenize", "-m", ms, "-p", "hello"],
+        vec!["quantize", ms, out1.to_str().unwrap(), "F16"],
+        vec!["gen-model", out2.to_str().unwrap()],
+        vec!["bench", "-m", ms, "-p", "8", "-n", "2", "-r", "1"],
+        vec!["membw", "--size", "8", "--passes", "1"],
+        vec!["topo"],
+        vec!["audit", "-m", ms],
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["--version"],
+    ];
+    for args in &commands {
+        // stdout failing: commands that print a result say so in one line (exit 2); those
+        // that print nothing on stdout succeed.
+        let out = with_full(args, "stdout");
+        let err = stderr_of(&out);
+        assert!(!err.contains("panicked"), "{args:?} stdout: {err}");
+        match out.status.code() {
+            Some(0) => {}
+            Some(2) => assert!(
+                err.contains("stdout") && err.contains("No space"),
+                "{args:?}: {err}"
+            ),
+            c => panic!("{args:?} with stdout on /dev/full: status {c:?}: {err}"),
+        }
+        // stderr failing: diagnostics are dropped, the command does its work.
+        let out = with_full(args, "stderr");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?} with stderr on /dev/full"
+        );
+    }
+    // The commands with a result on stdout report its loss.
+    for args in [&commands[0], &commands[2], &commands[7], &commands[9]] {
+        assert_eq!(with_full(args, "stdout").status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn a_bench_arm_that_dies_is_explained() {
+    let m = model("cli-arm");
+    for (sig, word) in [(libc::SIGKILL, "out-of-memory"), (libc::SIGSEGV, "SIGSEGV")] {
+        let out = locus_cmd()
+            .args([
+                "bench",
+                "-m",
+                m.to_str().unwrap(),
+                "-p",
+                "8",
+                "-n",
+                "2",
+                "-r",
+                "1",
+            ])
+            .env("LOCUS_FAULT", format!("arm-signal:{sig}"))
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let last = err.lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("locus: error: ") && last.contains(word),
+            "{last}"
+        );
+        assert!(
+            !err.contains("RUST_BACKTRACE") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+}
