@@ -203,3 +203,80 @@ fn batched_equals_sequential_bit_for_bit() {
         }
     }
 }
+
+/// The q8_0 KV cache (`-ctk q8_0 -ctv q8_0`): batched and one-at-a-time evaluation, any thread
+/// count and every kernel tier give the same bits (its attention does not depend on the
+/// batch's shape); its logits stay close to the f16 cache's; a model whose heads are not whole
+/// 32-value blocks is refused by name.
+#[test]
+fn q8_0_kv_cache_is_deterministic_and_close_to_f16() {
+    let spec = SynthSpec {
+        n_embd: 128,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 192,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    };
+    let bytes = synth_model(&spec).to_bytes();
+    let g = Gguf::parse(&bytes).unwrap();
+    let c = LlamaConfig::from_gguf(&g).unwrap();
+    assert_eq!(c.head_dim, 32);
+    let tokens: Vec<u32> = (0..70).map(|i| (i * 37 + 11) % 384).collect();
+    let run = |kernels: Kernels, threads: usize, kv: KvType, batched: bool| -> Vec<Vec<f32>> {
+        let w = LlamaWeights::from_gguf(&g, &c).unwrap();
+        let model = Llama::new(c.clone(), w, kernels);
+        let pool = Pool::new(threads, |_| {});
+        let mut s = model.new_state(128, threads, kv);
+        let mut out = Vec::new();
+        if batched {
+            model.eval(&pool, &mut s, &tokens, 0, |_, l| out.push(l.to_vec()));
+        } else {
+            for &t in &tokens {
+                model.forward(&pool, &mut s, t, true);
+                out.push(s.logits(0).to_vec());
+            }
+        }
+        out
+    };
+    let want = run(Kernels::scalar(), 1, KvType::Q8_0, false);
+    let mut kernels = vec![Kernels::scalar()];
+    for t in [Tier::Avx2, Tier::Avx512] {
+        match Kernels::for_tier(t) {
+            Ok(k) => kernels.push(k),
+            Err(e) => common::skip::tier_unavailable(t, &e),
+        }
+    }
+    for k in kernels {
+        for (threads, batched) in [(1, true), (2, false), (3, true)] {
+            let got = run(k, threads, KvType::Q8_0, batched);
+            assert!(
+                got == want,
+                "tier {} {threads} threads batched={batched}: q8_0 logits differ",
+                k.tier
+            );
+        }
+    }
+    // Close to the f16 cache: the largest logit error, against the logits' spread.
+    let f16 = run(Kernels::scalar(), 1, KvType::F16, false);
+    for (i, (a, b)) in want.iter().zip(&f16).enumerate() {
+        let spread = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err <= 0.05 * spread, "token {i}: error {err} of {spread}");
+    }
+    assert_ne!(want, f16, "the q8_0 cache is really used");
+    // Heads of 16 values cannot be q8_0 rows.
+    let tiny = synth_model(&SynthSpec::tiny(GgmlType::Q8_0)).to_bytes();
+    let g = Gguf::parse(&tiny).unwrap();
+    let c = LlamaConfig::from_gguf(&g).unwrap();
+    let model = Llama::new(
+        c.clone(),
+        LlamaWeights::from_gguf(&g, &c).unwrap(),
+        Kernels::scalar(),
+    );
+    let e = model
+        .try_new_state(64, 1, KvType::Q8_0)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("q8_0") && e.contains("16 values"), "{e}");
+}

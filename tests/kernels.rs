@@ -693,3 +693,36 @@ fn attention_decode_row_dots_equal_scalar_single_dots() {
         }
     }
 }
+
+/// The q8_0 KV cache's weighted row sum (`out += p × row`) gives the scalar oracle's bits in
+/// every tier, and equals dequantizing the row and adding `p × value` one element at a time.
+#[test]
+fn kv_add_q8_0_tiers_equal_scalar() {
+    fn prop(r: Rows, p: i16) -> bool {
+        let row = weight_bytes(GgmlType::Q8_0, &r.w);
+        let p = f32::from(p) / 4096.0;
+        let scalar = Kernels::scalar();
+        let mut want = r.x.clone();
+        scalar.kv_add_q8_0(&row, p, &mut want);
+        let mut deq = vec![0f32; r.w.len()];
+        dequantize_row(GgmlType::Q8_0, &row, &mut deq);
+        let by_hand: Vec<f32> = r.x.iter().zip(&deq).map(|(o, v)| o + p * v).collect();
+        if !same_bits(&want, &by_hand) {
+            eprintln!("scalar kv_add_q8_0 differs from dequantize-then-add");
+            return false;
+        }
+        tiers().iter().all(|k| {
+            let mut got = r.x.clone();
+            k.kv_add_q8_0(&row, p, &mut got);
+            let same = same_bits(&got, &want);
+            if !same {
+                eprintln!("tier {}: {got:?} != {want:?}", k.tier);
+            }
+            same
+        })
+    }
+    qc::check(
+        "kv_add_q8_0_tiers_equal_scalar",
+        prop as fn(Rows, i16) -> bool,
+    );
+}

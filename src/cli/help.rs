@@ -67,7 +67,8 @@ Options:
       --repeat-last-n N   window of recent tokens for the penalty; 0 = off, -1 = the context
                           (default: 64)
   -s, --seed N            random seed (default: -1 = random, printed on stderr when sampling)
-  -ctk, --cache-type-k T  KV cache type: f16 (default, as llama.cpp), f32 or q8_0
+  -ctk, --cache-type-k T  KV cache type: f16 (default, as llama.cpp), f32 or q8_0 (keys and
+                          values in Q8_0 blocks, as llama.cpp's -fa on stores them)
   -ctv, --cache-type-v T  (must equal -ctk)
       --ignore-eos        keep generating past end-of-generation tokens
       --chat              wrap the prompt as a user message in the model's chat template

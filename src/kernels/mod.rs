@@ -462,6 +462,7 @@ pub struct Kernels {
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
     rope: RopeFn,
+    kv_add_q8_0: fn(&[BlockQ8_0], f32, &mut [f32]),
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
@@ -518,6 +519,7 @@ impl Kernels {
             softmax: ggml_math::softmax,
             swiglu: ggml_math::swiglu,
             rope: ggml_math::rope,
+            kv_add_q8_0: |row, p, out| ops::add_scaled_q8_0(row, p, out),
             q4_0_tile: scalar::tile_q4_0_q8_0,
             q4_0_chain_tile: scalar::tile_q4_0_q8_0_chain,
             q4_1_tile: scalar::tile_q4_1_q8_1,
@@ -560,6 +562,7 @@ impl Kernels {
                 widen_f16: x86_64::avx2::widen_f16,
                 softmax: x86_64::avx2::softmax,
                 swiglu: x86_64::avx2::swiglu,
+                kv_add_q8_0: x86_64::avx2::kv_add_q8_0,
                 rope: x86_64::avx2::rope,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
                 q4_0_chain_tile: x86_64::avx2::tile_q4_0_q8_0_chain,
@@ -593,6 +596,7 @@ impl Kernels {
                 q4_0_packed_panel: Some(x86_64::avx512::panel_q4_0_q8_0_packed),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
+                kv_add_q8_0: x86_64::avx512::kv_add_q8_0,
                 softmax: x86_64::avx512::softmax,
                 att_gemv: x86_64::avx512::att_gemv,
                 att_gemv_rows: x86_64::avx512::att_gemv_rows,
@@ -1075,6 +1079,15 @@ impl Kernels {
     #[inline]
     pub fn swiglu(&self, gate: &mut [f32], up: &[f32]) {
         (self.swiglu)(gate, up)
+    }
+
+    /// `out[j] += p × v[j]` for the values of one Q8_0 row ([`ops::add_scaled_q8_0`]'s bits in
+    /// every tier): a q8_0 KV cache's weighted sum of value rows.
+    #[inline]
+    pub fn kv_add_q8_0(&self, row: &[u8], p: f32, out: &mut [f32]) {
+        let blocks = checked_blocks::<BlockQ8_0>(row, out.len() / QK);
+        assert_eq!(blocks.len() * QK, out.len(), "kv_add_q8_0 length mismatch");
+        (self.kv_add_q8_0)(blocks, p, out)
     }
 
     /// Attention dot product as llama.cpp computes it for a batch of tokens (tinyBLAS).

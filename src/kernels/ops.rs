@@ -67,6 +67,23 @@ impl Rope {
     }
 }
 
+/// `out[j] += p × (q[j] × d)` over the blocks of one Q8_0 row (each value `q × d` exactly as
+/// ggml dequantizes it): the weighted sum of value rows of a q8_0 KV cache, one position at a
+/// time. The scalar oracle; the SIMD tiers compile this same loop wider
+/// ([`super::Kernels::kv_add_q8_0`]), elementwise without fused multiply-adds, so every tier
+/// gives these bits.
+#[inline(always)]
+pub fn add_scaled_q8_0(row: &[super::blocks::BlockQ8_0], p: f32, out: &mut [f32]) {
+    use super::blocks::{self, QK};
+    assert_eq!(row.len() * QK, out.len(), "add_scaled_q8_0 length mismatch");
+    for (b, o) in row.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = blocks::scale(b.d);
+        for (o, &q) in o.iter_mut().zip(&b.qs) {
+            *o += p * (q as f32 * d);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

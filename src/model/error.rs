@@ -52,6 +52,11 @@ pub enum ModelError {
         bytes: Option<u64>,
         n_ctx_train: usize,
     },
+    /// A KV cache type this model cannot use.
+    KvType {
+        ty: &'static str,
+        why: String,
+    },
     /// `quantize` to a type it does not write.
     UnsupportedTarget(&'static str),
     /// Writing a model file failed (or was refused: a device, a FIFO).
@@ -115,6 +120,7 @@ impl fmt::Display for ModelError {
                 }
                 write!(f, "; use a smaller -c (the model was trained with {n_ctx_train})")
             }
+            ModelError::KvType { ty, why } => write!(f, "-ctk/-ctv {ty}: the cache {why}"),
             ModelError::UnsupportedTarget(ty) => write!(
                 f,
                 "{ty} is not a type locus quantizes to (types: {})",

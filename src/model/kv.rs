@@ -1,15 +1,27 @@
 //! The KV cache's element storage.
+//!
+//! f16 (llama.cpp's default) and f32 keep one value per element, keys head-major and values
+//! transposed, as llama.cpp's attention without flash attention does. q8_0 keeps whole rows of
+//! a head's `head_dim` values in ggml's Q8_0 blocks, keys and values alike, as llama.cpp's
+//! flash-attention path stores them: a key row is dotted with the query quantized to q8_0
+//! (ggml's `vec_dot_q8_0_q8_0`), a value row's values are added in f32, weighted by its softmax
+//! probability. llama.cpp refuses a quantized V cache without flash attention, and its flash
+//! attention sums in another order, so q8_0 has no bit-exact reference: its cost is measured
+//! as perplexity against f16 (BENCHMARKS.md, "Quantized KV cache"). q4_0 was measured too and
+//! left out: +21% perplexity on SmolLM2.
 
 use crate::kernels::ggml_math::round_f16;
 use crate::kernels::half::f32_to_f16;
-use crate::kernels::Kernels;
+use crate::kernels::{blocks, GgmlType, Kernels};
 
 /// Element type of the KV cache (llama.cpp's `--cache-type-k/v`): f16 is the default and what
-/// llama.cpp uses; f32 trades twice the memory for exact keys and values.
+/// llama.cpp uses; f32 trades twice the memory for exact keys and values; q8_0 takes 1.06
+/// bytes per value (see the module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvType {
     F16,
     F32,
+    Q8_0,
 }
 
 /// Element types whose all-zero bit pattern is a valid value (zero), so a zeroed allocation
@@ -40,30 +52,53 @@ pub(crate) fn try_zeroed<T: ZeroIsValid>(len: usize) -> Option<Vec<T>> {
 
 impl KvType {
     /// Names as `-ctk`/`-ctv` take them.
-    pub const NAMES: [&'static str; 2] = ["f16", "f32"];
+    pub const NAMES: [&'static str; 3] = ["f16", "f32", "q8_0"];
 
     pub fn parse(s: &str) -> Option<KvType> {
         match s {
             "f16" => Some(KvType::F16),
             "f32" => Some(KvType::F32),
+            "q8_0" => Some(KvType::Q8_0),
             _ => None,
         }
     }
 
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The block type of a quantized cache.
+    pub fn block_type(self) -> Option<GgmlType> {
+        match self {
+            KvType::Q8_0 => Some(GgmlType::Q8_0),
+            KvType::F16 | KvType::F32 => None,
+        }
+    }
+
+    /// Bytes of a row of `n` values (`n` a multiple of 32 for the quantized types).
+    pub fn row_bytes(self, n: usize) -> usize {
+        match self.block_type() {
+            Some(t) => t.row_bytes(n),
+            None => n * self.bytes(),
+        }
+    }
+
     /// Rounds `v` as the cache would store it (ggml converts the f32 operand of a product with
-    /// the cache to the cache's type).
+    /// the cache to the cache's type); the quantized types take the query through q8_0 and the
+    /// probabilities in f32 instead.
     #[inline]
     pub fn round(self, v: f32) -> f32 {
         match self {
             KvType::F16 => round_f16(v),
-            KvType::F32 => v,
+            KvType::F32 | KvType::Q8_0 => v,
         }
     }
 
+    /// Bytes per element of the unquantized types (the quantized ones: [`KvType::row_bytes`]).
     pub fn bytes(self) -> usize {
         match self {
             KvType::F16 => 2,
-            KvType::F32 => 4,
+            KvType::F32 | KvType::Q8_0 => 4,
         }
     }
 }
@@ -89,6 +124,40 @@ impl Arith {
 
 /// ggml pads the KV length it attends over to a multiple of this.
 pub const KV_PAD: usize = 256;
+
+/// Stores whole rows into a quantized [`KvBuf`] from several threads at once, each row by one
+/// thread only.
+pub(crate) struct RowWriter {
+    ptr: *mut u8,
+    len: usize,
+    row: usize,
+    ty: GgmlType,
+}
+
+// SAFETY: threads write disjoint rows (the caller's obligation in `set_row`), and the buffer
+// outlives the parallel step that uses the writer.
+unsafe impl Sync for RowWriter {}
+
+impl RowWriter {
+    /// Quantizes `x` into row `r` with ggml's quantizer for storing into this type (its
+    /// `from_float`: for q8_0 the x86 one, rounding half to even).
+    ///
+    /// # Safety
+    /// No other thread may access row `r` while the writer is in use.
+    pub(crate) unsafe fn set_row(&self, r: usize, x: &[f32]) {
+        assert!((r + 1) * self.row <= self.len, "KV row out of range");
+        // SAFETY: in bounds (checked above); the row is this thread's alone by the contract.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r * self.row), self.row) };
+        match self.ty {
+            GgmlType::Q8_0 => {
+                let mut b = vec![blocks::BlockQ8_0::default(); x.len() / blocks::QK];
+                blocks::quantize_act_q8_0(x, &mut b);
+                dst.copy_from_slice(blocks::block_bytes(&b));
+            }
+            t => panic!("no KV quantizer for {}", t.name()),
+        }
+    }
+}
 
 /// Stores into a [`KvBuf`] from several threads at once, each element by one thread only.
 pub(crate) struct KvWriter {
@@ -123,15 +192,71 @@ impl KvWriter {
 pub(crate) enum KvBuf {
     F16(Vec<u16>),
     F32(Vec<f32>),
+    /// Rows of `row` bytes in blocks of `ty` (see the module).
+    Quant {
+        ty: GgmlType,
+        row: usize,
+        bytes: Vec<u8>,
+    },
 }
 
 impl KvBuf {
-    /// A zeroed buffer of `len` elements, or `None` where memory runs out.
-    pub(crate) fn try_new(ty: KvType, len: usize) -> Option<KvBuf> {
+    /// A zeroed buffer of `len` elements in rows of `row_len` values, or `None` where memory
+    /// runs out.
+    pub(crate) fn try_new(ty: KvType, len: usize, row_len: usize) -> Option<KvBuf> {
         Some(match ty {
             KvType::F16 => KvBuf::F16(try_zeroed(len)?),
             KvType::F32 => KvBuf::F32(try_zeroed(len)?),
+            KvType::Q8_0 => {
+                let t = ty.block_type()?;
+                let row = t.row_bytes(row_len);
+                KvBuf::Quant {
+                    ty: t,
+                    row,
+                    bytes: try_zeroed(len / row_len * row)?,
+                }
+            }
         })
+    }
+
+    /// Row `r` of a quantized buffer.
+    ///
+    /// # Panics
+    /// On an f16 or f32 buffer: a caller bug.
+    #[inline]
+    pub(crate) fn quant_row(&self, r: usize) -> &[u8] {
+        let KvBuf::Quant { row, bytes, .. } = self else {
+            panic!("quant_row on an unquantized KV cache");
+        };
+        &bytes[r * row..(r + 1) * row]
+    }
+
+    /// Rows `r..r + n` of a quantized buffer, contiguous.
+    ///
+    /// # Panics
+    /// On an f16 or f32 buffer: a caller bug.
+    #[inline]
+    pub(crate) fn quant_rows(&self, r: usize, n: usize) -> &[u8] {
+        let KvBuf::Quant { row, bytes, .. } = self else {
+            panic!("quant_rows on an unquantized KV cache");
+        };
+        &bytes[r * row..(r + n) * row]
+    }
+
+    /// A writer of whole quantized rows, for threads that store disjoint rows in one step.
+    ///
+    /// # Panics
+    /// On an f16 or f32 buffer: a caller bug.
+    pub(crate) fn row_writer(&mut self) -> RowWriter {
+        let KvBuf::Quant { ty, row, bytes } = self else {
+            panic!("row_writer on an unquantized KV cache");
+        };
+        RowWriter {
+            ptr: bytes.as_mut_ptr(),
+            len: bytes.len(),
+            row: *row,
+            ty: *ty,
+        }
     }
 
     /// A writer through which threads store disjoint elements in one parallel step.
@@ -147,6 +272,7 @@ impl KvBuf {
                 len: b.len(),
                 f16: false,
             },
+            KvBuf::Quant { .. } => panic!("writer on a quantized KV cache: use row_writer"),
         }
     }
 
@@ -167,6 +293,7 @@ impl KvBuf {
             }
             (KvBuf::F16(b), Arith::Batch) => k.att_dot_batch(&b[start..start + y.len()], y),
             (KvBuf::F32(b), _) => k.dot_f32(&b[start..start + y.len()], y),
+            (KvBuf::Quant { .. }, _) => panic!("element dot on a quantized KV cache"),
         }
     }
 

@@ -21,7 +21,7 @@ pub use super::kv::{Arith, KvType};
 use super::kv::{KvBuf, KV_PAD};
 use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
-use crate::kernels::{ActRow, ActType, GgmlType, Kernels, Layout, PACK_ROWS};
+use crate::kernels::{ActRow, ActType, GgmlType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -127,6 +127,15 @@ impl StateBytes {
     pub fn total(&self) -> u64 {
         self.kv.saturating_add(self.scratch)
     }
+}
+
+/// A thread's share of an attention step ([`Llama::attention_items`]): items `first, first +
+/// step, …` below `count`, of the KV heads from `g0` on.
+struct Items {
+    g0: usize,
+    first: usize,
+    count: usize,
+    step: usize,
 }
 
 /// The batch's input rows quantized once for each activation format a group of matmuls needs,
@@ -320,8 +329,8 @@ impl<'a> Llama<'a> {
     ) -> Option<StateBytes> {
         let c = &self.config;
         let kv = (n_ctx as u64)
-            .checked_mul(c.kv_dim() as u64)?
-            .checked_mul(kv_type.bytes() as u64)?
+            .checked_mul(c.n_head_kv as u64)?
+            .checked_mul(kv_type.row_bytes(c.head_dim) as u64)?
             .checked_mul(2 * c.n_layer as u64)?;
         let scratch = (self.scratch_stride(n_ctx)? as u64)
             .checked_mul(n_threads.max(1) as u64)?
@@ -356,6 +365,16 @@ impl<'a> Llama<'a> {
             bytes,
             n_ctx_train: c.n_ctx_train,
         };
+        if kv_type.block_type().is_some() && !c.head_dim.is_multiple_of(crate::kernels::QK) {
+            return Err(super::ModelError::KvType {
+                ty: kv_type.name(),
+                why: format!(
+                    "keeps rows of whole 32-value blocks, and this model's heads have {} values; \
+                     use f16",
+                    c.head_dim
+                ),
+            });
+        }
         let Some(sizes) = sizes else {
             return Err(too_big(None));
         };
@@ -369,8 +388,9 @@ impl<'a> Llama<'a> {
         let mut k = Vec::with_capacity(c.n_layer);
         let mut v = Vec::with_capacity(c.n_layer);
         for _ in 0..c.n_layer {
-            k.push(KvBuf::try_new(kv_type, kv_len).ok_or(too_big(Some(sizes.total())))?);
-            v.push(KvBuf::try_new(kv_type, kv_len).ok_or(too_big(Some(sizes.total())))?);
+            let hd = c.head_dim;
+            k.push(KvBuf::try_new(kv_type, kv_len, hd).ok_or(too_big(Some(sizes.total())))?);
+            v.push(KvBuf::try_new(kv_type, kv_len, hd).ok_or(too_big(Some(sizes.total())))?);
         }
         let scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * scratch_stride)
             .ok_or(too_big(Some(sizes.total())))?;
@@ -676,6 +696,9 @@ impl<'a> Llama<'a> {
     /// Stores the batch's keys and values: each group writes its KV heads' channels, split
     /// among its threads.
     fn store_kv(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
+        if s.kv_type.block_type().is_some() {
+            return self.store_kv_rows(pool, s, layer, n);
+        }
         let c = &self.config;
         let (kv_dim, hd, n_ctx, pos0) = (c.kv_dim(), c.head_dim, s.n_ctx, s.pos);
         let kw = s.k[layer].writer();
@@ -701,9 +724,105 @@ impl<'a> Llama<'a> {
         });
     }
 
+    /// The (token, query head) items of thread `tid` in an attention step over `n` tokens: its
+    /// group's KV heads' query heads, KV-head-major, dealt round-robin among the group's threads
+    /// (a later token attends over more keys, so contiguous shares would leave the first
+    /// threads idle); `None` when it has none.
+    fn attention_items(&self, pool: &Pool, tid: usize, n: usize) -> Option<Items> {
+        let c = &self.config;
+        let grp = pool.group_of(tid);
+        let (g0, g1) = self.kv_heads_of_group(pool, grp);
+        let threads = &pool.groups()[grp];
+        let count = n * (g1 - g0) * (c.n_head / c.n_head_kv);
+        let first = tid - threads.start;
+        (first < count).then_some(Items {
+            g0,
+            first,
+            count,
+            step: threads.len(),
+        })
+    }
+
+    /// A quantized cache's store: each group quantizes its KV heads' rows (one head's values
+    /// of one token), split among its threads. Keys and values are both head-major, row
+    /// `head * n_ctx + pos`.
+    fn store_kv_rows(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
+        let c = &self.config;
+        let (kv_dim, hd, n_ctx, pos0) = (c.kv_dim(), c.head_dim, s.n_ctx, s.pos);
+        let kw = s.k[layer].row_writer();
+        let vw = s.v[layer].row_writer();
+        let (kcur, vcur) = (&s.kcur, &s.vcur);
+        pool.run(&|tid| {
+            let g = pool.group_of(tid);
+            let (h0, h1) = self.kv_heads_of_group(pool, g);
+            let threads = &pool.groups()[g];
+            let (r0, r1) = split((h1 - h0) * n, tid - threads.start, threads.len());
+            for item in r0..r1 {
+                let (head, b) = (h0 + item / n, item % n);
+                let row = head * n_ctx + pos0 + b;
+                let at = b * kv_dim + head * hd;
+                // SAFETY: row (head, token) belongs to this thread alone (its group's heads'
+                // rows of this batch, split among the group's threads).
+                unsafe {
+                    kw.set_row(row, &kcur[at..at + hd]);
+                    vw.set_row(row, &vcur[at..at + hd]);
+                }
+            }
+        });
+    }
+
+    /// Attention over a quantized cache (see `kv.rs`): each score is ggml's `vec_dot` of the
+    /// key row with the query quantized to q8_0 (all of a head's rows in one matrix-vector
+    /// run, whose every output equals the single dot); each output is the sum over positions
+    /// of the value row's values times its probability, in f32, in position order
+    /// ([`crate::kernels::ops::add_scaled_q8_0`]).
+    fn attention_quant(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
+        let c = &self.config;
+        let (hd, n_ctx, q_dim) = (c.head_dim, s.n_ctx, c.q_dim());
+        let group = c.n_head / c.n_head_kv;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let ty = s.kv_type.block_type().expect("a quantized cache");
+        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
+        let pos0 = s.pos;
+        let stride = s.scratch_stride;
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let kernels = &self.kernels;
+        pool.run(&|tid| {
+            let Some(it) = self.attention_items(pool, tid, n) else {
+                return;
+            };
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
+            let sc = &mut mine[..n_ctx];
+            let mut act = ActRow::new_for(ty);
+            let per_kv_head = n * group;
+            for item in (it.first..it.count).step_by(it.step) {
+                let g = it.g0 + item / per_kv_head;
+                let (b, h) = (item % per_kv_head / group, g * group + item % group);
+                let n_kv = pos0 + b + 1;
+                kernels.quantize_act(&mut act, &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd]);
+                let sc = &mut sc[..n_kv];
+                let keys = kc.quant_rows(g * n_ctx, n_kv);
+                kernels.gemv(ty, SumOrder::Lanes, keys, &act, sc);
+                kernels.softmax(sc, scale);
+                let at = b * q_dim + h * hd;
+                // SAFETY: output (b, h) belongs to this thread's items alone.
+                let out = unsafe { att.slice(at, at + hd) };
+                out.fill(0.0);
+                for (t, &p) in sc.iter().enumerate() {
+                    kernels.kv_add_q8_0(vc.quant_row(g * n_ctx + t), p, out);
+                }
+            }
+        });
+    }
+
     /// Causal attention of the batch's tokens. Each group computes the query heads of its KV
     /// heads; its (token, head) pairs are split among its threads.
     fn attention(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, arith: Arith) {
+        if s.kv_type.block_type().is_some() {
+            return self.attention_quant(pool, s, layer, n);
+        }
         let c = &self.config;
         let (hd, n_ctx) = (c.head_dim, s.n_ctx);
         let group = c.n_head / c.n_head_kv;
@@ -721,16 +840,9 @@ impl<'a> Llama<'a> {
         let scratch = Out::new(&mut s.scratch);
         let kernels = &self.kernels;
         pool.run(&|tid| {
-            let grp = pool.group_of(tid);
-            let (g0, g1) = self.kv_heads_of_group(pool, grp);
-            let threads = &pool.groups()[grp];
-            let heads = (g1 - g0) * group;
-            // Items dealt round-robin: a later token attends over more keys, so contiguous
-            // shares would leave the first threads idle.
-            let (me, step) = (tid - threads.start, threads.len());
-            if me >= n * heads {
+            let Some(it) = self.attention_items(pool, tid, n) else {
                 return;
-            }
+            };
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
             let (sc, rest) = mine.split_at_mut(n_ctx);
@@ -742,8 +854,8 @@ impl<'a> Llama<'a> {
             let mut widened = None;
             // Items KV-head-major (so each thread widens each head once), dealt round-robin.
             let per_kv_head = n * group;
-            for item in (me..n * heads).step_by(step) {
-                let g = g0 + item / per_kv_head;
+            for item in (it.first..it.count).step_by(it.step) {
+                let g = it.g0 + item / per_kv_head;
                 let (b, h) = (item % per_kv_head / group, g * group + item % group);
                 let n_kv = pos0 + b + 1;
                 if wide && widened != Some(g) {

@@ -1173,3 +1173,19 @@ pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { swiglu_impl(gate, up) }
 }
+
+/// `ops::add_scaled_q8_0` compiled for this tier's vectors (elementwise, no fused
+/// multiply-adds: the same bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn kv_add_q8_0_impl(row: &[crate::kernels::blocks::BlockQ8_0], p: f32, out: &mut [f32]) {
+    crate::kernels::ops::add_scaled_q8_0(row, p, out)
+}
+
+pub(in crate::kernels) fn kv_add_q8_0(
+    row: &[crate::kernels::blocks::BlockQ8_0],
+    p: f32,
+    out: &mut [f32],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { kv_add_q8_0_impl(row, p, out) }
+}
