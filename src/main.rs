@@ -12,6 +12,8 @@ fn main() -> ExitCode {
     let _ = locus::sys::signal::default_sigpipe();
     // A model file truncated under our mapping: one error line and exit 2, not "Bus error".
     let _ = locus::sys::signal::catch_sigbus();
+    // SIGTERM or SIGHUP while a file is written: its temporary goes with the process.
+    let _ = locus::sys::signal::catch_termination();
     // Arguments as the OS gave them: a path or a prompt may hold any bytes (std::env::args
     // would panic on one that is not UTF-8).
     match cli::dispatch(std::env::args_os().collect()) {

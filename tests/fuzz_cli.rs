@@ -179,13 +179,22 @@ fn fixture() -> &'static Fixture {
 }
 
 impl Fixture {
-    /// Kinds of the special files, which no case may change.
+    /// Kinds and device numbers of the special files cases may name (the fixture's FIFO and
+    /// socket, and the host's /dev/null, /dev/zero and /dev/full), which no case may change.
     fn specials(&self) -> Vec<String> {
-        ["fifo", "sock"]
+        use std::os::unix::fs::MetadataExt;
+        let paths = [
+            self.dir.join("fifo"),
+            self.dir.join("sock"),
+            "/dev/null".into(),
+            "/dev/zero".into(),
+            "/dev/full".into(),
+        ];
+        paths
             .iter()
-            .map(|n| {
-                let m = std::fs::symlink_metadata(self.dir.join(n)).unwrap();
-                format!("{n}: {:?}", m.file_type())
+            .map(|p| {
+                let m = std::fs::symlink_metadata(p).unwrap();
+                format!("{}: {:?} rdev {}", p.display(), m.file_type(), m.rdev())
             })
             .collect()
     }

@@ -40,7 +40,7 @@ pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
     let pool = super::pool_of(&p)?;
     if p.plan.store == crate::placement::Store::File {
         // Weights read from the page cache land where they are first read: read them once.
-        let mut state = l.llama.new_state(1, pool.threads(), KvType::F16);
+        let mut state = l.llama.try_new_state(1, pool.threads(), KvType::F16)?;
         let tok = l.tokenizer.bos().unwrap_or(0);
         l.llama.forward(&pool, &mut state, tok, true);
     }

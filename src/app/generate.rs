@@ -254,6 +254,8 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     let placement = super::place(&file, &opts.numa, opts.verbose)?;
     let l = Loaded::load_placed(&file, &placement, started)?;
     let pool = super::pool_of(&placement)?;
+    // From here on Ctrl-C stops the work it interrupts (before, it ends the process at once).
+    super::catch_interrupts();
     let c = &l.llama.config;
     if opts.verbose {
         crate::diagln!(
@@ -270,7 +272,6 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             pool.threads()
         );
     }
-    super::catch_interrupts();
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let report = generate(&l, &pool, opts, &mut lock)?;

@@ -11,6 +11,11 @@ use crate::model::synth::{write_synth_model, SynthSpec};
 /// The largest value of any one shape option (`--dim`, `--vocab`, …): 2²⁴, beyond every
 /// model published; the tensor sizes they multiply to are checked as well.
 pub const MAX_DIM: usize = 1 << 24;
+/// The most layers (published models have up to a few hundred).
+const MAX_LAYERS: usize = 4096;
+/// The largest vocabulary (published ones have up to 262,144 tokens; its strings are held in
+/// memory while the file is written).
+const MAX_VOCAB: usize = 1 << 21;
 /// The largest tensor gen-model writes, in elements (2³⁶ = 64 Gi: a 256 GiB F32 matrix).
 const MAX_TENSOR_ELEMENTS: u64 = 1 << 36;
 
@@ -81,8 +86,21 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             return bad(format!("{what} {v} is larger than {MAX_DIM}"));
         }
     }
-    // The largest matrices: the embedding (vocab × dim) and the FFN's (ffn × dim).
-    for (what, rows) in [("--vocab", spec.n_vocab), ("--ffn", spec.n_ff)] {
+    if spec.n_layer > MAX_LAYERS {
+        return bad(format!(
+            "--layers {} is more than {MAX_LAYERS}",
+            spec.n_layer
+        ));
+    }
+    if spec.n_vocab > MAX_VOCAB {
+        return bad(format!("--vocab {} is more than {MAX_VOCAB}", spec.n_vocab));
+    }
+    // Every matrix: the embedding (vocab × dim), attention's (dim × dim) and the FFN's (ffn × dim).
+    for (what, rows) in [
+        ("--vocab", spec.n_vocab),
+        ("--dim", spec.n_embd),
+        ("--ffn", spec.n_ff),
+    ] {
         let n = rows as u64 * spec.n_embd as u64;
         if n > MAX_TENSOR_ELEMENTS {
             return bad(format!(
@@ -94,12 +112,57 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     Ok(())
 }
 
+/// The file's size, roughly: every matrix in the weight type (1-D norms and metadata are small
+/// beside them).
+fn estimated_bytes(s: &SynthSpec) -> u64 {
+    let ty = s.weight_type;
+    let row = |cols: usize| ty.row_bytes(cols) as u64;
+    let kv = (s.n_head_kv * (s.n_embd / s.n_head.max(1))) as u64;
+    let per_layer = 2 * s.n_embd as u64 * row(s.n_embd)
+        + 2 * kv * row(s.n_embd)
+        + 2 * s.n_ff as u64 * row(s.n_embd)
+        + s.n_embd as u64 * row(s.n_ff);
+    let heads = if s.tied { 1 } else { 2 };
+    (heads * s.n_vocab as u64 * row(s.n_embd))
+        .saturating_add(per_layer.saturating_mul(s.n_layer as u64))
+}
+
+/// Refuses a model bigger than the free space where it would be written (it would fill the
+/// disk and then fail).
+fn check_room(opts: &GenModelOptions) -> Result<(), AppError> {
+    let dir = opts
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let need = estimated_bytes(&opts.spec);
+    if let Some(free) = crate::sys::fs::free_bytes(dir) {
+        if need > free {
+            return Err(AppError::Usage(format!(
+                "gen-model: the model would take about {:.1} GiB, and {} has {:.1} GiB free",
+                need as f64 / (1u64 << 30) as f64,
+                dir.display(),
+                free as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Generates the model and writes it atomically; returns the file size.
 pub fn run(opts: &GenModelOptions) -> Result<u64, AppError> {
     validate(&opts.spec)?;
+    check_room(opts)?;
     let t = Instant::now();
     super::catch_interrupts();
-    write_synth_model(&opts.spec, &opts.out, crate::sys::signal::interrupt_flag())?;
+    // Test hook: `LOCUS_FAULT=deaf` makes the writer ignore a first Ctrl-C, so only the second
+    // one's handler can remove the temporary file (as when a write blocks).
+    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let stop = match crate::placement::fault("deaf") {
+        Some(_) => &NEVER,
+        None => crate::sys::signal::interrupt_flag(),
+    };
+    write_synth_model(&opts.spec, &opts.out, stop)?;
     let size = std::fs::metadata(&opts.out).map(|m| m.len()).unwrap_or(0);
     let s = &opts.spec;
     crate::diagln!(

@@ -109,6 +109,12 @@ pub fn measure(
     let n = opts.threads.clamp(1, cpu_list.len().max(1));
     let words_per_thread = (opts.bytes / 8 / n).max(8) / 8 * 8;
     let bytes = words_per_thread * 8 * n;
+    if crate::sys::memory::physical_bytes().is_some_and(|m| bytes as u64 > m / 2) {
+        return Err(AppError::Usage(format!(
+            "membw: --size {} MiB is more than half of this machine's memory; use a smaller --size",
+            bytes >> 20
+        )));
+    }
     let mut map = MmapMut::map_anon(bytes).map_err(|err| AppError::Io {
         path: "anonymous memory".into(),
         what: "cannot map the measurement buffer",
@@ -133,38 +139,44 @@ pub fn measure(
             let cpu = cpu_list.get(t % cpu_list.len().max(1)).copied();
             let (barrier, gate, all_started) = (&barrier, &gate, &all_started);
             let passes = opts.passes;
-            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-                drop(gate.read().unwrap_or_else(|e| e.into_inner()));
-                if !all_started.load(std::sync::atomic::Ordering::Acquire) {
-                    return Vec::new();
-                }
-                if let Some(c) = cpu {
-                    let mut one = CpuSet::with_capacity(c.index() + 1);
-                    one.insert(c);
-                    let _ = set_affinity(&one);
-                }
-                // SAFETY: each thread owns the disjoint slice [t·w, (t+1)·w) of the
-                // mapping, which outlives the scope; u64 is valid for any bytes and the
-                // mapping is page-aligned.
-                let words = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        (base as *mut u64).add(t * words_per_thread),
-                        words_per_thread,
-                    )
-                };
-                for (i, w) in words.iter_mut().enumerate() {
-                    *w = i as u64; // first touch, by a thread on the reading node
-                }
-                let mut secs = Vec::with_capacity(passes);
-                for _ in 0..passes {
-                    barrier.wait();
-                    let t0 = Instant::now();
-                    std::hint::black_box(read_all(words));
-                    secs.push(t0.elapsed().as_secs_f64());
-                    barrier.wait();
-                }
-                secs
-            });
+            // Test hook: `LOCUS_FAULT=spawn` fails the second thread, as a pids limit would.
+            let injected = t == 1 && crate::placement::fault("spawn").is_some();
+            let spawned = if injected {
+                Err(std::io::Error::from_raw_os_error(libc::EAGAIN))
+            } else {
+                std::thread::Builder::new().spawn_scoped(scope, move || {
+                    drop(gate.read().unwrap_or_else(|e| e.into_inner()));
+                    if !all_started.load(std::sync::atomic::Ordering::Acquire) {
+                        return Vec::new();
+                    }
+                    if let Some(c) = cpu {
+                        let mut one = CpuSet::with_capacity(c.index() + 1);
+                        one.insert(c);
+                        let _ = set_affinity(&one);
+                    }
+                    // SAFETY: each thread owns the disjoint slice [t·w, (t+1)·w) of the
+                    // mapping, which outlives the scope; u64 is valid for any bytes and the
+                    // mapping is page-aligned.
+                    let words = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            (base as *mut u64).add(t * words_per_thread),
+                            words_per_thread,
+                        )
+                    };
+                    for (i, w) in words.iter_mut().enumerate() {
+                        *w = i as u64; // first touch, by a thread on the reading node
+                    }
+                    let mut secs = Vec::with_capacity(passes);
+                    for _ in 0..passes {
+                        barrier.wait();
+                        let t0 = Instant::now();
+                        std::hint::black_box(read_all(words));
+                        secs.push(t0.elapsed().as_secs_f64());
+                        barrier.wait();
+                    }
+                    secs
+                })
+            };
             match spawned {
                 Ok(h) => times.push(h),
                 Err(e) => {

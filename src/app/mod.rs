@@ -170,7 +170,14 @@ pub fn read_text_capped(path: &Path, cap: u64, what: &str, why: &str) -> Result<
         ),
         _ => {}
     }
-    let file = std::fs::File::open(path).map_err(io("cannot read the file"))?;
+    let file = if kind == crate::sys::fs::FileKind::Fifo {
+        let stop = crate::sys::signal::interrupt_flag();
+        crate::sys::fs::open_fifo_for_reading(path, stop)
+            .map_err(io("cannot read the file"))?
+            .ok_or(AppError::Interrupted)?
+    } else {
+        std::fs::File::open(path).map_err(io("cannot read the file"))?
+    };
     let mut bytes = Vec::new();
     file.take(cap.saturating_add(1))
         .read_to_end(&mut bytes)

@@ -70,6 +70,7 @@ pub fn perplexity(
         )));
     }
     let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    super::generate::warn_beyond_training(l, n_ctx);
     state.set_stop(crate::sys::signal::interrupt_flag());
     let first = n_ctx / 2;
     let (mut sum, mut sum2, mut count) = (0f64, 0f64, 0usize);

@@ -107,8 +107,9 @@ Prints the token ids of a text as llama-tokenize does (BOS added if the model as
 Options:
   -m, --model FILE       GGUF model file (only its vocabulary is used)
   -p, --prompt TEXT      text to tokenize (UTF-8)
-  -f, --file FILE        read the text from FILE, every byte kept (as llama-tokenize does)
-      --stdin            read the text from standard input, every byte kept
+  -f, --file FILE        read the text from FILE, every byte kept (as llama-tokenize does;
+                         UTF-8, at most 256 MiB)
+      --stdin            read the text from standard input, every byte kept (the same)
                          (one of -p, -f and --stdin)
       --ids              print only `[id, id, ...]`
       --no-parse-special treat special-token text (e.g. <|im_start|>) as plain text

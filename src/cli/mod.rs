@@ -271,8 +271,7 @@ pub fn print_help(text: &str) -> Result<(), CliError> {
 /// Runs the command `argv[1]` with the rest of `argv`.
 pub fn dispatch(argv: Vec<OsString>) -> Result<(), CliError> {
     let Some(cmd) = argv.get(1).map(|c| shown(c)) else {
-        app::diag(help::MAIN);
-        return err("no command given");
+        return err("no command given (commands: run, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit; see `locus --help`)");
     };
     let args = Args::new(argv, 2);
     match cmd.as_str() {

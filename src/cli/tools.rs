@@ -239,7 +239,7 @@ pub fn membw(mut a: Args) -> Result<(), CliError> {
             "-t" | "--threads" => o.threads = threads(f, &a.value(f, inline)?)?,
             "--size" => {
                 // At most a quarter of the address space, so the byte count cannot overflow;
-                // the machine's memory is checked when the buffer is allocated.
+                // more than half the machine's memory is refused before the buffer is mapped.
                 let mib: usize = int(f, &a.value(f, inline)?, 1, usize::MAX >> 22)?;
                 o.bytes = mib << 20;
             }

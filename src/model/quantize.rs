@@ -56,6 +56,9 @@ pub fn quantize_row(ty: GgmlType, x: &[f32]) -> Vec<u8> {
     }
 }
 
+/// Bytes of an unchanged tensor copied between two looks at the stop flag.
+const COPY_PIECE: usize = 16 << 20;
+
 /// The types `quantize_file` writes, by name.
 pub const TARGETS: [&str; 6] = ["Q4_0", "Q4_1", "Q8_0", "F16", "BF16", "F32"];
 
@@ -139,7 +142,13 @@ pub fn quantize_file(
     for job in &jobs {
         let t = job.tensor;
         if !job.quantize {
-            out.write(t.data).map_err(write_err)?;
+            // In pieces, so Ctrl-C acts within one of them on a tensor of gigabytes.
+            for piece in t.data.chunks(COPY_PIECE) {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(ModelError::Interrupted);
+                }
+                out.write(piece).map_err(write_err)?;
+            }
         } else {
             let cols = t.dims[0] as usize;
             let mut row = vec![0f32; cols];

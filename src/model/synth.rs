@@ -92,6 +92,9 @@ pub fn synth_vocab(n: usize) -> (Vec<String>, Vec<i32>, Vec<String>) {
         .chain((b'a'..=b'z').map(|c| (c as char).to_string()))
         .collect();
     let mut level = alphabet.clone();
+    // Every token seen so far, for a constant-time "already there" (a list search made a
+    // vocabulary of millions quadratic).
+    let mut seen: std::collections::HashSet<String> = tokens.iter().cloned().collect();
     'outer: while tokens.len() < n {
         let mut next = Vec::new();
         for a in &level {
@@ -100,7 +103,7 @@ pub fn synth_vocab(n: usize) -> (Vec<String>, Vec<i32>, Vec<String>) {
                     break 'outer;
                 }
                 let t = format!("{a}{b}");
-                if tokens.contains(&t) {
+                if !seen.insert(t.clone()) {
                     continue;
                 }
                 merges.push(format!("{a} {b}"));

@@ -252,8 +252,9 @@ impl Placement {
     }
 }
 
-/// A test hook from `LOCUS_FAULT` (`alloc:N`, `hugepages`, `pin`, `spawn`: the pool's first
-/// worker cannot be started, as under a pids limit): the value after the
+/// A test hook from `LOCUS_FAULT` (`alloc:N`, `hugepages`, `pin`, `spawn`: the pool's (and
+/// membw's) second thread cannot be started, as under a pids limit, `fill-spawn`: no thread
+/// that fills a copy can; `arm-signal:N`, `deaf`: see bench and gen-model): the value after the
 /// colon (empty without one) when the variable names `kind`.
 pub(crate) fn fault(kind: &str) -> Option<String> {
     let spec = std::env::var("LOCUS_FAULT").ok()?;

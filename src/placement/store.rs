@@ -416,14 +416,19 @@ fn fill(
             let list = SendJobs(list);
             let list = std::sync::Arc::new(std::sync::Mutex::new(Some(list)));
             let mine = std::sync::Arc::clone(&list);
-            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-                if let Some(c) = cpus {
-                    // Unpinnable CPUs leave the copy on whatever node we run; the audit shows it.
-                    let _ = affinity::set_affinity(&c);
-                }
-                let list = mine.lock().unwrap_or_else(|e| e.into_inner()).take();
-                run_fill_jobs(list, done, finished);
-            });
+            // Test hook: `LOCUS_FAULT=fill-spawn` fails every fill thread, as a pids limit would.
+            let spawned = if super::fault("fill-spawn").is_some() {
+                Err(std::io::Error::from_raw_os_error(libc::EAGAIN))
+            } else {
+                std::thread::Builder::new().spawn_scoped(scope, move || {
+                    if let Some(c) = cpus {
+                        // Unpinnable CPUs leave the copy on whatever node we run; the audit shows it.
+                        let _ = affinity::set_affinity(&c);
+                    }
+                    let list = mine.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    run_fill_jobs(list, done, finished);
+                })
+            };
             if spawned.is_err() {
                 let list = list.lock().unwrap_or_else(|e| e.into_inner()).take();
                 leftover.push((list, done));

@@ -11,8 +11,12 @@
 //!   regular file.
 //!
 //! The destination is checked again just before the rename. The temporary's name is registered
-//! with [`super::signal`], so a second Ctrl-C (which exits at once) unlinks it on the way out;
-//! dropping an uncommitted `AtomicFile` removes it too.
+//! with [`super::signal`], so a second Ctrl-C (which exits at once), SIGTERM, SIGHUP and SIGBUS
+//! unlink it on the way out; dropping an uncommitted `AtomicFile` removes it too.
+//!
+//! Like `mv`, the rename gives the name a new file: a read-only file is replaced (the
+//! directory's permissions decide, not the file's), and another hard link to the old file keeps
+//! the old content.
 
 use std::ffi::CString;
 use std::fmt;
@@ -21,11 +25,14 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many symbolic links a destination may go through (the kernel's own limit, `MAXSYMLINKS`).
 const MAX_LINK_HOPS: usize = 40;
 /// Mode of a new file (before the umask), as `creat(2)` callers use.
 const NEW_FILE_MODE: u32 = 0o666;
+/// Names tried for the temporary file before giving up.
+const MAX_TEMP_TRIES: usize = 100;
 /// Bytes buffered before a write reaches the kernel.
 const WRITE_BUFFER: usize = 1 << 20;
 
@@ -166,6 +173,62 @@ fn resolve(dest: &Path) -> Result<(PathBuf, Option<u32>), WriteError> {
     Err(WriteError::LinkLoop(dest.to_path_buf()))
 }
 
+/// Opens the FIFO `path` for reading without waiting for a writer, then waits until one has
+/// sent something or come and gone, polling `stop` every fifth of a second (a blocking `open`
+/// would wait through Ctrl-C: std retries it). Returns the file in blocking mode, or `None` if
+/// `stop` was set first.
+pub fn open_fifo_for_reading(path: &Path, stop: &AtomicBool) -> io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let fd = file.as_raw_fd();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd that outlives the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, FIFO_POLL_MS) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if pfd.revents & (libc::POLLIN | libc::POLLHUP) != 0 {
+            break;
+        }
+    }
+    // SAFETY: fcntl on our own open descriptor; F_GETFL/F_SETFL touch no memory.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Some(file))
+}
+
+/// How long one wait for a FIFO's writer lasts before the stop flag is looked at again.
+const FIFO_POLL_MS: libc::c_int = 200;
+
+/// Bytes an unprivileged user may still write on the filesystem holding `dir`
+/// (`statvfs(2)`: `f_bavail × f_frsize`), if it can be asked.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value to be overwritten.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a writable statvfs, both outliving the call.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (r == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
 /// Checks that `dest` is a destination [`AtomicFile`] would write (nothing there, a regular
 /// file, or a symlink chain ending in one, in a directory where a file can be created), so a
 /// command can refuse it before long work. Creates the temporary file and removes it again.
@@ -196,20 +259,36 @@ impl AtomicFile {
             what: "has no file name",
             err: io::Error::from(io::ErrorKind::InvalidInput),
         })?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".tmp-{}", std::process::id()));
-        let tmp = dir.join(tmp_name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode.unwrap_or(NEW_FILE_MODE))
-            .open(&tmp)
-            .map_err(|err| WriteError::Io {
-                path: dest.to_path_buf(),
-                what: "cannot create a temporary file beside it",
-                err,
-            })?;
+        // `.NAME.tmp-PID`, or `.NAME.tmp-PID-N` where a killed run (in a container, often with
+        // the same PID) left one behind: never reuse a file that might be another's.
+        let mut attempt = 0;
+        let (tmp, file) = loop {
+            let mut tmp_name = std::ffi::OsString::from(".");
+            tmp_name.push(name);
+            tmp_name.push(format!(".tmp-{}", std::process::id()));
+            if attempt > 0 {
+                tmp_name.push(format!("-{attempt}"));
+            }
+            let tmp = dir.join(tmp_name);
+            let opened = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode.unwrap_or(NEW_FILE_MODE))
+                .open(&tmp);
+            match opened {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < MAX_TEMP_TRIES => {
+                    attempt += 1
+                }
+                Err(err) => {
+                    return Err(WriteError::Io {
+                        path: dest.to_path_buf(),
+                        what: "cannot create a temporary file beside it",
+                        err,
+                    })
+                }
+            }
+        };
         if let Some(m) = mode {
             // The umask applied at creation; the replaced file's bits are what the user had.
             let _ = file.set_permissions(std::fs::Permissions::from_mode(m));

@@ -173,18 +173,20 @@ mod tests {
         }
     }
 
-    /// `refused` lists exactly the refused calls, by name, in `entries` order, with their own
-    /// errors (a hand-made verdict, so every slot is checked, not only this host's).
+    /// `refused` lists exactly the refused calls, by their slot's name, in `entries` order, with
+    /// their own errors (a hand-made verdict, so every slot is checked, not only this host's;
+    /// the errors name other calls, as a probe's setup step may, so a slot is not confused with
+    /// the call its error names).
     #[test]
     fn refused_lists_the_refused_calls_with_their_errors() {
         let refused = |call, errno| Capability::Refused(SysError { call, errno });
         let caps = Capabilities {
-            mbind: refused("mbind", libc::EPERM),
+            mbind: refused("mmap", libc::EPERM),
             set_mempolicy: Capability::Allowed,
-            get_mempolicy: refused("get_mempolicy", libc::ENOSYS),
-            move_pages: refused("move_pages", libc::EPERM),
+            get_mempolicy: refused("get_mempolicy()", libc::ENOSYS),
+            move_pages: refused("mmap", libc::EPERM),
             getcpu: Capability::Allowed,
-            sched_setaffinity: refused("sched_setaffinity", libc::EINVAL),
+            sched_setaffinity: refused("sched_getaffinity", libc::EINVAL),
             start_policy: None,
         };
         let got: Vec<(&str, i32)> = caps

@@ -54,16 +54,39 @@ pub fn unregister_temp() {
 /// Exit status of a process ended by SIGINT, by shell convention (128 + 2).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// Unlinks the registered temporary file, if any (async-signal-safe).
+fn unlink_temp() {
+    if TEMP_ARMED.swap(false, Ordering::SeqCst) {
+        // SAFETY: unlink is async-signal-safe; the buffer holds a NUL-terminated path and is
+        // not being written while TEMP_ARMED was true.
+        unsafe { libc::unlink(TEMP_PATH.0.get().cast::<libc::c_char>()) };
+    }
+}
+
 extern "C" fn on_sigint(_sig: libc::c_int) {
     if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        if TEMP_ARMED.load(Ordering::SeqCst) {
-            // SAFETY: unlink is async-signal-safe; the buffer holds a NUL-terminated path and
-            // is not being written while TEMP_ARMED is true.
-            unsafe { libc::unlink(TEMP_PATH.0.get().cast::<libc::c_char>()) };
-        }
+        unlink_temp();
         // SAFETY: _exit is async-signal-safe; a second Ctrl-C means "stop now".
         unsafe { libc::_exit(EXIT_INTERRUPTED as libc::c_int) };
     }
+}
+
+/// SIGTERM and SIGHUP: the temporary file goes, then the signal's default action (the process
+/// ends by the signal, as it would have without the handler).
+extern "C" fn on_termination(sig: libc::c_int) {
+    unlink_temp();
+    let _ = set_handler(sig, libc::SIG_DFL);
+    // SAFETY: raise is async-signal-safe; with the default action restored it ends the process.
+    unsafe { libc::raise(sig) };
+}
+
+/// Installs the SIGTERM and SIGHUP handler (a temporary file is removed before the process
+/// ends by the signal).
+pub fn catch_termination() -> Result<(), SysError> {
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        set_handler(sig, on_termination as *const () as libc::sighandler_t)?;
+    }
+    Ok(())
 }
 
 /// `sigaction(signum, act, NULL)` with `handler` and an empty mask.
@@ -112,6 +135,7 @@ const SIGBUS_MESSAGE: &[u8] = b"\nlocus: error: the model file changed while it 
 (truncated or replaced?); copy it elsewhere or rerun\n";
 
 extern "C" fn on_sigbus(_sig: libc::c_int) {
+    unlink_temp();
     // SAFETY: write(2) and _exit(2) are async-signal-safe; the message is a static buffer of
     // the length passed. The write's result is ignored: there is nothing left to do if it fails.
     unsafe {

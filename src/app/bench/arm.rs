@@ -70,10 +70,10 @@ fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
 }
 
 /// Times `n` prompt tokens evaluated in batches from an empty cache; tokens/s.
-fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> f64 {
+fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<f64, AppError> {
     let mut s = l
         .llama
-        .new_state(tokens.len().max(1), pool.threads(), KvType::F16);
+        .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
     let t = Instant::now();
     l.llama.eval(
         pool,
@@ -82,19 +82,19 @@ fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> f64 {
         tokens.len().saturating_sub(1),
         |_, _| {},
     );
-    tokens.len() as f64 / t.elapsed().as_secs_f64()
+    Ok(tokens.len() as f64 / t.elapsed().as_secs_f64())
 }
 
 /// Times `n` single-token decode steps from an empty cache; tokens/s.
-fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> f64 {
+fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<f64, AppError> {
     let mut s = l
         .llama
-        .new_state(tokens.len().max(1), pool.threads(), KvType::F16);
+        .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
     let t = Instant::now();
     for &tok in tokens {
         l.llama.forward(pool, &mut s, tok, true);
     }
-    tokens.len() as f64 / t.elapsed().as_secs_f64()
+    Ok(tokens.len() as f64 / t.elapsed().as_secs_f64())
 }
 
 /// Runs one arm in this process: (cold release,) place, load, warm up, time, audit.
@@ -126,16 +126,25 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
     let c = &l.llama.config;
     // The largest state a test needs, allocated once up front: a -p or -n no memory holds is
     // an error naming the size here, not an abort inside a timed run.
+    let longest = o.n_prompt.max(o.n_gen).max(1);
     drop(
         l.llama
-            .try_new_state(o.n_prompt.max(o.n_gen).max(1), pool.threads(), KvType::F16)?,
+            .try_new_state(longest, pool.threads(), KvType::F16)
+            .map_err(|e| match e {
+                crate::model::ModelError::ContextTooLarge { .. } => AppError::Usage(format!(
+                    "bench: a test of {longest} tokens (-p {}, -n {}) needs a KV cache this \
+                     machine cannot hold; use fewer tokens",
+                    o.n_prompt, o.n_gen
+                )),
+                e => e.into(),
+            })?,
     );
     let g = file.gguf()?;
     let params: u64 = g.tensors.iter().map(|t| t.n_elements()).sum();
     let mut rng = Rng::new(42);
-    let mut timed = |kind: &str, n: usize| -> Vec<f64> {
+    let mut timed = |kind: &str, n: usize| -> Result<Vec<f64>, AppError> {
         if n == 0 {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let run = |tokens: &[u32]| {
             if kind == "pp" {
@@ -144,17 +153,17 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
                 time_tg(&l, &pool, tokens)
             }
         };
-        run(&random_tokens(&mut rng, n, c.n_vocab)); // warm-up
+        run(&random_tokens(&mut rng, n, c.n_vocab))?; // warm-up
         (0..o.reps)
             .map(|_| run(&random_tokens(&mut rng, n, c.n_vocab)))
             .collect()
     };
-    let pp = timed("pp", o.n_prompt);
-    let tg = timed("tg", o.n_gen);
+    let pp = timed("pp", o.n_prompt)?;
+    let tg = timed("tg", o.n_gen)?;
     // After the timed runs every weight page a run reads has been read (and, for the modes
     // that read the file mapping, placed by that first read), as `locus audit` arranges.
     if p.plan.store == crate::placement::Store::File && pp.is_empty() && tg.is_empty() {
-        let mut state = l.llama.new_state(1, pool.threads(), KvType::F16);
+        let mut state = l.llama.try_new_state(1, pool.threads(), KvType::F16)?;
         l.llama
             .forward(&pool, &mut state, l.tokenizer.bos().unwrap_or(0), true);
     }
