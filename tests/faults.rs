@@ -5,21 +5,18 @@
 
 mod common;
 
+use common::locus_cmd;
+
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use locus::kernels::GgmlType;
 use locus::model::synth::{synth_model, SynthSpec};
 use locus::model::{LlamaConfig, ModelFile};
-
-fn locus_cmd() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_locus"))
-}
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -178,21 +175,7 @@ fn temporaries(dir: &Path) -> Vec<String> {
 fn locus_with_fsize_limit(args: &[&str], limit: u64) -> std::process::Output {
     let mut c = locus_cmd();
     c.args(args);
-    // SAFETY: between fork and exec the closure calls only setrlimit(2) and signal(2), both
-    // async-signal-safe, and touches no memory shared with the parent.
-    unsafe {
-        c.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            Ok(())
-        });
-    }
+    common::with_limits(&mut c, &[(libc::RLIMIT_FSIZE, limit)]);
     c.output().unwrap()
 }
 

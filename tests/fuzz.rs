@@ -13,7 +13,6 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -49,80 +48,13 @@ fn alloc_limit(len: usize) -> u64 {
     2 * len as u64 + ALLOC_SLACK
 }
 
-// ---------------------------------------------------------------------------------------------
 // A global allocator that counts the live bytes of the current thread while asked to.
-
-struct CountingAlloc;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::measure;
 
 #[global_allocator]
-static ALLOC: CountingAlloc = CountingAlloc;
-
-thread_local! {
-    static TRACKING: Cell<bool> = const { Cell::new(false) };
-    static LIVE: Cell<i64> = const { Cell::new(0) };
-    static PEAK: Cell<i64> = const { Cell::new(0) };
-}
-
-fn note(delta: i64) {
-    let _ = TRACKING.try_with(|t| {
-        if t.get() {
-            let live = LIVE.with(|l| {
-                l.set(l.get() + delta);
-                l.get()
-            });
-            PEAK.with(|p| p.set(p.get().max(live)));
-        }
-    });
-}
-
-// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged
-// and only adds bookkeeping in thread-locals that never allocate.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc`'s contract (non-zero size), passed on as is.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            note(layout.size() as i64);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            note(layout.size() as i64);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by this allocator (hence by `System`) with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        note(-(layout.size() as i64));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: `ptr`/`layout` come from this allocator; the caller checked `new_size`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            // Count the new block before freeing the old: a moving realloc holds both.
-            note(new_size as i64);
-            note(-(layout.size() as i64));
-        }
-        p
-    }
-}
-
-/// Runs `f` and returns its result with the peak of bytes this thread held live meanwhile.
-fn measure<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    LIVE.with(|l| l.set(0));
-    PEAK.with(|p| p.set(0));
-    TRACKING.with(|t| t.set(true));
-    let r = f();
-    TRACKING.with(|t| t.set(false));
-    (r, PEAK.with(|p| p.get()).max(0) as u64)
-}
+static ALLOC: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
 
 /// CPU time consumed by the calling thread (immune to other load on the machine).
 fn thread_cpu() -> Duration {
@@ -200,7 +132,7 @@ fn run_case(f: impl FnOnce() -> Result<String, Failure>) -> Result<String, Failu
     let r = catch_unwind(AssertUnwindSafe(f));
     let spent = thread_cpu() - t0;
     IN_CASE.with(|c| c.set(false));
-    TRACKING.with(|t| t.set(false));
+    counting_alloc::stop_tracking();
     match r {
         Err(_) => Err(Failure::Panic(
             PANIC_MSG
@@ -241,27 +173,6 @@ impl Rng {
     }
 }
 
-fn fuzz_secs() -> f64 {
-    std::env::var("LOCUS_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3.0)
-}
-
-fn fuzz_seed() -> u64 {
-    std::env::var("LOCUS_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-}
-
-/// 64-bit FNV-1a, to name saved inputs by content.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 fn fuzz_dir() -> PathBuf {
     common::repo_path("tests/data/fuzz")
 }
@@ -270,7 +181,7 @@ fn fuzz_dir() -> PathBuf {
 fn save_regression(target: &str, input: &[u8]) -> PathBuf {
     let dir = fuzz_dir().join("regressions");
     std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!("{target}-{:016x}.bin", fnv(input)));
+    let p = dir.join(format!("{target}-{:016x}.bin", common::fnv(input)));
     std::fs::write(&p, input).unwrap();
     p
 }
@@ -1097,9 +1008,9 @@ type Checker<'a> = dyn Fn(&[u8]) -> Result<String, Failure> + 'a;
 /// Runs `check` on mutants of `seeds` for the configured time; saves and reports failures.
 /// Inputs whose outcome signature is new join the corpus (a cheap stand-in for coverage).
 fn fuzz_loop(target: &str, seeds: Vec<Vec<u8>>, mutate: &mut Mutator, check: &Checker) {
-    let secs = fuzz_secs();
-    let seed = fuzz_seed();
-    let mut rng = Rng(seed ^ fnv(target.as_bytes()));
+    let secs = common::fuzz_secs();
+    let seed = common::fuzz_seed();
+    let mut rng = Rng(seed ^ common::fnv(target.as_bytes()));
     let mut corpus = seeds;
     assert!(!corpus.is_empty(), "{target}: no seeds");
     let mut seen: HashSet<String> = HashSet::new();
@@ -1477,7 +1388,7 @@ fn fuzz_tokenizer() {
         vocabs.iter().map(|v| v.name).collect::<Vec<_>>()
     );
     let mode = Cell::new(0usize);
-    let mut pick_mode = Rng(fuzz_seed() ^ 0x70c);
+    let mut pick_mode = Rng(common::fuzz_seed() ^ 0x70c);
     fuzz_loop(
         "tok",
         text_seeds(),

@@ -18,7 +18,7 @@ mod common;
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -400,27 +400,13 @@ fn check(args: &[OsString], f: &Fixture) -> Option<String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .env_remove("LOCUS_FAULT");
-    // SAFETY: between fork and exec the closure calls only setrlimit and signal, both
-    // async-signal-safe, and touches no memory shared with the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            for (res, lim) in [
-                (libc::RLIMIT_AS, AS_LIMIT),
-                (libc::RLIMIT_FSIZE, FSIZE_LIMIT),
-            ] {
-                let l = libc::rlimit {
-                    rlim_cur: lim,
-                    rlim_max: lim,
-                };
-                if libc::setrlimit(res, &l) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // A write past the file-size limit fails with EFBIG instead of killing the process.
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            Ok(())
-        });
-    }
+    common::with_limits(
+        &mut cmd,
+        &[
+            (libc::RLIMIT_AS, AS_LIMIT),
+            (libc::RLIMIT_FSIZE, FSIZE_LIMIT),
+        ],
+    );
     let mut child = cmd.spawn().expect("cannot start locus");
     let mut err_pipe = child.stderr.take().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -527,28 +513,10 @@ fn regressions_dir() -> PathBuf {
     common::repo_path("tests/data/fuzz/regressions")
 }
 
-fn secs() -> f64 {
-    std::env::var("LOCUS_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3.0)
-}
-
-fn seed() -> u64 {
-    std::env::var("LOCUS_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-}
-
 /// Saves a failing case (paths into the fixture written as @DIR) and returns where.
 fn save(args: &[OsString], f: &Fixture) -> PathBuf {
     let text = encode(args).replace(&*f.dir.to_string_lossy(), "@DIR");
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    let p = regressions_dir().join(format!("cli-{h:016x}.args"));
+    let p = regressions_dir().join(format!("cli-{:016x}.args", common::fnv(text.as_bytes())));
     std::fs::write(&p, text).unwrap();
     p
 }
@@ -557,11 +525,11 @@ fn save(args: &[OsString], f: &Fixture) -> PathBuf {
 fn fuzz_cli() {
     let f = fixture();
     let before = f.specials();
-    let mut rng = Rng::new(seed());
+    let mut rng = Rng::new(common::fuzz_seed());
     let t = Instant::now();
     let (mut cases, mut by_command) = (0u64, std::collections::BTreeMap::<String, u64>::new());
     let mut failures = Vec::new();
-    while t.elapsed().as_secs_f64() < secs() {
+    while t.elapsed().as_secs_f64() < common::fuzz_secs() {
         let args = argv(&mut rng, f);
         cases += 1;
         let name = args[0].to_string_lossy();
@@ -582,7 +550,7 @@ fn fuzz_cli() {
     eprintln!(
         "fuzz_cli: {cases} cases in {:.1} s (seed {}), per command {by_command:?}",
         t.elapsed().as_secs_f64(),
-        seed()
+        common::fuzz_seed()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -567,6 +567,18 @@ fn ctrl_c_during_a_long_prompt_acts_within_a_second() {
     );
 }
 
+/// Polls `ready` every 20 ms for up to 20 s; whether it became true.
+fn wait_for(mut ready: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while !ready() {
+        if t.elapsed() > Duration::from_secs(20) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 #[test]
 fn ctrl_c_during_writes_leaves_no_temporary() {
     let dir = common::temp_dir("cli-sigint-write");
@@ -588,12 +600,11 @@ fn ctrl_c_during_writes_leaves_no_temporary() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Wait until the temporary file exists (the header is written first).
-        let t = Instant::now();
-        while temps(&dir).is_empty() && t.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!temps(&dir).is_empty(), "gen-model never started writing");
+        // The header is written first: wait until the temporary file exists.
+        assert!(
+            wait_for(|| !temps(&dir).is_empty()),
+            "gen-model never started writing"
+        );
         if signals == 2 {
             // SAFETY: signalling our own child, not yet reaped.
             unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -627,10 +638,10 @@ fn ctrl_c_during_writes_leaves_no_temporary() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while temps(&dir).is_empty() && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        wait_for(|| !temps(&dir).is_empty()),
+        "quantize never started writing"
+    );
     let (took, status, err) = interrupt(&mut child);
     assert_eq!(status.code(), Some(130), "quantize: {err}");
     assert!(took < Duration::from_secs(1), "quantize took {took:?}");

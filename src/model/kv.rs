@@ -77,9 +77,10 @@ impl KvType {
 
     /// Bytes of a row of `n` values (`n` a multiple of 32 for the quantized types).
     pub fn row_bytes(self, n: usize) -> usize {
-        match self.block_type() {
-            Some(t) => t.row_bytes(n),
-            None => n * self.bytes(),
+        match self {
+            KvType::F16 => 2 * n,
+            KvType::F32 => 4 * n,
+            KvType::Q8_0 => GgmlType::Q8_0.row_bytes(n),
         }
     }
 
@@ -91,14 +92,6 @@ impl KvType {
         match self {
             KvType::F16 => round_f16(v),
             KvType::F32 | KvType::Q8_0 => v,
-        }
-    }
-
-    /// Bytes per element of the unquantized types (the quantized ones: [`KvType::row_bytes`]).
-    pub fn bytes(self) -> usize {
-        match self {
-            KvType::F16 => 2,
-            KvType::F32 | KvType::Q8_0 => 4,
         }
     }
 }

@@ -123,20 +123,56 @@ pub fn as_nobody(cmd: &mut Command, nproc: Option<u64>) {
     }
 }
 
-/// Limits `cmd`'s child to `bytes` of address space (`ulimit -v`), so large allocations fail.
-pub fn with_address_limit(cmd: &mut Command, bytes: u64) {
+/// Sets resource limits (`setrlimit`) in `cmd`'s child before exec. With `RLIMIT_FSIZE`,
+/// SIGXFSZ is ignored too, so a write past the limit fails with EFBIG as a full disk would.
+pub fn with_limits(cmd: &mut Command, limits: &[(libc::__rlimit_resource_t, u64)]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: between fork and exec the closure calls only setrlimit (async-signal-safe).
+    let limits = limits.to_vec();
+    // SAFETY: between fork and exec the closure calls only setrlimit and signal, both
+    // async-signal-safe, on a list built before the fork (no allocation, no locks).
     unsafe {
         cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
+            for &(resource, value) in &limits {
+                let lim = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                if libc::setrlimit(resource, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if resource == libc::RLIMIT_FSIZE {
+                    libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                }
             }
             Ok(())
         });
     }
+}
+
+/// Limits `cmd`'s child to `bytes` of address space (`ulimit -v`), so large allocations fail.
+pub fn with_address_limit(cmd: &mut Command, bytes: u64) {
+    with_limits(cmd, &[(libc::RLIMIT_AS, bytes)]);
+}
+
+/// Seconds each fuzz target runs: `LOCUS_FUZZ_SECS` (default 3, as in `make test`).
+pub fn fuzz_secs() -> f64 {
+    std::env::var("LOCUS_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0)
+}
+
+/// The fuzzers' seed: `LOCUS_FUZZ_SEED` (default 1).
+pub fn fuzz_seed() -> u64 {
+    std::env::var("LOCUS_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+}
+
+/// 64-bit FNV-1a, to name saved fuzz inputs by content.
+pub fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
