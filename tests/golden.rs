@@ -182,6 +182,33 @@ fn greedy_matches_llama_cpp_q4_0() {
     check("Q4_0");
 }
 
+#[test]
+fn greedy_matches_llama_cpp_q4_k_m() {
+    check("Q4_K_M");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_q5_k_m() {
+    check("Q5_K_M");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_q6_k() {
+    check("Q6_K");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_q3_k_m() {
+    check("Q3_K_M");
+}
+
+/// SmolLM2's rows (576 wide) are not whole 256-element super-blocks: the Q2_K mix falls back to
+/// Q4_0 for them and keeps Q3_K only where rows are 1536 wide.
+#[test]
+fn greedy_matches_llama_cpp_q2_k() {
+    check("Q2_K");
+}
+
 /// The same through a placed copy, where a tier with packed kernels (AVX-512) reads Q4_0
 /// packed (`kernels::pack`): the tokens may not change.
 #[test]
@@ -193,16 +220,29 @@ fn greedy_matches_llama_cpp_q4_0_from_a_packed_copy() {
 /// `%.9g`, which round-trips f32), for two prompts of the Q4_1 model.
 #[test]
 fn prompt_logits_equal_llama_cpp_exactly() {
-    let text = common::skip::golden_file("greedy_Q4_1.txt");
-    let Some(path) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+    check_logits("Q4_1", &[(0, "00.txt"), (5, "05.txt")]);
+}
+
+/// Q4_0's head is the tied embedding: llama.cpp loads it a second time as a matmul weight and
+/// repacks that copy (49152 rows, a multiple of 8), so the logits take the repacked order.
+#[test]
+fn prompt_logits_of_a_tied_repacked_head_equal_llama_cpp_exactly() {
+    check_logits("Q4_0", &[(0, "00.txt")]);
+}
+
+fn check_logits(quant: &str, prompts: &[(usize, &str)]) {
+    let text = common::skip::golden_file(&format!("greedy_{quant}.txt"));
+    let Some(path) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
         return;
     };
     let cases = golden::read_greedy(&text);
     let file = ModelFile::open(&path).unwrap();
     let l = Loaded::load(&file, Instant::now()).unwrap();
     let pool = Pool::new(1, |_| {});
-    for (idx, name) in [(0, "00.txt"), (5, "05.txt")] {
-        let gz = common::repo_path(&format!("tests/data/golden/logits_Q4_1_p{idx:02}.txt.gz"));
+    for &(idx, name) in prompts {
+        let gz = common::repo_path(&format!(
+            "tests/data/golden/logits_{quant}_p{idx:02}.txt.gz"
+        ));
         let out = std::process::Command::new("gzip")
             .arg("-dc")
             .arg(&gz)
@@ -233,7 +273,7 @@ fn prompt_logits_equal_llama_cpp_exactly() {
         assert_eq!(
             differing,
             0,
-            "prompt {name}: {differing} of {} logits differ from llama.cpp",
+            "{quant} prompt {name}: {differing} of {} logits differ from llama.cpp",
             want.len()
         );
     }

@@ -344,14 +344,15 @@ fn messages_say_what_is_wrong() {
         e.contains("one window of -c = 64") && !e.contains("2 ×"),
         "{e}"
     );
-    // A type quantize does not write is a type, not a metadata key.
+    // A type quantize does not write (IQ2_XS needs an importance matrix) is a type, not a
+    // metadata key.
     let out = dir.join("q.gguf");
     let e = one_error_line(
-        &common::locus(&["quantize", ms, out.to_str().unwrap(), "Q6_K"]),
-        "quantize Q6_K",
+        &common::locus(&["quantize", ms, out.to_str().unwrap(), "IQ2_XS"]),
+        "quantize IQ2_XS",
     );
     assert!(
-        e.contains("Q6_K") && e.contains("types:") && !e.contains("metadata"),
+        e.contains("IQ2_XS") && e.contains("types:") && !e.contains("metadata"),
         "{e}"
     );
     assert!(!out.exists());

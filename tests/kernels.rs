@@ -303,6 +303,10 @@ fn dequantized_act(a: &ActRow) -> Vec<f32> {
                 blk.qs.iter().map(move |&q| q as f32 * d)
             })
             .collect(),
+        ActRow::Q8K(b) => b
+            .iter()
+            .flat_map(|blk| blk.qs.iter().map(move |&q| q as f32 * blk.d))
+            .collect(),
     }
 }
 

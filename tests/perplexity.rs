@@ -1,5 +1,6 @@
 //! `locus perplexity` agrees with llama-perplexity within 0.5% on ≥ 20k tokens of English
-//! (tests/data/ppl/english.txt, -c 512), for Q4_1, Q8_0 and Q4_0. llama-perplexity prints a
+//! (tests/data/ppl/english.txt, -c 512), for Q4_1, Q8_0 and Q4_0 (and equals it exactly, with
+//! flash attention off, for the Q4_K_M mix). llama-perplexity prints a
 //! running estimate after every chunk (recorded in tests/data/golden/perplexity.txt with the
 //! command); the test scores the first `CHUNKS` chunks and compares with the estimate llama.cpp
 //! printed after the same chunk. (llama-perplexity runs with flash attention on, so the two
@@ -122,6 +123,42 @@ fn perplexity_q8_0_matches_llama_cpp() {
 #[test]
 fn perplexity_q4_0_matches_llama_cpp() {
     check("Q4_0");
+}
+
+/// SmolLM2 requantized to the Q4_K_M mix (Q4_K and Q6_K feed-forward outputs, Q5_0 where rows
+/// are 576 wide, a Q8_0 head): llama-perplexity -fa off's running estimates, to every printed
+/// digit, over its 8 chunks (the prompt batches take llama.cpp's repacked Q4_K gemm and tiled
+/// Q6_K matmul, and the last layer's FFN sees only the scored half of each window).
+#[test]
+fn perplexity_q4_k_m_equals_llama_cpp_fa_off() {
+    let exact = fa_off_golden("Q4_K_M");
+    let Some(model) = common::model_path("SmolLM2-135M-Instruct.Q4_K_M.gguf") else {
+        return;
+    };
+    let file = ModelFile::open(&model).unwrap();
+    let l = Loaded::load(&file, Instant::now()).unwrap();
+    let mut text =
+        std::fs::read_to_string(common::repo_path("tests/data/ppl/english.txt")).unwrap();
+    text.pop(); // llama-perplexity's -f drops the trailing newline
+    let opts = PerplexityOptions {
+        model,
+        file: common::repo_path("tests/data/ppl/english.txt"),
+        ctx: 512,
+        chunks: Some(exact.len()),
+        kv_type: KvType::F16,
+        numa: Default::default(),
+    };
+    let pool = locus::pool::Pool::new(2, |_| {});
+    let mut running = Vec::new();
+    perplexity(&l, &pool, &text, &opts, |i, p| {
+        running.push(format!("[{i}]{p:.4}"))
+    })
+    .unwrap();
+    assert_eq!(exact.len(), 8, "8 chunks recorded");
+    assert_eq!(
+        running, exact,
+        "Q4_K_M: running estimates differ from llama-perplexity -fa off"
+    );
 }
 
 /// The q8_0 KV cache costs little: over 6 windows of 512 tokens of the Q8_0 model, its

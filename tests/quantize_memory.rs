@@ -30,7 +30,10 @@ fn quantizing_the_1b_shape_to_f32_holds_about_one_tensor() {
     };
     // quantize works on the calling thread, whose live heap bytes the allocator counts.
     let (r, peak) = counting_alloc::measure(|| {
-        locus::model::quantize::quantize_file(&src, &out, GgmlType::F32, &never)
+        // One thread: the work stays on this thread, where the allocator counts.
+        let f32 = locus::model::quantize::Target::Float(GgmlType::F32);
+        let opts = locus::model::quant_mix::MixOptions::default();
+        locus::model::quantize::quantize_file(&src, &out, f32, &opts, 1, &never)
     });
     r.unwrap();
     let bound = largest * 3 / 2 + (256 << 20);

@@ -24,6 +24,8 @@ mod vm;
 
 use json::Value as Json;
 
+use common::write_synth_typed;
+use locus::kernels::GgmlType::Q4K;
 use locus::placement::Mode;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -116,17 +118,19 @@ fn range_list(first: usize, count: usize) -> String {
     }
 }
 
-/// The synthetic model every guest audits, written once per test run: about 3 MiB, enough
-/// pages (≈ 750) that interleave's per-node counts can be judged to 5%.
+/// The synthetic model every guest audits, written once per test run: Q4_K (so mirror and
+/// shard are checked on K-quant copies), about 2.6 MiB, enough pages (≈ 650) that
+/// interleave's per-node counts can be judged to 5%.
 fn model_file() -> &'static PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL.get_or_init(|| write_synth("vm-model", 4, [1024, 256, 4, 512, 4, 2]))
+    MODEL.get_or_init(|| write_synth_typed("vm-model", 4, [2048, 256, 6, 512, 4, 2], Q4K))
 }
 
-/// The small synthetic model every guest generates with (TCG emulates SIMD slowly).
+/// The small synthetic model every guest generates with (TCG emulates SIMD slowly), in Q4_K:
+/// every mode must give the host's tokens on K-quant weights.
 fn small_model_file() -> &'static PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL.get_or_init(|| write_synth("vm-small-model", 4, [384, 64, 2, 96, 4, 2]))
+    MODEL.get_or_init(|| write_synth_typed("vm-small-model", 4, [384, 256, 2, 256, 4, 2], Q4K))
 }
 
 /// Placement modes every multi-node guest runs: all of them.

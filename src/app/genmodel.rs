@@ -29,18 +29,11 @@ pub struct GenModelOptions {
 pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     let bad = |m: String| Err(AppError::Usage(format!("gen-model: {m}")));
     let ty = spec.weight_type;
-    if !matches!(
-        ty,
-        GgmlType::F32
-            | GgmlType::F16
-            | GgmlType::Bf16
-            | GgmlType::Q4_0
-            | GgmlType::Q4_1
-            | GgmlType::Q8_0
-    ) {
+    if !ty.supported() {
         return bad(format!(
-            "--type {} is not a weight type locus writes (F32, F16, BF16, Q4_0, Q4_1, Q8_0)",
-            ty.name()
+            "--type {} is not a weight type locus writes ({})",
+            ty.name(),
+            GgmlType::supported_names()
         ));
     }
     if spec.n_head == 0 || spec.n_head_kv == 0 || !spec.n_head.is_multiple_of(spec.n_head_kv) {

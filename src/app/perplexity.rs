@@ -81,18 +81,17 @@ pub fn perplexity(
         }
         state.reset();
         let targets = &tokens[chunk * n_ctx..(chunk + 1) * n_ctx];
-        l.llama.eval(
-            pool,
-            &mut state,
-            &window[..n_ctx - 1],
-            first,
-            |j, logits| {
-                let v = nll(logits, targets[j + 1]);
+        // The whole window is evaluated, as llama-perplexity does (the last token's logits
+        // predict nothing here): how many tokens a batch holds, and how many of them want
+        // logits, decides which of llama.cpp's kernels computes each of them.
+        l.llama.eval(pool, &mut state, &window, first, |j, logits| {
+            if let Some(&next) = targets.get(j + 1) {
+                let v = nll(logits, next);
                 sum += v;
                 sum2 += v * v;
                 count += 1;
-            },
-        );
+            }
+        });
         if state.stopped() {
             return Err(AppError::Interrupted);
         }

@@ -10,7 +10,7 @@ Commands:
   run         generate text from a prompt (llama.cpp's flags)
   perplexity  score a text file as llama-perplexity does
   tokenize    print a text's token ids as llama-tokenize does
-  quantize    rewrite a model's weights in another type (Q4_0, Q4_1, Q8_0, F16, BF16, F32)
+  quantize    rewrite a model's weights as llama-quantize does (Q4_K_M, Q8_0, F16, ...)
   gen-model   write a llama-shaped GGUF with random weights (for benchmarks and tests)
   bench       prompt and decode speed, llama-bench style (pp/tg, mean ± sd)
   membw       measure memory read bandwidth per node (--matrix: node to node)
@@ -125,7 +125,10 @@ models of any size can be benchmarked without downloads. OUTPUT is written atomi
 Options:
       --preset NAME   starting shape: tiny (default) or 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000)
-      --type T        weight type: Q4_0, Q4_1, Q8_0, F16, BF16, F32 (default: Q4_0)
+      --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
+                      Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (default:
+                      Q4_0; --dim and --ffn must be whole blocks of it: 256 for the K-quants
+                      and IQ4_XS)
       --dim N         embedding length
       --layers N      number of blocks
       --ffn N         feed-forward length
@@ -191,13 +194,44 @@ Options:
 ";
 
 pub const QUANTIZE: &str = "\
-Usage: locus quantize INPUT OUTPUT TYPE
+Usage: locus quantize [--pure] INPUT OUTPUT TYPE [NTHREADS]
 
-Rewrites every 2-D weight of INPUT in TYPE (Q4_0, Q4_1, Q8_0, F16, BF16, F32), keeping 1-D
-tensors and all metadata, as `llama-quantize --pure` does. OUTPUT is written atomically.
+Writes INPUT's weights in TYPE as `llama-quantize --allow-requantize [--pure]` does, byte for
+byte: the same type for every tensor, the same tensor order, the same metadata (with
+general.file_type = TYPE's number). Norms and other 1-D or special tensors, and tensors already
+in their planned type, are copied as they are. OUTPUT is written atomically.
+
+TYPE, in any case (or its number; Q3_K, Q4_K and Q5_K mean the _M mixes):
+   2  Q4_0    4.5 bits per weight: 4-bit values in blocks of 32, one scale each
+   3  Q4_1    5.0 bpw: 4-bit values in blocks of 32, a scale and a minimum each
+   8  Q5_0    5.5 bpw: 5-bit values in blocks of 32, one scale each
+   9  Q5_1    6.0 bpw: 5-bit values in blocks of 32, a scale and a minimum each
+  10  Q2_K    Q2_K (2.6 bpw); attn_v, attn_output, ffn_down Q3_K (attn_v Q4_K if GQA >= 4)
+  11  Q3_K_S  Q3_K (3.4 bpw) throughout
+  12  Q3_K_M  Q3_K; attn_output Q4_K; attn_v, ffn_down Q4_K (Q5_K: first 2 / first 1/16)
+  13  Q3_K_L  Q3_K; attn_v, attn_output, ffn_down Q5_K
+  25  IQ4_NL  4.5 bpw: a non-linear 4-bit grid in blocks of 32; some attn_v, ffn_down Q5_K
+  30  IQ4_XS  4.25 bpw: the same grid in blocks of 256; some attn_v, ffn_down Q5_K
+  14  Q4_K_S  Q4_K (4.5 bpw); attn_v of the first 4 and ffn_down of the first 1/8 layers Q5_K
+  15  Q4_K_M  Q4_K; attn_v, ffn_down Q6_K in the first and last 1/8 and every third layer
+  16  Q5_K_S  Q5_K (5.5 bpw) throughout
+  17  Q5_K_M  Q5_K; attn_v, ffn_down Q6_K in the same layers as Q4_K_M
+  18  Q6_K    Q6_K (6.6 bpw) throughout
+   7  Q8_0    8.5 bpw: 8-bit values in blocks of 32, one scale each
+   1  F16     16-bit floats
+  32  BF16    bfloat16
+   0  F32     32-bit floats
+Every quantized TYPE but Q8_0 puts the output head (or the token embedding it shares) in Q6_K.
+A row length that is not a multiple of a type's block falls back as in llama-quantize: Q2_K
+and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, IQ4_XS to IQ4_NL, else F16.
 
 Options:
-  -h, --help   this help
+      --pure              no mix: every quantized tensor in TYPE's base type (the fallbacks
+                          still apply); F16, BF16 and F32 never mix
+      --allow-requantize  taken for llama-quantize's command line; locus always requantizes
+  NTHREADS                quantizing threads (default or 0: the CPUs this process may use);
+                          the output does not depend on it
+  -h, --help              this help
 ";
 
 pub const TOPO: &str = "\

@@ -7,7 +7,10 @@ use locus::app;
 use locus::kernels::GgmlType;
 use locus::placement;
 
-use super::{err, help, int, numa_flag, print_help, shown, threads, unknown, utf8, Args, CliError};
+use super::{
+    err, help, int, numa_flag, print_help, shown, threads, unknown, utf8, Args, CliError,
+    MAX_THREADS,
+};
 
 /// The most repetitions, rounds or passes a measurement takes (a typo's 10⁹ would run for
 /// days; llama-bench users type 5 to 100).
@@ -16,35 +19,67 @@ const MAX_REPS: usize = 1000;
 /// locus runs; the KV cache is sized from it).
 const MAX_BENCH_TOKENS: usize = 1 << 20;
 
-/// `locus quantize INPUT OUTPUT TYPE`.
+/// `locus quantize [--pure] INPUT OUTPUT TYPE [NTHREADS]`, llama-quantize's command line
+/// (`--allow-requantize` is taken and changes nothing: locus always requantizes).
 pub fn quantize(a: Args) -> Result<(), CliError> {
+    use locus::model::quant_mix::MixOptions;
+    use locus::model::quantize::{Target, TARGETS};
     let rest = a.rest();
     if rest.iter().any(|s| s == "-h" || s == "--help") {
         return print_help(help::QUANTIZE);
     }
-    if let Some(flag) = rest
-        .iter()
-        .find(|s| s.as_encoded_bytes().starts_with(b"-") && s.len() > 1)
-    {
-        return Err(unknown("quantize", &shown(flag)));
+    let mut opts = MixOptions::default();
+    let mut positional = Vec::new();
+    for arg in rest {
+        match arg.to_str() {
+            Some("--pure") => opts.pure = true,
+            Some("--allow-requantize") => {}
+            _ if arg.as_encoded_bytes().starts_with(b"-") && arg.len() > 1 => {
+                return Err(unknown("quantize", &shown(arg)));
+            }
+            _ => positional.push(arg.clone()),
+        }
     }
-    let [input, output, ty] = rest else {
-        return err("quantize: expected INPUT OUTPUT TYPE (see `locus quantize --help`)");
+    let (input, output, ty, nthreads) = match &positional[..] {
+        [i, o, t] => (i, o, t, None),
+        [i, o, t, n] => (i, o, t, Some(n)),
+        _ => {
+            return err(
+                "quantize: expected INPUT OUTPUT TYPE [NTHREADS] (see `locus quantize --help`)",
+            )
+        }
     };
     let ty = utf8("quantize", "type", ty.clone())?;
-    let target = GgmlType::from_name(&ty).ok_or_else(|| {
+    let target = Target::parse(&ty).ok_or_else(|| {
         CliError::Message(format!(
             "quantize: unknown type {} (types: {})",
             super::quote(&ty),
-            locus::model::quantize::TARGETS.join(", ")
+            TARGETS.join(", ")
         ))
     })?;
+    // As llama-quantize: 0 (or nothing) means every CPU this process may use.
+    let n_threads = match nthreads {
+        Some(n) => int(
+            "NTHREADS",
+            &utf8("quantize", "NTHREADS", n.clone())?,
+            0,
+            MAX_THREADS,
+        )?,
+        None => 0,
+    };
+    let n_threads = if n_threads == 0 {
+        app::default_threads()
+    } else {
+        n_threads
+    };
     app::catch_interrupts();
     let stop = locus::sys::signal::interrupt_flag();
     locus::model::quantize::quantize_file(
         &PathBuf::from(input),
         &PathBuf::from(output),
         target,
+        &opts,
+        n_threads,
         stop,
     )
     .map_err(app::AppError::from)?;

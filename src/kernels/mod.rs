@@ -4,7 +4,12 @@
 //! ([`Kernels::detect`]); the result is a table of plain function pointers, one per weight type,
 //! chosen from the best tier the CPU supports. `LOCUS_KERNELS=scalar|avx2|avx512` forces a tier
 //! (a tier the CPU lacks is an error, not a silent downgrade). Every tier is tested against the
-//! scalar oracle in `scalar.rs`.
+//! scalar oracles: `scalar.rs` for Q4_0, Q4_1, Q8_0 and the float types, and for the types of
+//! the generic path (Q5_0, Q5_1, IQ4_NL, the K-quants, IQ4_XS) the oracles in `kdot.rs`
+//! (llama.cpp's `vec_dot` order), `krepack.rs` (its repacked kernels) and `ktiled.rs` (its tiled
+//! K-quant matmul), one row of the table each ([`entries`]). Which of llama.cpp's kernels
+//! computes an output — and so which order — depends on how it holds the weight and on where the
+//! token sits in its matmul ([`SumOrder::for_token`]).
 //!
 //! Besides one dot per call, each tier has tiled kernels ([`Kernels::dot_tile`]) that compute a
 //! block of outputs in one pass over the blocks: for a batch, 2 rows × [`TILE_TOKENS`] tokens
@@ -25,8 +30,15 @@
 //! packed groups (on any tier: one without packed kernels unpacks first).
 
 pub mod blocks;
+pub mod entries;
 pub mod ggml_math;
 pub mod half;
+pub mod kblocks;
+pub mod kdequant;
+pub mod kdot;
+pub mod kquantize;
+pub mod krepack;
+pub mod ktiled;
 pub mod ops;
 pub mod pack;
 pub mod scalar;
@@ -37,6 +49,8 @@ mod x86_64;
 use std::fmt;
 
 pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
+pub use entries::Entry;
+use kblocks::BlockQ8K;
 pub use pack::{Layout, PACK_ROWS};
 pub use types::GgmlType;
 
@@ -206,14 +220,27 @@ pub enum ActType {
     F32,
     Q8_0,
     Q8_1,
+    Q8K,
 }
 
 impl ActType {
+    /// Every activation type, in the order batches keep their rows.
+    pub const ALL: [ActType; 4] = [ActType::F32, ActType::Q8_0, ActType::Q8_1, ActType::Q8K];
+
     pub fn for_weight(ty: GgmlType) -> ActType {
         match ty {
             GgmlType::Q4_0 | GgmlType::Q8_0 => ActType::Q8_0,
             GgmlType::Q4_1 => ActType::Q8_1,
-            _ => ActType::F32,
+            t => entries::scalar_entry(t).map_or(ActType::F32, |e| e.act),
+        }
+    }
+
+    /// Elements per activation block (a row's length must be a multiple).
+    pub fn block(self) -> usize {
+        match self {
+            ActType::F32 => 1,
+            ActType::Q8_0 | ActType::Q8_1 => QK,
+            ActType::Q8K => kblocks::QK_K,
         }
     }
 }
@@ -224,6 +251,7 @@ pub enum ActRow {
     F32(Vec<f32>),
     Q8_0(Q8Row),
     Q8_1(Vec<BlockQ8_1>),
+    Q8K(Vec<BlockQ8K>),
 }
 
 /// An activation row in Q8_0 blocks, with each block's integer sum and f32 scale alongside:
@@ -256,24 +284,37 @@ impl Q8Row {
 impl ActRow {
     /// An empty buffer of the right kind for weights of type `ty`.
     pub fn new_for(ty: GgmlType) -> ActRow {
-        match ActType::for_weight(ty) {
+        ActRow::of(ActType::for_weight(ty))
+    }
+
+    /// An empty buffer of activation type `t`.
+    pub fn of(t: ActType) -> ActRow {
+        match t {
             ActType::F32 => ActRow::F32(Vec::new()),
             ActType::Q8_0 => ActRow::Q8_0(Q8Row::default()),
             ActType::Q8_1 => ActRow::Q8_1(Vec::new()),
+            ActType::Q8K => ActRow::Q8K(Vec::new()),
         }
     }
 
     /// Quantizes `x` into this buffer (resizing it) with the scalar quantizers; `x.len()` must
-    /// be a multiple of 32 for the quantized kinds (callers check row lengths when the model is
-    /// loaded). [`Kernels::quantize_act`] does the same with the table's tier.
+    /// be a multiple of the activation's block size (32, or 256 for Q8_K; callers check row
+    /// lengths when the model is loaded). [`Kernels::quantize_act`] does the same with the
+    /// table's tier.
     pub fn set(&mut self, x: &[f32]) {
-        self.set_with(blocks::quantize_act_q8_0, blocks::quantize_act_q8_1, x)
+        self.set_with(
+            blocks::quantize_act_q8_0,
+            blocks::quantize_act_q8_1,
+            kdequant::quantize_act_q8_k,
+            x,
+        )
     }
 
     fn set_with(
         &mut self,
         q8_0: fn(&[f32], &mut [BlockQ8_0]),
         q8_1: fn(&[f32], &mut [BlockQ8_1]),
+        q8_k: fn(&[f32], &mut [BlockQ8K]),
         x: &[f32],
     ) {
         match self {
@@ -290,6 +331,10 @@ impl ActRow {
                 v.resize(x.len() / QK, BlockQ8_1::default());
                 q8_1(x, v);
             }
+            ActRow::Q8K(v) => {
+                v.resize(x.len() / kblocks::QK_K, BlockQ8K::default());
+                q8_k(x, v);
+            }
         }
     }
 
@@ -299,6 +344,7 @@ impl ActRow {
             ActRow::F32(v) => v.len(),
             ActRow::Q8_0(v) => v.blocks.len() * QK,
             ActRow::Q8_1(v) => v.len() * QK,
+            ActRow::Q8K(v) => v.len() * kblocks::QK_K,
         }
     }
 
@@ -370,6 +416,10 @@ pub const PANEL_ROWS: usize = 16;
 const WIDE_ROWS: usize = 4;
 const WIDE_TOKENS: usize = 8;
 
+/// Rows per call of a generic-path type's tile kernel in [`Kernels::gemv`] (its outputs and row
+/// slices live on the stack).
+const GEMV_STEP: usize = PANEL_ROWS;
+
 const _: () = assert!(TILE_ROWS.is_multiple_of(BATCH_TILE_ROWS));
 const _: () = assert!(PANEL_ROWS.is_multiple_of(TILE_ROWS));
 const _: () = assert!(PACK_ROWS == PANEL_ROWS);
@@ -398,13 +448,43 @@ type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WID
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
 type Rows<W, A> = fn(&[&[W]; TILE_ROWS], &[A], &mut [f32; TILE_ROWS]);
 
-/// The order in which a quantized dot product sums its blocks. llama.cpp uses two: eight f32
-/// lanes reduced at the end (its vector dot products and tinyBLAS), and one scalar chain over
-/// blocks (the kernels for Q4_0 weights it repacks into interleaved 8-row blocks).
+/// The order in which a quantized dot product sums its blocks. llama.cpp uses two for each
+/// type: that of its `vec_dot` (for most types eight f32 lanes reduced at the end, as tinyBLAS
+/// does too), and, for the types it repacks into interleaved 8-row blocks at load (Q4_0, Q4_K,
+/// Q2_K, IQ4_NL), that of its repacked kernels (for Q4_0 one scalar chain over blocks; the
+/// others' are in `krepack.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SumOrder {
+    /// `vec_dot`'s order (weights llama.cpp keeps as the file has them, one token).
     Lanes,
+    /// The repacked kernels' gemv (for Q4_0 and IQ4_NL also their gemm).
     BlockChain,
+    /// The repacked gemm of Q4_K and Q2_K (see `krepack.rs`); as `BlockChain` for other types.
+    RepackedGemm,
+    /// The batched kernel of weights llama.cpp keeps as they are (tinyBLAS, the tiled K-quant
+    /// matmul), where its order differs from `vec_dot`'s; as `Lanes` for other types.
+    Batched,
+}
+
+impl SumOrder {
+    /// The order of output `i` of a matmul over `m` tokens (llama.cpp's micro-batch, or the
+    /// tokens it keeps for the last layer) with weights of `ty` stored as `base` says
+    /// (`BlockChain`: repacked by llama.cpp at load; `Lanes`: not).
+    pub fn for_token(ty: GgmlType, base: SumOrder, m: usize, i: usize) -> SumOrder {
+        match entries::scalar_entry(ty) {
+            Some(e) => e.order_for(base, m, i),
+            None => base.plain(),
+        }
+    }
+
+    /// The two orders the types outside the generic path know.
+    #[inline]
+    fn plain(self) -> SumOrder {
+        match self {
+            SumOrder::Lanes | SumOrder::Batched => SumOrder::Lanes,
+            SumOrder::BlockChain | SumOrder::RepackedGemm => SumOrder::BlockChain,
+        }
+    }
 }
 
 /// [`PANEL_TOKENS`] tokens' Q8_0 activations cut to one length: what the panel and wide
@@ -480,6 +560,9 @@ pub struct Kernels {
     q8_0_rows: Rows<BlockQ8_0, BlockQ8_0>,
     quantize_q8_0: fn(&[f32], &mut [BlockQ8_0]),
     quantize_q8_1: fn(&[f32], &mut [BlockQ8_1]),
+    quantize_q8_k: fn(&[f32], &mut [BlockQ8K]),
+    /// The rows of the types that go through the generic path ([`entries`]).
+    entries: [Entry; entries::SCALAR.len()],
 }
 
 impl fmt::Debug for Kernels {
@@ -535,6 +618,8 @@ impl Kernels {
             q8_0_rows: scalar::rows_q8_0_q8_0,
             quantize_q8_0: blocks::quantize_act_q8_0,
             quantize_q8_1: blocks::quantize_act_q8_1,
+            quantize_q8_k: kdequant::quantize_act_q8_k,
+            entries: entries::SCALAR,
         }
     }
 
@@ -578,6 +663,8 @@ impl Kernels {
                 }),
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,
+                quantize_q8_k: x86_64::kavx2::quantize_act_q8_k,
+                entries: x86_64::kavx2::entries(),
                 ..Kernels::scalar()
             },
             #[cfg(target_arch = "x86_64")]
@@ -604,11 +691,36 @@ impl Kernels {
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,
                 q8_0_rows: x86_64::avx512::rows_q8_0_q8_0,
+                entries: x86_64::kavx512::entries(),
                 ..Kernels::for_tier(Tier::Avx2)?
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => unreachable!("available() refused tiers without kernels"),
         })
+    }
+
+    /// `out[r] = dot(rows[r], act)` for a type of the generic path.
+    fn gemv_rows(
+        &self,
+        ty: GgmlType,
+        order: SumOrder,
+        rows: &[&[u8]],
+        act: &ActRow,
+        out: &mut [f32],
+    ) {
+        let dot = self
+            .entry(ty)
+            .expect("a type of the generic path")
+            .dot_in(order);
+        for (o, row) in out.iter_mut().zip(rows) {
+            *o = dot(row, act);
+        }
+    }
+
+    /// This table's row for `ty`, if `ty` goes through the generic path ([`entries`]).
+    #[inline]
+    pub fn entry(&self, ty: GgmlType) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.ty == ty)
     }
 
     /// The best tier this CPU runs, unless `LOCUS_KERNELS` forces one.
@@ -635,9 +747,14 @@ impl Kernels {
         self.dot_ordered(ty, SumOrder::Lanes, row, act)
     }
 
-    /// [`Kernels::dot`] with an explicit summation order (only Q4_0 has a block-chain form).
+    /// [`Kernels::dot`] with an explicit summation order (`BlockChain`: the repacked kernels'
+    /// order, for the types llama.cpp repacks; the others ignore it).
     #[inline]
     pub fn dot_ordered(&self, ty: GgmlType, order: SumOrder, row: &[u8], act: &ActRow) -> f32 {
+        if let Some(e) = self.entry(ty) {
+            return e.dot_in(order)(row, act);
+        }
+        let order = order.plain();
         match (ty, act) {
             (GgmlType::Q4_0, ActRow::Q8_0(Q8Row { blocks: a, .. }))
                 if order == SumOrder::BlockChain =>
@@ -679,8 +796,10 @@ impl Kernels {
     /// single-token kernels, straight from the bytes (the last group padded with copies of the
     /// last row, whose outputs are dropped), so a run costs one call rather than one per row
     /// group; block-chain Q4_0 goes through the tier's single-token panel first (rows in the
-    /// lanes of one vector: [`PANEL_ROWS`] on AVX-512, [`TILE_ROWS`] on AVX2). The float types
-    /// use the single dot.
+    /// lanes of one vector: [`PANEL_ROWS`] on AVX-512, [`TILE_ROWS`] on AVX2). The types of
+    /// the generic path ([`entries`]) go through their row's tile kernel ([`Entry::tile`]),
+    /// [`GEMV_STEP`] rows per call (which takes them a few rows per pass, the activation shared
+    /// among them). The float types use the single dot.
     ///
     /// # Panics
     /// If `rows.len()` is not `out.len()` rows of `act`'s length, or as
@@ -692,8 +811,31 @@ impl Kernels {
             return;
         }
         assert_eq!(rows.len() % k, 0, "weight rows of unequal length");
+        if let Some(e) = self.entry(ty) {
+            let size = rows.len() / k;
+            if let Some(tile) = e.tile {
+                // Runs of up to GEMV_STEP rows through the tier's kernel: one call per run, no
+                // allocation. A kernel without this variant declines the first run.
+                let variant = e.variant(order);
+                let mut runs = rows.chunks(GEMV_STEP * size).zip(out.chunks_mut(GEMV_STEP));
+                let act = std::slice::from_ref(act);
+                let all = runs.all(|(run, o)| {
+                    let rs: [&[u8]; GEMV_STEP] =
+                        std::array::from_fn(|r| &run[r.min(o.len() - 1) * size..][..size]);
+                    tile(&rs[..o.len()], act, variant, o)
+                });
+                if all {
+                    return;
+                }
+            }
+            let dot = e.dot_in(order);
+            for (o, row) in out.iter_mut().zip(rows.chunks_exact(size)) {
+                *o = dot(row, act);
+            }
+            return;
+        }
         let n = act.len() / QK;
-        match (ty, order) {
+        match (ty, order.plain()) {
             (GgmlType::Q4_0, SumOrder::Lanes) if n > 0 => rows_run(
                 self.q4_0_rows,
                 checked_blocks(rows, n * k),
@@ -741,7 +883,7 @@ impl Kernels {
     /// [`Layout::Q4_0x16`] for block-chain Q4_0 where the tier has packed kernels (AVX-512),
     /// [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
-        match (ty, order, self.q4_0_packed_gemv) {
+        match (ty, order.plain(), self.q4_0_packed_gemv) {
             (GgmlType::Q4_0, SumOrder::BlockChain, Some(_)) => Layout::Q4_0x16,
             _ => Layout::Rows,
         }
@@ -768,7 +910,7 @@ impl Kernels {
             return self.gemv(ty, order, rows, act, out);
         }
         assert!(
-            (ty, order) == (GgmlType::Q4_0, SumOrder::BlockChain),
+            (ty, order.plain()) == (GgmlType::Q4_0, SumOrder::BlockChain),
             "packed rows of {} are not Q4_0 in block-chain order",
             ty.name()
         );
@@ -843,7 +985,9 @@ impl Kernels {
     /// and Q8_0 weights, whole multi-token tiles ([`BATCH_TILE_ROWS`] × [`TILE_TOKENS`]) go
     /// through the tiled kernels and the tokens left over, one at a time, through the
     /// single-token kernels ([`TILE_ROWS`] rows per pass); edge rows of a multi-token tile and
-    /// the float types use the single dot.
+    /// the float types use the single dot. The types of the generic path go through their row's
+    /// tile kernel ([`Entry::tile`]: passes of a few rows, each row block unpacked once for a
+    /// few tokens).
     ///
     /// # Panics
     /// If `out.len() != rows.len() * acts.len()`, or as [`Kernels::dot_ordered`] does.
@@ -857,6 +1001,19 @@ impl Kernels {
     ) {
         let n_rows = rows.len();
         assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+        if let Some(e) = self.entry(ty) {
+            if let Some(tile) = e.tile {
+                if tile(rows, acts, e.variant(order), out) {
+                    return;
+                }
+            }
+            // One dot per output: the tier has no kernel for this variant.
+            for (t, a) in acts.iter().enumerate() {
+                self.gemv_rows(ty, order, rows, a, &mut out[t * n_rows..(t + 1) * n_rows]);
+            }
+            return;
+        }
+        let order = order.plain();
         let done = self.panels(ty, order, rows, acts, out);
         let (acts, out) = (&acts[done..], &mut out[done * n_rows..]);
         let whole = acts.len() / TILE_TOKENS * TILE_TOKENS;
@@ -955,9 +1112,9 @@ impl Kernels {
         let pick = |r: usize| rows[r.min(k - 1)];
         match ty {
             GgmlType::Q4_0 => {
-                let kernel = match order {
+                let kernel = match order.plain() {
                     SumOrder::Lanes => self.q4_0_rows,
-                    SumOrder::BlockChain => self.q4_0_chain_rows,
+                    _ => self.q4_0_chain_rows,
                 };
                 let w = std::array::from_fn(|r| checked_blocks(pick(r), n));
                 kernel(&w, q8_0_blocks(act, n), out);
@@ -994,9 +1151,9 @@ impl Kernels {
         let n = acts[0].len() / QK;
         match ty {
             GgmlType::Q4_0 => {
-                let kernel = match order {
+                let kernel = match order.plain() {
                     SumOrder::Lanes => self.q4_0_tile,
-                    SumOrder::BlockChain => self.q4_0_chain_tile,
+                    _ => self.q4_0_chain_tile,
                 };
                 kernel(
                     &rows.map(|r| checked_blocks(r, n)),
@@ -1023,7 +1180,12 @@ impl Kernels {
     /// quantizers.
     #[inline]
     pub fn quantize_act(&self, act: &mut ActRow, x: &[f32]) {
-        act.set_with(self.quantize_q8_0, self.quantize_q8_1, x)
+        act.set_with(
+            self.quantize_q8_0,
+            self.quantize_q8_1,
+            self.quantize_q8_k,
+            x,
+        )
     }
 
     /// f32·f32 dot product (attention scores and the like).
@@ -1226,6 +1388,14 @@ fn u16_row(row: &[u8]) -> std::borrow::Cow<'_, [u16]> {
     }
 }
 
+/// The blocks of a weight row.
+///
+/// # Panics
+/// If the row is not a whole number of blocks (row lengths are checked when a model is loaded).
+fn kblocks_of<B: blocks::Block>(row: &[u8]) -> &[B] {
+    blocks::as_blocks(row).expect("weight row is not a whole number of blocks")
+}
+
 /// Dequantizes one row of `ty` into `out` (for embedding lookups and tests).
 pub fn dequantize_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
     match ty {
@@ -1243,6 +1413,15 @@ pub fn dequantize_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
         GgmlType::Q4_0 => blocks::dequantize_q4_0(blocks::as_blocks(row).expect("q4_0 row"), out),
         GgmlType::Q4_1 => blocks::dequantize_q4_1(blocks::as_blocks(row).expect("q4_1 row"), out),
         GgmlType::Q8_0 => blocks::dequantize_q8_0(blocks::as_blocks(row).expect("q8_0 row"), out),
+        GgmlType::Q5_0 => kdequant::dequantize_q5_0(kblocks_of(row), out),
+        GgmlType::Q5_1 => kdequant::dequantize_q5_1(kblocks_of(row), out),
+        GgmlType::Iq4Nl => kdequant::dequantize_iq4_nl(kblocks_of(row), out),
+        GgmlType::Q2K => kdequant::dequantize_q2_k(kblocks_of(row), out),
+        GgmlType::Q3K => kdequant::dequantize_q3_k(kblocks_of(row), out),
+        GgmlType::Q4K => kdequant::dequantize_q4_k(kblocks_of(row), out),
+        GgmlType::Q5K => kdequant::dequantize_q5_k(kblocks_of(row), out),
+        GgmlType::Q6K => kdequant::dequantize_q6_k(kblocks_of(row), out),
+        GgmlType::Iq4Xs => kdequant::dequantize_iq4_xs(kblocks_of(row), out),
         t => panic!("dequantize_row: unsupported type {}", t.name()),
     }
 }

@@ -210,7 +210,34 @@ impl GgmlType {
     /// Whether locus has kernels for weights of this type.
     pub fn supported(self) -> bool {
         use GgmlType::*;
-        matches!(self, F32 | F16 | Bf16 | Q4_0 | Q4_1 | Q8_0)
+        matches!(
+            self,
+            F32 | F16
+                | Bf16
+                | Q4_0
+                | Q4_1
+                | Q5_0
+                | Q5_1
+                | Q8_0
+                | Q2K
+                | Q3K
+                | Q4K
+                | Q5K
+                | Q6K
+                | Iq4Nl
+                | Iq4Xs
+        )
+    }
+
+    /// The names of the types [`GgmlType::supported`] accepts, comma-separated (for errors and
+    /// help texts).
+    pub fn supported_names() -> String {
+        (0..64)
+            .filter_map(Self::from_u32)
+            .filter(|t| t.supported())
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Bytes taken by `n` elements (n must be a multiple of the block size).

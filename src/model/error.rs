@@ -57,8 +57,9 @@ pub enum ModelError {
         ty: &'static str,
         why: String,
     },
-    /// `quantize` to a type it does not write.
-    UnsupportedTarget(&'static str),
+    /// `quantize` could not plan the tensor types as llama-quantize would (a model shape key
+    /// missing, a MoE tensor without a layer number).
+    Quantize(String),
     /// Writing a model file failed (or was refused: a device, a FIFO).
     Write(crate::sys::fs::WriteError),
     /// Ctrl-C ended the work.
@@ -92,8 +93,8 @@ impl fmt::Display for ModelError {
             ModelError::UnsupportedType { tensor, ty } => write!(
                 f,
                 "tensor '{tensor}' has type {ty}, which locus cannot compute with yet \
-                 (supported: F32, F16, BF16, Q4_0, Q4_1, Q8_0); requantize the model, e.g. \
-                 `locus quantize IN OUT Q8_0`"
+                 (supported: {}); requantize the model, e.g. `locus quantize IN OUT Q4_K_M`",
+                crate::kernels::GgmlType::supported_names()
             ),
             ModelError::Tokenizer(m) => write!(f, "tokenizer: {m}"),
             ModelError::PromptTooLong { tokens, ctx } => write!(
@@ -121,11 +122,7 @@ impl fmt::Display for ModelError {
                 write!(f, "; use a smaller -c (the model was trained with {n_ctx_train})")
             }
             ModelError::KvType { ty, why } => write!(f, "-ctk/-ctv {ty}: the cache {why}"),
-            ModelError::UnsupportedTarget(ty) => write!(
-                f,
-                "{ty} is not a type locus quantizes to (types: {})",
-                super::quantize::TARGETS.join(", ")
-            ),
+            ModelError::Quantize(why) => write!(f, "quantize: {why}"),
             ModelError::Write(e) => write!(f, "{e}"),
             ModelError::Interrupted => write!(f, "interrupted"),
         }

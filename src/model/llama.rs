@@ -21,7 +21,7 @@ pub use super::kv::{Arith, KvType};
 use super::kv::{KvBuf, KV_PAD};
 use super::weights::{LlamaWeights, Matrix, Tensor};
 use crate::kernels::ops::{self, Rope};
-use crate::kernels::{ActRow, ActType, GgmlType, Kernels, Layout, SumOrder, PACK_ROWS};
+use crate::kernels::{ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -138,12 +138,39 @@ struct Items {
     step: usize,
 }
 
+/// The runs `(b0, b1, order)` of the step's `n` tokens (rows `at.1..` of a matmul over `at.0`)
+/// that llama.cpp computes with `t` in one order.
+fn token_runs(t: &Tensor, n: usize, at: (usize, usize)) -> Vec<(usize, usize, SumOrder)> {
+    let order = |b: usize| SumOrder::for_token(t.ty, t.order, at.0, at.1 + b);
+    let mut runs = Vec::new();
+    let mut b0 = 0;
+    while b0 < n {
+        let o = order(b0);
+        let b1 = (b0 + 1..n).find(|&b| order(b) != o).unwrap_or(n);
+        runs.push((b0, b1, o));
+        b0 = b1;
+    }
+    runs
+}
+
+/// Where a forward step's tokens sit in llama.cpp's micro-batch: which of its kernels computes
+/// a token's matmul rows depends on it (see `SumOrder::for_token`).
+#[derive(Clone, Copy, Debug)]
+struct Micro {
+    /// The attention arithmetic of the micro-batch.
+    arith: Arith,
+    /// (tokens in the micro-batch, index of the step's first token among them).
+    tokens: (usize, usize),
+    /// (tokens of the micro-batch with logits, index of the step's first such token among
+    /// them): the rows of the last layer's FFN and of the output head.
+    outputs: (usize, usize),
+}
+
 /// The batch's input rows quantized once for each activation format a group of matmuls needs,
 /// and the chunk counters its parallel step shares out rows with.
 struct BatchActs {
-    f32: Vec<ActRow>,
-    q8_0: Vec<ActRow>,
-    q8_1: Vec<ActRow>,
+    /// Rows of each activation type, in [`ActType::ALL`]'s order.
+    by_type: [Vec<ActRow>; ActType::ALL.len()],
     claims: Vec<Claims>,
 }
 
@@ -158,29 +185,25 @@ struct Claims([Claim; MAX_JOBS]);
 
 impl BatchActs {
     fn new() -> BatchActs {
-        let mk = |ty| (0..MAX_BATCH).map(|_| ActRow::new_for(ty)).collect();
         BatchActs {
-            f32: mk(GgmlType::F32),
-            q8_0: mk(GgmlType::Q8_0),
-            q8_1: mk(GgmlType::Q4_1),
+            by_type: ActType::ALL.map(|t| (0..MAX_BATCH).map(|_| ActRow::of(t)).collect()),
             claims: Vec::new(),
         }
     }
 
+    fn index(t: ActType) -> usize {
+        ActType::ALL
+            .iter()
+            .position(|&a| a == t)
+            .expect("every activation type is listed")
+    }
+
     fn rows_mut(&mut self, t: ActType) -> &mut [ActRow] {
-        match t {
-            ActType::F32 => &mut self.f32,
-            ActType::Q8_0 => &mut self.q8_0,
-            ActType::Q8_1 => &mut self.q8_1,
-        }
+        &mut self.by_type[Self::index(t)]
     }
 
     fn rows(&self, t: ActType) -> &[ActRow] {
-        match t {
-            ActType::F32 => &self.f32,
-            ActType::Q8_0 => &self.q8_0,
-            ActType::Q8_1 => &self.q8_1,
-        }
+        &self.by_type[Self::index(t)]
     }
 
     /// Quantizes the `n` rows of `x` (width `cols`) for every format `tensors` need.
@@ -192,7 +215,7 @@ impl BatchActs {
         cols: usize,
         tensors: &[&Tensor],
     ) {
-        let mut done = [None; 3];
+        let mut done = [None; ActType::ALL.len()];
         for t in tensors {
             let at = ActType::for_weight(t.ty);
             if done.contains(&Some(at)) {
@@ -425,12 +448,16 @@ impl<'a> Llama<'a> {
     /// ([`rows_of_group`], the split placement stored on its node), its threads taking them in
     /// runs ([`Shares`]) and reading them from the group's view; each weight row is
     /// applied to all `n` inputs while it is hot.
+    ///
+    /// The `n` rows are rows `at.1..at.1 + n` of a matmul over `at.0` rows as llama.cpp runs
+    /// it (its micro-batch, or the tokens it keeps for the last layer): where a row sits
+    /// decides which of its kernels computes it ([`SumOrder::for_token`]).
     fn matmuls<const N: usize>(
         &self,
         pool: &Pool,
         acts: &mut BatchActs,
         x: &[f32],
-        n: usize,
+        (n, at): (usize, (usize, usize)),
         jobs: [(&Matrix, &mut [f32]); N],
     ) {
         const { assert!(N <= MAX_JOBS) };
@@ -462,8 +489,13 @@ impl<'a> Llama<'a> {
                     Layout::Rows => (lo, hi),
                     _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
                 };
-                (t, Shares::new(lo, hi, threads.len(), STEP))
+                (
+                    t,
+                    Shares::new(lo, hi, threads.len(), STEP),
+                    token_runs(t, n, at),
+                )
             });
+            let order = |t: &Tensor, b: usize| SumOrder::for_token(t.ty, t.order, at.0, at.1 + b);
             let mut chunk = |j: usize, (c0, c1): (usize, usize)| {
                 let (t, out) = (&plan[j].0, &jobs[j].1);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
@@ -471,7 +503,8 @@ impl<'a> Llama<'a> {
                     // SAFETY: this thread alone claimed rows c0..c1, so it alone writes
                     // their (single-token) outputs during the step.
                     let o = unsafe { out.slice(c0, c1) };
-                    kernels.gemv_in(t.layout, t.ty, t.order, t.rows_bytes(c0, c1), &act[0], o);
+                    let rows = t.rows_bytes(c0, c1);
+                    kernels.gemv_in(t.layout, t.ty, order(t, 0), rows, &act[0], o);
                     return;
                 }
                 if t.layout != Layout::Rows {
@@ -491,19 +524,23 @@ impl<'a> Llama<'a> {
                     let k = STEP.min(c1 - r0);
                     let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
                     let step = &mut step[..k * n];
-                    kernels.dot_tile(t.ty, t.order, &rows[..k], act, step);
+                    // Each run of tokens computed in one order (token-major outputs).
+                    for &(b0, b1, o) in &plan[j].2 {
+                        let (rows, step) = (&rows[..k], &mut step[b0 * k..b1 * k]);
+                        kernels.dot_tile(t.ty, o, rows, &act[b0..b1], step);
+                    }
                     // SAFETY: this thread alone claimed rows c0..c1.
                     unsafe { scatter(out, t.rows, r0, k, step) };
                 }
             };
             // This thread's own run of every matrix, then what the group's other threads have
             // not yet taken of theirs.
-            for (j, (_, shares)) in plan.iter().enumerate() {
+            for (j, (_, shares, _)) in plan.iter().enumerate() {
                 while let Some(c) = shares.own(me, &acts.claims[tid].0[j]) {
                     chunk(j, c);
                 }
             }
-            for (j, (_, shares)) in plan.iter().enumerate() {
+            for (j, (_, shares, _)) in plan.iter().enumerate() {
                 for other in threads.clone().filter(|&o| o != tid) {
                     while let Some(c) =
                         shares.steal(other - threads.start, &acts.claims[other].0[j])
@@ -517,13 +554,13 @@ impl<'a> Llama<'a> {
 
     /// Runs one token at position `s.pos`; with `want_logits` its logits are `s.logits(0)`.
     pub fn forward(&self, pool: &Pool, s: &mut State, token: u32, want_logits: bool) {
-        self.forward_batch(
-            pool,
-            s,
-            &[token],
-            if want_logits { 0 } else { 1 },
-            Arith::Single,
-        );
+        let outs = usize::from(want_logits);
+        let micro = Micro {
+            arith: Arith::Single,
+            tokens: (1, 0),
+            outputs: (outs, 0),
+        };
+        self.forward_batch(pool, s, &[token], 1 - outs, micro);
     }
 
     /// Evaluates `tokens` (any number) at positions `s.pos..`, in batches of [`MAX_BATCH`].
@@ -540,10 +577,19 @@ impl<'a> Llama<'a> {
     ) {
         for (ui, ubatch) in tokens.chunks(UBATCH).enumerate() {
             let arith = Arith::for_ubatch(ubatch.len());
+            let u0 = ui * UBATCH;
+            // The micro-batch's first token with logits, and how many have them.
+            let out0 = logits_from.clamp(u0, u0 + ubatch.len());
+            let n_out = u0 + ubatch.len() - out0;
             for (ci, chunk) in ubatch.chunks(MAX_BATCH).enumerate() {
-                let base = ui * UBATCH + ci * MAX_BATCH;
+                let base = u0 + ci * MAX_BATCH;
                 let from = logits_from.saturating_sub(base).min(chunk.len());
-                self.forward_batch(pool, s, chunk, from, arith);
+                let micro = Micro {
+                    arith,
+                    tokens: (ubatch.len(), base - u0),
+                    outputs: (n_out, (base + from).saturating_sub(out0)),
+                };
+                self.forward_batch(pool, s, chunk, from, micro);
                 if s.stopped {
                     return;
                 }
@@ -555,16 +601,20 @@ impl<'a> Llama<'a> {
     }
 
     /// Evaluates up to [`MAX_BATCH`] consecutive tokens at positions `s.pos..`, computing
-    /// logits for tokens `logits_from..` (into `s.logits(0..)`), with attention summed as
-    /// llama.cpp does for a micro-batch of kind `arith`.
-    pub fn forward_batch(
+    /// logits for tokens `logits_from..` (into `s.logits(0..)`), with the arithmetic llama.cpp
+    /// uses for them where `micro` says they sit in its micro-batch. As llama.cpp does, the last
+    /// layer's FFN runs only for the tokens whose logits are wanted (the others' states are
+    /// not needed past their keys and values).
+    fn forward_batch(
         &self,
         pool: &Pool,
         s: &mut State,
         tokens: &[u32],
         logits_from: usize,
-        arith: Arith,
+        micro: Micro,
     ) {
+        let arith = micro.arith;
+        let at = micro.tokens;
         let c = &self.config;
         let w = &self.weights;
         let n = tokens.len();
@@ -604,7 +654,7 @@ impl<'a> Llama<'a> {
                 pool,
                 &mut s.acts,
                 &s.xn,
-                n,
+                (n, at),
                 [
                     (&layer.wq, &mut s.q),
                     (&layer.wk, &mut s.kcur),
@@ -632,7 +682,13 @@ impl<'a> Llama<'a> {
             if s.check_stop() {
                 return;
             }
-            self.matmuls(pool, &mut s.acts, &s.att, n, [(&layer.wo, &mut s.tmp)]);
+            self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.att,
+                (n, at),
+                [(&layer.wo, &mut s.tmp)],
+            );
             {
                 let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
                 per_token(pool, n, &|b| {
@@ -646,16 +702,26 @@ impl<'a> Llama<'a> {
             if s.check_stop() {
                 return;
             }
+            // The last layer's FFN: only the tokens with logits (rows b0.. of the batch), as
+            // rows of a matmul over the micro-batch's outputs.
+            let (b0, nf, at) = if li + 1 == w.layers.len() {
+                (logits_from.min(n), n - logits_from.min(n), micro.outputs)
+            } else {
+                (0, n, at)
+            };
+            if nf == 0 {
+                continue;
+            }
             self.matmuls(
                 pool,
                 &mut s.acts,
-                &s.xn,
-                n,
+                &s.xn[b0 * e..],
+                (nf, at),
                 [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
             );
             {
                 let (up, gate, kernels) = (&s.up, Out::new(&mut s.gate), &self.kernels);
-                per_token(pool, n, &|b| {
+                per_token(pool, nf, &|b| {
                     // SAFETY: token b's row of gate is touched by this call alone.
                     let g = unsafe { gate.slice(b * ff, (b + 1) * ff) };
                     kernels.swiglu(g, &up[b * ff..(b + 1) * ff]);
@@ -664,8 +730,14 @@ impl<'a> Llama<'a> {
             if s.check_stop() {
                 return;
             }
-            self.matmuls(pool, &mut s.acts, &s.gate, n, [(&layer.w_down, &mut s.tmp)]);
-            add_into(&mut s.x[..n * e], &s.tmp[..n * e]);
+            self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.gate,
+                (nf, at),
+                [(&layer.w_down, &mut s.tmp)],
+            );
+            add_into(&mut s.x[b0 * e..n * e], &s.tmp[..nf * e]);
         }
         s.pos += n;
         s.n_logits = n - logits_from.min(n);
@@ -683,7 +755,14 @@ impl<'a> Llama<'a> {
             if s.check_stop() {
                 return;
             }
-            self.matmuls(pool, &mut s.acts, &s.xn, m, [(&w.output, &mut s.logits)]);
+            let at = micro.outputs;
+            self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.xn,
+                (m, at),
+                [(&w.output, &mut s.logits)],
+            );
         }
     }
 

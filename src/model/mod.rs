@@ -7,6 +7,7 @@ pub mod gguf;
 pub mod gguf_write;
 pub mod kv;
 pub mod llama;
+pub mod quant_mix;
 pub mod quantize;
 pub mod sampler;
 pub mod synth;

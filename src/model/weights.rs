@@ -4,18 +4,16 @@
 use super::config::LlamaConfig;
 use super::error::ModelError;
 use super::gguf::Gguf;
+use crate::kernels::krepack::repacked_in_llama;
 use crate::kernels::{GgmlType, Layout, SumOrder};
-
-/// llama.cpp interleaves Q4_0 matmul weights in groups of this many rows.
-const REPACK_ROWS: usize = 8;
 
 /// A 1-D or 2-D tensor view: `rows` rows of `cols` elements, row-major, of type `ty`, of which
 /// `data` holds rows `row0..row0 + data.len() / row_bytes` (all of them, except in a shard).
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor<'a> {
     pub ty: GgmlType,
-    /// How its dot products sum: llama.cpp repacks Q4_0 matmul weights whose row count is a
-    /// multiple of 8 and then sums them in one chain over blocks.
+    /// How its dot products sum: llama.cpp repacks Q4_0, Q4_K, Q2_K and IQ4_NL matmul weights
+    /// whose row count is a multiple of 8 and then sums them in its repacked kernels' order.
     pub order: SumOrder,
     /// How `data` stores the rows: the file's layout, or packed for the kernels (a copy
     /// placement made; see `kernels::pack`).
@@ -159,7 +157,9 @@ pub struct Layer<'a> {
 pub struct LlamaWeights<'a> {
     pub token_embd: Matrix<'a>,
     pub output_norm: Vec<f32>,
-    /// The output head; the token embedding itself when the model ties them.
+    /// The output head; when the model ties it to the token embedding, the embedding's tensor
+    /// under its name, held as llama.cpp holds a matmul weight (repacked order where the rule
+    /// says so; the embedding's own rows, read by `get_rows`, never are).
     pub output: Matrix<'a>,
     pub layers: Vec<Layer<'a>>,
     /// Llama-3 RoPE frequency divisors, if present.
@@ -221,11 +221,20 @@ fn matrix<'a>(
     cols: usize,
     rows: usize,
 ) -> Result<Matrix<'a>, ModelError> {
-    let mut t = tensor(g, name, cols, rows)?;
-    if t.ty == GgmlType::Q4_0 && rows.is_multiple_of(REPACK_ROWS) {
+    Ok(Matrix::new(
+        name,
+        as_matmul_weight(tensor(g, name, cols, rows)?),
+    ))
+}
+
+/// `t` as llama.cpp holds a matmul weight: repacked at load where its type and row count allow
+/// (the x86 rule of an AVX-512 build: `krepack::repacked_in_llama`), and so summed in the
+/// repacked kernels' order.
+fn as_matmul_weight(mut t: Tensor) -> Tensor {
+    if repacked_in_llama(t.ty, t.rows) {
         t.order = SumOrder::BlockChain;
     }
-    Ok(Matrix::new(name, t))
+    t
 }
 
 impl<'a> LlamaWeights<'a> {
@@ -246,7 +255,8 @@ impl<'a> LlamaWeights<'a> {
         v
     }
 
-    /// Every distinct matrix once (a tied output head is the embedding), in file order of use.
+    /// Every distinct matrix once (a tied output head shares the embedding's name and bytes),
+    /// in file order of use.
     pub fn matrices(&self) -> Vec<&Matrix<'a>> {
         let mut v = vec![&self.token_embd];
         if self.output.name != self.token_embd.name {
@@ -274,7 +284,9 @@ impl<'a> LlamaWeights<'a> {
         let output = if g.tensor("output.weight").is_some() {
             matrix(g, "output.weight", c.n_embd, c.n_vocab)?
         } else {
-            token_embd.clone()
+            // A tied head: llama.cpp loads the embedding a second time as a matmul weight, and
+            // that copy is repacked by the usual rule (the embedding itself never is).
+            Matrix::new(embd, as_matmul_weight(token_embd.file))
         };
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {

@@ -39,6 +39,11 @@ pub fn locus(args: &[&str]) -> Output {
 /// which would prove little) into a fresh temporary folder. `shape`: vocabulary, embedding,
 /// layers, FFN, heads, KV heads.
 pub fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
+    write_synth_typed(tag, seed, shape, GgmlType::Q8_0)
+}
+
+/// [`write_synth`] with every matrix in `ty` (the dimensions must be whole blocks of it).
+pub fn write_synth_typed(tag: &str, seed: u64, shape: [usize; 6], ty: GgmlType) -> PathBuf {
     let [n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv] = shape;
     let path = temp_dir(tag).join("model.gguf");
     let spec = SynthSpec {
@@ -50,7 +55,7 @@ pub fn write_synth(tag: &str, seed: u64, shape: [usize; 6]) -> PathBuf {
         n_ff,
         n_head,
         n_head_kv,
-        ..SynthSpec::tiny(GgmlType::Q8_0)
+        ..SynthSpec::tiny(ty)
     };
     synth_model(&spec)
         .write_atomic(&path)

@@ -1,0 +1,297 @@
+//! The kernel table's rows for the types that go through one generic path: each weight type's
+//! activation type, block geometry and dot products over raw row bytes.
+//!
+//! A row says everything the drivers need to know about a type: which activation its dot
+//! product consumes ([`ActType`]), how many elements a block holds (256 for the K-quants), and
+//! the row · activation dot product in each order llama.cpp computes it — the plain `vec_dot`
+//! order and, for the types llama.cpp repacks into interleaved 8-row blocks at load on x86, the
+//! repacked kernels' order. Adding a type means adding its block code and one row here.
+//!
+//! Every dot product here is the scalar oracle; a tier that has a faster kernel for a type puts
+//! its own function in its copy of the row (see [`super::Kernels::for_tier`]), tested against
+//! the oracle bit for bit (`tests/kernels_k.rs`), and its many-output kernel ([`TileDot`]) in
+//! the row's `tile`, which `Kernels::gemv` and `Kernels::dot_tile` take for decode's runs of
+//! rows and for prompt tiles.
+
+use super::blocks::{Block, BlockQ8_0, BlockQ8_1, QK};
+use super::kblocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, QK_K,
+};
+use super::{kdot, krepack, ktiled, ActRow, ActType, GgmlType, SumOrder};
+
+/// A row · activation dot product over the row's bytes. The activation must be of the row's
+/// [`ActType`] and length (callers check row lengths when a model is loaded; a mismatch here
+/// is a bug and panics).
+pub type RowDot = fn(&[u8], &ActRow) -> f32;
+
+/// Which of an [`Entry`]'s dot products a [`SumOrder`] takes ([`Entry::variant`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `dot`: ggml's `vec_dot` order.
+    Dot,
+    /// `dot_repacked`: the repacked gemv's order.
+    Repacked,
+    /// `dot_repacked_gemm`: the repacked gemm's order.
+    RepackedGemm,
+    /// `dot_batch`: tinyBLAS's or the tiled K-quant matmul's order.
+    Batch,
+}
+
+/// A tier's many-output kernel for one type: `out[t * rows.len() + r]` is the dot product of
+/// `variant` of `rows[r]` with `acts[t]`, bit for bit as the row's single dot gives it. It
+/// returns `false`, having written nothing, for a variant it has no kernel for (the caller then
+/// takes one dot per output). Rows must be whole blocks of the activations' length.
+pub type TileDot = fn(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool;
+
+/// One weight type's kernels.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    /// The weight type this row is for.
+    pub ty: GgmlType,
+    /// The activation its dot products consume (ggml's `vec_dot_type`).
+    pub act: ActType,
+    /// Elements per weight block.
+    pub block: usize,
+    /// The dot product in ggml's `vec_dot` order.
+    pub dot: RowDot,
+    /// The dot product in the order of llama.cpp's repacked gemv, for the types it repacks
+    /// (matmul weights whose row count is a multiple of 8).
+    pub dot_repacked: Option<RowDot>,
+    /// The repacked gemm's order, where it differs from the gemv's (the first `m − m mod 4`
+    /// tokens of a matmul over `m` take the gemm: [`krepack::gemm_tokens`]).
+    pub dot_repacked_gemm: Option<RowDot>,
+    /// The order of the kernel llama.cpp runs for a matmul over at least `batch_min` tokens of
+    /// weights it did not repack (tinyBLAS, its tiled K-quant matmul), where it differs from
+    /// `vec_dot`'s.
+    pub dot_batch: Option<RowDot>,
+    /// Tokens from which llama.cpp takes `dot_batch`'s kernel (2 for tinyBLAS, 8 for the tiled
+    /// matmul; `usize::MAX` where there is none).
+    pub batch_min: usize,
+    /// The tier's kernel over many rows and tokens at once (decode's runs of rows, prompt
+    /// tiles), where it has one.
+    pub tile: Option<TileDot>,
+}
+
+impl Entry {
+    /// Which dot product `order` takes: the one it names where the type has it, else the
+    /// repacked gemv's (for the gemm) or `vec_dot`'s.
+    #[inline]
+    pub fn variant(&self, order: SumOrder) -> Variant {
+        let repacked = match self.dot_repacked {
+            Some(_) => Variant::Repacked,
+            None => Variant::Dot,
+        };
+        match order {
+            SumOrder::Lanes => Variant::Dot,
+            SumOrder::Batched if self.dot_batch.is_some() => Variant::Batch,
+            SumOrder::Batched => Variant::Dot,
+            SumOrder::BlockChain => repacked,
+            SumOrder::RepackedGemm if self.dot_repacked_gemm.is_some() => Variant::RepackedGemm,
+            SumOrder::RepackedGemm => repacked,
+        }
+    }
+
+    /// The dot product for `order` (see [`SumOrder`]).
+    #[inline]
+    pub fn dot_in(&self, order: SumOrder) -> RowDot {
+        let pick = |f: Option<RowDot>| f.expect("variant() picks only dot products the row has");
+        match self.variant(order) {
+            Variant::Dot => self.dot,
+            Variant::Repacked => pick(self.dot_repacked),
+            Variant::RepackedGemm => pick(self.dot_repacked_gemm),
+            Variant::Batch => pick(self.dot_batch),
+        }
+    }
+
+    /// The order of output `i` of a matmul over `m` tokens, for weights stored as `base` says
+    /// ([`SumOrder::BlockChain`]: llama.cpp repacked them; [`SumOrder::Lanes`]: it did not).
+    #[inline]
+    pub fn order_for(&self, base: SumOrder, m: usize, i: usize) -> SumOrder {
+        match base {
+            SumOrder::BlockChain | SumOrder::RepackedGemm => {
+                if self.dot_repacked_gemm.is_some() && i < krepack::gemm_tokens(m) {
+                    SumOrder::RepackedGemm
+                } else {
+                    SumOrder::BlockChain
+                }
+            }
+            SumOrder::Lanes | SumOrder::Batched => {
+                if self.dot_batch.is_some() && m >= self.batch_min {
+                    SumOrder::Batched
+                } else {
+                    SumOrder::Lanes
+                }
+            }
+        }
+    }
+}
+
+/// The weight blocks of `row`, which must be `n` whole blocks.
+pub(crate) fn weights<B: Block>(row: &[u8], n: usize) -> &[B] {
+    let b = super::blocks::as_blocks::<B>(row).expect("weight row is not a whole number of blocks");
+    assert_eq!(b.len(), n, "row length mismatch");
+    b
+}
+
+/// The Q8_0 blocks of an activation (a caller bug otherwise: it panics).
+pub(crate) fn q8_0(act: &ActRow) -> &[BlockQ8_0] {
+    match act {
+        ActRow::Q8_0(a) => &a.blocks,
+        _ => panic!("activation is not Q8_0"),
+    }
+}
+
+/// The Q8_1 blocks of an activation (a caller bug otherwise: it panics).
+pub(crate) fn q8_1(act: &ActRow) -> &[BlockQ8_1] {
+    match act {
+        ActRow::Q8_1(a) => a,
+        _ => panic!("activation is not Q8_1"),
+    }
+}
+
+/// The Q8_K blocks of an activation (a caller bug otherwise: it panics).
+pub(crate) fn q8_k(act: &ActRow) -> &[BlockQ8K] {
+    match act {
+        ActRow::Q8K(a) => a,
+        _ => panic!("activation is not Q8_K"),
+    }
+}
+
+/// A [`RowDot`] from a dot product over blocks: the weight block type, the activation getter.
+macro_rules! row_dot {
+    ($f:path, $w:ty, $get:ident) => {
+        |row: &[u8], act: &$crate::kernels::ActRow| {
+            let a = $crate::kernels::entries::$get(act);
+            $f($crate::kernels::entries::weights::<$w>(row, a.len()), a)
+        }
+    };
+}
+pub(crate) use row_dot;
+
+/// The oracle rows, one per type that goes through this path.
+pub const SCALAR: [Entry; 9] = [
+    Entry {
+        ty: GgmlType::Q5_0,
+        act: ActType::Q8_0,
+        block: QK,
+        dot: row_dot!(kdot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
+        dot_repacked: None,
+        dot_repacked_gemm: None,
+        dot_batch: None,
+        batch_min: usize::MAX,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Q5_1,
+        act: ActType::Q8_1,
+        block: QK,
+        dot: row_dot!(kdot::dot_q5_1_q8_1, BlockQ5_1, q8_1),
+        dot_repacked: None,
+        dot_repacked_gemm: None,
+        dot_batch: None,
+        batch_min: usize::MAX,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Iq4Nl,
+        act: ActType::Q8_0,
+        block: QK,
+        dot: row_dot!(kdot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
+        dot_repacked: Some(row_dot!(
+            krepack::dot_iq4_nl_q8_0_repacked,
+            BlockIq4Nl,
+            q8_0
+        )),
+        dot_repacked_gemm: None,
+        // tinyBLAS, for every matmul over two tokens or more.
+        dot_batch: Some(row_dot!(kdot::dot_iq4_nl_q8_0_tinyblas, BlockIq4Nl, q8_0)),
+        batch_min: 2,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Q2K,
+        act: ActType::Q8K,
+        block: QK_K,
+        dot: row_dot!(kdot::dot_q2_k_q8_k, BlockQ2K, q8_k),
+        dot_repacked: Some(row_dot!(krepack::dot_q2_k_q8_k_repacked, BlockQ2K, q8_k)),
+        dot_repacked_gemm: Some(row_dot!(
+            krepack::dot_q2_k_q8_k_repacked_gemm,
+            BlockQ2K,
+            q8_k
+        )),
+        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
+        dot_batch: Some(row_dot!(ktiled::dot_q2_k_q8_k_tiled, BlockQ2K, q8_k)),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Q3K,
+        act: ActType::Q8K,
+        block: QK_K,
+        dot: row_dot!(kdot::dot_q3_k_q8_k, BlockQ3K, q8_k),
+        dot_repacked: None,
+        dot_repacked_gemm: None,
+        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
+        dot_batch: Some(row_dot!(ktiled::dot_q3_k_q8_k_tiled, BlockQ3K, q8_k)),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Q4K,
+        act: ActType::Q8K,
+        block: QK_K,
+        dot: row_dot!(kdot::dot_q4_k_q8_k, BlockQ4K, q8_k),
+        dot_repacked: Some(row_dot!(krepack::dot_q4_k_q8_k_repacked, BlockQ4K, q8_k)),
+        dot_repacked_gemm: Some(row_dot!(
+            krepack::dot_q4_k_q8_k_repacked_gemm,
+            BlockQ4K,
+            q8_k
+        )),
+        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
+        dot_batch: Some(row_dot!(ktiled::dot_q4_k_q8_k_tiled, BlockQ4K, q8_k)),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Q5K,
+        act: ActType::Q8K,
+        block: QK_K,
+        dot: row_dot!(kdot::dot_q5_k_q8_k, BlockQ5K, q8_k),
+        dot_repacked: None,
+        dot_repacked_gemm: None,
+        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
+        dot_batch: Some(row_dot!(ktiled::dot_q5_k_q8_k_tiled, BlockQ5K, q8_k)),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Q6K,
+        act: ActType::Q8K,
+        block: QK_K,
+        dot: row_dot!(kdot::dot_q6_k_q8_k, BlockQ6K, q8_k),
+        dot_repacked: None,
+        dot_repacked_gemm: None,
+        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
+        dot_batch: Some(row_dot!(ktiled::dot_q6_k_q8_k_tiled, BlockQ6K, q8_k)),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        tile: None,
+    },
+    Entry {
+        ty: GgmlType::Iq4Xs,
+        act: ActType::Q8K,
+        block: QK_K,
+        dot: row_dot!(kdot::dot_iq4_xs_q8_k, BlockIq4Xs, q8_k),
+        dot_repacked: None,
+        dot_repacked_gemm: None,
+        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
+        dot_batch: Some(row_dot!(ktiled::dot_iq4_xs_q8_k_tiled, BlockIq4Xs, q8_k)),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        tile: None,
+    },
+];
+
+/// The oracle row for `ty`, if it goes through this path.
+pub fn scalar_entry(ty: GgmlType) -> Option<&'static Entry> {
+    SCALAR.iter().find(|e| e.ty == ty)
+}

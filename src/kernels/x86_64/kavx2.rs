@@ -1,0 +1,574 @@
+//! AVX2 kernels for the types of the generic path (`entries.rs`): Q5_0, Q5_1 and IQ4_NL here,
+//! the K-quants and IQ4_XS in `kavx2_k.rs`, and the Q8_K activation quantizer. Every kernel
+//! forms the same exact integers as its scalar oracle (`kdot.rs`, `krepack.rs`, `ktiled.rs`)
+//! and does the same float operations on them in the same order, so each output is
+//! bit-identical to the oracle's (and to llama.cpp's).
+//!
+//! Each kernel takes `R` rows and `T` tokens (`fn(&[&[B]; R], &[&[A]; T], &mut [[f32; R]; T])`):
+//! the single dot of the table row is the kernel with `R = T = 1`, and a type's tile kernel
+//! ([`TileDot`]) runs passes of [`PASS_ROWS`] rows, each against the tokens [`PASS_TOKENS`] at
+//! a time ([`drive`]; decode has one token). Within a pass each row's block is unpacked once for
+//! all its tokens, the activation's loads and per-block work are shared among the rows, and the
+//! outputs' independent chains overlap. Nothing else is shared: every output keeps its own
+//! float operations.
+//!
+//! As in `avx2.rs`, the `#[target_feature]` functions are private and the safe wrappers are
+//! only handed out by the dispatch table after AVX2, FMA and F16C were detected.
+
+use std::arch::x86_64::*;
+
+use super::avx2::Prefetch;
+use super::kavx2_k;
+use crate::kernels::blocks::Block;
+use crate::kernels::entries::{self, SCALAR};
+use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, QK_K};
+use crate::kernels::{ActRow, Entry};
+
+/// `[f(0), …, f(n − 1)]` for `|i| f(i)` (a `Copy` type), built by a loop in the calling
+/// function. Unlike `std::array::from_fn`, whose closure a `#[target_feature]` function's
+/// intrinsics would keep out of line (the generic `from_fn` has no target features to inline
+/// it into), the body here stays inlinable.
+macro_rules! array_of {
+    ($n:expr, |$i:ident| $e:expr) => {{
+        let mut a = [{
+            let $i = 0usize;
+            $e
+        }; $n];
+        for $i in 1..$n {
+            a[$i] = $e;
+        }
+        a
+    }};
+}
+pub(super) use array_of;
+
+/// Rows per pass of the tile kernels.
+pub(super) const PASS_ROWS: usize = 4;
+/// Tokens per pass of the tile kernels for a batch (each row's blocks unpacked once for them).
+pub(super) const PASS_TOKENS: usize = 4;
+
+/// A kernel over `R` rows and `T` tokens: `out[t][r] = dot(w[r], y[t])`.
+pub(super) type TileFn<B, A, const R: usize, const T: usize> =
+    fn(&[&[B]; R], &[&[A]; T], &mut [[f32; R]; T]);
+
+/// Safe wrappers of a `#[target_feature]` kernel `$imp::<R, T>`: `$rows::<R, T>` and the single
+/// dot `$dot` (`R = T = 1`).
+macro_rules! wrap_rows {
+    ($imp:ident => $rows:ident, $dot:ident, $b:ty, $a:ty) => {
+        fn $rows<const R: usize, const T: usize>(
+            w: &[&[$b]; R],
+            y: &[&[$a]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            // SAFETY: only reachable through the table of a tier whose features (those `$imp`
+            // enables among them) were detected.
+            unsafe { $imp::<R, T>(w, y, out) }
+        }
+
+        pub(in crate::kernels) fn $dot(x: &[$b], y: &[$a]) -> f32 {
+            let mut o = [[0f32; 1]; 1];
+            $rows::<1, 1>(&[x], &[y], &mut o);
+            o[0][0]
+        }
+    };
+}
+pub(super) use wrap_rows;
+
+/// A [`TileDot`] from kernels per variant: `$name` runs the kernel of the variant asked for in
+/// the shapes [`drive`] takes (`$r` rows × `$t` tokens, and the edges), after the variant's
+/// panel kernel, if it has one in `panels`, took the whole groups of [`PANEL_ROWS`] rows
+/// ([`panels`]); it declines the variants not listed.
+macro_rules! tile_fn {
+    ($name:ident, $b:ty, $get:ident, $r:expr, $t:expr, { $($v:ident => $k:ident),* $(,)? }
+     $(, panels: { $($pv:ident => $pk:ident),* $(,)? })?) => {
+        fn $name(
+            rows: &[&[u8]],
+            acts: &[crate::kernels::ActRow],
+            variant: crate::kernels::entries::Variant,
+            out: &mut [f32],
+        ) -> bool {
+            #[allow(unused_imports)]
+            use crate::kernels::entries::Variant;
+            #[allow(unused_mut)]
+            let mut done = 0;
+            $(match variant {
+                $(Variant::$pv => {
+                    use crate::kernels::x86_64::kavx2::{
+                        panels, PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM,
+                    };
+                    let min = match variant {
+                        Variant::RepackedGemm => PANEL_MIN_TOKENS_GEMM,
+                        _ => PANEL_MIN_TOKENS,
+                    };
+                    done = panels::<$b>(rows, acts, out, $pk, min);
+                })*
+                #[allow(unreachable_patterns)]
+                _ => {}
+            })?
+            match variant {
+                $(Variant::$v => {
+                    crate::kernels::x86_64::kavx2::drive::<$b, _, { $r }, { $t }>(
+                        rows,
+                        acts,
+                        crate::kernels::entries::$get,
+                        out,
+                        done,
+                        ($k::<{ $r }, { $t }>, $k::<{ $r }, 1>, $k::<1, { $t }>, $k::<1, 1>),
+                    )
+                })*
+                #[allow(unreachable_patterns)]
+                _ => return false,
+            }
+            true
+        }
+    };
+}
+pub(super) use tile_fn;
+
+/// One kernel in the four shapes [`drive`] runs: `R` rows × `T` tokens, `R` × 1, 1 × `T`, 1 × 1.
+pub(super) type ShapeFns<B, A, const R: usize, const T: usize> = (
+    TileFn<B, A, R, T>,
+    TileFn<B, A, R, 1>,
+    TileFn<B, A, 1, T>,
+    TileFn<B, A, 1, 1>,
+);
+
+/// `out[t * rows.len() + r] = dot(rows[r], acts[t])` for the rows from `start` on (those before
+/// it are done): passes of `R` rows (the rows left one at a time), each pass against the tokens
+/// `T` at a time (the tokens left one at a time), so a pass's rows stay in cache across the
+/// tokens and each row block is unpacked once per `T`.
+///
+/// # Panics
+/// If `out` is not one output per row and token, or a row or an activation has another length
+/// than the first activation.
+pub(super) fn drive<B: Block, A, const R: usize, const T: usize>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    get: fn(&ActRow) -> &[A],
+    out: &mut [f32],
+    start: usize,
+    (rt, r1, one_t, one): ShapeFns<B, A, R, T>,
+) {
+    let n_rows = rows.len();
+    assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+    let Some(first) = acts.first() else {
+        return;
+    };
+    let n = get(first).len();
+    let whole = start + (n_rows - start) / R * R;
+    for r0 in (start..whole).step_by(R) {
+        let w: [&[B]; R] = std::array::from_fn(|r| entries::weights::<B>(rows[r0 + r], n));
+        run_pass(&w, r0, n_rows, acts, get, out, rt, r1);
+    }
+    for (r0, row) in rows.iter().enumerate().skip(whole) {
+        run_pass(
+            &[entries::weights::<B>(row, n)],
+            r0,
+            n_rows,
+            acts,
+            get,
+            out,
+            one_t,
+            one,
+        );
+    }
+}
+
+/// One pass of [`drive`]: the `K` rows `w` (outputs from row `r0` of `n_rows`) against every
+/// token, `T` at a time by `kt`, the tokens left one at a time by `k1`.
+#[allow(clippy::too_many_arguments)]
+fn run_pass<B, A, const K: usize, const T: usize>(
+    w: &[&[B]; K],
+    r0: usize,
+    n_rows: usize,
+    acts: &[ActRow],
+    get: fn(&ActRow) -> &[A],
+    out: &mut [f32],
+    kt: TileFn<B, A, K, T>,
+    k1: TileFn<B, A, K, 1>,
+) {
+    let whole = if T > 1 { acts.len() / T * T } else { 0 };
+    for t0 in (0..whole).step_by(T) {
+        let y: [&[A]; T] = std::array::from_fn(|t| get(&acts[t0 + t]));
+        let mut o = [[0f32; K]; T];
+        kt(w, &y, &mut o);
+        for (t, ot) in o.iter().enumerate() {
+            out[(t0 + t) * n_rows + r0..][..K].copy_from_slice(ot);
+        }
+    }
+    for (t, a) in acts.iter().enumerate().skip(whole) {
+        let mut o = [[0f32; K]; 1];
+        k1(w, &[get(a)], &mut o);
+        out[t * n_rows + r0..][..K].copy_from_slice(&o[0]);
+    }
+}
+
+/// Rows of a panel kernel: one per i32 lane of a vector.
+pub(super) const PANEL_ROWS: usize = LANES;
+/// Tokens a panel kernel takes at most per call (its accumulators stay on the stack).
+pub(super) const PANEL_TOKENS: usize = 32;
+/// The fewest tokens for which [`panels`] runs the panel kernels: their per-block transposes
+/// pay off only when shared by enough tokens. Measured against the passes of [`drive`] (Q4_K,
+/// Q5_K, Q2_K, AVX-512 tier): slower at 8 tokens, faster at 16 and 32, except for the
+/// repacked gemm, whose passes reduce four parts per block and lose from 8 tokens on.
+pub(super) const PANEL_MIN_TOKENS: usize = 16;
+/// [`PANEL_MIN_TOKENS`] of the repacked gemm.
+pub(super) const PANEL_MIN_TOKENS_GEMM: usize = 8;
+
+/// A panel kernel: `out[t][r] = dot(w[r], y[t])` for [`PANEL_ROWS`] rows and `y.len()` tokens
+/// (at most [`PANEL_TOKENS`]), the rows in the lanes of the kernel's vectors.
+pub(super) type PanelFn<B> =
+    fn(&[&[B]; PANEL_ROWS], &[&[BlockQ8K]], &mut [[f32; PANEL_ROWS]; PANEL_TOKENS]);
+
+/// Runs `panel` over every whole group of [`PANEL_ROWS`] rows from the first, against every
+/// token ([`PANEL_TOKENS`] at a time), when there are at least `min_tokens` tokens; returns how
+/// many rows it computed (outputs laid out as [`drive`]'s).
+///
+/// # Panics
+/// If `out` is not one output per row and token, or a length disagrees.
+pub(super) fn panels<B: Block>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    out: &mut [f32],
+    panel: PanelFn<B>,
+    min_tokens: usize,
+) -> usize {
+    let n_rows = rows.len();
+    assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+    if acts.len() < min_tokens {
+        return 0;
+    }
+    let n = entries::q8_k(&acts[0]).len();
+    let whole = n_rows / PANEL_ROWS * PANEL_ROWS;
+    let mut o = [[0f32; PANEL_ROWS]; PANEL_TOKENS];
+    for r0 in (0..whole).step_by(PANEL_ROWS) {
+        let w: [&[B]; PANEL_ROWS] = std::array::from_fn(|r| entries::weights::<B>(rows[r0 + r], n));
+        for (t0, chunk) in (0..).step_by(PANEL_TOKENS).zip(acts.chunks(PANEL_TOKENS)) {
+            let y: [&[BlockQ8K]; PANEL_TOKENS] =
+                std::array::from_fn(|t| entries::q8_k(&chunk[t.min(chunk.len() - 1)]));
+            panel(&w, &y[..chunk.len()], &mut o);
+            for (t, ot) in o[..chunk.len()].iter().enumerate() {
+                out[(t0 + t) * n_rows + r0..][..PANEL_ROWS].copy_from_slice(ot);
+            }
+        }
+    }
+    whole
+}
+
+/// The prefetch of a kernel's pass: the next rows' lines for one token (decode streams the
+/// weights), none for a batch (its rows stay in cache across the tokens).
+#[inline(always)]
+pub(super) fn prefetch_for<B, const R: usize, const T: usize>(w: &[&[B]; R]) -> Prefetch {
+    if T == 1 {
+        Prefetch::new(w)
+    } else {
+        Prefetch::NONE
+    }
+}
+
+/// `rows` cut to exactly the activation's `n` blocks (so indexing below `n` is checked once).
+///
+/// # Panics
+/// If a row is shorter than `n` blocks.
+#[inline(always)]
+pub(super) fn exact<'a, B, const R: usize>(rows: &[&'a [B]; R], n: usize) -> [&'a [B]; R] {
+    std::array::from_fn(|r| {
+        assert_eq!(rows[r].len(), n, "row length mismatch");
+        &rows[r][..n]
+    })
+}
+
+/// 32 bytes of `p` (unaligned).
+///
+/// # Panics
+/// If `p` holds fewer than 32 bytes.
+#[inline(always)]
+pub(super) fn load32<T>(p: &[T]) -> __m256i {
+    assert!(std::mem::size_of_val(p) >= 32, "load32 past the end");
+    // SAFETY: at least 32 readable bytes (asserted); the load is unaligned.
+    unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
+}
+
+/// 16 bytes of `p` (unaligned).
+///
+/// # Panics
+/// If `p` holds fewer than 16 bytes.
+#[inline(always)]
+pub(super) fn load16<T>(p: &[T]) -> __m128i {
+    assert!(std::mem::size_of_val(p) >= 16, "load16 past the end");
+    // SAFETY: at least 16 readable bytes (asserted); the load is unaligned.
+    unsafe { _mm_loadu_si128(p.as_ptr().cast()) }
+}
+
+/// An f16 → f32 by F16C (exact, as `half::f16_to_f32`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn f16(h: [u8; 2]) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+        u16::from_le_bytes(h),
+    ))))
+}
+
+/// f16 → f32 of one value per row, row r in lane r (lanes past `R` zero).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn f16_rows<const R: usize>(h: [[u8; 2]; R]) -> __m256 {
+    const { assert!(R <= LANES) };
+    let mut v = [0u16; LANES];
+    for (o, h) in v.iter_mut().zip(h) {
+        *o = u16::from_le_bytes(h);
+    }
+    _mm256_cvtph_ps(load16(&v))
+}
+
+/// f32 (and i32) lanes of one AVX2 vector.
+pub(super) const LANES: usize = 8;
+
+/// Lane `k` of the result is the sum of `v[k]`'s eight lanes (exact, wrapping), for up to
+/// eight vectors (lanes past `v.len()` zero): pairs of lanes folded by unpacks, then the
+/// 128-bit halves.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn hsum_i32_rows(v: &[__m256i]) -> __m256i {
+    assert!(v.len() <= LANES, "more than eight vectors");
+    let at = |k: usize| v.get(k).copied().unwrap_or(_mm256_setzero_si256());
+    // [a0+a2, b0+b2, a1+a3, b1+b3 | the same of lanes 4..8]
+    let pair = |a: __m256i, b: __m256i| {
+        _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
+    };
+    // [Σ a, Σ b, Σ c, Σ d] over lanes 0..4 | the same over lanes 4..8.
+    let quad = |a, b, c, d| {
+        let (ab, cd) = (pair(a, b), pair(c, d));
+        _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
+    };
+    let lo = quad(at(0), at(1), at(2), at(3));
+    if v.len() <= LANES / 2 {
+        let hi = _mm256_extracti128_si256(lo, 1);
+        return _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(lo), hi));
+    }
+    let hi = quad(at(4), at(5), at(6), at(7));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(lo, hi, LOW_HALVES),
+        _mm256_permute2x128_si256(lo, hi, HIGH_HALVES),
+    )
+}
+
+/// `_mm256_permute2x128_si256` control: (a's low half, b's low half).
+const LOW_HALVES: i32 = 0x20;
+/// `_mm256_permute2x128_si256` control: (a's high half, b's high half).
+const HIGH_HALVES: i32 = 0x31;
+
+/// The sum of the eight lanes of `v` (exact, wrapping).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, SWAP_NEIGHBOURS)))
+}
+
+/// `_mm_shuffle_epi32` control: lanes (1, 0, 3, 2).
+const SWAP_NEIGHBOURS: i32 = 0b10_11_00_01;
+
+/// The lanes of an f32 vector.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn lanes_f32(v: __m256) -> [f32; LANES] {
+    let mut a = [0f32; LANES];
+    // SAFETY: a is 8 writable f32s; the store is unaligned.
+    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+    a
+}
+
+/// The first `R` lanes of `v` into `out`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn store_rows<const R: usize>(v: __m256, out: &mut [f32; R]) {
+    out.copy_from_slice(&lanes_f32(v)[..R]);
+}
+
+// ---- the AVX2 primitives of the 32-wide types, and shared helpers ----------------------------
+
+/// 32 bits → 32 bytes, 0xFF where the bit is set (`bytes_from_bits_32`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn bytes_from_bits_32(qh: &[u8; 4]) -> __m256i {
+    let x32 = i32::from_le_bytes(*qh);
+    // Byte k of the result reads byte k / 8 of qh.
+    let shuf = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x32), shuf);
+    // Every bit but bit k % 8 of byte k: all ones after the or exactly when that bit is set.
+    let bit_mask = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, bit_mask), _mm256_set1_epi64x(-1))
+}
+
+/// Eight i32 lanes of four-sums of u8 × i8 products (`maddubs` + `madd` by ones; no pair here
+/// reaches the i16 limit).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn dot_us8(ux: __m256i, sy: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), _mm256_set1_epi16(1))
+}
+
+/// The IQ4_NL lookup table as sixteen bytes.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn iq4nl_table() -> __m128i {
+    load16(&KVALUES_IQ4NL)
+}
+
+/// Sixteen nibble bytes → 32 IQ4_NL values: low nibbles (elements 0..16) in the low half.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn iq4_values(table: __m128i, qs: &[u8]) -> __m256i {
+    let bits = load16(qs);
+    let m4 = _mm_set1_epi8(0x0f);
+    let lo = _mm_shuffle_epi8(table, _mm_and_si128(bits, m4));
+    let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4));
+    _mm256_set_m128i(hi, lo)
+}
+
+/// This tier's kernels of Q5_0, Q5_1 and IQ4_NL over the AVX2 primitives above.
+mod wide {
+    super::super::kwide_kernels::wide_kernels!("avx2,fma,f16c");
+}
+
+// ---- Q8_K activations ----------------------------------------------------------------------
+
+/// Largest Q8_K quant; the scale maps the signed maximum to its negation.
+const Q8K_MAX: f32 = 127.0;
+/// ggml's `nearest_int`: adding 1.5·2^23 leaves the rounded integer (ties to even) in the low
+/// mantissa bits, offset by 2^22.
+const ROUND_MAGIC: f32 = 12_582_912.0;
+const MANTISSA_MASK: i32 = 0x007f_ffff;
+const ROUND_MAGIC_MANTISSA: i32 = 0x0040_0000;
+/// Elements per `bsums` entry.
+const BSUM_LEN: usize = 16;
+
+/// One block of 256 activations → Q8_K as `kdequant::quantize_act_q8_k` does it: `amax` the
+/// largest |x| (NaN never counts), the signed `max` the first element of that magnitude,
+/// `iscale = −127/max`, `q = min(127, nearest_int(iscale·x))` truncated to its low byte (the
+/// product and the magic add rounded separately, as ggml's bit trick), `bsums` the sums of
+/// each sixteen, `d = 1/iscale`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_block_q8_k(xb: &[f32; QK_K], yb: &mut BlockQ8K) {
+    let sign = _mm256_set1_ps(-0.0);
+    let vecs = QK_K / LANES;
+    let load = |k: usize| {
+        // SAFETY: k < 32, so the 8 floats at 8k lie inside the 256; the load is unaligned.
+        unsafe { _mm256_loadu_ps(xb.as_ptr().add(LANES * k)) }
+    };
+    let mut m = _mm256_setzero_ps();
+    for k in 0..vecs {
+        // max_ps returns its second operand when either is NaN: a NaN |x| leaves m as it was.
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, load(k)), m);
+    }
+    let m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    if amax == 0.0 {
+        *yb = BlockQ8K::default();
+        return;
+    }
+    let target = _mm256_set1_ps(amax);
+    let first = (0..vecs)
+        .find_map(|k| {
+            let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, load(k)), target);
+            let bits = _mm256_movemask_ps(eq);
+            (bits != 0).then(|| LANES * k + bits.trailing_zeros() as usize)
+        })
+        .expect("amax is the magnitude of some element");
+    let iscale = -Q8K_MAX / xb[first];
+    let (vs, magic) = (_mm256_set1_ps(iscale), _mm256_set1_ps(ROUND_MAGIC));
+    let (mask, offset) = (
+        _mm256_set1_epi32(MANTISSA_MASK),
+        _mm256_set1_epi32(ROUND_MAGIC_MANTISSA),
+    );
+    let (top, low_byte) = (_mm256_set1_epi32(Q8K_MAX as i32), _mm256_set1_epi32(0xff));
+    for (j, out) in yb.qs.chunks_exact_mut(4 * LANES).enumerate() {
+        let q: [__m256i; 4] = array_of!(4, |k| {
+            let r = _mm256_add_ps(_mm256_mul_ps(vs, load(4 * j + k)), magic);
+            let i = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(r), mask), offset);
+            // The low byte, as C's store into an int8_t keeps it (0..=255: packs exactly).
+            _mm256_and_si256(_mm256_min_epi32(i, top), low_byte)
+        });
+        let w = _mm256_packus_epi16(
+            _mm256_packus_epi32(q[0], q[1]),
+            _mm256_packus_epi32(q[2], q[3]),
+        );
+        // The packs interleave 128-bit halves: dwords come out as (0 4 1 5 2 6 3 7).
+        let w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: out is 32 writable bytes; the store is unaligned.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), w) };
+    }
+    // Sixteen sums of sixteen: pairs by maddubs with ones (u8 1 × i8 q), fours by madd, then
+    // two rounds of horizontal adds: hadd(hadd(a, b), hadd(c, d)) holds the first sums of a..d
+    // (bytes 0..16 of each) in its low half and their second sums (bytes 16..32) in its high.
+    let ones8 = _mm256_set1_epi8(1);
+    let four: [__m256i; 8] = array_of!(8, |k| {
+        let v = load32(&yb.qs[4 * LANES * k..]);
+        _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), _mm256_set1_epi16(1))
+    });
+    let sums = |a: usize| {
+        _mm256_hadd_epi32(
+            _mm256_hadd_epi32(four[a], four[a + 1]),
+            _mm256_hadd_epi32(four[a + 2], four[a + 3]),
+        )
+    };
+    // Sixteens of at most 16·128 in magnitude: the pack to i16 is exact. Its low half holds the
+    // even sums 0, 2, .., 14, its high half the odd ones; interleaving puts them in order.
+    let p = _mm256_packs_epi32(sums(0), sums(4));
+    let (even, odd) = (_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    let (first, second) = yb.bsums.split_at_mut(BSUM_LEN / 2);
+    // SAFETY: each half of bsums is 8 writable i16s (16 bytes); the stores are unaligned.
+    unsafe {
+        _mm_storeu_si128(first.as_mut_ptr().cast(), _mm_unpacklo_epi16(even, odd));
+        _mm_storeu_si128(second.as_mut_ptr().cast(), _mm_unpackhi_epi16(even, odd));
+    }
+    debug_assert!(yb
+        .bsums
+        .iter()
+        .zip(yb.qs.chunks_exact(BSUM_LEN))
+        .all(|(&s, q)| i32::from(s) == q.iter().map(|&v| i32::from(v)).sum::<i32>()));
+    yb.d = 1.0 / iscale;
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_act_q8_k_impl(x: &[f32], y: &mut [BlockQ8K]) {
+    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+        quantize_block_q8_k(xb.try_into().expect("a whole block"), yb);
+    }
+}
+
+/// `kdequant::quantize_act_q8_k` with AVX2 (same bits).
+///
+/// # Panics
+/// If `x.len() != 256 × y.len()`.
+pub(in crate::kernels) fn quantize_act_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
+    assert_eq!(
+        x.len(),
+        y.len() * QK_K,
+        "quantize_act_q8_k: length mismatch"
+    );
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { quantize_act_q8_k_impl(x, y) }
+}
+
+// ---- the table's rows ----------------------------------------------------------------------
+
+/// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
+/// every dot product and a tile kernel for every type.
+pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
+    let mut rows = SCALAR;
+    for e in &mut rows {
+        if let Some(tile) = wide::fill(e).or_else(|| kavx2_k::fill(e)) {
+            e.tile = Some(tile);
+        }
+    }
+    rows
+}

@@ -1,0 +1,598 @@
+//! Every kernel tier against the scalar oracles for the types of the generic path
+//! (`kernels::entries`: Q5_0, Q5_1, IQ4_NL, the K-quants and IQ4_XS), bit for bit: each tier's
+//! single dot (`dot_ordered`), its matrix-vector runs (`gemv`, decode's multi-row kernels) and
+//! its tiles (`dot_tile`), in every summation order, against the scalar table's single dot of
+//! each output; and each tier's Q8_K activation quantizer against
+//! `kdequant::quantize_act_q8_k`. The scalar tier's own `gemv` and `dot_tile` are held to its
+//! single dot too. Weights come from the reference quantizers (on rows with edge cases: zero
+//! blocks, huge and tiny values, all-negative blocks, exact rounding ties, ±max together) and
+//! from random bytes with sane f16 scales, which reach codes the quantizers rarely write. A tier
+//! this CPU lacks is skipped with a printed reason.
+
+mod common;
+#[path = "common/qc.rs"]
+mod qc;
+
+use locus::kernels::entries::{Variant, SCALAR};
+use locus::kernels::kblocks::{BlockQ8K, QK_K};
+use locus::kernels::kdequant::quantize_act_q8_k;
+use locus::kernels::{ActRow, ActType, GgmlType, Kernels, SumOrder, Tier};
+use quickcheck::{Arbitrary, Gen};
+
+const TIERS: [Tier; 2] = [Tier::Avx2, Tier::Avx512];
+const ORDERS: [SumOrder; 4] = [
+    SumOrder::Lanes,
+    SumOrder::BlockChain,
+    SumOrder::RepackedGemm,
+    SumOrder::Batched,
+];
+/// Most super-blocks in a generated row.
+const MAX_SUPER_BLOCKS: usize = 16;
+/// Most rows of a generated matrix: two passes of an eight-row kernel and a tail.
+const MAX_ROWS: usize = 19;
+/// Most tokens of a generated tile.
+const MAX_TOKENS: usize = 5;
+
+/// The SIMD tiers this CPU runs (each skip reported once per test binary).
+fn tiers() -> Vec<Kernels> {
+    let mut v = Vec::new();
+    for t in TIERS {
+        match Kernels::for_tier(t) {
+            Ok(k) => v.push(k),
+            Err(e) => {
+                static ONCE: std::sync::Once = std::sync::Once::new();
+                ONCE.call_once(|| common::skip::tier_unavailable(t, &e));
+            }
+        }
+    }
+    v
+}
+
+/// Every type of the generic path.
+fn entry_types() -> Vec<GgmlType> {
+    SCALAR.iter().map(|e| e.ty).collect()
+}
+
+/// A block of 32 values of one kind, edge cases included.
+fn gen_block(g: &mut Gen, out: &mut Vec<f32>) {
+    let kind = u8::arbitrary(g) % 9;
+    let start = out.len();
+    for i in 0..32 {
+        let r = (i32::arbitrary(g) % 10_000) as f32 / 1000.0;
+        out.push(match kind {
+            0 => 0.0,                                  // a zero block
+            1 => r * 6000.0,                           // near the largest f16 scales
+            2 => -r.abs() - 0.01,                      // all negative
+            3 => r * 1e-6,                             // tiny
+            4 => (i32::arbitrary(g) % 9) as f32 + 0.5, // halves: rounding ties
+            5 => (i as f32 - 16.0) * 0.25,             // an exact grid
+            _ => r,
+        });
+    }
+    match kind {
+        // −127 first makes Q8_K's multiplier exactly 1: the halves above tie exactly.
+        4 => out[start] = -127.0,
+        // +max and −max in one block: the first of them sets Q8_K's sign.
+        5 => {
+            let m = 1.0 + (u8::arbitrary(g) % 64) as f32;
+            let (a, b) = (
+                start + usize::arbitrary(g) % 32,
+                start + usize::arbitrary(g) % 32,
+            );
+            out[a] = m;
+            out[b] = -m;
+        }
+        _ => {}
+    }
+}
+
+/// A row of `super_blocks` × 256 values.
+fn gen_row(g: &mut Gen, super_blocks: usize) -> Vec<f32> {
+    let mut v = Vec::with_capacity(super_blocks * QK_K);
+    while v.len() < super_blocks * QK_K {
+        gen_block(g, &mut v);
+    }
+    v
+}
+
+/// Byte offsets of the f16 fields (`d`, then `dmin`/`m`) in a block of `ty`.
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+        GgmlType::Q2K => &[80, 82],
+        GgmlType::Q3K => &[108],
+        GgmlType::Q6K => &[208],
+        _ => &[0],
+    }
+}
+
+/// f16 bits of either sign with magnitude in 2^−10 ..< 1 (or zero, now and then).
+fn sane_f16(g: &mut Gen) -> [u8; 2] {
+    let r = u32::arbitrary(g);
+    if r % 16 == 0 {
+        return [0, 0];
+    }
+    let sign = (r & 1) << 15;
+    let exp = 5 + (r >> 1) % 10;
+    let bits = sign | (exp << 10) | ((r >> 5) & 0x3ff);
+    (bits as u16).to_le_bytes()
+}
+
+/// A weight row of `ty` from `values`: quantized by the reference quantizer, or (`random`)
+/// random bytes of the same size with sane f16 scales.
+fn weight_row(g: &mut Gen, ty: GgmlType, values: &[f32], random: bool) -> Vec<u8> {
+    if !random {
+        return locus::model::quantize::quantize_row(ty, values);
+    }
+    let size = values.len() / ty.block_size() * ty.block_bytes();
+    let mut bytes: Vec<u8> = (0..size).map(|_| u8::arbitrary(g)).collect();
+    for blk in bytes.chunks_exact_mut(ty.block_bytes()) {
+        for &o in f16_fields(ty) {
+            blk[o..o + 2].copy_from_slice(&sane_f16(g));
+        }
+    }
+    bytes
+}
+
+/// A matrix case: rows and activations of one length (whole super-blocks).
+#[derive(Clone, Debug)]
+struct Case {
+    w: Vec<Vec<f32>>,
+    x: Vec<Vec<f32>>,
+    /// Whether the weights are random bytes rather than quantized values.
+    random: bool,
+    seed: u64,
+}
+
+impl Arbitrary for Case {
+    fn arbitrary(g: &mut Gen) -> Case {
+        let sb = 1 + usize::arbitrary(g) % MAX_SUPER_BLOCKS;
+        let n_rows = 1 + usize::arbitrary(g) % MAX_ROWS;
+        let n_tokens = 1 + usize::arbitrary(g) % MAX_TOKENS;
+        Case {
+            w: (0..n_rows).map(|_| gen_row(g, sb)).collect(),
+            x: (0..n_tokens).map(|_| gen_row(g, sb)).collect(),
+            random: bool::arbitrary(g),
+            seed: u64::arbitrary(g),
+        }
+    }
+}
+
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits()
+}
+
+/// Every tier's `dot_ordered` (SIMD tiers), `gemv` and `dot_tile` (all tiers) for every entry
+/// type and order on `c`, against the scalar single dot of each output.
+fn check_case(c: &Case) -> bool {
+    check_case_with(c, |_| {})
+}
+
+/// [`check_case`] with each activation row passed through `edit` after quantizing.
+fn check_case_with(c: &Case, edit: impl Fn(&mut ActRow)) -> bool {
+    let scalar = Kernels::scalar();
+    let simd = tiers();
+    let mut all = vec![scalar];
+    all.extend(simd.iter().copied());
+    let mut g = Gen::from_size_and_seed(100, c.seed);
+    for ty in entry_types() {
+        let weights: Vec<Vec<u8>> =
+            c.w.iter()
+                .map(|w| weight_row(&mut g, ty, w, c.random))
+                .collect();
+        let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
+        let concat = weights.concat();
+        let acts: Vec<ActRow> =
+            c.x.iter()
+                .map(|x| {
+                    let mut a = ActRow::new_for(ty);
+                    a.set(x);
+                    edit(&mut a);
+                    a
+                })
+                .collect();
+        for order in ORDERS {
+            // want[t][r]: the scalar table's single dot.
+            let want: Vec<Vec<f32>> = acts
+                .iter()
+                .map(|a| {
+                    rows.iter()
+                        .map(|r| scalar.dot_ordered(ty, order, r, a))
+                        .collect()
+                })
+                .collect();
+            let name = ty.name();
+            for k in &simd {
+                for (t, a) in acts.iter().enumerate() {
+                    for (r, row) in rows.iter().enumerate() {
+                        let got = k.dot_ordered(ty, order, row, a);
+                        if !same(got, want[t][r]) {
+                            eprintln!(
+                                "{name} {order:?} tier {} dot, row {r} token {t}: {got:e} != \
+                                 scalar {:e}",
+                                k.tier, want[t][r]
+                            );
+                            return false;
+                        }
+                    }
+                }
+            }
+            for k in &all {
+                for (t, a) in acts.iter().enumerate() {
+                    let mut out = vec![f32::NAN; rows.len()];
+                    k.gemv(ty, order, &concat, a, &mut out);
+                    for (r, (&got, &w)) in out.iter().zip(&want[t]).enumerate() {
+                        if !same(got, w) {
+                            eprintln!(
+                                "{name} {order:?} tier {} gemv of {} rows, row {r} token {t}: \
+                                 {got:e} != scalar {w:e}",
+                                k.tier,
+                                rows.len()
+                            );
+                            return false;
+                        }
+                    }
+                }
+                let mut out = vec![f32::NAN; rows.len() * acts.len()];
+                k.dot_tile(ty, order, &rows, &acts, &mut out);
+                for (t, wt) in want.iter().enumerate() {
+                    for (r, &w) in wt.iter().enumerate() {
+                        let got = out[t * rows.len() + r];
+                        if !same(got, w) {
+                            eprintln!(
+                                "{name} {order:?} tier {} tile {}x{}, row {r} token {t}: \
+                                 {got:e} != scalar {w:e}",
+                                k.tier,
+                                rows.len(),
+                                acts.len()
+                            );
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Every tier has a tile kernel for every entry type, and it takes each variant the type has
+/// (a declined variant would fall back to one dot per output: correct, but slow).
+#[test]
+fn every_tier_has_a_tile_kernel_for_every_variant() {
+    for k in tiers() {
+        for ty in entry_types() {
+            let e = k.entry(ty).expect("an entry type");
+            let tile = e
+                .tile
+                .unwrap_or_else(|| panic!("{} tier {}: no tile kernel", ty.name(), k.tier));
+            let mut variants = vec![Variant::Dot];
+            variants.extend(e.dot_repacked.map(|_| Variant::Repacked));
+            variants.extend(e.dot_repacked_gemm.map(|_| Variant::RepackedGemm));
+            variants.extend(e.dot_batch.map(|_| Variant::Batch));
+            for v in variants {
+                let act = ActRow::new_for(ty);
+                let out = &mut [0f32; 0];
+                assert!(
+                    tile(&[], std::slice::from_ref(&act), v, out),
+                    "{} tier {}: {v:?} declined",
+                    ty.name(),
+                    k.tier
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn entry_types_of_every_tier_equal_the_scalar_oracles() {
+    fn prop(c: Case) -> bool {
+        check_case(&c)
+    }
+    qc::check_n(
+        "entry_types_of_every_tier_equal_the_scalar_oracles",
+        100,
+        prop as fn(Case) -> bool,
+    );
+}
+
+/// Every row count from 1 to [`MAX_ROWS`] (each multi-row kernel's whole passes and every
+/// tail), with one zero row, a row of the largest values and an all-negative row.
+#[test]
+fn every_row_count_equals_the_scalar_oracles() {
+    let mut g = qc::gen("every_row_count_equals_the_scalar_oracles", 100);
+    let sb = 3;
+    let mut w: Vec<Vec<f32>> = (0..MAX_ROWS).map(|_| gen_row(&mut g, sb)).collect();
+    w[0] = vec![0.0; sb * QK_K];
+    w[1] = (0..sb * QK_K)
+        .map(|i| (i as f32 * 0.37).sin() * 60000.0)
+        .collect();
+    w[MAX_ROWS - 1] = (0..sb * QK_K).map(|i| -1.0 - i as f32).collect();
+    let x: Vec<Vec<f32>> = (0..2).map(|_| gen_row(&mut g, sb)).collect();
+    for random in [false, true] {
+        for n in 1..=MAX_ROWS {
+            let c = Case {
+                w: w[..n].to_vec(),
+                x: x.clone(),
+                random,
+                seed: n as u64,
+            };
+            assert!(check_case(&c), "{n} rows, random bytes: {random}");
+        }
+    }
+}
+
+/// Batches large enough for the panel kernels (8, 16 and more than 32 tokens: several panel
+/// calls and their edges) over whole groups of eight rows and a tail, quantized and random
+/// weights.
+#[test]
+fn panels_equal_the_scalar_oracles() {
+    let mut g = qc::gen("panels_equal_the_scalar_oracles", 100);
+    let sb = 2;
+    for (n_rows, n_tokens) in [(8, 8), (17, 16), (16, 33)] {
+        for random in [false, true] {
+            let c = Case {
+                w: (0..n_rows).map(|_| gen_row(&mut g, sb)).collect(),
+                x: (0..n_tokens).map(|_| gen_row(&mut g, sb)).collect(),
+                random,
+                seed: u64::arbitrary(&mut g),
+            };
+            assert!(
+                check_case(&c),
+                "{n_rows} rows × {n_tokens} tokens, random bytes: {random}"
+            );
+        }
+    }
+}
+
+/// Activations holding −128, which no quantizer writes (ggml's sign trick wraps on them in
+/// `vec_dot`, true products do not): every eleventh quant set to −128, the block sums kept
+/// consistent.
+#[test]
+fn activations_of_minus_128_equal_the_scalar_oracles() {
+    fn edit(a: &mut ActRow) {
+        const EVERY: usize = 11;
+        let wrap = |qs: &mut [i8]| qs.iter_mut().step_by(EVERY).for_each(|q| *q = i8::MIN);
+        let sum = |qs: &[i8]| qs.iter().map(|&q| i32::from(q)).sum::<i32>();
+        match a {
+            ActRow::Q8_0(r) => {
+                for (b, s) in r.blocks.iter_mut().zip(r.sums.iter_mut()) {
+                    wrap(&mut b.qs);
+                    *s = sum(&b.qs);
+                }
+            }
+            ActRow::Q8_1(r) => r.iter_mut().for_each(|b| wrap(&mut b.qs)),
+            ActRow::Q8K(r) => {
+                for b in r.iter_mut() {
+                    wrap(&mut b.qs);
+                    for (s, qs) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+                        *s = sum(qs) as i16;
+                    }
+                }
+            }
+            ActRow::F32(_) => {}
+        }
+    }
+    fn prop(c: Case) -> bool {
+        check_case_with(&c, edit)
+    }
+    qc::check_n(
+        "activations_of_minus_128_equal_the_scalar_oracles",
+        30,
+        prop as fn(Case) -> bool,
+    );
+}
+
+/// Every tier's Q8_K activation quantizer against `quantize_act_q8_k`, field for field.
+fn check_q8_k(x: &[f32]) -> bool {
+    let mut want = vec![BlockQ8K::default(); x.len() / QK_K];
+    quantize_act_q8_k(x, &mut want);
+    for k in tiers() {
+        let mut got = ActRow::of(ActType::Q8K);
+        k.quantize_act(&mut got, x);
+        let ActRow::Q8K(got) = got else {
+            panic!("a Q8_K buffer came back as another kind")
+        };
+        let fields = |b: &BlockQ8K| (b.d.to_bits(), b.qs, b.bsums);
+        if got.len() != want.len() || !got.iter().zip(&want).all(|(a, b)| fields(a) == fields(b)) {
+            eprintln!("Q8_K activation, tier {}: differs", k.tier);
+            return false;
+        }
+    }
+    true
+}
+
+#[test]
+fn q8_k_activation_quantizers_of_tiers_equal_scalar() {
+    fn prop(c: Case) -> bool {
+        c.x.iter().chain(&c.w).all(|x| check_q8_k(x))
+    }
+    qc::check_n(
+        "q8_k_activation_quantizers_of_tiers_equal_scalar",
+        100,
+        prop as fn(Case) -> bool,
+    );
+}
+
+#[test]
+fn q8_k_activation_quantizer_edges() {
+    let n = QK_K;
+    let mut cases: Vec<Vec<f32>> = vec![
+        vec![0.0; n],
+        vec![-0.0; n],
+        (0..n).map(|i| i as f32 - 127.5).collect(),
+        (0..n).map(|i| -(i as f32) * 1e-30).collect(),
+        (0..n).map(|i| (i as f32 * 0.7).sin() * 3.0e38).collect(),
+        vec![f32::MIN_POSITIVE / 4.0; n],
+    ];
+    // +max before −max, −max before +max, and the maximum last.
+    for (a, b) in [(3usize, 200usize), (200, 3), (255, 0)] {
+        let mut v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.1).cos()).collect();
+        v[a] = 5.0;
+        v[b] = -5.0;
+        cases.push(v);
+    }
+    // Exact ties at every half: −127 first makes the multiplier 1.
+    let mut v: Vec<f32> = (0..n).map(|i| (i % 41) as f32 - 20.5).collect();
+    v[0] = -127.0;
+    cases.push(v);
+    // Non-finite values: ggml's rounding trick and the first-max rule on them.
+    let mut v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    v[9] = f32::NAN;
+    cases.push(v.clone());
+    v[17] = f32::INFINITY;
+    cases.push(v.clone());
+    v[3] = f32::NEG_INFINITY;
+    cases.push(v);
+    cases.push(vec![f32::NAN; n]);
+    for x in &cases {
+        assert!(check_q8_k(x), "{:?}", &x[..8]);
+    }
+    // Several super-blocks of different kinds in one row.
+    assert!(check_q8_k(&cases.concat()));
+}
+
+/// This thread's CPU time in seconds (the machine may be shared: wall time would count the
+/// time others ran).
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime failed");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Decode throughput: `gemv` over a 2048 × 2048 matrix per type, tier and order, in GB/s of
+/// weight bytes per second of this thread's CPU time (the weights random bytes with sane
+/// scales), the best of several trials. Run with
+/// `cargo test --release --test kernels_k gemv_throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn gemv_throughput() {
+    const N: usize = 2048;
+    const TRIALS: usize = 12;
+    const TRIAL_SECS: f64 = 0.03;
+    let mut g = Gen::from_size_and_seed(100, 7);
+    let x = gen_row(&mut g, N / QK_K);
+    let cases = [
+        (GgmlType::Q4_0, SumOrder::BlockChain),
+        (GgmlType::Q4_0, SumOrder::Lanes),
+        (GgmlType::Q8_0, SumOrder::Lanes),
+        (GgmlType::Q4K, SumOrder::BlockChain),
+        (GgmlType::Q4K, SumOrder::Lanes),
+        (GgmlType::Q6K, SumOrder::Lanes),
+        (GgmlType::Q5K, SumOrder::Lanes),
+        (GgmlType::Iq4Xs, SumOrder::Lanes),
+        (GgmlType::Q3K, SumOrder::Lanes),
+        (GgmlType::Q2K, SumOrder::BlockChain),
+        (GgmlType::Q5_0, SumOrder::Lanes),
+        (GgmlType::Q5_1, SumOrder::Lanes),
+        (GgmlType::Iq4Nl, SumOrder::BlockChain),
+    ];
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    for (ty, order) in cases {
+        let w: Vec<u8> = (0..N)
+            .flat_map(|_| {
+                let row = gen_row(&mut g, N / QK_K);
+                match ty {
+                    GgmlType::Q4_0 | GgmlType::Q8_0 => {
+                        locus::model::quantize::quantize_row(ty, &row)
+                    }
+                    _ => weight_row(&mut g, ty, &row, true),
+                }
+            })
+            .collect();
+        let mut act = ActRow::new_for(ty);
+        act.set(&x);
+        let mut out = vec![0f32; N];
+        let mut line = format!("{:>7} {:<11}", ty.name(), format!("{order:?}"));
+        for k in &all {
+            // The best of several short trials: the machine may be shared.
+            k.gemv(ty, order, &w, &act, &mut out);
+            let mut best = 0f64;
+            for _ in 0..TRIALS {
+                let t = thread_cpu_secs();
+                let mut passes = 0;
+                while thread_cpu_secs() - t < TRIAL_SECS {
+                    k.gemv(ty, order, &w, &act, &mut out);
+                    passes += 1;
+                }
+                best = best.max((w.len() * passes) as f64 / (thread_cpu_secs() - t) / 1e9);
+            }
+            line += &format!("  {}: {best:6.2} GB/s", k.tier);
+        }
+        println!("{line}");
+    }
+}
+
+/// Prompt throughput: `dot_tile` of 16-row steps of a 2048 × 2048 matrix against 32 tokens
+/// per type, tier and order, in billions of weight·activation products per second of this
+/// thread's CPU time. Run with
+/// `cargo test --release --test kernels_k tile_throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn tile_throughput() {
+    const N: usize = 2048;
+    const ROWS: usize = 16;
+    const TOKENS: usize = 32;
+    const TRIALS: usize = 5;
+    const TRIAL_SECS: f64 = 0.05;
+    let mut g = Gen::from_size_and_seed(100, 7);
+    let cases = [
+        (GgmlType::Q4_0, SumOrder::BlockChain),
+        (GgmlType::Q4K, SumOrder::RepackedGemm),
+        (GgmlType::Q4K, SumOrder::Batched),
+        (GgmlType::Q6K, SumOrder::Batched),
+        (GgmlType::Q5K, SumOrder::Batched),
+        (GgmlType::Iq4Xs, SumOrder::Batched),
+        (GgmlType::Q3K, SumOrder::Batched),
+        (GgmlType::Q2K, SumOrder::RepackedGemm),
+        (GgmlType::Q5_0, SumOrder::Lanes),
+        (GgmlType::Iq4Nl, SumOrder::BlockChain),
+    ];
+    let xs: Vec<Vec<f32>> = (0..TOKENS).map(|_| gen_row(&mut g, N / QK_K)).collect();
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    for (ty, order) in cases {
+        let w: Vec<Vec<u8>> = (0..N)
+            .map(|_| {
+                let row = gen_row(&mut g, N / QK_K);
+                match ty {
+                    GgmlType::Q4_0 => locus::model::quantize::quantize_row(ty, &row),
+                    _ => weight_row(&mut g, ty, &row, true),
+                }
+            })
+            .collect();
+        let acts: Vec<ActRow> = xs
+            .iter()
+            .map(|x| {
+                let mut a = ActRow::new_for(ty);
+                a.set(x);
+                a
+            })
+            .collect();
+        let mut out = vec![0f32; ROWS * TOKENS];
+        let mut line = format!("{:>7} {:<13}", ty.name(), format!("{order:?}"));
+        for k in &all[1..] {
+            let mut best = 0f64;
+            for _ in 0..TRIALS {
+                let t = thread_cpu_secs();
+                let mut steps = 0;
+                while thread_cpu_secs() - t < TRIAL_SECS {
+                    let r0 = (steps * ROWS) % N;
+                    let rows: Vec<&[u8]> = w[r0..r0 + ROWS].iter().map(Vec::as_slice).collect();
+                    k.dot_tile(ty, order, &rows, &acts, &mut out);
+                    steps += 1;
+                }
+                let macs = (steps * ROWS * TOKENS * N) as f64;
+                best = best.max(macs / (thread_cpu_secs() - t) / 1e9);
+            }
+            line += &format!("  {}: {best:6.1} G/s", k.tier);
+        }
+        println!("{line}");
+    }
+}
