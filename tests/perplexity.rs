@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Instant;
 
-use locus::app::perplexity::{perplexity, PerplexityOptions};
+use locus::app::perplexity::{perplexity, PerplexityOptions, PerplexityResult};
 use locus::app::Loaded;
 use locus::model::llama::KvType;
 use locus::model::ModelFile;
@@ -56,13 +56,15 @@ fn fa_off_golden(quant: &str) -> Vec<String> {
         .collect()
 }
 
-fn check(quant: &str) {
-    // The golden values first: they are in git, so their absence fails even without models.
-    let exact = fa_off_golden(quant);
-    let (want, want_tokens) = golden(quant, CHUNKS);
-    let Some(model) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
-        return;
-    };
+/// `locus`'s perplexity of the SmolLM2 model in `quant` over `chunks` windows of 512 tokens of
+/// the English text, with the estimate after each window as llama-perplexity prints it;
+/// `None` (a recorded skip) without the model.
+fn running_estimates(
+    quant: &str,
+    chunks: usize,
+    threads: usize,
+) -> Option<(Vec<String>, PerplexityResult)> {
+    let model = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf"))?;
     let file = ModelFile::open(&model).unwrap();
     let l = Loaded::load(&file, Instant::now()).unwrap();
     let mut text =
@@ -72,17 +74,27 @@ fn check(quant: &str) {
         model,
         file: common::repo_path("tests/data/ppl/english.txt"),
         ctx: 512,
-        chunks: Some(CHUNKS),
+        chunks: Some(chunks),
         kv_type: KvType::F16,
         numa: Default::default(),
     };
-    let pool = locus::pool::Pool::new(1, |_| {});
-    let t = Instant::now();
+    let pool = locus::pool::Pool::new(threads, |_| {});
     let mut running = Vec::new();
     let r = perplexity(&l, &pool, &text, &opts, |i, p| {
         running.push(format!("[{i}]{p:.4}"))
     })
     .unwrap();
+    Some((running, r))
+}
+
+fn check(quant: &str) {
+    // The golden values first: they are in git, so their absence fails even without models.
+    let exact = fa_off_golden(quant);
+    let (want, want_tokens) = golden(quant, CHUNKS);
+    let t = Instant::now();
+    let Some((running, r)) = running_estimates(quant, CHUNKS, 1) else {
+        return;
+    };
     // Flash attention off: llama-perplexity's running estimates equal ours to every digit.
     assert_eq!(
         &running[..exact.len()],
@@ -132,29 +144,10 @@ fn perplexity_q4_0_matches_llama_cpp() {
 #[test]
 fn perplexity_q4_k_m_equals_llama_cpp_fa_off() {
     let exact = fa_off_golden("Q4_K_M");
-    let Some(model) = common::model_path("SmolLM2-135M-Instruct.Q4_K_M.gguf") else {
+    assert_eq!(exact.len(), 8, "8 chunks recorded");
+    let Some((running, _)) = running_estimates("Q4_K_M", exact.len(), 2) else {
         return;
     };
-    let file = ModelFile::open(&model).unwrap();
-    let l = Loaded::load(&file, Instant::now()).unwrap();
-    let mut text =
-        std::fs::read_to_string(common::repo_path("tests/data/ppl/english.txt")).unwrap();
-    text.pop(); // llama-perplexity's -f drops the trailing newline
-    let opts = PerplexityOptions {
-        model,
-        file: common::repo_path("tests/data/ppl/english.txt"),
-        ctx: 512,
-        chunks: Some(exact.len()),
-        kv_type: KvType::F16,
-        numa: Default::default(),
-    };
-    let pool = locus::pool::Pool::new(2, |_| {});
-    let mut running = Vec::new();
-    perplexity(&l, &pool, &text, &opts, |i, p| {
-        running.push(format!("[{i}]{p:.4}"))
-    })
-    .unwrap();
-    assert_eq!(exact.len(), 8, "8 chunks recorded");
     assert_eq!(
         running, exact,
         "Q4_K_M: running estimates differ from llama-perplexity -fa off"

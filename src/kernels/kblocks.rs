@@ -116,6 +116,9 @@ pub struct BlockQ8K {
     pub bsums: [i16; QK_K / 16],
 }
 
+/// Largest Q8_K value: the activation quantizers map a block's signed maximum to `-Q8K_MAX`.
+pub const Q8K_MAX: f32 = 127.0;
+
 /// The sixteen values an IQ4_NL/IQ4_XS nibble stands for.
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,

@@ -21,7 +21,7 @@ use super::blocks::QK;
 use super::half::f16_to_f32;
 use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, QK_K,
+    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q8K_MAX, QK_K,
 };
 
 /// Elements per sub-block of the 16-wide K-quants (Q2_K, Q3_K, Q6_K) and per Q8_K block sum.
@@ -39,15 +39,13 @@ const Q6_OFFSET: i32 = 32;
 const SCALE6_OFFSET: i32 = 32;
 /// What Q3_K subtracts from a 2-bit value whose high bit (in `hmask`) is clear.
 const Q3_HIGH_BIT: i32 = 4;
-/// Largest Q8_K value; its scale maps the signed maximum to `-Q8K_MAX`.
-const Q8K_MAX: f32 = 127.0;
 /// 1.5 × 2^23: adding it to a float of magnitude below 2^22 leaves the value rounded to the
 /// nearest integer (ties to even) in the low mantissa bits (ggml's `nearest_int`).
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 /// The mantissa bits of an f32.
-const MANTISSA_MASK: i32 = 0x007f_ffff;
+pub(crate) const MANTISSA_MASK: i32 = 0x007f_ffff;
 /// The mantissa of [`ROUND_MAGIC`] (2^22), subtracted back out by `nearest_int`.
-const ROUND_MAGIC_MANTISSA: i32 = 0x0040_0000;
+pub(crate) const ROUND_MAGIC_MANTISSA: i32 = 0x0040_0000;
 /// 2^31: the magnitude from which `cvtps2dq` gives its "integer indefinite" `i32::MIN`.
 const I32_LIMIT: f32 = 2_147_483_648.0;
 
@@ -321,7 +319,7 @@ pub fn dequantize_iq4_xs(x: &[BlockIq4Xs], y: &mut [f32]) {
 /// 2^22. Round to nearest, ties to even, for |v| < 2^22; the bit trick is kept as is so that
 /// NaN and infinity give what ggml's give (−2^22 or a payload-dependent value).
 #[inline]
-fn nearest_int(v: f32) -> i32 {
+pub(crate) fn nearest_int(v: f32) -> i32 {
     let r = v + ROUND_MAGIC;
     (r.to_bits() as i32 & MANTISSA_MASK) - ROUND_MAGIC_MANTISSA
 }

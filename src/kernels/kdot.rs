@@ -281,14 +281,7 @@ pub fn dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
 /// `get_scale_min_k4`).
 #[inline]
 fn scale_min_k4(q: &[u8; K_SCALE_SIZE], j: usize) -> (i32, i32) {
-    let (sc, m) = if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        (
-            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
-    };
+    let (sc, m) = super::kdequant::get_scale_min_k4(j, q);
     (i32::from(sc), i32::from(m))
 }
 

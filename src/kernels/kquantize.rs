@@ -26,14 +26,10 @@ use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     KVALUES_IQ4NL, K_SCALE_SIZE, QK_K,
 };
+use super::kdequant::{get_scale_min_k4 as scale_min_k4, nearest_int};
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it counts as all zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
-/// 1.5 × 2²³: added to |x| < 2²², it leaves round(x) + 2²² in the low 23 mantissa bits.
-const ROUND_MAGIC: f32 = 12_582_912.0;
-const MANTISSA_MASK: u32 = 0x007f_ffff;
-/// 2²², the offset [`ROUND_MAGIC`] leaves in the mantissa.
-const ROUND_OFFSET: i32 = 0x0040_0000;
 /// 2³¹: the first f32 beyond `cvttss2si`'s range.
 const I32_LIMIT: f32 = 2_147_483_648.0;
 /// f16 quiet NaN, what ggml's software conversion gives every NaN (plus its sign).
@@ -44,12 +40,6 @@ const MAX_6BIT: i32 = 63;
 const MAX_4BIT: f32 = 15.0;
 /// IQ4 scale tries each side of the first guess (`ntry` of `quantize_iq4_nl`/`quantize_iq4_xs`).
 const IQ4_NTRY: i32 = 7;
-
-/// ggml's `nearest_int`: round half to even via the 1.5·2²³ trick (see the module doc).
-#[inline]
-fn nearest_int(v: f32) -> i32 {
-    ((v + ROUND_MAGIC).to_bits() & MANTISSA_MASK) as i32 - ROUND_OFFSET
-}
 
 /// C's float → integer conversion as x86 does it (`cvttss2si`, 32 bits): toward zero,
 /// `i32::MIN` for NaN and values outside the i32 range.
@@ -649,19 +639,6 @@ fn scale_min_block(
         }
     }
     (d, dmin, packed, levels)
-}
-
-/// ggml's `get_scale_min_k4`: block j's 6-bit scale and min from the 12 packed bytes.
-#[inline]
-fn scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        (
-            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
-    }
 }
 
 /// `quantize_row_q4_K_ref`: [`scale_min_block`] with nmax 15, rmin −1, rdelta 0.1, 20 steps;

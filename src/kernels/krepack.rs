@@ -38,7 +38,10 @@
 //! only the tokens whose logits are wanted (one, when generating): a gemv, whatever the batch.
 
 use super::blocks::{scale, BlockQ8_0, QK};
-use super::kblocks::{BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, QK_K};
+use super::kblocks::{
+    BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q8K_MAX, QK_K,
+};
+use super::kdequant::get_scale_min_k4;
 use super::GgmlType;
 
 /// Weight rows interleaved into one repacked group; a weight is repacked only if its row count
@@ -75,23 +78,14 @@ const Q4K_PAIR: usize = 2 * QK;
 const Q8K_SUM_LEN: usize = 16;
 /// Q8_K `bsums` entries per Q4_K sub-block.
 const BSUMS_PER_SUB: usize = QK / Q8K_SUM_LEN;
-/// Low six bits: one packed scale or min.
-const SIX_BITS: u8 = 0x3f;
 
 /// The eight 6-bit scales and eight 6-bit mins packed in a Q4_K/Q5_K `scales` field
 /// (ggml's `get_scale_min_k4`).
-fn q4k_scales_mins(s: &[u8; 12]) -> ([i32; Q4K_SUBS], [i32; Q4K_SUBS]) {
+fn q4k_scales_mins(s: &[u8; K_SCALE_SIZE]) -> ([i32; Q4K_SUBS], [i32; Q4K_SUBS]) {
     let mut sc = [0i32; Q4K_SUBS];
     let mut m = [0i32; Q4K_SUBS];
     for j in 0..Q4K_SUBS {
-        let (a, b) = if j < 4 {
-            (s[j] & SIX_BITS, s[j + 4] & SIX_BITS)
-        } else {
-            (
-                (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4),
-                (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
-            )
-        };
+        let (a, b) = get_scale_min_k4(j, s);
         sc[j] = i32::from(a);
         m[j] = i32::from(b);
     }
@@ -264,9 +258,6 @@ pub fn dot_iq4_nl_q8_0_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
 }
 
 // ---- activation quantizer -----------------------------------------------------------------
-
-/// Largest magnitude a Q8_K quant takes.
-const Q8K_MAX: f32 = 127.0;
 
 /// One activation row → Q8_K exactly as llama.cpp's x86 `ggml_quantize_mat_q8_K_4x8` does for
 /// the rows of the gemm kernels (each row of its four independently):

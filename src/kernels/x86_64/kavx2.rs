@@ -21,7 +21,7 @@ use super::avx2::Prefetch;
 use super::kavx2_k;
 use crate::kernels::blocks::Block;
 use crate::kernels::entries::{self, SCALAR};
-use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, QK_K};
+use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, Q8K_MAX, QK_K};
 use crate::kernels::{ActRow, Entry};
 
 /// `[f(0), …, f(n − 1)]` for `|i| f(i)` (a `Copy` type), built by a loop in the calling
@@ -440,13 +440,8 @@ mod wide {
 
 // ---- Q8_K activations ----------------------------------------------------------------------
 
-/// Largest Q8_K quant; the scale maps the signed maximum to its negation.
-const Q8K_MAX: f32 = 127.0;
-/// ggml's `nearest_int`: adding 1.5·2^23 leaves the rounded integer (ties to even) in the low
-/// mantissa bits, offset by 2^22.
-const ROUND_MAGIC: f32 = 12_582_912.0;
-const MANTISSA_MASK: i32 = 0x007f_ffff;
-const ROUND_MAGIC_MANTISSA: i32 = 0x0040_0000;
+// ggml's `nearest_int` in vectors, with the constants of `kdequant::nearest_int`.
+use crate::kernels::kdequant::{MANTISSA_MASK, ROUND_MAGIC, ROUND_MAGIC_MANTISSA};
 /// Elements per `bsums` entry.
 const BSUM_LEN: usize = 16;
 
