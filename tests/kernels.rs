@@ -11,7 +11,9 @@ mod common;
 mod qc;
 
 use locus::kernels::blocks::{self, block_bytes, BlockQ4_0, BlockQ4_1, BlockQ8_0};
+use locus::kernels::gelu;
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
+use locus::kernels::ops::Rope;
 use locus::kernels::{
     dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS, PANEL_ROWS,
     PANEL_TOKENS, TILE_ROWS,
@@ -729,4 +731,465 @@ fn kv_add_q8_0_tiers_equal_scalar() {
         "kv_add_q8_0_tiers_equal_scalar",
         prop as fn(Rows, i16) -> bool,
     );
+}
+
+/// A RoPE case: `heads` heads of `head_dim` values, the first `2 · pairs` of each rotated (all
+/// of them or fewer; pair counts that are and are not multiples of the vector steps).
+#[derive(Clone, Debug)]
+struct RopeCase {
+    head_dim: usize,
+    pairs: usize,
+    pos: usize,
+    freq_base: f32,
+    x: Vec<f32>,
+}
+
+/// One f32 of a random kind: ordinary, huge, tiny, subnormal, ±0, ±inf, NaN.
+fn gen_value(g: &mut Gen) -> f32 {
+    let r = (i32::arbitrary(g) % 100_000) as f32 / 5000.0;
+    match u8::arbitrary(g) % 16 {
+        0 => 0.0,
+        1 => -0.0,
+        2 => r * 1e4,
+        3 => r * 1e-4,
+        4 => f32::from_bits(u32::arbitrary(g) % 0x0080_0000), // subnormal
+        5 => [f32::INFINITY, f32::NEG_INFINITY, f32::NAN][usize::arbitrary(g) % 3],
+        _ => r,
+    }
+}
+
+impl Arbitrary for RopeCase {
+    fn arbitrary(g: &mut Gen) -> RopeCase {
+        // Head sizes of the models (64, 128, 256) and odd ones; rotated pairs up to the head.
+        let head_dim = match u8::arbitrary(g) % 4 {
+            0 => [64, 128, 256][usize::arbitrary(g) % 3],
+            _ => 2 + 2 * (usize::arbitrary(g) % 80),
+        };
+        let pairs = match u8::arbitrary(g) % 2 {
+            0 => head_dim / 2,
+            _ => 1 + usize::arbitrary(g) % (head_dim / 2),
+        };
+        let heads = 1 + usize::arbitrary(g) % 4;
+        RopeCase {
+            head_dim,
+            pairs,
+            pos: usize::arbitrary(g) % 40_000,
+            freq_base: [10_000.0, 1_000_000.0][usize::arbitrary(g) % 2],
+            x: (0..head_dim * heads).map(|_| gen_value(g)).collect(),
+        }
+    }
+}
+
+/// Whether two outputs hold the same f32 bits, or both a NaN, element for element: where two
+/// NaNs meet in one operation, which one survives is the instruction's operand order, which
+/// neither compiler promises.
+fn same_bits_or_nan(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
+}
+
+/// NEOX RoPE of every tier (scalar table included) equals its scalar model
+/// ([`Rope::apply_neox`]) bit for bit: head sizes and rotated-pair counts on and off the vector
+/// steps, partial rotation, and values of every kind (±0, subnormals, ±inf, NaN).
+#[test]
+fn rope_neox_tiers_equal_scalar() {
+    fn prop(c: RopeCase) -> bool {
+        let rope = Rope::new(2 * c.pairs, c.freq_base, 1.0, None);
+        let mut cache = Vec::new();
+        rope.cache(c.pos, &mut cache);
+        let mut want = c.x.clone();
+        rope.apply_neox(&cache, &mut want, c.head_dim);
+        let mut all = vec![Kernels::scalar()];
+        all.extend(tiers());
+        all.iter().all(|k| {
+            let mut got = c.x.clone();
+            k.rope_neox(&cache, &mut got, c.head_dim);
+            let same = same_bits_or_nan(&got, &want);
+            if !same {
+                eprintln!(
+                    "tier {}: head_dim {} pairs {} pos {} differs",
+                    k.tier, c.head_dim, c.pairs, c.pos
+                );
+            }
+            same
+        })
+    }
+    qc::check("rope_neox_tiers_equal_scalar", prop as fn(RopeCase) -> bool);
+}
+
+/// NEOX RoPE turns the pairs `(i, i + n_dims/2)` by angle `i` and nothing else: a unit vector
+/// on either member of one pair lands on (cos, sin) or (−sin, cos) of that pair's angle, every
+/// other value stays exactly 0 and the dimensions past `n_dims` pass through; every pair keeps
+/// its length; position 0 changes nothing.
+#[test]
+fn rope_neox_rotates_the_documented_pairs() {
+    let (head_dim, n_dims) = (24usize, 16usize);
+    let half = n_dims / 2;
+    let rope = Rope::new(n_dims, 10_000.0, 1.0, None);
+    let mut cache = Vec::new();
+    rope.cache(7, &mut cache);
+    assert_eq!(cache.len(), half);
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    for k in &all {
+        for i in 0..half {
+            let (c, s) = cache[i];
+            for (one, want_lo, want_hi) in [(i, c, s), (i + half, -s, c)] {
+                let mut x = vec![0f32; 2 * head_dim];
+                x[head_dim + one] = 1.0; // the second head
+                x[head_dim + n_dims] = 5.0; // past n_dims: passes through
+                k.rope_neox(&cache, &mut x, head_dim);
+                let mut want = vec![0f32; 2 * head_dim];
+                want[head_dim + i] = want_lo;
+                want[head_dim + i + half] = want_hi;
+                want[head_dim + n_dims] = 5.0;
+                // By value: a product 0·(−sin) may be −0.
+                assert!(x == want, "tier {}: unit {one} of pair {i}: {x:?}", k.tier);
+            }
+        }
+        let orig: Vec<f32> = (0..3 * head_dim)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.037 - 18.0)
+            .collect();
+        let mut x = orig.clone();
+        k.rope_neox(&cache, &mut x, head_dim);
+        for (h, (a, b)) in orig
+            .chunks_exact(head_dim)
+            .zip(x.chunks_exact(head_dim))
+            .enumerate()
+        {
+            for i in 0..half {
+                let before = a[i].hypot(a[i + half]);
+                let after = b[i].hypot(b[i + half]);
+                assert!(
+                    (before - after).abs() <= 1e-5 * before,
+                    "tier {}: head {h} pair {i} length {before} → {after}",
+                    k.tier
+                );
+            }
+            assert!(same_bits(&a[n_dims..], &b[n_dims..]), "dims past n_dims");
+        }
+        let mut zero = Vec::new();
+        rope.cache(0, &mut zero);
+        let mut x = orig.clone();
+        k.rope_neox(&zero, &mut x, head_dim);
+        assert!(x == orig, "tier {}: position 0 is the identity", k.tier);
+    }
+}
+
+/// FNV-1a (64-bit) over the table's entries, each as two little-endian bytes.
+fn fnv1a64_u16(entries: &[u16]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    entries
+        .iter()
+        .flat_map(|e| e.to_le_bytes())
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
+/// Our GELU table equals ggml's entry for entry. The hash is of ggml's own
+/// `ggml_table_gelu_f16`, from a C program (not in the repo) linked against the static
+/// libraries of the llama.cpp build the golden data come from (llama-cpp-python 0.3.36's
+/// vendored llama.cpp; `-O3 -mfma -mf16c -mavx512f …`, GGML_NATIVE=OFF; Debian 12, glibc 2.36,
+/// GCC 12.2): it calls `ggml_cpu_init()`, which builds the table with glibc's `tanhf`, and
+/// prints FNV-1a 64 over the 65536 entries as little-endian u16, as `fnv1a64_u16` here:
+/// `ab044edba0ed200c`. (The same program found that a model of `ggml_gelu_f32` without its one
+/// fused multiply-add misses one entry.)
+#[test]
+fn gelu_table_equals_ggmls() {
+    const GGML_TABLE_FNV1A64: u64 = 0xab04_4edb_a0ed_200c;
+    let t = gelu::table();
+    assert_eq!(
+        fnv1a64_u16(t),
+        GGML_TABLE_FNV1A64,
+        "the GELU table differs from ggml's"
+    );
+    // The SIMD tiers look up NaN gates at F16C's NaN (payload kept) where ggml looks them up at
+    // sign | 0x7e00: sound because every NaN entry of one sign holds the same value.
+    let nan = |s: u16| t[usize::from(s | 0x7e00)];
+    for h in 0..=u16::MAX {
+        if f16_to_f32(h).is_nan() {
+            assert_eq!(t[usize::from(h)], nan(h & 0x8000), "NaN entry {h:#06x}");
+        }
+    }
+}
+
+/// FNV-1a (64-bit) over the values' f32 bits, each as four little-endian bytes.
+fn fnv1a64_f32(values: &[f32]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    values
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
+/// Input `i` of golden case `case`: an integer hash of both, its sign and mantissa bits kept,
+/// its exponent picking one kind: subnormal, ±0, about 2^100, about 2^-100, or an ordinary
+/// value in [2^-5, 2^7) (made from integers only, so the C program reproduces it exactly).
+fn rope_golden_input(case: u32, i: u32) -> f32 {
+    const SIGN: u32 = 0x8000_0000;
+    const MANTISSA: u32 = 0x007f_ffff;
+    const MANTISSA_BITS: u32 = 23;
+    const KINDS: u32 = 15;
+    const HUGE_EXP: u32 = 227;
+    const TINY_EXP: u32 = 27;
+    const ORDINARY_EXP: u32 = 118;
+    let mut h = i.wrapping_mul(0x9e37_79b9) ^ case.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 15;
+    h = h.wrapping_mul(0x2c1b_3c6d);
+    h ^= h >> 12;
+    h = h.wrapping_mul(0x297a_2d39);
+    h ^= h >> 15;
+    let (sign, mantissa) = (h & SIGN, h & MANTISSA);
+    f32::from_bits(match (h >> MANTISSA_BITS) & KINDS {
+        0 => sign | mantissa,
+        1 => sign,
+        2 => sign | HUGE_EXP << MANTISSA_BITS | mantissa,
+        3 => sign | TINY_EXP << MANTISSA_BITS | mantissa,
+        kind => sign | (ORDINARY_EXP + kind) << MANTISSA_BITS | mantissa,
+    })
+}
+
+/// One golden case of normal-mode RoPE: heads of `head_dim` values, the first `n_dims` of each
+/// rotated, at position `pos`, and the FNV-1a 64 of ggml's output.
+struct RopeGolden {
+    head_dim: usize,
+    n_dims: usize,
+    heads: usize,
+    pos: usize,
+    freq_base: f32,
+    freq_scale: f32,
+    ggml_fnv1a64: u64,
+}
+
+/// Normal-mode RoPE (pairs `(2i, 2i+1)`) of every tier, the scalar table included, with the
+/// cache of [`Rope::cache`], equals ggml's `ggml_rope_ext` bit for bit, above all on rotated
+/// pair counts that are not a multiple of four, where GCC computes the last `pairs mod 4` pairs
+/// without fusing (a model fusing every pair misses 4 to 9 values of each such case here).
+///
+/// The hashes are of ggml's own output, from a C program (not in the repo) linked against the
+/// static libraries of the llama.cpp build the golden data come from (llama-cpp-python 0.3.36's
+/// vendored llama.cpp; `-O3 -mfma -mf16c -mavx512f …`, GGML_NATIVE=OFF; Debian 12, glibc 2.36,
+/// GCC 12.2). For case number `c` of the table below it fills an F32 tensor of
+/// `[head_dim, heads, 1]` with `rope_golden_input(c, i)` (the same integer hash, in C) and an
+/// I32 tensor with `pos`, builds `ggml_rope_ext(ctx, x, pos, NULL, n_dims,
+/// GGML_ROPE_TYPE_NORMAL, 0, freq_base, freq_scale, 0.0f, 1.0f, 32.0f, 1.0f)`, computes it with
+/// `ggml_graph_compute_with_ctx(ctx, graph, 1)` and prints FNV-1a 64 over the output's bytes as
+/// `fnv1a64_f32` here. The control case (64 dims, no tail) passes with either model.
+#[test]
+fn rope_normal_equals_ggmls_golden() {
+    let golden = |head_dim, n_dims, heads, pos, freq_base, freq_scale, ggml_fnv1a64| RopeGolden {
+        head_dim,
+        n_dims,
+        heads,
+        pos,
+        freq_base,
+        freq_scale,
+        ggml_fnv1a64,
+    };
+    let cases = [
+        golden(34, 34, 16, 39_999, 10_000.0, 1.0, 0x7258_6663_3f64_e555),
+        golden(18, 14, 16, 12_345, 10_000.0, 1.0, 0x71d2_e210_d574_3950),
+        golden(24, 6, 16, 777, 500.0, 1.0, 0x46c3_21b8_2fee_61df),
+        golden(112, 110, 8, 31_337, 1_000_000.0, 1.0, 0x56d5_60f0_cf0f_49be),
+        golden(80, 44, 8, 4_321, 10_000.0, 0.25, 0x45d0_722e_17b6_2a35),
+        golden(64, 64, 4, 2_024, 10_000.0, 1.0, 0x956c_a63a_c5af_9444),
+    ];
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    let mut cache = Vec::new();
+    for (c, g) in cases.iter().enumerate() {
+        let x: Vec<f32> = (0..g.head_dim * g.heads)
+            .map(|i| rope_golden_input(c as u32, i as u32))
+            .collect();
+        let rope = Rope::new(g.n_dims, g.freq_base, g.freq_scale, None);
+        rope.cache(g.pos, &mut cache);
+        for k in &all {
+            let mut got = x.clone();
+            k.rope(&cache, &mut got, g.head_dim);
+            assert_eq!(
+                fnv1a64_f32(&got),
+                g.ggml_fnv1a64,
+                "tier {}: case {c} (head_dim {}, n_dims {}, pos {}) differs from ggml",
+                k.tier,
+                g.head_dim,
+                g.n_dims,
+                g.pos
+            );
+        }
+    }
+}
+
+/// Whether a GEGLU output matches: the same bits, or NaN where both factors were NaN (which
+/// NaN a product of two NaNs keeps is the compiler's choice of operand order, in ggml's build
+/// as in ours).
+fn geglu_same(gate: &[f32], up: &[f32], got: &[f32], want: &[f32]) -> Result<(), String> {
+    for (i, ((&x, &u), (&a, &b))) in gate.iter().zip(up).zip(got.iter().zip(want)).enumerate() {
+        let ok = if x.is_nan() && u.is_nan() {
+            a.is_nan() && b.is_nan()
+        } else {
+            a.to_bits() == b.to_bits()
+        };
+        if !ok {
+            return Err(format!(
+                "element {i}: gate {x:e} ({:#010x}) up {u:e}: {a:e} ({:#010x}) != {b:e} ({:#010x})",
+                x.to_bits(),
+                a.to_bits(),
+                b.to_bits()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// GEGLU's gates at every edge: every f16 value, each one f32 step above and below, the f16
+/// halfway points (ties to even), the ±10 boundary and its neighbours, ±0, ±inf, NaN.
+fn geglu_edge_gates() -> Vec<f32> {
+    let mut v = Vec::new();
+    for h in 0..=u16::MAX {
+        let x = f16_to_f32(h);
+        v.push(x);
+        if x.is_finite() {
+            v.push(f32::from_bits(x.to_bits() + 1));
+            if x != 0.0 {
+                v.push(f32::from_bits(x.to_bits() - 1));
+            }
+            let next = f16_to_f32(h.wrapping_add(1));
+            if next.is_finite() && (next > 0.0) == (x > 0.0) {
+                v.push(0.5 * (x + next));
+            }
+        }
+    }
+    for b in [gelu::TABLE_LIMIT, -gelu::TABLE_LIMIT] {
+        v.extend([
+            b,
+            f32::from_bits(b.to_bits() + 1),
+            f32::from_bits(b.to_bits() - 1),
+        ]);
+    }
+    v.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1e30,
+        -1e30,
+    ]);
+    v
+}
+
+/// GEGLU of every tier (scalar table included) equals the scalar oracle (`gelu::geglu`) bit for
+/// bit, on every edge gate against ups of every kind and on row lengths around the 8-lane step;
+/// and the oracle is ggml's three cases: 0 at or below −10, `gate · up` from 10 up, the table in
+/// between.
+#[test]
+fn geglu_tiers_equal_scalar() {
+    let gates = geglu_edge_gates();
+    let ups_of = |n: usize, salt: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| match (i * 7 + salt) % 23 {
+                0 => f32::INFINITY,
+                1 => f32::NAN,
+                2 => -0.0,
+                3 => 0.0,
+                4 => 1e30,
+                _ => ((i * 104_729 + salt) % 997) as f32 * 0.006 - 3.0,
+            })
+            .collect()
+    };
+    let up = ups_of(gates.len(), 0);
+    let mut want = gates.clone();
+    gelu::geglu(&mut want, &up);
+    let table = gelu::table();
+    for ((&x, &u), &w) in gates.iter().zip(&up).zip(&want) {
+        let spec = if x <= -gelu::TABLE_LIMIT {
+            0.0
+        } else if x >= gelu::TABLE_LIMIT {
+            x * u
+        } else {
+            f16_to_f32(table[usize::from(gelu::fp32_to_fp16(x))]) * u
+        };
+        assert!(
+            geglu_same(&[x], &[u], &[w], &[spec]).is_ok(),
+            "oracle at gate {x:e}, up {u:e}: {w:e} != {spec:e}"
+        );
+    }
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    for k in &all {
+        let mut got = gates.clone();
+        k.geglu(&mut got, &up);
+        if let Err(e) = geglu_same(&gates, &up, &got, &want) {
+            panic!("tier {} over the edge gates: {e}", k.tier);
+        }
+        for n in [1usize, 7, 8, 9, 15, 16, 17, 31, 33, 1000] {
+            for start in [0usize, 3, 40_000] {
+                let g = &gates[start..start + n];
+                let u = ups_of(n, start);
+                let mut want = g.to_vec();
+                gelu::geglu(&mut want, &u);
+                let mut got = g.to_vec();
+                k.geglu(&mut got, &u);
+                if let Err(e) = geglu_same(g, &u, &got, &want) {
+                    panic!("tier {} n {n} from {start}: {e}", k.tier);
+                }
+            }
+        }
+    }
+}
+
+/// A GEGLU row: gates mostly in the table's range, some of every kind, ups likewise; lengths
+/// on and off the 8-lane step.
+#[derive(Clone, Debug)]
+struct GegluRow {
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Arbitrary for GegluRow {
+    fn arbitrary(g: &mut Gen) -> GegluRow {
+        let n = 1 + usize::arbitrary(g) % 300;
+        let value = |g: &mut Gen| match u8::arbitrary(g) % 4 {
+            0 => gen_value(g),
+            _ => (i32::arbitrary(g) % 1_300_000) as f32 / 100_000.0,
+        };
+        GegluRow {
+            gate: (0..n).map(|_| value(g)).collect(),
+            up: (0..n).map(|_| value(g)).collect(),
+        }
+    }
+}
+
+/// Random GEGLU rows give the oracle's bits in every tier.
+#[test]
+fn geglu_random_rows_equal_scalar() {
+    fn prop(r: GegluRow) -> bool {
+        let mut want = r.gate.clone();
+        gelu::geglu(&mut want, &r.up);
+        tiers().iter().all(|k| {
+            let mut got = r.gate.clone();
+            k.geglu(&mut got, &r.up);
+            match geglu_same(&r.gate, &r.up, &got, &want) {
+                Ok(()) => true,
+                Err(e) => {
+                    eprintln!("tier {}: {e}", k.tier);
+                    false
+                }
+            }
+        })
+    }
+    qc::check(
+        "geglu_random_rows_equal_scalar",
+        prop as fn(GegluRow) -> bool,
+    );
+}
+
+#[test]
+#[should_panic(expected = "geglu length mismatch")]
+fn geglu_refuses_rows_of_different_lengths() {
+    Kernels::scalar().geglu(&mut [1.0, 2.0], &[1.0]);
 }

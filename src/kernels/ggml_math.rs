@@ -8,7 +8,7 @@
 //! - 16-lane reductions in the order GCC's `_mm512_reduce_add_ps` adds them;
 //! - f16 attention dot products: `ggml_vec_dot_f16` (four 16-lane accumulators) for one token,
 //!   tinyBLAS (one 16-lane accumulator) for a batch of tokens;
-//! - RoPE with the multiply-adds GCC fused in `rotate_pairs`.
+//! - RoPE (normal and NEOX pairings) with the multiply-adds GCC fused in `rotate_pairs`.
 
 use super::half::{f16_to_f32, f32_to_f16};
 
@@ -89,6 +89,30 @@ pub fn dot_f16_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
     sum as f32
 }
 
+/// `ggml_vec_dot_f32` (AVX-512): four 16-lane accumulators over steps of 64, combined as
+/// (0+2)+(1+3), reduced, then the leftovers (past a multiple of 64) added one at a time in f32
+/// with a multiply-add each (GCC contracts `sumf += x[i]*y[i]` on an FMA build). llama.cpp runs
+/// it for f32 weights that tinyBLAS declines ([`dot_f32_gemm`]).
+#[inline(always)]
+pub fn dot_f32_vec(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let np = n / 64 * 64;
+    let mut acc = [[0f32; 16]; 4];
+    for i in 0..np {
+        let (j, lane) = ((i % 64) / 16, i % 16);
+        acc[j][lane] = x[i].mul_add(y[i], acc[j][lane]);
+    }
+    let mut s = [0f32; 16];
+    for l in 0..16 {
+        s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    }
+    let mut sum = reduce16(&s);
+    for i in np..n {
+        sum = x[i].mul_add(y[i], sum);
+    }
+    sum
+}
+
 /// tinyBLAS's f16 GEMM element (AVX-512): one 16-lane accumulator, a multiply-add per lane per
 /// step of 16, then [`reduce16`]. Requires the (padded) length to be a multiple of 16.
 pub fn dot_f16_gemm(x: &[u16], y: &[f32]) -> f32 {
@@ -160,13 +184,41 @@ pub fn rotate(x0: f32, x1: f32, cos: f32, sin: f32) -> (f32, f32) {
 /// Rotates the pairs `(2i, 2i+1)` of every head of `x` (`n_heads × head_dim`, contiguous) by
 /// `cache[i]` = (cos, sin), in place ("normal" RoPE ordering; dimensions past the cache pass
 /// through).
+///
+/// GCC vectorises ggml's normal-mode loop four pairs at a time with the fused multiply-adds of
+/// [`rotate`], and computes the last `pairs mod 4` pairs without fusing (a multiply, then
+/// an add-subtract); both are reproduced here.
 #[inline(always)]
 pub fn rope(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    let fused = cache.len() / 4 * 4;
     for head in x.chunks_exact_mut(head_dim) {
         for (i, &(c, s)) in cache.iter().enumerate() {
-            let (y0, y1) = rotate(head[2 * i], head[2 * i + 1], c, s);
+            let (x0, x1) = (head[2 * i], head[2 * i + 1]);
+            let (y0, y1) = if i < fused {
+                rotate(x0, x1, c, s)
+            } else {
+                (x0 * c - x1 * s, x0 * s + x1 * c)
+            };
             head[2 * i] = y0;
             head[2 * i + 1] = y1;
+        }
+    }
+}
+
+/// Rotates the pairs `(i, i + n_dims/2)` of every head of `x` (`n_heads × head_dim`,
+/// contiguous) by `cache[i]` = (cos, sin), in place, where `n_dims = 2 · cache.len()` ("NEOX"
+/// RoPE ordering, as GPT-NeoX, Qwen2/3 and Gemma 3 use; dimensions from `n_dims` on pass
+/// through). ggml runs the same `rotate_pairs` template for both orderings (NEOX: `n_offset =
+/// n_dims/2`, element `i0/2` paired with `i0/2 + n_offset`, by the cache's pair `i0/2`). With the
+/// offset only known at run time GCC leaves the NEOX loop scalar, one pair at a time fused
+/// exactly as [`rotate`] (its `vfmsub231ss`/`vfmadd132ss`), for every pair count.
+#[inline(always)]
+pub fn rope_neox(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    let half = cache.len();
+    for head in x.chunks_exact_mut(head_dim) {
+        let (lo, hi) = head[..2 * half].split_at_mut(half);
+        for ((x0, x1), &(c, s)) in lo.iter_mut().zip(hi.iter_mut()).zip(cache) {
+            (*x0, *x1) = rotate(*x0, *x1, c, s);
         }
     }
 }

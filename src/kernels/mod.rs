@@ -31,6 +31,7 @@
 
 pub mod blocks;
 pub mod entries;
+pub mod gelu;
 pub mod ggml_math;
 pub mod half;
 pub mod kblocks;
@@ -473,7 +474,28 @@ impl SumOrder {
     pub fn for_token(ty: GgmlType, base: SumOrder, m: usize, i: usize) -> SumOrder {
         match entries::scalar_entry(ty) {
             Some(e) => e.order_for(base, m, i),
+            // f32 weights: tinyBLAS where the matrix allows it ([`SumOrder::f32_order`]) and the
+            // matmul has two tokens or more (llamafile declines a single one).
+            None if ty == GgmlType::F32 => match (base, m) {
+                (SumOrder::Batched, 2..) => SumOrder::Batched,
+                _ => SumOrder::Lanes,
+            },
             None => base.plain(),
+        }
+    }
+
+    /// How llama.cpp sums the dot products of an f32 weight matrix of `rows` rows of `cols`
+    /// values in a matmul of two tokens or more: tinyBLAS ([`SumOrder::Batched`]) where its
+    /// x86 build takes the matrix (rows of whole 16-lane vectors and a row count it tiles: a
+    /// multiple of 4), `ggml_vec_dot_f32` ([`SumOrder::Lanes`]) where it declines, as for a
+    /// single token ([`SumOrder::for_token`]).
+    pub fn f32_order(rows: usize, cols: usize) -> SumOrder {
+        const TINYBLAS_K: usize = 16;
+        const TINYBLAS_M: usize = 4;
+        if cols.is_multiple_of(TINYBLAS_K) && rows.is_multiple_of(TINYBLAS_M) {
+            SumOrder::Batched
+        } else {
+            SumOrder::Lanes
         }
     }
 
@@ -532,6 +554,8 @@ pub struct Kernels {
     q4_1: DotQ4_1,
     q8_0: DotQ8_0,
     f32: DotF32,
+    /// f32 weights that tinyBLAS declines: `ggml_vec_dot_f32`'s order.
+    f32_vec: DotF32,
     f16: DotU16,
     bf16: DotU16,
     att_gemv: AttGemv,
@@ -541,7 +565,9 @@ pub struct Kernels {
     widen_f16: fn(&[u16], &mut [f32]),
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
+    geglu: fn(&mut [f32], &[f32]),
     rope: RopeFn,
+    rope_neox: RopeFn,
     kv_add_q8_0: fn(&[BlockQ8_0], f32, &mut [f32]),
     q4_0_tile: Tile<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_tile: Tile<BlockQ4_0, BlockQ8_0>,
@@ -581,6 +607,7 @@ impl Kernels {
             q4_1: scalar::dot_q4_1_q8_1,
             q8_0: scalar::dot_q8_0_q8_0,
             f32: scalar::dot_f32,
+            f32_vec: ggml_math::dot_f32_vec,
             f16: scalar::dot_f16_f32,
             bf16: scalar::dot_bf16_f32,
             att_gemv: ggml_math::dot_f16_gemv,
@@ -601,7 +628,9 @@ impl Kernels {
             },
             softmax: ggml_math::softmax,
             swiglu: ggml_math::swiglu,
+            geglu: gelu::geglu,
             rope: ggml_math::rope,
+            rope_neox: ggml_math::rope_neox,
             kv_add_q8_0: |row, p, out| ops::add_scaled_q8_0(row, p, out),
             q4_0_tile: scalar::tile_q4_0_q8_0,
             q4_0_chain_tile: scalar::tile_q4_0_q8_0_chain,
@@ -637,6 +666,7 @@ impl Kernels {
                 q4_1: x86_64::avx2::dot_q4_1_q8_1,
                 q8_0: x86_64::avx2::dot_q8_0_q8_0,
                 f32: x86_64::avx2::dot_f32,
+                f32_vec: x86_64::avx2::dot_f32_vec,
                 f16: x86_64::avx2::dot_f16_f32,
                 att_gemv: x86_64::avx2::att_gemv,
                 att_gemv_rows: |x, stride, y, n_pad, out| {
@@ -649,6 +679,8 @@ impl Kernels {
                 swiglu: x86_64::avx2::swiglu,
                 kv_add_q8_0: x86_64::avx2::kv_add_q8_0,
                 rope: x86_64::avx2::rope,
+                rope_neox: x86_64::avx2::rope_neox,
+                geglu: x86_64::avx2::geglu,
                 q4_0_tile: x86_64::avx2::tile_q4_0_q8_0,
                 q4_0_chain_tile: x86_64::avx2::tile_q4_0_q8_0_chain,
                 q4_1_tile: x86_64::avx2::tile_q4_1_q8_1,
@@ -754,7 +786,12 @@ impl Kernels {
         if let Some(e) = self.entry(ty) {
             return e.dot_in(order)(row, act);
         }
-        let order = order.plain();
+        // f32 keeps its order (`f32_order`); the others know two.
+        let order = if ty == GgmlType::F32 {
+            order
+        } else {
+            order.plain()
+        };
         match (ty, act) {
             (GgmlType::Q4_0, ActRow::Q8_0(Q8Row { blocks: a, .. }))
                 if order == SumOrder::BlockChain =>
@@ -771,7 +808,15 @@ impl Kernels {
             (GgmlType::F32, ActRow::F32(a)) => {
                 let w = f32_row(row);
                 assert_eq!(w.len(), a.len(), "row length mismatch");
-                (self.f32)(&w, a)
+                match order {
+                    // tinyBLAS (see `f32_order`): one 16-lane accumulator, then reduced.
+                    SumOrder::Batched => {
+                        let mut o = [0f32];
+                        (self.att_gemm_rows)(&w, w.len(), a, &mut o);
+                        o[0]
+                    }
+                    _ => (self.f32_vec)(&w, a),
+                }
             }
             (GgmlType::F16, ActRow::F32(a)) => {
                 let w = u16_row(row);
@@ -811,6 +856,13 @@ impl Kernels {
             return;
         }
         assert_eq!(rows.len() % k, 0, "weight rows of unequal length");
+        if ty == GgmlType::F32 {
+            let size = rows.len() / k;
+            for (o, row) in out.iter_mut().zip(rows.chunks_exact(size)) {
+                *o = self.dot_ordered(ty, order, row, act);
+            }
+            return;
+        }
         if let Some(e) = self.entry(ty) {
             let size = rows.len() / k;
             if let Some(tile) = e.tile {
@@ -1001,6 +1053,15 @@ impl Kernels {
     ) {
         let n_rows = rows.len();
         assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+        if ty == GgmlType::F32 {
+            // One order per matrix ([`SumOrder::f32_order`]), one dot per output.
+            for (t, a) in acts.iter().enumerate() {
+                for (r, row) in rows.iter().enumerate() {
+                    out[t * n_rows + r] = self.dot_ordered(ty, order, row, a);
+                }
+            }
+            return;
+        }
         if let Some(e) = self.entry(ty) {
             if let Some(tile) = e.tile {
                 if tile(rows, acts, e.variant(order), out) {
@@ -1237,10 +1298,44 @@ impl Kernels {
         (self.rope)(cache, x, head_dim)
     }
 
+    /// RoPE with the NEOX pairing (Qwen2, Qwen3, Gemma 3): in every head of `head_dim`
+    /// elements, the pairs `(i, i + n_dims/2)` turn by `cache[i]` = (cos, sin), where
+    /// `n_dims = 2 · cache.len()`; elements from `n_dims` on pass through. ggml's arithmetic
+    /// (see `ggml_math::rope_neox`), the same bits in every tier.
+    ///
+    /// # Panics
+    /// If `x` is not a whole number of heads, or the rotated dimensions exceed `head_dim`.
+    #[inline]
+    pub fn rope_neox(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+        assert!(
+            head_dim > 0 && x.len().is_multiple_of(head_dim),
+            "rope_neox: {} values are not whole heads of {head_dim}",
+            x.len()
+        );
+        assert!(
+            2 * cache.len() <= head_dim,
+            "rope_neox: {} rotated pairs exceed heads of {head_dim}",
+            cache.len()
+        );
+        (self.rope_neox)(cache, x, head_dim)
+    }
+
     /// SwiGLU of one row with ggml's arithmetic (see `ggml_math::swiglu`).
     #[inline]
     pub fn swiglu(&self, gate: &mut [f32], up: &[f32]) {
         (self.swiglu)(gate, up)
+    }
+
+    /// GEGLU of one row, `gate[i] = gelu(gate[i]) · up[i]` with tanh-approximated GELU, as
+    /// ggml's `ggml_vec_geglu_f32` computes it (its f16 GELU table; see [`gelu`]), the same bits
+    /// in every tier.
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    #[inline]
+    pub fn geglu(&self, gate: &mut [f32], up: &[f32]) {
+        assert_eq!(gate.len(), up.len(), "geglu length mismatch");
+        (self.geglu)(gate, up)
     }
 
     /// `out[j] += p × v[j]` for the values of one Q8_0 row ([`ops::add_scaled_q8_0`]'s bits in

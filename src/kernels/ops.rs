@@ -1,7 +1,7 @@
 //! Non-matmul operations of a transformer layer, with ggml's exact arithmetic (see
 //! `ggml_math`): RMSNorm sums squares in f64, softmax and SiLU use ggml's vectorised
-//! exponential, RoPE angles advance by repeated multiplication in f32 and rotate with the
-//! multiply-adds llama.cpp's build fuses.
+//! exponential, RoPE angles advance by repeated multiplication in f32 and rotate (normal or NEOX
+//! pairs) with the multiply-adds llama.cpp's build fuses.
 
 use super::ggml_math;
 
@@ -15,7 +15,9 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, y: &mut [f32]) {
     }
 }
 
-/// Precomputed inverse frequencies for RoPE ("normal" ordering: pairs `(2i, 2i+1)`).
+/// Precomputed inverse frequencies for RoPE. Pair `i` turns by the cache's angle `i` in either
+/// ordering: "normal" rotates the pairs `(2i, 2i+1)` ([`Rope::apply`]), NEOX the pairs
+/// `(i, i + n_dims/2)` ([`Rope::apply_neox`]).
 #[derive(Clone, Debug)]
 pub struct Rope {
     /// Rotated dimensions per head (`rope.dimension_count`); the rest pass through.
@@ -64,6 +66,12 @@ impl Rope {
     /// model of [`crate::kernels::Kernels::rope`].
     pub fn apply(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
         ggml_math::rope(cache, x, head_dim)
+    }
+
+    /// Rotates every head of `x` with the NEOX pairing, pairs `(i, i + n_dims/2)`, by the same
+    /// cache: the scalar model of [`crate::kernels::Kernels::rope_neox`].
+    pub fn apply_neox(&self, cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+        ggml_math::rope_neox(cache, x, head_dim)
     }
 }
 

@@ -11,6 +11,7 @@
 use std::arch::x86_64::*;
 
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use crate::kernels::gelu;
 use crate::kernels::{
     stream_target, Q8Row, StreamTarget, BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT,
 };
@@ -405,6 +406,17 @@ pub(in crate::kernels) fn dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32
 pub(in crate::kernels) fn dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { dot_q8_0_q8_0_impl(x, y) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_f32_vec_impl(x: &[f32], y: &[f32]) -> f32 {
+    crate::kernels::ggml_math::dot_f32_vec(x, y)
+}
+
+/// `ggml_math::dot_f32_vec` compiled with hardware FMA (same bits).
+pub(in crate::kernels) fn dot_f32_vec(x: &[f32], y: &[f32]) -> f32 {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { dot_f32_vec_impl(x, y) }
 }
 
 pub(in crate::kernels) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
@@ -1188,4 +1200,62 @@ pub(in crate::kernels) fn kv_add_q8_0(
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { kv_add_q8_0_impl(row, p, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rope_neox_impl(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    crate::kernels::ggml_math::rope_neox(cache, x, head_dim)
+}
+
+/// `ggml_math::rope_neox` compiled with hardware FMA (same bits).
+pub(in crate::kernels) fn rope_neox(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { rope_neox_impl(cache, x, head_dim) }
+}
+
+/// `gelu::geglu` eight lanes at a time: each gate rounded to f16 by F16C (nearest even, as
+/// ggml's conversion; a NaN keeps part of its payload there, but every NaN entry of one sign
+/// holds the same value), its entry gathered from the table, widened and multiplied by `up`;
+/// lanes at or past ±[`gelu::TABLE_LIMIT`] take 0 or `gate · up` instead. The tail runs the
+/// scalar model.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn geglu_impl(table: &gelu::PaddedTable, gate: &mut [f32], up: &[f32]) {
+    let n = gate.len().min(up.len());
+    let whole = n / 8 * 8;
+    let lo = _mm256_set1_ps(-gelu::TABLE_LIMIT);
+    let hi = _mm256_set1_ps(gelu::TABLE_LIMIT);
+    let low16 = _mm256_set1_epi32(0xffff);
+    let base = table.as_ptr().cast::<i32>();
+    for (g, u) in gate[..whole]
+        .chunks_exact_mut(8)
+        .zip(up[..whole].chunks_exact(8))
+    {
+        // SAFETY: g and u are 8 f32s each (unaligned loads and store). Every index is an f16
+        // bit pattern, at most 0xffff, so each 4-byte gather read at byte 2·index lies within
+        // the table and its one padding entry.
+        unsafe {
+            let x = _mm256_loadu_ps(g.as_ptr());
+            let v = _mm256_loadu_ps(u.as_ptr());
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x);
+            let e = _mm256_i32gather_epi32::<2>(base, _mm256_cvtepu16_epi32(h));
+            // Entry j is the low half of lane j: pack the lanes' halves into the low 128 bits.
+            let p = _mm256_packus_epi32(_mm256_and_si256(e, low16), _mm256_setzero_si256());
+            let p = _mm256_permute4x64_epi64::<0b1000>(p);
+            let t = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(p)), v);
+            let big = _mm256_cmp_ps::<_CMP_GE_OQ>(x, hi);
+            let r = _mm256_blendv_ps(t, _mm256_mul_ps(x, v), big);
+            let zero = _mm256_cmp_ps::<_CMP_LE_OQ>(x, lo);
+            _mm256_storeu_ps(g.as_mut_ptr(), _mm256_andnot_ps(zero, r));
+        }
+    }
+    let table = table[..gelu::TABLE_LEN]
+        .try_into()
+        .expect("the padded table holds the table");
+    gelu::geglu_with(table, &mut gate[whole..n], &up[whole..n]);
+}
+
+/// `gelu::geglu` with the table read by vector gathers (same bits).
+pub(in crate::kernels) fn geglu(gate: &mut [f32], up: &[f32]) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { geglu_impl(gelu::padded_table(), gate, up) }
 }
