@@ -151,6 +151,38 @@ fn unsupported_type_unknown_arch_missing_tensor_wrong_shape() {
     w.set("general.architecture", MetaValue::str("mamba"));
     let e = run_fails(&write(&dir, "arch.gguf", &w), &[]);
     assert!(e.contains("'mamba'") && e.contains("not supported"), "{e}");
+    assert!(
+        e.contains("llama, qwen2, qwen3, gemma3"),
+        "the supported list: {e}"
+    );
+
+    // A tensor the family would not read (Qwen3's head norm in a llama file): refused by name,
+    // as llama.cpp refuses it, instead of running without its arithmetic.
+    let mut w = tiny();
+    w.add_tensor(
+        "blk.0.attn_q_norm.weight",
+        &[16],
+        GgmlType::F32,
+        vec![0; 16 * 4],
+    );
+    let e = run_fails(&write(&dir, "extra.gguf", &w), &[]);
+    assert!(
+        e.contains("blk.0.attn_q_norm.weight") && e.contains("llama"),
+        "{e}"
+    );
+
+    // A family's required tensor missing: Gemma 3 without its post-FFN norm.
+    let spec = SynthSpec {
+        arch: locus::model::arch::Arch::Gemma3,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    };
+    let mut w = synth_model(&spec);
+    w.tensors.retain(|t| t.name != "blk.1.post_ffw_norm.weight");
+    let e = run_fails(&write(&dir, "gemma-missing.gguf", &w), &[]);
+    assert!(
+        e.contains("blk.1.post_ffw_norm.weight") && e.contains("missing"),
+        "{e}"
+    );
 
     let mut w = tiny();
     w.tensors.retain(|t| t.name != "blk.1.ffn_up.weight");

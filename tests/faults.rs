@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use locus::kernels::GgmlType;
 use locus::model::synth::{synth_model, SynthSpec};
-use locus::model::{LlamaConfig, ModelFile};
+use locus::model::{Config, ModelFile};
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -295,7 +295,7 @@ fn reading_a_model_leaves_its_bytes_and_mtime_unchanged() {
 // A long run: flat memory, reproducible output.
 
 /// Bytes of an f16 KV cache for `n_ctx` positions: keys and values, every layer.
-fn kv_cache_bytes(c: &LlamaConfig, n_ctx: usize) -> u64 {
+fn kv_cache_bytes(c: &Config, n_ctx: usize) -> u64 {
     (2 * c.n_layer * n_ctx * c.kv_dim() * 2) as u64
 }
 
@@ -341,7 +341,7 @@ fn long_generation_has_flat_memory_and_reproducible_output() {
     let config = {
         let f = ModelFile::open(&model).unwrap();
         let g = f.gguf().unwrap();
-        LlamaConfig::from_gguf(&g).unwrap()
+        Config::from_gguf(&g).unwrap()
     };
     let kv = kv_cache_bytes(&config, N_CTX);
     let ctx = N_CTX.to_string();

@@ -4,10 +4,10 @@
 mod common;
 
 use locus::kernels::{GgmlType, Kernels, Tier};
-use locus::model::llama::{KvType, Llama};
+use locus::model::forward::{KvType, Model};
 use locus::model::synth::{synth_model, SynthSpec};
-use locus::model::weights::LlamaWeights;
-use locus::model::{Gguf, LlamaConfig};
+use locus::model::weights::Weights;
+use locus::model::{Config, Gguf};
 use locus::pool::Pool;
 
 struct Mat {
@@ -59,7 +59,7 @@ fn rope(x: &mut [f64], head_dim: usize, pos: usize, base: f64) {
 }
 
 /// Logits after each token of `tokens`, computed in f64 straight from the definition.
-fn reference(g: &Gguf, c: &LlamaConfig, tokens: &[u32]) -> Vec<Vec<f64>> {
+fn reference(g: &Gguf, c: &Config, tokens: &[u32]) -> Vec<Vec<f64>> {
     let embd = Mat::from(g, "token_embd.weight");
     let out_norm = Mat::from(g, "output_norm.weight").v;
     let hd = c.head_dim;
@@ -131,11 +131,11 @@ fn check_tier(tier: Tier, threads: usize) {
     };
     let bytes = synth_model(&SynthSpec::tiny(GgmlType::F32)).to_bytes();
     let g = Gguf::parse(&bytes).unwrap();
-    let c = LlamaConfig::from_gguf(&g).unwrap();
-    let w = LlamaWeights::from_gguf(&g, &c).unwrap();
+    let c = Config::from_gguf(&g).unwrap();
+    let w = Weights::from_gguf(&g, &c).unwrap();
     let tokens: Vec<u32> = vec![5, 77, 300, 12, 12, 200, 3, 150, 99, 42, 7, 380];
     let want = reference(&g, &c, &tokens);
-    let model = Llama::new(c.clone(), w, kernels);
+    let model = Model::new(c.clone(), w, kernels);
     let pool = Pool::new(threads, |_| {});
     let mut s = model.new_state(32, threads, KvType::F32);
     for (i, &t) in tokens.iter().enumerate() {
@@ -172,9 +172,9 @@ fn batched_equals_sequential_bit_for_bit() {
     for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
         let bytes = synth_model(&SynthSpec::tiny(ty)).to_bytes();
         let g = Gguf::parse(&bytes).unwrap();
-        let c = LlamaConfig::from_gguf(&g).unwrap();
-        let w = LlamaWeights::from_gguf(&g, &c).unwrap();
-        let model = Llama::new(c, w, Kernels::detect().unwrap());
+        let c = Config::from_gguf(&g).unwrap();
+        let w = Weights::from_gguf(&g, &c).unwrap();
+        let model = Model::new(c, w, Kernels::detect().unwrap());
         let tokens: Vec<u32> = (0..75).map(|i| (i * 37 + 11) % 384).collect();
 
         let pool1 = Pool::new(1, |_| {});
@@ -219,12 +219,12 @@ fn q8_0_kv_cache_is_deterministic_and_close_to_f16() {
     };
     let bytes = synth_model(&spec).to_bytes();
     let g = Gguf::parse(&bytes).unwrap();
-    let c = LlamaConfig::from_gguf(&g).unwrap();
+    let c = Config::from_gguf(&g).unwrap();
     assert_eq!(c.head_dim, 32);
     let tokens: Vec<u32> = (0..70).map(|i| (i * 37 + 11) % 384).collect();
     let run = |kernels: Kernels, threads: usize, kv: KvType, batched: bool| -> Vec<Vec<f32>> {
-        let w = LlamaWeights::from_gguf(&g, &c).unwrap();
-        let model = Llama::new(c.clone(), w, kernels);
+        let w = Weights::from_gguf(&g, &c).unwrap();
+        let model = Model::new(c.clone(), w, kernels);
         let pool = Pool::new(threads, |_| {});
         let mut s = model.new_state(128, threads, kv);
         let mut out = Vec::new();
@@ -267,10 +267,10 @@ fn q8_0_kv_cache_is_deterministic_and_close_to_f16() {
     // Heads of 16 values cannot be q8_0 rows.
     let tiny = synth_model(&SynthSpec::tiny(GgmlType::Q8_0)).to_bytes();
     let g = Gguf::parse(&tiny).unwrap();
-    let c = LlamaConfig::from_gguf(&g).unwrap();
-    let model = Llama::new(
+    let c = Config::from_gguf(&g).unwrap();
+    let model = Model::new(
         c.clone(),
-        LlamaWeights::from_gguf(&g, &c).unwrap(),
+        Weights::from_gguf(&g, &c).unwrap(),
         Kernels::scalar(),
     );
     let e = model

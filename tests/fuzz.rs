@@ -25,8 +25,8 @@ use locus::model::gguf::{Gguf, ValueType};
 use locus::model::gguf_write::{GgufWriter, MetaValue};
 use locus::model::synth::{synth_model, SynthSpec};
 use locus::model::tokenizer::{Tokenizer, Utf8Stream};
-use locus::model::weights::LlamaWeights;
-use locus::model::{LlamaConfig, ModelFile};
+use locus::model::weights::Weights;
+use locus::model::{Config, ModelFile};
 
 // ---------------------------------------------------------------------------------------------
 // Bounds every case must respect.
@@ -262,9 +262,9 @@ fn check_gguf(bytes: &[u8]) -> Result<String, Failure> {
         }
         check_rewrite(&g)?;
         let mut sig = format!("ok:{}t", g.tensors.len().min(4));
-        match LlamaConfig::from_gguf(&g) {
+        match Config::from_gguf(&g) {
             Err(e) => sig += &format!(":cfg-{}", variant(&e)),
-            Ok(c) => match LlamaWeights::from_gguf(&g, &c) {
+            Ok(c) => match Weights::from_gguf(&g, &c) {
                 Err(e) => sig += &format!(":w-{}", variant(&e)),
                 Ok(_) => sig += ":weights",
             },

@@ -3,7 +3,7 @@
 
 mod common;
 
-use locus::model::{LlamaConfig, ModelFile};
+use locus::model::{Config, ModelFile};
 
 #[test]
 fn generated_models_load_and_run_in_every_type() {
@@ -46,7 +46,7 @@ fn generated_models_load_and_run_in_every_type() {
             String::from_utf8_lossy(&out.stderr)
         );
         let f = ModelFile::open(&p).unwrap();
-        let c = LlamaConfig::from_gguf(&f.gguf().unwrap()).unwrap();
+        let c = Config::from_gguf(&f.gguf().unwrap()).unwrap();
         assert_eq!(
             (
                 c.n_embd,

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use locus::app::Loaded;
 use locus::kernels::{GgmlType, Layout, SumOrder};
-use locus::model::llama::KvType;
+use locus::model::forward::KvType;
 use locus::model::sampler::argmax;
 use locus::model::ModelFile;
 use locus::placement::{Mode, Options, Placement};
@@ -36,6 +36,19 @@ enum Weights {
     /// From a placed copy (`--numa mirror`), packed where the kernels ask for it.
     Copy,
 }
+
+/// The model a golden file describes: SmolLM2 in `quant`, or the real Gemma 3 270M.
+fn model_file(quant: &str) -> String {
+    match quant {
+        GEMMA3 => "gemma-3-270m-q4_k_m.gguf".into(),
+        q => format!("SmolLM2-135M-Instruct.{q}.gguf"),
+    }
+}
+
+/// The golden label of Gemma 3 270M Q4_K_M (greedy_gemma3_Q4_K_M.txt).
+const GEMMA3: &str = "gemma3_Q4_K_M";
+/// Gemma 3 270M's sliding window (`gemma3.attention.sliding_window`).
+const GEMMA3_WINDOW: usize = 512;
 
 fn check(quant: &str) {
     check_from(quant, Weights::File);
@@ -60,7 +73,7 @@ fn check_from(quant: &str, from: Weights) {
         );
     }
     let recorded: usize = cases.iter().map(|c| c.gen_ids.len()).sum();
-    let Some(path) = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf")) else {
+    let Some(path) = common::model_path(&model_file(quant)) else {
         return;
     };
     let file = ModelFile::open(&path).unwrap();
@@ -207,6 +220,56 @@ fn greedy_matches_llama_cpp_q3_k_m() {
 #[test]
 fn greedy_matches_llama_cpp_q2_k() {
     check("Q2_K");
+}
+
+/// Gemma 3 270M (Q4_K_M, the base model from PyPI) through the architecture seam: head norms,
+/// post-norms, GELU, scaled embeddings, NEOX RoPE with two bases, and sliding-window layers.
+/// One prompt is longer than the 512-token window, so its local layers mask the oldest keys.
+#[test]
+fn greedy_matches_llama_cpp_gemma3() {
+    let cases = golden::read_greedy(&common::skip::golden_file(&format!("greedy_{GEMMA3}.txt")));
+    let longest = cases.iter().map(|c| c.prompt_ids.len()).max().unwrap_or(0);
+    assert!(
+        longest > GEMMA3_WINDOW,
+        "a prompt must run past the {GEMMA3_WINDOW}-token window (longest: {longest})"
+    );
+    eprintln!("{GEMMA3}: longest prompt {longest} tokens, past the {GEMMA3_WINDOW}-token window");
+    check(GEMMA3);
+}
+
+/// `locus run -p "The capital of France is"` on Gemma 3 270M prints what llama-completion
+/// prints for it (run_gemma3_capital.txt; command in the golden README).
+#[test]
+fn run_continues_gemma3_as_llama_cpp() {
+    let want = std::fs::read(common::repo_path(
+        "tests/data/golden/run_gemma3_capital.txt",
+    ))
+    .expect("the committed golden text");
+    let Some(model) = common::model_path(&model_file(GEMMA3)) else {
+        return;
+    };
+    let m = model.to_str().unwrap();
+    let out = common::locus(&[
+        "run",
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "32",
+        "--temp",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&want),
+        "locus run differs from llama-completion"
+    );
 }
 
 /// The same through a placed copy, where a tier with packed kernels (AVX-512) reads Q4_0

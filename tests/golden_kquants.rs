@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use locus::app::Loaded;
-use locus::model::llama::KvType;
+use locus::model::forward::KvType;
 use locus::model::ModelFile;
 use locus::pool::Pool;
 

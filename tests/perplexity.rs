@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use locus::app::perplexity::{perplexity, PerplexityOptions, PerplexityResult};
 use locus::app::Loaded;
-use locus::model::llama::KvType;
+use locus::model::forward::KvType;
 use locus::model::ModelFile;
 
 /// 40 chunks of 512 = 20,480 tokens.
@@ -64,7 +64,22 @@ fn running_estimates(
     chunks: usize,
     threads: usize,
 ) -> Option<(Vec<String>, PerplexityResult)> {
-    let model = common::model_path(&format!("SmolLM2-135M-Instruct.{quant}.gguf"))?;
+    running_estimates_of(
+        &format!("SmolLM2-135M-Instruct.{quant}.gguf"),
+        512,
+        chunks,
+        threads,
+    )
+}
+
+/// [`running_estimates`] of the model file `name` over windows of `ctx` tokens.
+fn running_estimates_of(
+    name: &str,
+    ctx: usize,
+    chunks: usize,
+    threads: usize,
+) -> Option<(Vec<String>, PerplexityResult)> {
+    let model = common::model_path(name)?;
     let file = ModelFile::open(&model).unwrap();
     let l = Loaded::load(&file, Instant::now()).unwrap();
     let mut text =
@@ -73,7 +88,7 @@ fn running_estimates(
     let opts = PerplexityOptions {
         model,
         file: common::repo_path("tests/data/ppl/english.txt"),
-        ctx: 512,
+        ctx,
         chunks: Some(chunks),
         kv_type: KvType::F16,
         numa: Default::default(),
@@ -152,6 +167,26 @@ fn perplexity_q4_k_m_equals_llama_cpp_fa_off() {
         running, exact,
         "Q4_K_M: running estimates differ from llama-perplexity -fa off"
     );
+}
+
+/// Gemma 3 270M (Q4_K_M) through the architecture seam, at `-c 512` (every window within the
+/// 512-token sliding window) and `-c 1024` (past it: the local layers mask the oldest half):
+/// llama-perplexity -fa off's running estimates, to every printed digit, for 8 chunks each.
+#[test]
+fn perplexity_gemma3_equals_llama_cpp_fa_off() {
+    for ctx in [512, 1024] {
+        let exact = fa_off_golden(&format!("gemma3_Q4_K_M_c{ctx}"));
+        assert_eq!(exact.len(), 8, "8 chunks recorded");
+        let Some((running, _)) =
+            running_estimates_of("gemma-3-270m-q4_k_m.gguf", ctx, exact.len(), 2)
+        else {
+            return;
+        };
+        assert_eq!(
+            running, exact,
+            "Gemma 3, -c {ctx}: running estimates differ from llama-perplexity -fa off"
+        );
+    }
 }
 
 /// The q8_0 KV cache costs little: over 6 windows of 512 tokens of the Q8_0 model, its

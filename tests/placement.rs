@@ -391,3 +391,78 @@ fn bad_placement_flags_are_one_line_errors() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
     }
 }
+
+/// A generated model of another family (through the architecture seam), written once.
+fn family_model(arch: &'static str) -> PathBuf {
+    let dir = common::temp_dir(&format!("placement-{arch}"));
+    let path = dir.join(format!("{arch}.gguf"));
+    let m = path.to_str().unwrap();
+    let mut args = vec![
+        "gen-model",
+        m,
+        "--arch",
+        arch,
+        "--type",
+        "Q8_0",
+        "--dim",
+        "256",
+        "--layers",
+        "4",
+        "--ffn",
+        "512",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--vocab",
+        "600",
+        "--untied",
+        "--head-dim",
+        "128",
+    ];
+    if arch == "gemma3" {
+        // A window shorter than the prompt plus the tokens generated, on every other layer.
+        args.extend(["--window", "4", "--swa-pattern", "2"]);
+    }
+    let out = common::locus(&args);
+    assert!(out.status.success(), "gen-model {arch}: {out:?}");
+    path
+}
+
+#[test]
+fn every_mode_runs_qwen3_and_gemma3_with_the_same_tokens() {
+    for arch in ["qwen3", "gemma3"] {
+        let model = family_model(arch);
+        let base = baseline(&model);
+        for mode in MODES {
+            let out = run(&model, &["--numa", mode], &[], false);
+            assert!(out.status.success(), "{arch} {mode}: {}", text(&out.stderr));
+            assert_eq!(
+                text(&out.stdout),
+                text(&base),
+                "{arch}: --numa {mode} changed the tokens"
+            );
+            let a = audit(&model, mode, false);
+            let multi = a.get("nodes").and_then(Json::as_array).unwrap().len() > 1;
+            let effective = a.get("mode").and_then(Json::as_str).unwrap().to_string();
+            if !multi || ["mirror", "shard", "isolate"].contains(&effective.as_str()) {
+                assert_eq!(num(&a, "locality"), 1.0, "{arch} {mode}: locality");
+            }
+            // Every matrix of the family is placed and audited: 4 layers × 7, the embedding and
+            // the untied head.
+            let copies = a.get("copies").and_then(Json::as_array).unwrap();
+            let mut tensors: Vec<&str> = copies
+                .iter()
+                .map(|c| c.get("tensor").and_then(Json::as_str).unwrap())
+                .collect();
+            tensors.sort_unstable();
+            tensors.dedup();
+            assert_eq!(
+                tensors.len(),
+                4 * 7 + 2,
+                "{arch} {mode}: every matrix listed"
+            );
+        }
+        let _ = std::fs::remove_dir_all(model.parent().unwrap());
+    }
+}

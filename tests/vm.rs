@@ -28,7 +28,7 @@ use common::write_synth_typed;
 use locus::kernels::GgmlType::Q4K;
 use locus::placement::Mode;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -133,6 +133,48 @@ fn small_model_file() -> &'static PathBuf {
     MODEL.get_or_init(|| write_synth_typed("vm-small-model", 4, [384, 256, 2, 256, 4, 2], Q4K))
 }
 
+/// A small Gemma 3 model (through the architecture seam: head norms, post-norms, GELU, a
+/// 4-token sliding window on every other layer), Q8_0: mirror and shard must audit local and
+/// give the host's tokens for it too.
+fn gemma_model_file() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let path = common::temp_dir("vm-gemma-model").join("gemma3.gguf");
+        let out = common::locus(&[
+            "gen-model",
+            path.to_str().unwrap(),
+            "--arch",
+            "gemma3",
+            "--type",
+            "Q8_0",
+            "--dim",
+            "256",
+            "--layers",
+            "2",
+            "--ffn",
+            "512",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--vocab",
+            "384",
+            "--head-dim",
+            "64",
+            "--window",
+            "4",
+            "--swa-pattern",
+            "2",
+            "--untied",
+        ]);
+        assert!(out.status.success(), "gen-model gemma3: {out:?}");
+        path
+    })
+}
+
+/// The modes checked on the Gemma 3 model: the copying modes that must stay local.
+const GEMMA_MODES: [&str; 2] = ["mirror", "shard"];
+
 /// Placement modes every multi-node guest runs: all of them.
 const MODES: [&str; 7] = Mode::ALL_NAMES;
 
@@ -151,6 +193,7 @@ fn run_args(model: &str, threads: usize) -> Vec<String> {
 /// The guest script: topology facts from sysfs and the model run, each under a `== key` line.
 fn guest_script(topo: &Topo) -> String {
     let run = run_args("/small.gguf", topo.total_cpus()).join("' '");
+    let run_gemma = run_args("/gemma.gguf", topo.total_cpus()).join("' '");
     format!(
         r#"cd /sys/devices/system/node
 echo "== online"; cat online
@@ -180,6 +223,16 @@ for m in {modes}; do
   echo "== run_hex $m"; od -An -v -tx1 /tmp/run.out
   echo "== run_err $m"; cat /tmp/run.err
 done
+for m in {gemma_modes}; do
+  locus audit -m /gemma.gguf --numa $m --poll 0 --json >/tmp/audit.json 2>/tmp/audit.err
+  st=$?; echo "== gemma_audit_status $m"; echo $st
+  echo "== gemma_audit $m"; cat /tmp/audit.json; echo
+  echo "== gemma_audit_err $m"; cat /tmp/audit.err
+  locus '{run_gemma}' --numa $m >/tmp/run.out 2>/tmp/run.err
+  st=$?; echo "== gemma_run_status $m"; echo $st
+  echo "== gemma_run_hex $m"; od -An -v -tx1 /tmp/run.out
+  echo "== gemma_run_err $m"; cat /tmp/run.err
+done
 for d in /sys/devices/system/node/node*/hugepages/hugepages-2048kB; do echo 4 >$d/nr_hugepages; done
 locus audit -m /model.gguf --numa mirror --hugepages --poll 0 --json >/tmp/huge.json 2>/tmp/huge.err
 st=$?; echo "== huge_status"; echo $st
@@ -187,7 +240,8 @@ echo "== huge"; cat /tmp/huge.json; echo
 echo "== huge_err"; cat /tmp/huge.err
 echo "== end"
 "#,
-        modes = MODES.join(" ")
+        modes = MODES.join(" "),
+        gemma_modes = GEMMA_MODES.join(" ")
     )
 }
 
@@ -196,7 +250,12 @@ static VM_LOCK: Mutex<()> = Mutex::new(());
 
 /// Host greedy output (stdout bytes) for the model at `threads` threads.
 fn host_output(threads: usize) -> Vec<u8> {
-    let model = small_model_file().to_str().unwrap().to_string();
+    host_output_of(small_model_file(), threads)
+}
+
+/// Host greedy output (stdout bytes) for `model` at `threads` threads.
+fn host_output_of(model: &Path, threads: usize) -> Vec<u8> {
+    let model = model.to_str().unwrap().to_string();
     let args = run_args(&model, threads);
     let out = Command::new(env!("CARGO_BIN_EXE_locus"))
         .args(&args)
@@ -233,6 +292,8 @@ fn check_topology(name: &str, topo: &Topo) {
         .arg(format!("{}:/model.gguf", model.display()))
         .arg("--file")
         .arg(format!("{}:/small.gguf", small_model_file().display()))
+        .arg("--file")
+        .arg(format!("{}:/gemma.gguf", gemma_model_file().display()))
         .args(["--timeout", &BOOT_TIMEOUT_S.to_string()])
         .args(["--", "sh", "-c", &guest_script(topo)])
         .output()
@@ -403,7 +464,33 @@ fn check_topology(name: &str, topo: &Topo) {
         check_audit(name, mode, topo, &a);
     }
 
-    // (5) mirror on hugetlb pages reserved in every node's pool: no fallback, same placement.
+    // (5) the Gemma 3 model, through the architecture seam: mirror and shard local, the host's
+    // tokens.
+    let gemma_host = host_output_of(gemma_model_file(), topo.total_cpus());
+    for mode in GEMMA_MODES {
+        assert_eq!(
+            get(&format!("gemma_run_status {mode}")),
+            "0",
+            "vm {name}: gemma3 run --numa {mode} failed: {}",
+            get(&format!("gemma_run_err {mode}"))
+        );
+        assert_eq!(
+            from_hex(get(&format!("gemma_run_hex {mode}"))),
+            gemma_host,
+            "vm {name}: gemma3 run --numa {mode} generated other tokens than the host"
+        );
+        assert_eq!(
+            get(&format!("gemma_audit_status {mode}")),
+            "0",
+            "vm {name}: gemma3 audit --numa {mode} failed: {}",
+            get(&format!("gemma_audit_err {mode}"))
+        );
+        let a = json::parse(get(&format!("gemma_audit {mode}")))
+            .unwrap_or_else(|e| panic!("vm {name}: gemma3 audit --numa {mode} --json: {e}"));
+        check_audit(name, mode, topo, &a);
+    }
+
+    // (6) mirror on hugetlb pages reserved in every node's pool: no fallback, same placement.
     assert_eq!(
         get("huge_status"),
         "0",

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::topo::json_string;
 use super::{AppError, Loaded};
 use crate::kernels::Layout;
-use crate::model::llama::KvType;
+use crate::model::forward::KvType;
 use crate::model::ModelFile;
 use crate::placement::audit::{audit, Audit, CopyReport};
 use crate::placement::Placement;

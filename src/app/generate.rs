@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::{AppError, Loaded};
-use crate::model::chat::ChatFormat;
-use crate::model::llama::KvType;
+use crate::model::chat::{ChatFormat, ChatTemplate};
+use crate::model::forward::KvType;
 use crate::model::sampler::{Sampler, SamplerConfig};
 use crate::model::tokenizer::Utf8Stream;
 use crate::model::{ModelError, ModelFile};
@@ -42,6 +42,8 @@ pub struct RunOptions {
     /// so a run can be replayed.
     pub random_seed: bool,
     pub chat: bool,
+    /// `--chat-template NAME`: this format instead of the model's template.
+    pub chat_template: Option<ChatFormat>,
     pub system: Option<String>,
     pub verbose: bool,
     pub kv_type: KvType,
@@ -112,24 +114,31 @@ pub fn read_prompt(l: &Loaded, prompt: &Prompt, n_ctx: usize) -> Result<String, 
     Ok(text)
 }
 
-/// Builds the prompt text: the raw prompt, or the chat template applied to it.
-pub fn prompt_text(l: &Loaded, opts: &RunOptions, prompt: &str) -> String {
+/// Builds the prompt text: the raw prompt, or the chat template applied to it (`--chat`: the
+/// named format, else the model's template; an error naming the choices when neither is there).
+pub fn prompt_text(l: &Loaded, opts: &RunOptions, prompt: &str) -> Result<String, AppError> {
     if !opts.chat {
-        return prompt.to_string();
+        return Ok(prompt.to_string());
     }
-    let format = match l.tokenizer.chat_template().and_then(ChatFormat::detect) {
-        Some(f) => f,
-        None => {
-            crate::diagln!(
-                "locus: warning: the model's chat template is missing or not recognised; using ChatML"
-            );
-            ChatFormat::ChatMl
-        }
-    };
+    let template = ChatTemplate::choose(opts.chat_template, l.tokenizer.chat_template())
+        .map_err(|e| AppError::Usage(e.to_string()))?;
     if opts.verbose {
-        crate::diagln!("locus: chat format: {}", format.name());
+        crate::diagln!("locus: chat format: {}", describe(&template));
     }
-    format.render(opts.system.as_deref(), prompt)
+    Ok(template.render(opts.system.as_deref(), prompt))
+}
+
+/// How the format was chosen, for `-v`: `gemma (--chat-template)`, `chatml (the model's
+/// template, with its default system message)`.
+pub fn describe(t: &ChatTemplate) -> String {
+    let whence = if t.named {
+        "--chat-template"
+    } else if t.default_system.is_some() {
+        "the model's template, with its default system message"
+    } else {
+        "the model's template"
+    };
+    format!("{} ({whence})", t.format.name())
 }
 
 /// Runs generation, streaming text to `out`. Returns the report; the caller prints timings.
@@ -143,7 +152,7 @@ pub fn generate(
     // The cache first: a context no memory holds fails here, before a prompt file sized by it
     // is read.
     let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
-    let text = prompt_text(l, opts, &read_prompt(l, &opts.prompt, n_ctx)?);
+    let text = prompt_text(l, opts, &read_prompt(l, &opts.prompt, n_ctx)?)?;
     let prompt = l.tokenizer.encode(&text, true, true);
     if prompt.is_empty() {
         return Err(AppError::Usage(

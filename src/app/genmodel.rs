@@ -1,11 +1,13 @@
-//! `locus gen-model`: write a llama-shaped GGUF with random weights (a working byte-level BPE
-//! vocabulary included), so large models can be benchmarked and tested without downloads.
+//! `locus gen-model`: write a GGUF of any supported family with random weights (a working
+//! byte-level BPE vocabulary included), so large models can be benchmarked and tested without
+//! downloads.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use super::AppError;
 use crate::kernels::GgmlType;
+use crate::model::arch::Arch;
 use crate::model::synth::{write_synth_model, SynthSpec};
 
 /// The largest value of any one shape option (`--dim`, `--vocab`, …): 2²⁴, beyond every
@@ -42,10 +44,22 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             spec.n_head_kv, spec.n_head
         ));
     }
-    if !spec.n_embd.is_multiple_of(spec.n_head) || !(spec.n_embd / spec.n_head).is_multiple_of(2) {
+    if spec.head_dim == 0
+        && (!spec.n_embd.is_multiple_of(spec.n_head)
+            || !(spec.n_embd / spec.n_head).is_multiple_of(2))
+    {
         return bad(format!(
-            "--dim {} must be a multiple of 2 × --heads {}",
+            "--dim {} must be a multiple of 2 × --heads {} (or give --head-dim)",
             spec.n_embd, spec.n_head
+        ));
+    }
+    if !spec.head_dim().is_multiple_of(2) {
+        return bad(format!("--head-dim {} must be even", spec.head_dim));
+    }
+    if spec.sliding_window > 0 && spec.arch != Arch::Gemma3 {
+        return bad(format!(
+            "--window is for --arch gemma3, not {}",
+            spec.arch.name()
         ));
     }
     let block = ty.block_size();
@@ -102,6 +116,23 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             ));
         }
     }
+    // The query projection (heads × head size) × --dim, checked after the matrices above
+    // so that a huge --vocab or --dim is named first.
+    let q_dim = spec.n_head as u64 * spec.head_dim() as u64;
+    if q_dim > MAX_TENSOR_ELEMENTS / spec.n_embd as u64 {
+        return bad(format!(
+            "--heads {} × --head-dim {} is too large",
+            spec.n_head,
+            spec.head_dim()
+        ));
+    }
+    if !(q_dim as usize).is_multiple_of(ty.block_size()) {
+        return bad(format!(
+            "--heads × --head-dim = {q_dim} must be a multiple of {} for {}",
+            ty.block_size(),
+            ty.name()
+        ));
+    }
     Ok(())
 }
 
@@ -110,8 +141,10 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
 fn estimated_bytes(s: &SynthSpec) -> u64 {
     let ty = s.weight_type;
     let row = |cols: usize| ty.row_bytes(cols) as u64;
-    let kv = (s.n_head_kv * (s.n_embd / s.n_head.max(1))) as u64;
-    let per_layer = 2 * s.n_embd as u64 * row(s.n_embd)
+    let kv = (s.n_head_kv * s.head_dim()) as u64;
+    let q = (s.n_head * s.head_dim()) as u64;
+    let per_layer = q * row(s.n_embd)
+        + s.n_embd as u64 * row(q as usize)
         + 2 * kv * row(s.n_embd)
         + 2 * s.n_ff as u64 * row(s.n_embd)
         + s.n_embd as u64 * row(s.n_ff);

@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::kernels::{self, KernelError, Kernels, StreamTarget};
-use crate::model::llama::Llama;
+use crate::model::forward::Model;
 use crate::model::tokenizer::Tokenizer;
-use crate::model::weights::LlamaWeights;
-use crate::model::{LlamaConfig, ModelError, ModelFile};
+use crate::model::weights::Weights;
+use crate::model::{Config, ModelError, ModelFile};
 use crate::placement::Placement;
 
 /// Any failure of a command.
@@ -233,7 +233,7 @@ pub const MAX_TEXT_BYTES: u64 = 256 << 20;
 
 /// A model loaded and ready: weights borrowed from the mapped file, plus its tokenizer.
 pub struct Loaded<'a> {
-    pub llama: Llama<'a>,
+    pub llama: Model<'a>,
     pub tokenizer: Tokenizer,
     pub load_ms: f64,
 }
@@ -259,8 +259,8 @@ impl<'a> Loaded<'a> {
         started: Instant,
     ) -> Result<Loaded<'a>, AppError> {
         let g = file.gguf()?;
-        let config = LlamaConfig::from_gguf(&g)?;
-        let mut weights = LlamaWeights::from_gguf(&g, &config)?;
+        let config = Config::from_gguf(&g)?;
+        let mut weights = Weights::from_gguf(&g, &config)?;
         if let Some(p) = placement {
             p.bind(&mut weights);
         }
@@ -277,7 +277,7 @@ impl<'a> Loaded<'a> {
         }
         let kernels = Kernels::detect()?;
         kernels::set_stream_target(stream_target_for(&weights)?);
-        let llama = Llama::new(config, weights, kernels);
+        let llama = Model::new(config, weights, kernels);
         if let Some(p) = placement {
             if let Err(w) = p.release_file_pages(file) {
                 crate::diagln!("locus: warning: {w}");
@@ -294,7 +294,7 @@ impl<'a> Loaded<'a> {
 /// Where the kernels should prefetch for these weights: into L2 when the matrices read each
 /// token outgrow the last-level cache (they stream from memory), else into L1; `LOCUS_PREFETCH`
 /// overrides.
-fn stream_target_for(w: &LlamaWeights) -> Result<StreamTarget, AppError> {
+fn stream_target_for(w: &Weights) -> Result<StreamTarget, AppError> {
     if let Ok(s) = std::env::var(kernels::PREFETCH_ENV) {
         return StreamTarget::parse(&s).ok_or_else(|| {
             AppError::Usage(format!(

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::{AppError, Loaded};
-use crate::model::llama::KvType;
+use crate::model::forward::KvType;
 use crate::model::ModelFile;
 use crate::pool::Pool;
 

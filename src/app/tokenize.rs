@@ -1,9 +1,10 @@
 //! `locus tokenize`: llama-tokenize's output shapes. `--ids` prints `[id, id, ...]`; otherwise
-//! one `id -> 'piece'` per line.
+//! one `id -> 'piece'` per line. `--chat` tokenizes the prompt `run --chat` would evaluate.
 
 use std::path::PathBuf;
 
 use super::AppError;
+use crate::model::chat::{ChatFormat, ChatTemplate};
 use crate::model::tokenizer::Tokenizer;
 use crate::model::ModelFile;
 
@@ -22,6 +23,15 @@ pub struct TokenizeOptions {
     pub text: TextSource,
     pub ids_only: bool,
     pub parse_special: bool,
+    /// `--chat`: the text is a user message, wrapped as `run --chat` wraps it.
+    pub chat: Option<ChatOptions>,
+}
+
+/// The chat prompt's settings (`--chat-template NAME`, `--system TEXT`).
+#[derive(Clone, Debug, Default)]
+pub struct ChatOptions {
+    pub template: Option<ChatFormat>,
+    pub system: Option<String>,
 }
 
 /// Formats ids as llama-tokenize's `--ids` does.
@@ -39,6 +49,12 @@ pub fn run(opts: &TokenizeOptions) -> Result<Vec<u32>, AppError> {
         TextSource::Text(t) => t.clone(),
         TextSource::File(p) => super::read_text_capped(p, super::MAX_TEXT_BYTES, "the text", why)?,
         TextSource::Stdin => super::read_stdin_capped(super::MAX_TEXT_BYTES, why)?,
+    };
+    let text = match &opts.chat {
+        None => text,
+        Some(c) => ChatTemplate::choose(c.template, tokenizer.chat_template())
+            .map_err(|e| AppError::Usage(e.to_string()))?
+            .render(c.system.as_deref(), &text),
     };
     let ids = tokenizer.encode(&text, true, opts.parse_special);
     let mut text = String::new();

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use locus::app::generate::{Prompt, RunOptions};
 use locus::app::perplexity::PerplexityOptions;
-use locus::app::tokenize::{TextSource, TokenizeOptions};
-use locus::model::llama::KvType;
+use locus::app::tokenize::{ChatOptions, TextSource, TokenizeOptions};
+use locus::model::chat::ChatFormat;
+use locus::model::forward::KvType;
 use locus::model::sampler::SamplerConfig;
 use locus::placement;
 
@@ -49,6 +50,7 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
         sampling: SamplerConfig::default(),
         random_seed: true,
         chat: false,
+        chat_template: None,
         system: None,
         verbose: false,
         kv_type: KvType::F16,
@@ -97,6 +99,11 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
                 }
             }
             "--chat" => o.chat = true,
+            // A named template implies --chat (llama.cpp's turns conversation mode on).
+            "--chat-template" => {
+                o.chat_template = Some(chat_format(f, &a.value(f, inline)?)?);
+                o.chat = true;
+            }
             "--ignore-eos" => o.ignore_eos = true,
             "-sys" | "--system" => o.system = Some(a.text(f, inline)?),
             "-v" | "--verbose" => o.verbose = true,
@@ -128,6 +135,17 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
         ));
     }
     Ok(Some(o))
+}
+
+/// `--chat-template NAME`: one of [`ChatFormat::NAMES`], or an error listing them.
+fn chat_format(flag: &str, name: &str) -> Result<ChatFormat, CliError> {
+    ChatFormat::from_name(name).ok_or_else(|| {
+        CliError::Message(format!(
+            "{flag}: unknown template {}; one of: {}",
+            super::quote(name),
+            ChatFormat::NAMES.join(", ")
+        ))
+    })
 }
 
 /// A seed from the clock and the process id (`-s -1`, the default).
@@ -188,6 +206,7 @@ pub fn perplexity(mut a: Args) -> Result<(), CliError> {
 pub fn tokenize(mut a: Args) -> Result<(), CliError> {
     let (mut model, mut text) = (None, None);
     let (mut ids_only, mut parse_special) = (false, true);
+    let (mut chat, mut chat_opts) = (false, ChatOptions::default());
     while let Some((flag, inline)) = a.next_flag() {
         let f = flag.as_str();
         match f {
@@ -198,6 +217,12 @@ pub fn tokenize(mut a: Args) -> Result<(), CliError> {
             "--stdin" => set_prompt(&mut text, f, TextSource::Stdin)?,
             "--ids" => ids_only = true,
             "--no-parse-special" => parse_special = false,
+            "--chat" => chat = true,
+            "--chat-template" => {
+                chat_opts.template = Some(chat_format(f, &a.value(f, inline)?)?);
+                chat = true;
+            }
+            "-sys" | "--system" => chat_opts.system = Some(a.text(f, inline)?),
             other => return Err(unknown("tokenize", other)),
         }
     }
@@ -208,6 +233,7 @@ pub fn tokenize(mut a: Args) -> Result<(), CliError> {
         })?,
         ids_only,
         parse_special,
+        chat: chat.then_some(chat_opts),
     };
     locus::app::tokenize::run(&o)?;
     Ok(())

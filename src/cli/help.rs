@@ -11,7 +11,7 @@ Commands:
   perplexity  score a text file as llama-perplexity does
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights as llama-quantize does (Q4_K_M, Q8_0, F16, ...)
-  gen-model   write a llama-shaped GGUF with random weights (for benchmarks and tests)
+  gen-model   write a GGUF of any supported family with random weights (benchmarks, tests)
   bench       prompt and decode speed, llama-bench style (pp/tg, mean ± sd)
   membw       measure memory read bandwidth per node (--matrix: node to node)
   topo        show NUMA nodes, CPUs, memory, distances and which NUMA system calls are allowed
@@ -48,7 +48,7 @@ Generates a continuation of the prompt. The generated text (not the prompt) goes
 is produced; load information, warnings and the timing line go to stderr.
 
 Options:
-  -m, --model FILE        GGUF model file (llama family)
+  -m, --model FILE        GGUF model file (llama, qwen2, qwen3 or gemma3)
   -p, --prompt TEXT       prompt text (UTF-8); special tokens written in it (e.g. <|im_start|>)
                           are recognised
   -f, --file FILE         read the prompt from FILE (UTF-8; one trailing newline dropped, as
@@ -72,7 +72,10 @@ Options:
   -ctv, --cache-type-v T  (must equal -ctk)
       --ignore-eos        keep generating past end-of-generation tokens
       --chat              wrap the prompt as a user message in the model's chat template
-  -sys, --system TEXT     system message for --chat
+      --chat-template NAME  use this template instead (implies --chat): chatml, qwen, llama2,
+                          llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1, mistral-v3,
+                          mistral-v3-tekken, mistral-v7, mistral-v7-tekken, llama3 or gemma
+  -sys, --system TEXT     system message for --chat (default: the model template's, if any)
 ",
     numa_options_help!(),
     "  -v, --verbose           print model, kernel tier, placement and its audit to stderr
@@ -101,6 +104,7 @@ Options:
 
 pub const TOKENIZE: &str = "\
 Usage: locus tokenize -m FILE (-p TEXT | -f FILE | --stdin) [--ids] [--no-parse-special]
+                      [--chat [--chat-template NAME] [--system TEXT]]
 
 Prints the token ids of a text as llama-tokenize does (BOS added if the model asks for it).
 
@@ -113,16 +117,23 @@ Options:
                          (one of -p, -f and --stdin)
       --ids              print only `[id, id, ...]`
       --no-parse-special treat special-token text (e.g. <|im_start|>) as plain text
+      --chat             tokenize the chat prompt `run --chat` evaluates, the text as the
+                         user message
+      --chat-template NAME  the chat template, as for `run` (implies --chat)
+  -sys, --system TEXT    the system message, as for `run`
   -h, --help             this help
 ";
 
 pub const GEN_MODEL: &str = "\
 Usage: locus gen-model OUTPUT [OPTIONS]
 
-Writes a llama-shaped GGUF with random weights and a working byte-level BPE vocabulary, so
-models of any size can be benchmarked without downloads. OUTPUT is written atomically.
+Writes a GGUF with random weights and a working byte-level BPE vocabulary, so models of any
+size and supported family can be benchmarked and tested without downloads. OUTPUT is written
+atomically.
 
 Options:
+      --arch NAME     family: llama (default), qwen2 (Q/K/V biases), qwen3 (Q/K head norms),
+                      gemma3 (head norms, post-norms, GELU, sliding-window layers)
       --preset NAME   starting shape: tiny (default) or 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
@@ -136,6 +147,10 @@ Options:
       --kv-heads N    key/value heads
       --vocab N       vocabulary size (at least 259)
       --ctx N         training context length written to the metadata
+      --head-dim N    values per attention head (default: --dim / --heads)
+      --window N      gemma3: sliding window in tokens (default: none, all layers global)
+      --swa-pattern N gemma3: of every N layers the first N-1 are local (default: not
+                      written, which llama.cpp reads as 6)
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help

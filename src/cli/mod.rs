@@ -16,7 +16,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use locus::app::{self, AppError};
-use locus::model::llama::KvType;
+use locus::model::forward::KvType;
 use locus::placement;
 use locus::sys::NodeId;
 

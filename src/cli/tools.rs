@@ -93,7 +93,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     let mut ty = GgmlType::Q4_0;
     let mut spec = SynthSpec::tiny(ty);
     let mut overrides: Vec<(String, usize)> = Vec::new();
-    let (mut seed, mut untied) = (None, false);
+    let (mut seed, mut untied, mut arch) = (None, false, None);
     while let Some((flag, inline)) = a.next_flag() {
         let f = flag.as_str();
         match f {
@@ -116,7 +116,18 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     CliError::Message(format!("--type: unknown type {}", super::quote(&v)))
                 })?;
             }
-            "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx" => {
+            "--arch" => {
+                let v = a.value(f, inline)?;
+                arch = Some(locus::model::arch::Arch::from_name(&v).ok_or_else(|| {
+                    CliError::Message(format!(
+                        "--arch: unknown architecture {} ({})",
+                        super::quote(&v),
+                        locus::model::arch::Arch::names()
+                    ))
+                })?);
+            }
+            "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx"
+            | "--head-dim" | "--window" | "--swa-pattern" => {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
@@ -143,11 +154,17 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--heads" => spec.n_head = v,
             "--kv-heads" => spec.n_head_kv = v,
             "--vocab" => spec.n_vocab = v,
+            "--head-dim" => spec.head_dim = v,
+            "--window" => spec.sliding_window = v,
+            "--swa-pattern" => spec.swa_pattern = v.min(u32::MAX as usize) as u32,
             _ => spec.n_ctx_train = v,
         }
     }
     if let Some(s) = seed {
         spec.seed = s;
+    }
+    if let Some(a) = arch {
+        spec.arch = a;
     }
     if untied {
         spec.tied = false;

@@ -1,91 +1,734 @@
 //! Chat templates. Jinja is not interpreted: the template text in `tokenizer.chat_template` is
-//! recognised by its markers (as llama.cpp's built-in templates are) and applied by hand.
+//! recognised by its markers, in the order llama.cpp's `llm_chat_detect_template` tests them,
+//! and the prompt is written by hand exactly as llama.cpp's built-in template of that name
+//! writes it (`llm_chat_apply_template`) for one optional system message and one user message,
+//! with the assistant's turn opened.
+//!
+//! One addition to llama.cpp's built-in templates: many ChatML templates (Qwen2, Qwen2.5,
+//! SmolLM2) render a default system message when the conversation has none, which llama.cpp's
+//! built-in `chatml` leaves out (its Jinja path keeps it). Where the model's own template
+//! carries such a default, [`ChatTemplate::choose`] reads it from the template text and uses it
+//! when no system message is given, so the prompt is the one the model's template renders. A
+//! format named on the command line is llama.cpp's built-in template as it is (`qwen` is ChatML
+//! with Qwen2.5's default); `--chat-template chatml` is the way to drop a model's default.
 
-/// A recognised chat format.
+use std::fmt;
+
+/// A chat format: one of llama.cpp's built-in templates, or `qwen`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChatFormat {
     /// `<|im_start|>role\ncontent<|im_end|>\n` (SmolLM2, Qwen, many others).
     ChatMl,
+    /// ChatML whose system message defaults to Qwen2.5's ([`QWEN_DEFAULT_SYSTEM`]).
+    Qwen,
+    /// `[INST] system\nuser [/INST]` (Llama 2 templates without `<<SYS>>`).
+    Llama2,
+    /// `[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST]` (Llama 2 chat).
+    Llama2Sys,
+    /// As [`ChatFormat::Llama2Sys`] for a first turn (later turns start with `<s>`).
+    Llama2SysBos,
+    /// As [`ChatFormat::Llama2Sys`], each message trimmed of ASCII white space.
+    Llama2SysStrip,
+    /// ` [INST] system\n\nuser [/INST]` (Mistral's v1 template).
+    MistralV1,
+    /// `[INST] system\n\nuser[/INST]` (Mistral's v3 template).
+    MistralV3,
+    /// `[INST]system\n\nuser[/INST]` (Mistral's v3 Tekken template).
+    MistralV3Tekken,
+    /// `[SYSTEM_PROMPT] system[/SYSTEM_PROMPT][INST] user[/INST]` (Mistral's v7 template).
+    MistralV7,
+    /// `[SYSTEM_PROMPT]system[/SYSTEM_PROMPT][INST]user[/INST]` (Mistral's v7 Tekken template).
+    MistralV7Tekken,
     /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>` (Llama 3).
     Llama3,
+    /// `<start_of_turn>user\ncontent<end_of_turn>\n`, the system message merged into the first
+    /// user turn (Gemma has no system role).
+    Gemma,
 }
 
+/// The system message of Qwen2.5's template when the conversation has none.
+pub const QWEN_DEFAULT_SYSTEM: &str =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
 impl ChatFormat {
-    /// Recognises a template; `None` when it matches no known format.
-    pub fn detect(template: &str) -> Option<ChatFormat> {
-        if template.contains("<|start_header_id|>") && template.contains("<|eot_id|>") {
-            Some(ChatFormat::Llama3)
-        } else if template.contains("<|im_start|>") {
-            Some(ChatFormat::ChatMl)
-        } else {
-            None
+    /// Every format, in the order [`ChatFormat::NAMES`] lists them.
+    pub const ALL: [ChatFormat; 13] = [
+        ChatFormat::ChatMl,
+        ChatFormat::Qwen,
+        ChatFormat::Llama2,
+        ChatFormat::Llama2Sys,
+        ChatFormat::Llama2SysBos,
+        ChatFormat::Llama2SysStrip,
+        ChatFormat::MistralV1,
+        ChatFormat::MistralV3,
+        ChatFormat::MistralV3Tekken,
+        ChatFormat::MistralV7,
+        ChatFormat::MistralV7Tekken,
+        ChatFormat::Llama3,
+        ChatFormat::Gemma,
+    ];
+
+    /// The names `--chat-template` accepts (llama.cpp's names, and `qwen`).
+    pub const NAMES: [&'static str; ChatFormat::ALL.len()] = {
+        let mut names = [""; ChatFormat::ALL.len()];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = ChatFormat::ALL[i].name();
+            i += 1;
+        }
+        names
+    };
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            ChatFormat::ChatMl => "chatml",
+            ChatFormat::Qwen => "qwen",
+            ChatFormat::Llama2 => "llama2",
+            ChatFormat::Llama2Sys => "llama2-sys",
+            ChatFormat::Llama2SysBos => "llama2-sys-bos",
+            ChatFormat::Llama2SysStrip => "llama2-sys-strip",
+            ChatFormat::MistralV1 => "mistral-v1",
+            ChatFormat::MistralV3 => "mistral-v3",
+            ChatFormat::MistralV3Tekken => "mistral-v3-tekken",
+            ChatFormat::MistralV7 => "mistral-v7",
+            ChatFormat::MistralV7Tekken => "mistral-v7-tekken",
+            ChatFormat::Llama3 => "llama3",
+            ChatFormat::Gemma => "gemma",
         }
     }
 
-    pub fn name(self) -> &'static str {
-        match self {
-            ChatFormat::ChatMl => "chatml",
-            ChatFormat::Llama3 => "llama3",
-        }
+    /// The format of a name in [`ChatFormat::NAMES`] (exact, as llama.cpp matches names).
+    pub fn from_name(name: &str) -> Option<ChatFormat> {
+        ChatFormat::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Recognises a template; `None` when it matches no format locus renders.
+    pub fn detect(template: &str) -> Option<ChatFormat> {
+        classify(template).and_then(Result::ok)
     }
 
     /// The prompt text for an optional system message and one user message, with the
-    /// assistant's turn opened. BOS is not included (the tokenizer adds it if the model wants).
+    /// assistant's turn opened, as llama.cpp's built-in template of this name writes it. BOS is
+    /// not included (the tokenizer adds it if the model wants). An empty system message is no
+    /// system message (llama-completion's `-sys ""`).
     pub fn render(self, system: Option<&str>, user: &str) -> String {
-        let mut s = String::new();
+        let system = system.filter(|s| !s.is_empty());
         match self {
             ChatFormat::ChatMl => {
+                let mut s = String::new();
                 if let Some(sys) = system {
                     s.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
                 }
                 s.push_str(&format!(
                     "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
                 ));
+                s
+            }
+            ChatFormat::Qwen => {
+                ChatFormat::ChatMl.render(Some(system.unwrap_or(QWEN_DEFAULT_SYSTEM)), user)
+            }
+            ChatFormat::Llama2
+            | ChatFormat::Llama2Sys
+            | ChatFormat::Llama2SysBos
+            | ChatFormat::Llama2SysStrip => {
+                let strip = self == ChatFormat::Llama2SysStrip;
+                let text = |m: &str| {
+                    if strip {
+                        c_trim(m).to_string()
+                    } else {
+                        m.to_string()
+                    }
+                };
+                // The first turn opens with `[INST] ` (its BOS is the tokenizer's).
+                let mut s = String::from("[INST] ");
+                if let Some(sys) = system {
+                    if self == ChatFormat::Llama2 {
+                        // No system role: the message leads the first user turn.
+                        s.push_str(&format!("{}\n", text(sys)));
+                    } else {
+                        s.push_str(&format!("<<SYS>>\n{}\n<</SYS>>\n\n", text(sys)));
+                    }
+                }
+                s.push_str(&format!("{} [/INST]", text(user)));
+                s
+            }
+            ChatFormat::MistralV1 | ChatFormat::MistralV3 | ChatFormat::MistralV3Tekken => {
+                let lead = if self == ChatFormat::MistralV1 {
+                    " "
+                } else {
+                    ""
+                };
+                let trail = if self == ChatFormat::MistralV3Tekken {
+                    ""
+                } else {
+                    " "
+                };
+                let mut s = format!("{lead}[INST]{trail}");
+                if let Some(sys) = system {
+                    s.push_str(&format!("{sys}\n\n"));
+                }
+                s.push_str(&format!("{user}{lead}[/INST]"));
+                s
+            }
+            ChatFormat::MistralV7 | ChatFormat::MistralV7Tekken => {
+                let sp = if self == ChatFormat::MistralV7 {
+                    " "
+                } else {
+                    ""
+                };
+                let mut s = String::new();
+                if let Some(sys) = system {
+                    s.push_str(&format!("[SYSTEM_PROMPT]{sp}{sys}[/SYSTEM_PROMPT]"));
+                }
+                s.push_str(&format!("[INST]{sp}{user}[/INST]"));
+                s
             }
             ChatFormat::Llama3 => {
+                let mut s = String::new();
                 if let Some(sys) = system {
                     s.push_str(&format!(
                         "<|start_header_id|>system<|end_header_id|>\n\n{}<|eot_id|>",
-                        sys.trim()
+                        c_trim(sys)
                     ));
                 }
                 s.push_str(&format!(
                     "<|start_header_id|>user<|end_header_id|>\n\n{}<|eot_id|>\
                      <|start_header_id|>assistant<|end_header_id|>\n\n",
-                    user.trim()
+                    c_trim(user)
                 ));
+                s
+            }
+            ChatFormat::Gemma => {
+                let mut s = String::from("<start_of_turn>user\n");
+                // Merged only when something is left after trimming.
+                if let Some(sys) = system.map(c_trim).filter(|s| !s.is_empty()) {
+                    s.push_str(&format!("{sys}\n\n"));
+                }
+                s.push_str(&format!(
+                    "{}<end_of_turn>\n<start_of_turn>model\n",
+                    c_trim(user)
+                ));
+                s
             }
         }
-        s
     }
 }
+
+/// Trims what C's `isspace` calls white space (llama.cpp's `trim`): ASCII only, so a
+/// no-break space or an ideographic space stays.
+fn c_trim(s: &str) -> &str {
+    s.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r'))
+}
+
+/// What a template text is, in llama.cpp's detection order: `Ok` a format locus renders,
+/// `Err` the name of a llama.cpp built-in template locus does not render, `None` neither.
+/// Only the branches up to Llama 3 (the last format locus renders) are followed: a template
+/// that passes them all is nothing locus renders, whatever llama.cpp would call it.
+fn classify(t: &str) -> Option<Result<ChatFormat, &'static str>> {
+    // A template that is a name (llama.cpp tries this first).
+    if let Some(f) = ChatFormat::from_name(t).filter(|&f| f != ChatFormat::Qwen) {
+        return Some(Ok(f));
+    }
+    let has = |marker: &str| t.contains(marker);
+    let r = if has("<|im_start|>") {
+        if has("<|im_sep|>") {
+            Err("phi4")
+        } else if has("<end_of_utterance>") {
+            // SmolVLM uses <|im_start|> as BOS; it is not ChatML.
+            Err("smolvlm")
+        } else {
+            Ok(ChatFormat::ChatMl)
+        }
+    } else if t.starts_with("mistral") || has("[INST]") {
+        Ok(if has("[SYSTEM_PROMPT]") {
+            ChatFormat::MistralV7
+        } else if has("' [INST] ' + system_message") || has("[AVAILABLE_TOOLS]") {
+            if has(" [INST]") {
+                ChatFormat::MistralV1
+            } else if has("\"[INST]\"") {
+                ChatFormat::MistralV3Tekken
+            } else {
+                ChatFormat::MistralV3
+            }
+        } else if has("content.strip()") {
+            ChatFormat::Llama2SysStrip
+        } else if has("bos_token + '[INST]") {
+            ChatFormat::Llama2SysBos
+        } else if has("<<SYS>>") {
+            ChatFormat::Llama2Sys
+        } else {
+            ChatFormat::Llama2
+        })
+    } else if has("<|assistant|>") && has("<|end|>") {
+        Err("phi3")
+    } else if has("[gMASK]<sop>") {
+        Err("chatglm4")
+    } else if has("<|assistant|>") && has("<|user|>") {
+        Err(if has("<|tool_declare|>") {
+            "exaone-moe"
+        } else if has("</s>") {
+            "falcon3"
+        } else {
+            "glmedge"
+        })
+    } else if has("<|{{ item['role'] }}|>") && has("<|begin_of_image|>") {
+        Err("glmedge")
+    } else if has("<|user|>") && has("<|endoftext|>") {
+        Err("zephyr")
+    } else if has("bos_token + message['role']") {
+        Err("monarch")
+    } else if has("<start_of_turn>") {
+        Ok(ChatFormat::Gemma)
+    } else if has("'\\n\\nAssistant: ' + eos_token") {
+        Err("orion")
+    } else if has("GPT4 Correct ") {
+        Err("openchat")
+    } else if has("USER: ") && has("ASSISTANT: ") {
+        Err(if has("SYSTEM: ") {
+            "vicuna-orca"
+        } else {
+            "vicuna"
+        })
+    } else if has("### Instruction:") && has("<|EOT|>") {
+        Err("deepseek")
+    } else if has("<|START_OF_TURN_TOKEN|>") && has("<|USER_TOKEN|>") {
+        Err("command-r")
+    } else if has("<|start_header_id|>") && has("<|end_header_id|>") {
+        Ok(ChatFormat::Llama3)
+    } else {
+        return None;
+    };
+    Some(r)
+}
+
+/// The system message a ChatML template writes when the conversation has none: the text of a
+/// string literal `'<|im_start|>system\nTEXT<|im_end|>\n'` (either quote; the newlines written
+/// as `\n` escapes or as they are). `None` when there is no such literal, or several that
+/// disagree.
+pub fn default_system(template: &str) -> Option<String> {
+    const OPEN: &str = "<|im_start|>system\n";
+    const CLOSE: &str = "<|im_end|>\n";
+    let mut found: Option<String> = None;
+    for quote in ['\'', '"'] {
+        let start = format!("{quote}<|im_start|>system");
+        let mut from = 0;
+        while let Some(at) = template[from..].find(&start) {
+            let literal_at = from + at + quote.len_utf8();
+            from = literal_at;
+            let Some(lit) = string_literal(&template[literal_at..], quote) else {
+                continue;
+            };
+            let Some(text) = lit
+                .strip_prefix(OPEN)
+                .and_then(|rest| rest.strip_suffix(CLOSE))
+            else {
+                continue;
+            };
+            if text.is_empty() || text.contains("<|im_end|>") || text.contains("<|im_start|>") {
+                continue;
+            }
+            match &found {
+                Some(f) if f != text => return None,
+                _ => found = Some(text.to_string()),
+            }
+        }
+    }
+    found
+}
+
+/// The value of a Jinja string literal whose opening `quote` was just passed: escapes resolved,
+/// up to the closing quote. `None` when the literal does not close.
+fn string_literal(s: &str, quote: char) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == quote {
+            return Some(out);
+        }
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            other @ ('\\' | '\'' | '"') => out.push(other),
+            // Kept as written, as Python keeps an unknown escape.
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    None
+}
+
+/// The chat format a run uses and the system message it falls back to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatTemplate {
+    pub format: ChatFormat,
+    /// The model template's default system message ([`default_system`]); `None` for a format
+    /// named on the command line.
+    pub default_system: Option<String>,
+    /// The format was named (`--chat-template`), not recognised in the model's template.
+    pub named: bool,
+}
+
+impl ChatTemplate {
+    /// `named` (from `--chat-template`) wins; otherwise the model's template is recognised.
+    pub fn choose(
+        named: Option<ChatFormat>,
+        model_template: Option<&str>,
+    ) -> Result<ChatTemplate, ChatError> {
+        if let Some(format) = named {
+            return Ok(ChatTemplate {
+                format,
+                default_system: None,
+                named: true,
+            });
+        }
+        let Some(t) = model_template else {
+            return Err(ChatError::NoTemplate);
+        };
+        match classify(t) {
+            Some(Ok(format)) => Ok(ChatTemplate {
+                format,
+                default_system: match format {
+                    ChatFormat::ChatMl => default_system(t),
+                    _ => None,
+                },
+                named: false,
+            }),
+            Some(Err(builtin)) => Err(ChatError::Unsupported { builtin }),
+            None => Err(ChatError::Unrecognised),
+        }
+    }
+
+    /// The prompt text ([`ChatFormat::render`]); the template's default system message stands
+    /// in for an absent (or empty) one.
+    pub fn render(&self, system: Option<&str>, user: &str) -> String {
+        let system = system
+            .filter(|s| !s.is_empty())
+            .or(self.default_system.as_deref());
+        self.format.render(system, user)
+    }
+}
+
+/// Why no chat format could be chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatError {
+    /// The model file has no `tokenizer.chat_template`.
+    NoTemplate,
+    /// The template is llama.cpp's built-in `builtin`, which locus does not render.
+    Unsupported { builtin: &'static str },
+    /// The template matches no known format.
+    Unrecognised,
+}
+
+impl fmt::Display for ChatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChatError::NoTemplate => write!(f, "the model has no chat template")?,
+            ChatError::Unsupported { builtin } => write!(
+                f,
+                "the model's chat template is llama.cpp's '{builtin}', which locus does not render"
+            )?,
+            ChatError::Unrecognised => write!(f, "the model's chat template is not recognised")?,
+        }
+        write!(
+            f,
+            "; pass --chat-template NAME, one of: {}",
+            ChatFormat::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for ChatError {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // Expected strings below are written from llama.cpp's `llm_chat_apply_template`
+    // (src/llama-chat.cpp, commit 0c1e570) for messages [system?, user] and add_ass = true,
+    // and were checked against that function itself (see tests/data/golden/README.md).
+    const SYS: &str = "Be brief.";
+    const USER: &str = "Hi there";
+
+    fn both(f: ChatFormat) -> (String, String) {
+        (f.render(Some(SYS), USER), f.render(None, USER))
+    }
+
     #[test]
-    fn detects_and_renders_chatml() {
-        let t = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
-        let f = ChatFormat::detect(t).unwrap();
-        assert_eq!(f, ChatFormat::ChatMl);
+    fn names_round_trip() {
+        for f in ChatFormat::ALL {
+            assert_eq!(ChatFormat::from_name(f.name()), Some(f));
+        }
+        assert_eq!(ChatFormat::NAMES.len(), ChatFormat::ALL.len());
+        assert!(ChatFormat::NAMES.contains(&"gemma") && ChatFormat::NAMES.contains(&"llama2"));
+        assert_eq!(ChatFormat::from_name("Gemma"), None);
+        assert_eq!(ChatFormat::from_name("phi3"), None);
+    }
+
+    #[test]
+    fn renders_chatml_and_qwen() {
+        let (with, without) = both(ChatFormat::ChatMl);
         assert_eq!(
-            f.render(None, "Hi"),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+            with,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
+        );
+        assert_eq!(
+            without,
+            "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
+        );
+        let (q_with, q_without) = both(ChatFormat::Qwen);
+        assert_eq!(q_with, with);
+        assert_eq!(
+            q_without,
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
+        );
+        // ChatML keeps white space as it is.
+        assert_eq!(
+            ChatFormat::ChatMl.render(Some(" s "), " u "),
+            "<|im_start|>system\n s <|im_end|>\n<|im_start|>user\n u <|im_end|>\n<|im_start|>assistant\n"
         );
     }
 
     #[test]
-    fn detects_and_renders_llama3() {
-        let t = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}";
-        let f = ChatFormat::detect(t).unwrap();
-        assert_eq!(f, ChatFormat::Llama3);
+    fn renders_llama3() {
+        let (with, without) = both(ChatFormat::Llama3);
         assert_eq!(
-            f.render(Some("Be brief."), " Hi "),
+            with,
             "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>\
-             <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>\
              <|start_header_id|>assistant<|end_header_id|>\n\n"
         );
-        assert_eq!(ChatFormat::detect("{{ messages }}"), None);
+        assert_eq!(
+            without,
+            "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+        // Trimmed as C's isspace trims: a no-break space stays.
+        assert_eq!(
+            ChatFormat::Llama3.render(None, "\t Hi\u{a0}\n"),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi\u{a0}<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+    }
+
+    #[test]
+    fn renders_gemma() {
+        let (with, without) = both(ChatFormat::Gemma);
+        assert_eq!(
+            with,
+            "<start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n<start_of_turn>model\n"
+        );
+        assert_eq!(
+            without,
+            "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n"
+        );
+        // Both trimmed; a system message of white space merges nothing.
+        assert_eq!(
+            ChatFormat::Gemma.render(Some(" \n "), " Hi\n"),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+        );
+        assert_eq!(
+            ChatFormat::Gemma.render(Some(" S "), "U"),
+            "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
+    #[test]
+    fn renders_llama2_variants() {
+        let (with, without) = both(ChatFormat::Llama2);
+        assert_eq!(with, "[INST] Be brief.\nHi there [/INST]");
+        assert_eq!(without, "[INST] Hi there [/INST]");
+        for f in [ChatFormat::Llama2Sys, ChatFormat::Llama2SysBos] {
+            let (with, without) = both(f);
+            assert_eq!(
+                with,
+                "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi there [/INST]"
+            );
+            assert_eq!(without, "[INST] Hi there [/INST]");
+        }
+        assert_eq!(
+            ChatFormat::Llama2SysStrip.render(Some(" S\n"), "\tU "),
+            "[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST]"
+        );
+        assert_eq!(
+            ChatFormat::Llama2Sys.render(Some(" S\n"), "\tU "),
+            "[INST] <<SYS>>\n S\n\n<</SYS>>\n\n\tU  [/INST]"
+        );
+    }
+
+    #[test]
+    fn renders_mistral_variants() {
+        let cases = [
+            (
+                ChatFormat::MistralV1,
+                " [INST] Be brief.\n\nHi there [/INST]",
+                " [INST] Hi there [/INST]",
+            ),
+            (
+                ChatFormat::MistralV3,
+                "[INST] Be brief.\n\nHi there[/INST]",
+                "[INST] Hi there[/INST]",
+            ),
+            (
+                ChatFormat::MistralV3Tekken,
+                "[INST]Be brief.\n\nHi there[/INST]",
+                "[INST]Hi there[/INST]",
+            ),
+            (
+                ChatFormat::MistralV7,
+                "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi there[/INST]",
+                "[INST] Hi there[/INST]",
+            ),
+            (
+                ChatFormat::MistralV7Tekken,
+                "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi there[/INST]",
+                "[INST]Hi there[/INST]",
+            ),
+        ];
+        for (f, with, without) in cases {
+            assert_eq!(both(f), (with.to_string(), without.to_string()), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn empty_system_is_none() {
+        for f in ChatFormat::ALL {
+            assert_eq!(f.render(Some(""), USER), f.render(None, USER), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn detects_in_llama_cpp_order() {
+        let cases: [(&str, Option<Result<ChatFormat, &str>>); 17] = [
+            (
+                "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'}}",
+                Some(Ok(ChatFormat::ChatMl)),
+            ),
+            ("<|im_start|>{{ role }}<|im_sep|>", Some(Err("phi4"))),
+            ("<|im_start|>User:<end_of_utterance>", Some(Err("smolvlm"))),
+            (
+                "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}",
+                Some(Ok(ChatFormat::Llama3)),
+            ),
+            (
+                "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}",
+                Some(Ok(ChatFormat::Gemma)),
+            ),
+            ("{{ bos_token + '[INST] ' + content + ' [/INST]' }}", Some(Ok(ChatFormat::Llama2SysBos))),
+            (
+                "{{ '[INST] ' + content.strip() + ' [/INST]' }}<<SYS>>",
+                Some(Ok(ChatFormat::Llama2SysStrip)),
+            ),
+            ("[INST] <<SYS>>\n{{ system }}\n<</SYS>>", Some(Ok(ChatFormat::Llama2Sys))),
+            ("{{ '[INST] ' + content + ' [/INST]' }}", Some(Ok(ChatFormat::Llama2))),
+            (
+                "{{ ' [INST] ' + system_message + '\\n\\n' + content + ' [/INST]' }}",
+                Some(Ok(ChatFormat::MistralV1)),
+            ),
+            ("[AVAILABLE_TOOLS]{{ '[INST]' }}", Some(Ok(ChatFormat::MistralV3))),
+            ("[AVAILABLE_TOOLS]{{ \"[INST]\" }}", Some(Ok(ChatFormat::MistralV3Tekken))),
+            ("[SYSTEM_PROMPT][INST]", Some(Ok(ChatFormat::MistralV7))),
+            ("mistral-v7-tekken", Some(Ok(ChatFormat::MistralV7Tekken))),
+            // Phi 3 is tested before Llama 3 and Gemma: its markers win.
+            ("<|assistant|><|end|><|start_header_id|><|end_header_id|>", Some(Err("phi3"))),
+            ("{{ messages }}", None),
+            // `qwen` is a locus name, not llama.cpp's: as a template text it is nothing.
+            ("qwen", None),
+        ];
+        for (t, want) in cases {
+            assert_eq!(classify(t), want, "{t}");
+            assert_eq!(ChatFormat::detect(t), want.and_then(Result::ok), "{t}");
+        }
+    }
+
+    // Qwen2.5-Instruct's template (the tools branch cut short); its newlines are `\n` escapes.
+    const QWEN25: &str = "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- messages[0]['content'] }}\n    {%- else %}\n        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n    {%- endif %}\n{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n";
+    // SmolLM2-Instruct's template as its GGUF stores it: the newlines are real.
+    const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+    // Qwen2-Instruct's template.
+    const QWEN2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+    #[test]
+    fn reads_a_chatml_default_system_message() {
+        assert_eq!(default_system(QWEN25).as_deref(), Some(QWEN_DEFAULT_SYSTEM));
+        assert_eq!(
+            default_system(SMOLLM2).as_deref(),
+            Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face")
+        );
+        assert_eq!(
+            default_system(QWEN2).as_deref(),
+            Some("You are a helpful assistant.")
+        );
+        // Escaped quotes inside a double-quoted literal.
+        assert_eq!(
+            default_system("{{ \"<|im_start|>system\\nSay \\\"hi\\\".<|im_end|>\\n\" }}")
+                .as_deref(),
+            Some("Say \"hi\".")
+        );
+        // No default: only the user's system message is written.
+        let plain = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}";
+        assert_eq!(default_system(plain), None);
+        // Two defaults that disagree: none is trusted.
+        assert_eq!(
+            default_system(
+                "'<|im_start|>system\\nA<|im_end|>\\n' '<|im_start|>system\\nB<|im_end|>\\n'"
+            ),
+            None
+        );
+        // An unterminated literal is no default.
+        assert_eq!(default_system("'<|im_start|>system\\nA<|im_end|>\\n"), None);
+    }
+
+    #[test]
+    fn chooses_the_model_template_or_the_named_one() {
+        let t = ChatTemplate::choose(None, Some(QWEN25)).unwrap();
+        assert_eq!(t.format, ChatFormat::ChatMl);
+        // The model's default stands in for no system message, as its Jinja template renders.
+        assert_eq!(t.render(None, USER), ChatFormat::Qwen.render(None, USER));
+        assert_eq!(
+            t.render(Some(""), USER),
+            ChatFormat::Qwen.render(None, USER)
+        );
+        assert_eq!(
+            t.render(Some(SYS), USER),
+            ChatFormat::ChatMl.render(Some(SYS), USER)
+        );
+        // A named format is llama.cpp's built-in one, with no default.
+        let named = ChatTemplate::choose(Some(ChatFormat::ChatMl), Some(QWEN25)).unwrap();
+        assert_eq!(
+            named.render(None, USER),
+            ChatFormat::ChatMl.render(None, USER)
+        );
+        let gemma = ChatTemplate::choose(Some(ChatFormat::Gemma), None).unwrap();
+        assert_eq!(
+            gemma.render(Some(SYS), USER),
+            ChatFormat::Gemma.render(Some(SYS), USER)
+        );
+        let l3 = ChatTemplate::choose(None, Some("<|start_header_id|><|end_header_id|>")).unwrap();
+        assert_eq!((l3.format, l3.default_system), (ChatFormat::Llama3, None));
+    }
+
+    #[test]
+    fn errors_name_the_choices() {
+        for (template, why) in [
+            (None, "has no chat template"),
+            (Some("{{ messages }}"), "not recognised"),
+            (Some("<|assistant|><|end|>"), "llama.cpp's 'phi3'"),
+        ] {
+            let e = ChatTemplate::choose(None, template)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{e}");
+            assert!(e.contains("--chat-template"), "{e}");
+            for name in ChatFormat::NAMES {
+                assert!(e.contains(name), "{e} lacks {name}");
+            }
+        }
     }
 }

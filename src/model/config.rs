@@ -1,14 +1,13 @@
-//! Llama hyper-parameters, all read from GGUF metadata.
+//! Hyper-parameters, all read from GGUF metadata: the ones every family shares under the same
+//! `{arch}.…` keys, and the family's [`Recipe`] (see `arch`).
 
+use super::arch::{Arch, Recipe, Shape};
 use super::error::ModelError;
 use super::gguf::Gguf;
 
-/// Architectures whose tensors and forward pass are the llama family's.
-pub const LLAMA_ARCHS: &[&str] = &["llama"];
-
 #[derive(Clone, Debug, PartialEq)]
-pub struct LlamaConfig {
-    pub arch: String,
+pub struct Config {
+    pub arch: Arch,
     pub n_vocab: usize,
     pub n_embd: usize,
     pub n_layer: usize,
@@ -23,6 +22,8 @@ pub struct LlamaConfig {
     pub n_rot: usize,
     /// Linear position scaling (`1/rope.scaling.factor` when `rope.scaling.type = linear`).
     pub rope_freq_scale: f32,
+    /// What the family's layers do beyond llama's.
+    pub recipe: Recipe,
 }
 
 /// Upper bound on any single dimension we accept from metadata (guards absurd allocations).
@@ -48,7 +49,15 @@ fn req_u64(g: &Gguf, key: &str) -> Result<u64, ModelError> {
     Ok(n)
 }
 
-fn opt_f32(g: &Gguf, key: &str) -> Result<Option<f32>, ModelError> {
+/// An optional non-negative integer key.
+pub(crate) fn opt_u64(g: &Gguf, key: &str) -> Result<Option<u64>, ModelError> {
+    match g.get(key) {
+        None => Ok(None),
+        Some(_) => req_u64(g, key).map(Some),
+    }
+}
+
+pub(crate) fn opt_f32(g: &Gguf, key: &str) -> Result<Option<f32>, ModelError> {
     match g.get(key) {
         None => Ok(None),
         Some(v) => v
@@ -61,9 +70,9 @@ fn opt_f32(g: &Gguf, key: &str) -> Result<Option<f32>, ModelError> {
     }
 }
 
-impl LlamaConfig {
-    pub fn from_gguf(g: &Gguf) -> Result<LlamaConfig, ModelError> {
-        let arch = g
+impl Config {
+    pub fn from_gguf(g: &Gguf) -> Result<Config, ModelError> {
+        let name = g
             .get("general.architecture")
             .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?
             .as_str()
@@ -72,10 +81,9 @@ impl LlamaConfig {
                 why: "should be a string".into(),
             })?
             .to_string();
-        if !LLAMA_ARCHS.contains(&arch.as_str()) {
-            return Err(ModelError::UnknownArchitecture(arch));
-        }
-        let k = |s: &str| format!("{arch}.{s}");
+        let arch =
+            Arch::from_name(&name).ok_or_else(|| ModelError::UnknownArchitecture(name.clone()))?;
+        let k = |s: &str| format!("{name}.{s}");
         let n_embd = req_u64(g, &k("embedding_length"))? as usize;
         let n_head = req_u64(g, &k("attention.head_count"))? as usize;
         let n_head_kv = match g.get(&k("attention.head_count_kv")) {
@@ -104,7 +112,7 @@ impl LlamaConfig {
             if v.as_u64() != Some(head_dim as u64) {
                 return Err(ModelError::BadKey {
                     key: k("attention.value_length"),
-                    why: "differs from the key length, which llama models do not do".into(),
+                    why: "differs from the key length, which no supported family does".into(),
                 });
             }
         }
@@ -155,10 +163,17 @@ impl LlamaConfig {
                 rope_freq_scale = 1.0 / s;
             }
         }
-        Ok(LlamaConfig {
+        let n_layer = req_u64(g, &k("block_count"))? as usize;
+        let shape = Shape {
+            n_embd,
+            n_layer,
+            head_dim,
+        };
+        let recipe = arch.recipe(g, &shape)?;
+        Ok(Config {
             n_vocab,
             n_embd,
-            n_layer: req_u64(g, &k("block_count"))? as usize,
+            n_layer,
             n_ff: req_u64(g, &k("feed_forward_length"))? as usize,
             n_head,
             n_head_kv,
@@ -169,6 +184,7 @@ impl LlamaConfig {
             n_rot,
             rope_freq_scale,
             arch,
+            recipe,
         })
     }
 

@@ -22,6 +22,11 @@ pub enum ModelError {
         err: GgufError,
     },
     UnknownArchitecture(String),
+    /// A tensor the family's forward pass would not read (llama.cpp refuses such files too).
+    UnexpectedTensor {
+        tensor: String,
+        arch: &'static str,
+    },
     MissingKey(String),
     BadKey {
         key: String,
@@ -78,8 +83,14 @@ impl fmt::Display for ModelError {
             ModelError::Gguf { path, err } => write!(f, "{}: {err}", path.display()),
             ModelError::UnknownArchitecture(a) => write!(
                 f,
-                "model architecture '{a}' is not supported (locus runs llama-family models: \
-                 general.architecture = llama)"
+                "model architecture '{a}' is not supported (general.architecture must be one \
+                 of: {})",
+                super::arch::Arch::names()
+            ),
+            ModelError::UnexpectedTensor { tensor, arch } => write!(
+                f,
+                "tensor '{tensor}' is not part of a {arch} model as locus runs it; the file \
+                 may be of another variant (llama.cpp refuses such a file too)"
             ),
             ModelError::MissingKey(k) => write!(f, "required metadata key '{k}' is missing"),
             ModelError::BadKey { key, why } => write!(f, "metadata key '{key}' {why}"),

@@ -1,12 +1,13 @@
 //! Models: GGUF files, weights by name, the llama forward pass, tokenizer, sampler, chat.
 
+pub mod arch;
 pub mod chat;
 pub mod config;
 pub mod error;
+pub mod forward;
 pub mod gguf;
 pub mod gguf_write;
 pub mod kv;
-pub mod llama;
 pub mod quant_mix;
 pub mod quantize;
 pub mod sampler;
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-pub use config::LlamaConfig;
+pub use config::Config;
 pub use error::ModelError;
 pub use gguf::Gguf;
 

@@ -1,9 +1,11 @@
-//! Synthetic llama-shaped models: random weights of any shape and type, with a working
-//! byte-level BPE vocabulary, so tests and benchmarks need no downloads (`locus gen-model`).
+//! Synthetic models of every supported family: random weights of any shape and type, with a
+//! working byte-level BPE vocabulary, so tests and benchmarks need no downloads (`locus
+//! gen-model`).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::arch::Arch;
 use super::error::ModelError;
 use super::gguf_write::{GgufStream, GgufWriter, MetaValue, TensorEntry};
 use super::quantize::{file_type_code, quantize_row};
@@ -13,6 +15,8 @@ use crate::kernels::GgmlType;
 /// The shape and type of a synthetic model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SynthSpec {
+    /// The family: which tensors the layers carry and the metadata keys' prefix.
+    pub arch: Arch,
     pub n_vocab: usize,
     pub n_embd: usize,
     pub n_layer: usize,
@@ -26,6 +30,14 @@ pub struct SynthSpec {
     pub tied: bool,
     pub rope_freq_base: f32,
     pub seed: u64,
+    /// Values per attention head (`attention.key_length`); 0: `n_embd / n_head`.
+    pub head_dim: usize,
+    /// Gemma 3's sliding window in tokens (0: none, every layer global); its local layers
+    /// are five of every six, as in llama.cpp's default pattern, unless `swa_pattern` says.
+    pub sliding_window: usize,
+    /// `attention.sliding_window_pattern` written to the file (0: not written): of every n
+    /// layers, the first n − 1 are local.
+    pub swa_pattern: u32,
 }
 
 impl SynthSpec {
@@ -43,6 +55,10 @@ impl SynthSpec {
             tied: false,
             rope_freq_base: 10000.0,
             seed: 1,
+            arch: Arch::Llama,
+            head_dim: 0,
+            sliding_window: 0,
+            swa_pattern: 0,
         }
     }
 
@@ -60,6 +76,18 @@ impl SynthSpec {
             tied: true,
             rope_freq_base: 10000.0,
             seed: 7,
+            arch: Arch::Llama,
+            head_dim: 0,
+            sliding_window: 0,
+            swa_pattern: 0,
+        }
+    }
+
+    /// Values per attention head.
+    pub fn head_dim(&self) -> usize {
+        match self.head_dim {
+            0 => self.n_embd / self.n_head.max(1),
+            d => d,
         }
     }
 }
@@ -126,27 +154,37 @@ fn random_row(rng: &mut Rng, row: &mut [f32], scale: f32) {
     }
 }
 
+/// What a planned tensor holds.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A random matrix in the weight type, values in `[-scale, scale)`.
+    Matrix(f32),
+    /// An F32 norm weight vector near 1.
+    Norm,
+    /// An F32 bias vector of random values in `[-scale, scale)`.
+    Bias(f32),
+}
+
 /// One tensor of a synthetic model, in file order.
 struct Planned {
     name: String,
     rows: usize,
     cols: usize,
-    /// `Some(scale)`: a random matrix in the weight type; `None`: an F32 norm vector.
-    scale: Option<f32>,
+    kind: Kind,
 }
 
 impl Planned {
     fn ty(&self, spec: &SynthSpec) -> GgmlType {
-        match self.scale {
-            Some(_) => spec.weight_type,
-            None => GgmlType::F32,
+        match self.kind {
+            Kind::Matrix(_) => spec.weight_type,
+            Kind::Norm | Kind::Bias(_) => GgmlType::F32,
         }
     }
 
     fn dims(&self) -> Vec<u64> {
-        match self.scale {
-            Some(_) => vec![self.cols as u64, self.rows as u64],
-            None => vec![self.cols as u64],
+        match self.kind {
+            Kind::Matrix(_) => vec![self.cols as u64, self.rows as u64],
+            Kind::Norm | Kind::Bias(_) => vec![self.cols as u64],
         }
     }
 
@@ -160,14 +198,18 @@ impl Planned {
         sink: &mut dyn FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let mut row = vec![0f32; self.cols];
-        match self.scale {
-            Some(scale) => {
+        match self.kind {
+            Kind::Matrix(scale) => {
                 for _ in 0..self.rows {
                     random_row(rng, &mut row, scale);
                     sink(&quantize_row(spec.weight_type, &row))?;
                 }
             }
-            None => {
+            Kind::Bias(scale) => {
+                random_row(rng, &mut row, scale);
+                sink(&quantize_row(GgmlType::F32, &row))?;
+            }
+            Kind::Norm => {
                 for (i, v) in row.iter_mut().enumerate() {
                     *v = 1.0 + 0.1 * ((i * 7 % 11) as f32 / 11.0 - 0.5);
                 }
@@ -180,20 +222,26 @@ impl Planned {
 
 /// The tensors of `spec`'s model, in file order.
 fn plan(s: &SynthSpec) -> Vec<Planned> {
-    let head_dim = s.n_embd / s.n_head;
-    let kv_dim = s.n_head_kv * head_dim;
+    let head_dim = s.head_dim();
+    let (q_dim, kv_dim) = (s.n_head * head_dim, s.n_head_kv * head_dim);
     let wscale = 1.0 / (s.n_embd as f32).sqrt();
     let mat = |name: String, rows, cols, scale| Planned {
         name,
         rows,
         cols,
-        scale: Some(scale),
+        kind: Kind::Matrix(scale),
     };
     let norm = |name: String, n| Planned {
         name,
         rows: 1,
         cols: n,
-        scale: None,
+        kind: Kind::Norm,
+    };
+    let bias = |name: String, n| Planned {
+        name,
+        rows: 1,
+        cols: n,
+        kind: Kind::Bias(BIAS_SCALE),
     };
     let mut p = vec![
         mat("token_embd.weight".into(), s.n_vocab, s.n_embd, 1.0),
@@ -204,52 +252,85 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
     }
     for l in 0..s.n_layer {
         let n = |t: &str| format!("blk.{l}.{t}.weight");
+        let b = |t: &str| format!("blk.{l}.{t}.bias");
         p.push(norm(n("attn_norm"), s.n_embd));
-        p.push(mat(n("attn_q"), s.n_embd, s.n_embd, wscale));
+        p.push(mat(n("attn_q"), q_dim, s.n_embd, wscale));
         p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
         p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
-        p.push(mat(n("attn_output"), s.n_embd, s.n_embd, wscale));
+        if s.arch == Arch::Qwen2 {
+            p.push(bias(b("attn_q"), q_dim));
+            p.push(bias(b("attn_k"), kv_dim));
+            p.push(bias(b("attn_v"), kv_dim));
+        }
+        if matches!(s.arch, Arch::Qwen3 | Arch::Gemma3) {
+            p.push(norm(n("attn_q_norm"), head_dim));
+            p.push(norm(n("attn_k_norm"), head_dim));
+        }
+        let oscale = 1.0 / (q_dim as f32).sqrt();
+        p.push(mat(n("attn_output"), s.n_embd, q_dim, oscale));
+        if s.arch == Arch::Gemma3 {
+            p.push(norm(n("post_attention_norm"), s.n_embd));
+        }
         p.push(norm(n("ffn_norm"), s.n_embd));
         p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
         p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
         let down = 1.0 / (s.n_ff as f32).sqrt();
         p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+        if s.arch == Arch::Gemma3 {
+            p.push(norm(n("post_ffw_norm"), s.n_embd));
+        }
     }
     p
 }
 
+/// The range of the random Q/K/V biases (Qwen2).
+const BIAS_SCALE: f32 = 0.5;
+
 /// The metadata of `spec`'s model (no tensors).
 fn metadata(s: &SynthSpec) -> GgufWriter {
     let mut w = GgufWriter::new();
-    let head_dim = s.n_embd / s.n_head;
-    w.set("general.architecture", MetaValue::str("llama"));
+    let head_dim = s.head_dim();
+    let a = s.arch.name();
+    let k = |key: &str| format!("{a}.{key}");
+    w.set("general.architecture", MetaValue::str(a));
     w.set("general.name", MetaValue::str("locus synthetic"));
     w.set(
         "general.file_type",
         MetaValue::U32(file_type_code(s.weight_type).unwrap_or(0)),
     );
-    w.set("llama.context_length", MetaValue::U32(s.n_ctx_train as u32));
-    w.set("llama.embedding_length", MetaValue::U32(s.n_embd as u32));
-    w.set("llama.block_count", MetaValue::U32(s.n_layer as u32));
-    w.set("llama.feed_forward_length", MetaValue::U32(s.n_ff as u32));
+    w.set(&k("context_length"), MetaValue::U32(s.n_ctx_train as u32));
+    w.set(&k("embedding_length"), MetaValue::U32(s.n_embd as u32));
+    w.set(&k("block_count"), MetaValue::U32(s.n_layer as u32));
+    w.set(&k("feed_forward_length"), MetaValue::U32(s.n_ff as u32));
+    w.set(&k("attention.head_count"), MetaValue::U32(s.n_head as u32));
     w.set(
-        "llama.attention.head_count",
-        MetaValue::U32(s.n_head as u32),
-    );
-    w.set(
-        "llama.attention.head_count_kv",
+        &k("attention.head_count_kv"),
         MetaValue::U32(s.n_head_kv as u32),
     );
-    w.set(
-        "llama.attention.layer_norm_rms_epsilon",
-        MetaValue::F32(1e-5),
-    );
-    w.set("llama.rope.freq_base", MetaValue::F32(s.rope_freq_base));
-    w.set(
-        "llama.rope.dimension_count",
-        MetaValue::U32(head_dim as u32),
-    );
-    w.set("llama.vocab_size", MetaValue::U32(s.n_vocab as u32));
+    if s.head_dim != 0 {
+        w.set(&k("attention.key_length"), MetaValue::U32(head_dim as u32));
+        w.set(
+            &k("attention.value_length"),
+            MetaValue::U32(head_dim as u32),
+        );
+    }
+    let eps = if s.arch == Arch::Gemma3 { 1e-6 } else { 1e-5 };
+    w.set(&k("attention.layer_norm_rms_epsilon"), MetaValue::F32(eps));
+    if s.sliding_window > 0 {
+        w.set(
+            &k("attention.sliding_window"),
+            MetaValue::U32(s.sliding_window as u32),
+        );
+        if s.swa_pattern > 0 {
+            w.set(
+                &k("attention.sliding_window_pattern"),
+                MetaValue::U32(s.swa_pattern),
+            );
+        }
+    }
+    w.set(&k("rope.freq_base"), MetaValue::F32(s.rope_freq_base));
+    w.set(&k("rope.dimension_count"), MetaValue::U32(head_dim as u32));
+    w.set(&k("vocab_size"), MetaValue::U32(s.n_vocab as u32));
     let (tokens, types, merges) = synth_vocab(s.n_vocab);
     w.set("tokenizer.ggml.model", MetaValue::str("gpt2"));
     w.set("tokenizer.ggml.pre", MetaValue::str("gpt-2"));

@@ -1,7 +1,11 @@
-//! Weights by name: every tensor the llama forward pass needs, checked for presence, type and
+//! Weights by name: every tensor the family's forward pass needs, checked for presence, type and
 //! shape against the config before the first token is computed.
 
-use super::config::LlamaConfig;
+use std::cell::RefCell;
+use std::collections::HashSet;
+
+use super::arch::Need;
+use super::config::Config;
 use super::error::ModelError;
 use super::gguf::Gguf;
 use crate::kernels::krepack::repacked_in_llama;
@@ -142,19 +146,58 @@ impl<'a> Matrix<'a> {
     }
 }
 
+/// One layer's weights. The optional parts are there where the family's recipe asks for them
+/// (see `arch`); the forward pass applies each step whose weights are present.
 pub struct Layer<'a> {
     pub attn_norm: Vec<f32>,
     pub wq: Matrix<'a>,
     pub wk: Matrix<'a>,
     pub wv: Matrix<'a>,
     pub wo: Matrix<'a>,
+    /// Biases of the Q, K and V projections (all three or none).
+    pub qkv_bias: Option<[Vec<f32>; 3]>,
+    /// Bias of the attention output projection.
+    pub bo: Option<Vec<f32>>,
+    /// RMSNorm weights of every query head and every key head (`head_dim` each).
+    pub qk_norm: Option<[Vec<f32>; 2]>,
+    /// RMSNorm weights of the attention output and of the FFN output, applied before each
+    /// residual add.
+    pub post_norms: Option<[Vec<f32>; 2]>,
     pub ffn_norm: Vec<f32>,
     pub w_gate: Matrix<'a>,
     pub w_up: Matrix<'a>,
     pub w_down: Matrix<'a>,
 }
 
-pub struct LlamaWeights<'a> {
+impl<'a> Layer<'a> {
+    fn matrices(&self) -> [&Matrix<'a>; 7] {
+        [
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.w_gate,
+            &self.w_up,
+            &self.w_down,
+        ]
+    }
+
+    fn matrices_mut(&mut self) -> [&mut Matrix<'a>; 7] {
+        [
+            &mut self.wq,
+            &mut self.wk,
+            &mut self.wv,
+            &mut self.wo,
+            &mut self.w_gate,
+            &mut self.w_up,
+            &mut self.w_down,
+        ]
+    }
+}
+
+/// Every weight of a model, whatever its family: the matrices as one list for placement,
+/// audit and bench ([`Weights::matrices`]), and the small vectors the forward pass applies.
+pub struct Weights<'a> {
     pub token_embd: Matrix<'a>,
     pub output_norm: Vec<f32>,
     /// The output head; when the model ties it to the token embedding, the embedding's tensor
@@ -209,48 +252,24 @@ fn tensor<'a>(
     })
 }
 
-/// A 1-D tensor as f32 (norm weights), any supported type.
-fn vector(g: &Gguf, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
-    Ok(tensor(g, name, len, 1)?.to_f32())
-}
-
-/// A matrix used only as a matmul weight (so llama.cpp may repack it).
-fn matrix<'a>(
-    g: &Gguf<'a>,
-    name: &str,
-    cols: usize,
-    rows: usize,
-) -> Result<Matrix<'a>, ModelError> {
-    Ok(Matrix::new(
-        name,
-        as_matmul_weight(tensor(g, name, cols, rows)?),
-    ))
-}
-
 /// `t` as llama.cpp holds a matmul weight: repacked at load where its type and row count allow
 /// (the x86 rule of an AVX-512 build: `krepack::repacked_in_llama`), and so summed in the
 /// repacked kernels' order.
 fn as_matmul_weight(mut t: Tensor) -> Tensor {
     if repacked_in_llama(t.ty, t.rows) {
         t.order = SumOrder::BlockChain;
+    } else if t.ty == GgmlType::F32 {
+        t.order = SumOrder::f32_order(t.rows, t.cols);
     }
     t
 }
 
-impl<'a> LlamaWeights<'a> {
+impl<'a> Weights<'a> {
     /// Every matrix, the tied output head included (it shares the embedding's name).
     pub fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
         let mut v = vec![&mut self.token_embd, &mut self.output];
         for l in &mut self.layers {
-            v.extend([
-                &mut l.wq,
-                &mut l.wk,
-                &mut l.wv,
-                &mut l.wo,
-                &mut l.w_gate,
-                &mut l.w_up,
-                &mut l.w_down,
-            ]);
+            v.extend(l.matrices_mut());
         }
         v
     }
@@ -263,7 +282,7 @@ impl<'a> LlamaWeights<'a> {
             v.push(&self.output);
         }
         for l in &self.layers {
-            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+            v.extend(l.matrices());
         }
         v
     }
@@ -272,47 +291,141 @@ impl<'a> LlamaWeights<'a> {
     pub fn read_per_token(&self) -> Vec<&Matrix<'a>> {
         let mut v = vec![&self.output];
         for l in &self.layers {
-            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+            v.extend(l.matrices());
         }
         v
     }
 
-    pub fn from_gguf(g: &Gguf<'a>, c: &LlamaConfig) -> Result<LlamaWeights<'a>, ModelError> {
+    /// Loads every tensor `c`'s family reads, checked for presence, type and shape; a file
+    /// with a tensor the family would not read is refused (its arithmetic would be missing).
+    pub fn from_gguf(g: &Gguf<'a>, c: &Config) -> Result<Weights<'a>, ModelError> {
+        let r = Reader {
+            g,
+            used: RefCell::new(HashSet::new()),
+        };
+        let w = Weights::load(&r, c)?;
+        let used = r.used.into_inner();
+        if let Some(t) = g.tensors.iter().find(|t| !used.contains(t.name)) {
+            return Err(ModelError::UnexpectedTensor {
+                tensor: t.name.to_string(),
+                arch: c.arch.name(),
+            });
+        }
+        Ok(w)
+    }
+
+    fn load(r: &Reader<'_, 'a>, c: &Config) -> Result<Weights<'a>, ModelError> {
+        let spec = &c.recipe.tensors;
         // The embedding is also read row by row (get_rows), so llama.cpp never repacks it.
         let embd = "token_embd.weight";
-        let token_embd = Matrix::new(embd, tensor(g, embd, c.n_embd, c.n_vocab)?);
-        let output = if g.tensor("output.weight").is_some() {
-            matrix(g, "output.weight", c.n_embd, c.n_vocab)?
+        let token_embd = Matrix::new(embd, r.tensor(embd, c.n_embd, c.n_vocab)?);
+        let output = if r.has("output.weight") {
+            r.matrix("output.weight", c.n_embd, c.n_vocab)?
         } else {
             // A tied head: llama.cpp loads the embedding a second time as a matmul weight, and
             // that copy is repacked by the usual rule (the embedding itself never is).
             Matrix::new(embd, as_matmul_weight(token_embd.file))
         };
+        let (qd, kvd, hd, e, ff) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_embd, c.n_ff);
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
-            let n = |s: &str| format!("blk.{i}.{s}.weight");
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let mat = |s: &str, cols, rows| r.matrix(&n(s), cols, rows);
+            let vec = |s: &str, len| r.vector(&n(s), len);
+            let opt = |need, first: &str| r.optional(need, &n(first));
             layers.push(Layer {
-                attn_norm: vector(g, &n("attn_norm"), c.n_embd)?,
-                wq: matrix(g, &n("attn_q"), c.n_embd, c.q_dim())?,
-                wk: matrix(g, &n("attn_k"), c.n_embd, c.kv_dim())?,
-                wv: matrix(g, &n("attn_v"), c.n_embd, c.kv_dim())?,
-                wo: matrix(g, &n("attn_output"), c.q_dim(), c.n_embd)?,
-                ffn_norm: vector(g, &n("ffn_norm"), c.n_embd)?,
-                w_gate: matrix(g, &n("ffn_gate"), c.n_embd, c.n_ff)?,
-                w_up: matrix(g, &n("ffn_up"), c.n_embd, c.n_ff)?,
-                w_down: matrix(g, &n("ffn_down"), c.n_ff, c.n_embd)?,
+                attn_norm: vec("attn_norm.weight", e)?,
+                wq: mat("attn_q.weight", e, qd)?,
+                wk: mat("attn_k.weight", e, kvd)?,
+                wv: mat("attn_v.weight", e, kvd)?,
+                wo: mat("attn_output.weight", qd, e)?,
+                qkv_bias: match opt(spec.qkv_bias, "attn_q.bias")? {
+                    false => None,
+                    true => Some([
+                        vec("attn_q.bias", qd)?,
+                        vec("attn_k.bias", kvd)?,
+                        vec("attn_v.bias", kvd)?,
+                    ]),
+                },
+                bo: match opt(spec.out_bias, "attn_output.bias")? {
+                    false => None,
+                    true => Some(vec("attn_output.bias", e)?),
+                },
+                qk_norm: match opt(spec.qk_norm, "attn_q_norm.weight")? {
+                    false => None,
+                    true => Some([
+                        vec("attn_q_norm.weight", hd)?,
+                        vec("attn_k_norm.weight", hd)?,
+                    ]),
+                },
+                post_norms: match opt(spec.post_norms, "post_attention_norm.weight")? {
+                    false => None,
+                    true => Some([
+                        vec("post_attention_norm.weight", e)?,
+                        vec("post_ffw_norm.weight", e)?,
+                    ]),
+                },
+                ffn_norm: vec("ffn_norm.weight", e)?,
+                w_gate: mat("ffn_gate.weight", e, ff)?,
+                w_up: mat("ffn_up.weight", e, ff)?,
+                w_down: mat("ffn_down.weight", ff, e)?,
             });
         }
-        let rope_freqs = match g.tensor("rope_freqs.weight") {
-            Some(_) => Some(vector(g, "rope_freqs.weight", c.n_rot / 2)?),
-            None => None,
+        let freqs = "rope_freqs.weight";
+        let rope_freqs = match r.optional(spec.rope_freqs, freqs)? {
+            false => None,
+            true => Some(r.vector(freqs, c.n_rot / 2)?),
         };
-        Ok(LlamaWeights {
+        Ok(Weights {
             token_embd,
-            output_norm: vector(g, "output_norm.weight", c.n_embd)?,
+            output_norm: r.vector("output_norm.weight", c.n_embd)?,
             output,
             layers,
             rope_freqs,
         })
+    }
+}
+
+/// Reads tensors by name from a file and remembers which it read.
+struct Reader<'g, 'a> {
+    g: &'g Gguf<'a>,
+    used: RefCell<HashSet<&'a str>>,
+}
+
+impl<'a> Reader<'_, 'a> {
+    fn has(&self, name: &str) -> bool {
+        self.g.tensor(name).is_some()
+    }
+
+    fn tensor(&self, name: &str, cols: usize, rows: usize) -> Result<Tensor<'a>, ModelError> {
+        if let Some(t) = self.g.tensors.iter().find(|t| t.name == name) {
+            self.used.borrow_mut().insert(t.name);
+        }
+        tensor(self.g, name, cols, rows)
+    }
+
+    /// A 1-D tensor as f32 (norm weights, biases), any supported type.
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        Ok(self.tensor(name, len, 1)?.to_f32())
+    }
+
+    /// A matrix used only as a matmul weight (so llama.cpp may repack it).
+    fn matrix(&self, name: &str, cols: usize, rows: usize) -> Result<Matrix<'a>, ModelError> {
+        Ok(Matrix::new(
+            name,
+            as_matmul_weight(self.tensor(name, cols, rows)?),
+        ))
+    }
+
+    /// Whether to load a family's optional tensors, of which `first` is one: where the family
+    /// uses them and the file has them; a required one that is missing is an error. With
+    /// [`Need::No`] nothing is loaded, and a file that has them anyway is refused by the check
+    /// for unread tensors.
+    fn optional(&self, need: Need, first: &str) -> Result<bool, ModelError> {
+        match (need, self.has(first)) {
+            (Need::No, _) | (Need::Optional, false) => Ok(false),
+            (Need::Yes, false) => Err(ModelError::MissingTensor(first.into())),
+            (_, true) => Ok(true),
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::{Placement, Store};
 use crate::kernels::Layout;
-use crate::model::weights::{LlamaWeights, Tensor};
+use crate::model::weights::{Tensor, Weights};
 use crate::model::ModelFile;
 use crate::pool::rows_of_thread;
 use crate::sys::memory;
@@ -167,7 +167,7 @@ impl PageMap {
 }
 
 /// Audits `w` (bound to `p`'s copies) as the pool of `p`'s plan reads it.
-pub fn audit(p: &Placement, w: &LlamaWeights, file: &ModelFile) -> Audit {
+pub fn audit(p: &Placement, w: &Weights, file: &ModelFile) -> Audit {
     let mut warnings = Vec::new();
     let maps = if p.caps.move_pages.is_allowed() {
         None

@@ -18,8 +18,8 @@ pub use plan::{Mode, Options, Pin, Plan, PlanError, Store};
 pub use store::{BuildError, WeightStore};
 
 use crate::kernels::{Kernels, Layout};
-use crate::model::weights::{LlamaWeights, Matrix};
-use crate::model::{LlamaConfig, ModelError, ModelFile};
+use crate::model::weights::{Matrix, Weights};
+use crate::model::{Config, ModelError, ModelFile};
 use crate::pool::{Pool, SpawnError};
 use crate::sys::probe::Capabilities;
 use crate::sys::topology::{NumaBalancing, Topology, TopologyError};
@@ -78,8 +78,8 @@ impl Placement {
     ) -> Result<Placement, PlacementError> {
         let caps = Capabilities::probe(topo.node_mask_bits());
         let g = file.gguf().map_err(PlacementError::Model)?;
-        let config = LlamaConfig::from_gguf(&g).map_err(PlacementError::Model)?;
-        let weights = LlamaWeights::from_gguf(&g, &config).map_err(PlacementError::Model)?;
+        let config = Config::from_gguf(&g).map_err(PlacementError::Model)?;
+        let weights = Weights::from_gguf(&g, &config).map_err(PlacementError::Model)?;
         let mats = weights.matrices();
         // The table the model will load with (the same detection): copies are packed for it.
         let kernels = Kernels::detect().ok();
@@ -164,7 +164,7 @@ impl Placement {
     }
 
     /// Points the weights' matrices at the placed copies (a no-op for file-backed modes).
-    pub fn bind<'s>(&'s self, w: &mut LlamaWeights<'s>) {
+    pub fn bind<'s>(&'s self, w: &mut Weights<'s>) {
         self.store.bind(w);
     }
 

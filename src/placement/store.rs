@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::plan::{Plan, Store};
 use crate::kernels::{pack, Kernels, Layout, PACK_ROWS};
-use crate::model::weights::{LlamaWeights, Matrix, Tensor};
+use crate::model::weights::{Matrix, Tensor, Weights};
 use crate::pool::rows_of_group;
 use crate::sys::memory::{self, Backing, Region};
 use crate::sys::mempolicy::{self, MPOL_BIND, MPOL_INTERLEAVE};
@@ -273,7 +273,7 @@ impl WeightStore {
     }
 
     /// Points every matrix of `w` at its placed pieces (one view per slot, or one shared).
-    pub fn bind<'s>(&'s self, w: &mut LlamaWeights<'s>) {
+    pub fn bind<'s>(&'s self, w: &mut Weights<'s>) {
         if self.pieces.is_empty() {
             return;
         }

@@ -11,7 +11,7 @@ use super::file_name;
 use super::json::{self, json_f64, json_f64s, json_node_map, json_opt_f64, json_strings};
 use crate::app::topo::json_string;
 use crate::app::{AppError, Loaded};
-use crate::model::llama::KvType;
+use crate::model::forward::KvType;
 use crate::model::sampler::Rng;
 use crate::model::ModelFile;
 use crate::placement::audit::audit;

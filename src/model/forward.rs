@@ -16,10 +16,11 @@
 //! node's copy or shard). Attention deals out (token, head) pairs. A row's value never depends on which thread computed it or which copy it was
 //! read from, so outputs are identical for any thread count and placement.
 
-use super::config::LlamaConfig;
+use super::arch::{FfnAct, RopeStyle};
+use super::config::Config;
 pub use super::kv::{Arith, KvType};
 use super::kv::{KvBuf, KV_PAD};
-use super::weights::{LlamaWeights, Matrix, Tensor};
+use super::weights::{Layer, Matrix, Tensor, Weights};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
@@ -33,11 +34,13 @@ pub const MAX_BATCH: usize = 32;
 pub const UBATCH: usize = 512;
 
 /// A model ready to run: config, weight views and the kernels to use.
-pub struct Llama<'a> {
-    pub config: LlamaConfig,
-    pub weights: LlamaWeights<'a>,
+pub struct Model<'a> {
+    pub config: Config,
+    pub weights: Weights<'a>,
     pub kernels: Kernels,
+    /// RoPE of the global layers, and of the sliding-window layers where the family has them.
     rope: Rope,
+    rope_local: Option<Rope>,
 }
 
 /// Per-sequence state: the KV cache and scratch buffers for one batch.
@@ -67,6 +70,8 @@ pub struct State {
     scratch_stride: usize,
     acts: BatchActs,
     rope_cache: Vec<(f32, f32)>,
+    /// The same for the sliding-window layers' RoPE.
+    rope_cache_local: Vec<(f32, f32)>,
     /// Logits of the tokens asked for in the last batch, `n × n_vocab`.
     logits: Vec<f32>,
     n_logits: usize,
@@ -129,7 +134,7 @@ impl StateBytes {
     }
 }
 
-/// A thread's share of an attention step ([`Llama::attention_items`]): items `first, first +
+/// A thread's share of an attention step ([`Model::attention_items`]): items `first, first +
 /// step, …` below `count`, of the KV heads from `g0` on.
 struct Items {
     g0: usize,
@@ -314,19 +319,37 @@ fn add_into(x: &mut [f32], d: &[f32]) {
     }
 }
 
-impl<'a> Llama<'a> {
-    pub fn new(config: LlamaConfig, weights: LlamaWeights<'a>, kernels: Kernels) -> Llama<'a> {
+impl<'a> Model<'a> {
+    pub fn new(config: Config, weights: Weights<'a>, kernels: Kernels) -> Model<'a> {
         let rope = Rope::new(
             config.n_rot,
             config.rope_freq_base,
             config.rope_freq_scale,
             weights.rope_freqs.clone(),
         );
-        Llama {
+        let rope_local = config.recipe.swa.as_ref().map(|w| {
+            Rope::new(
+                config.n_rot,
+                w.freq_base,
+                w.freq_scale,
+                weights.rope_freqs.clone(),
+            )
+        });
+        Model {
             config,
             weights,
             kernels,
             rope,
+            rope_local,
+        }
+    }
+
+    /// The softmax's scale of the attention scores: 1/√head_dim, or 1 where the family scales
+    /// the queries itself.
+    fn kq_scale(&self) -> f32 {
+        match self.config.recipe.q_scale {
+            Some(_) => 1.0,
+            None => 1.0 / (self.config.head_dim as f32).sqrt(),
         }
     }
 
@@ -366,13 +389,13 @@ impl<'a> Llama<'a> {
     /// A fresh sequence state with room for `n_ctx` tokens, scratch sized for `n_threads`.
     ///
     /// # Panics
-    /// Where memory runs out; commands use [`Llama::try_new_state`].
+    /// Where memory runs out; commands use [`Model::try_new_state`].
     pub fn new_state(&self, n_ctx: usize, n_threads: usize, kv_type: KvType) -> State {
         self.try_new_state(n_ctx, n_threads, kv_type)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// [`Llama::new_state`] that reports a size that overflows or an allocation that fails
+    /// [`Model::new_state`] that reports a size that overflows or an allocation that fails
     /// (a memory limit such as `ulimit -v`) as an error naming `-c`.
     pub fn try_new_state(
         &self,
@@ -436,6 +459,7 @@ impl<'a> Llama<'a> {
             scratch_stride,
             acts: BatchActs::new(),
             rope_cache: Vec::with_capacity(b * c.n_rot / 2),
+            rope_cache_local: Vec::new(),
             logits: vec![0.0; b * c.n_vocab],
             n_logits: 0,
             stop: None,
@@ -623,20 +647,27 @@ impl<'a> Llama<'a> {
             return;
         }
         assert!(s.pos + n <= s.n_ctx, "forward past the end of the context");
-        let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
+        let (e, ff) = (c.n_embd, c.n_ff);
         for (b, &tok) in tokens.iter().enumerate() {
             assert!((tok as usize) < c.n_vocab, "token id {tok} out of range");
+            let x = &mut s.x[b * e..(b + 1) * e];
             crate::kernels::dequantize_row(
                 w.token_embd.ty(),
                 w.token_embd.row_any(tok as usize),
-                &mut s.x[b * e..(b + 1) * e],
+                x,
             );
+            if let Some(scale) = c.recipe.embd_scale {
+                x.iter_mut().for_each(|v| *v *= scale);
+            }
         }
         s.rope_cache.clear();
+        s.rope_cache_local.clear();
         for b in 0..n {
             self.rope.append_cache(s.pos + b, &mut s.rope_cache);
+            if let Some(r) = &self.rope_local {
+                r.append_cache(s.pos + b, &mut s.rope_cache_local);
+            }
         }
-        let half = c.n_rot / 2;
 
         for (li, layer) in w.layers.iter().enumerate() {
             {
@@ -661,24 +692,11 @@ impl<'a> Llama<'a> {
                     (&layer.wv, &mut s.vcur),
                 ],
             );
-            {
-                let (kernels, rc) = (&self.kernels, &s.rope_cache);
-                let (q, k) = (Out::new(&mut s.q), Out::new(&mut s.kcur));
-                per_token(pool, n, &|b| {
-                    let rc = &rc[b * half..(b + 1) * half];
-                    // SAFETY: token b's rows of q and kcur are touched by this call alone.
-                    let (q, k) = unsafe {
-                        (
-                            q.slice(b * qd, (b + 1) * qd),
-                            k.slice(b * kvd, (b + 1) * kvd),
-                        )
-                    };
-                    kernels.rope(rc, q, c.head_dim);
-                    kernels.rope(rc, k, c.head_dim);
-                });
-            }
+            let local = c.recipe.is_local(li);
+            self.qkv_steps(pool, s, layer, local, n);
             self.store_kv(pool, s, li, n);
-            self.attention(pool, s, li, n, arith);
+            let window = local.then(|| c.recipe.swa.as_ref().map_or(0, |w| w.window));
+            self.attention(pool, s, li, n, arith, window);
             if s.check_stop() {
                 return;
             }
@@ -690,12 +708,30 @@ impl<'a> Llama<'a> {
                 [(&layer.wo, &mut s.tmp)],
             );
             {
-                let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
+                let (tmp, x, xn) = (
+                    Out::new(&mut s.tmp),
+                    Out::new(&mut s.x),
+                    Out::new(&mut s.xn),
+                );
                 per_token(pool, n, &|b| {
-                    // SAFETY: token b's rows of x and xn are touched by this call alone.
-                    let (x, xn) =
-                        unsafe { (x.slice(b * e, (b + 1) * e), xn.slice(b * e, (b + 1) * e)) };
-                    add_into(x, &tmp[b * e..(b + 1) * e]);
+                    // SAFETY: token b's rows of tmp, x and xn are touched by this call alone.
+                    let (t, x, xn) = unsafe {
+                        (
+                            tmp.slice(b * e, (b + 1) * e),
+                            x.slice(b * e, (b + 1) * e),
+                            xn.slice(b * e, (b + 1) * e),
+                        )
+                    };
+                    if let Some(bo) = &layer.bo {
+                        add_into(t, bo);
+                    }
+                    match &layer.post_norms {
+                        Some([post_attn, _]) => {
+                            ops::rms_norm(t, post_attn, c.rms_eps, xn);
+                            add_into(x, xn);
+                        }
+                        None => add_into(x, t),
+                    }
                     ops::rms_norm(x, &layer.ffn_norm, c.rms_eps, xn);
                 });
             }
@@ -724,7 +760,11 @@ impl<'a> Llama<'a> {
                 per_token(pool, nf, &|b| {
                     // SAFETY: token b's row of gate is touched by this call alone.
                     let g = unsafe { gate.slice(b * ff, (b + 1) * ff) };
-                    kernels.swiglu(g, &up[b * ff..(b + 1) * ff]);
+                    let up = &up[b * ff..(b + 1) * ff];
+                    match c.recipe.ffn {
+                        FfnAct::Silu => kernels.swiglu(g, up),
+                        FfnAct::GeluTanh => kernels.geglu(g, up),
+                    }
                 });
             }
             if s.check_stop() {
@@ -737,7 +777,24 @@ impl<'a> Llama<'a> {
                 (nf, at),
                 [(&layer.w_down, &mut s.tmp)],
             );
-            add_into(&mut s.x[b0 * e..n * e], &s.tmp[..nf * e]);
+            match &layer.post_norms {
+                Some([_, post_ffn]) => {
+                    let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
+                    per_token(pool, nf, &|b| {
+                        let bb = b0 + b;
+                        // SAFETY: token bb's rows of x and xn are touched by this call alone.
+                        let (x, xn) = unsafe {
+                            (
+                                x.slice(bb * e, (bb + 1) * e),
+                                xn.slice(bb * e, (bb + 1) * e),
+                            )
+                        };
+                        ops::rms_norm(&tmp[b * e..(b + 1) * e], post_ffn, c.rms_eps, xn);
+                        add_into(x, xn);
+                    });
+                }
+                None => add_into(&mut s.x[b0 * e..n * e], &s.tmp[..nf * e]),
+            }
         }
         s.pos += n;
         s.n_logits = n - logits_from.min(n);
@@ -764,6 +821,62 @@ impl<'a> Llama<'a> {
                 [(&w.output, &mut s.logits)],
             );
         }
+    }
+
+    /// What the family does to each token's fresh queries and keys before attention: biases,
+    /// per-head RMSNorm, RoPE (the layer's: local layers have their own base), query scaling.
+    fn qkv_steps(&self, pool: &Pool, s: &mut State, layer: &Layer, local: bool, n: usize) {
+        let c = &self.config;
+        let (qd, kvd, hd, half) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_rot / 2);
+        let kernels = &self.kernels;
+        let rc = if local {
+            &s.rope_cache_local
+        } else {
+            &s.rope_cache
+        };
+        let (q, k, v) = (
+            Out::new(&mut s.q),
+            Out::new(&mut s.kcur),
+            Out::new(&mut s.vcur),
+        );
+        per_token(pool, n, &|b| {
+            let rc = &rc[b * half..(b + 1) * half];
+            // SAFETY: token b's rows of q, kcur and vcur are touched by this call alone.
+            let (q, k, v) = unsafe {
+                (
+                    q.slice(b * qd, (b + 1) * qd),
+                    k.slice(b * kvd, (b + 1) * kvd),
+                    v.slice(b * kvd, (b + 1) * kvd),
+                )
+            };
+            if let Some([bq, bk, bv]) = &layer.qkv_bias {
+                add_into(q, bq);
+                add_into(k, bk);
+                add_into(v, bv);
+            }
+            if let Some([qn, kn]) = &layer.qk_norm {
+                let mut head = vec![0f32; hd];
+                for (x, w) in [(&mut *q, qn), (&mut *k, kn)] {
+                    for h in x.chunks_exact_mut(hd) {
+                        head.copy_from_slice(h);
+                        ops::rms_norm(&head, w, c.rms_eps, h);
+                    }
+                }
+            }
+            match c.recipe.rope {
+                RopeStyle::Normal => {
+                    kernels.rope(rc, q, hd);
+                    kernels.rope(rc, k, hd);
+                }
+                RopeStyle::Neox => {
+                    kernels.rope_neox(rc, q, hd);
+                    kernels.rope_neox(rc, k, hd);
+                }
+            }
+            if let Some(scale) = c.recipe.q_scale {
+                q.iter_mut().for_each(|v| *v *= scale);
+            }
+        });
     }
 
     /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
@@ -855,11 +968,18 @@ impl<'a> Llama<'a> {
     /// run, whose every output equals the single dot); each output is the sum over positions
     /// of the value row's values times its probability, in f32, in position order
     /// ([`crate::kernels::ops::add_scaled_q8_0`]).
-    fn attention_quant(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
+    fn attention_quant(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: usize,
+        n: usize,
+        window: Option<usize>,
+    ) {
         let c = &self.config;
         let (hd, n_ctx, q_dim) = (c.head_dim, s.n_ctx, c.q_dim());
         let group = c.n_head / c.n_head_kv;
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = self.kq_scale();
         let ty = s.kv_type.block_type().expect("a quantized cache");
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
         let pos0 = s.pos;
@@ -882,14 +1002,16 @@ impl<'a> Llama<'a> {
                 let n_kv = pos0 + b + 1;
                 kernels.quantize_act(&mut act, &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd]);
                 let sc = &mut sc[..n_kv];
-                let keys = kc.quant_rows(g * n_ctx, n_kv);
-                kernels.gemv(ty, SumOrder::Lanes, keys, &act, sc);
+                let lo = window.map_or(0, |w| n_kv.saturating_sub(w));
+                sc[..lo].fill(f32::NEG_INFINITY);
+                let keys = kc.quant_rows(g * n_ctx + lo, n_kv - lo);
+                kernels.gemv(ty, SumOrder::Lanes, keys, &act, &mut sc[lo..]);
                 kernels.softmax(sc, scale);
                 let at = b * q_dim + h * hd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + hd) };
                 out.fill(0.0);
-                for (t, &p) in sc.iter().enumerate() {
+                for (t, &p) in sc.iter().enumerate().skip(lo) {
                     kernels.kv_add_q8_0(vc.quant_row(g * n_ctx + t), p, out);
                 }
             }
@@ -898,14 +1020,22 @@ impl<'a> Llama<'a> {
 
     /// Causal attention of the batch's tokens. Each group computes the query heads of its KV
     /// heads; its (token, head) pairs are split among its threads.
-    fn attention(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, arith: Arith) {
+    fn attention(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: usize,
+        n: usize,
+        arith: Arith,
+        window: Option<usize>,
+    ) {
         if s.kv_type.block_type().is_some() {
-            return self.attention_quant(pool, s, layer, n);
+            return self.attention_quant(pool, s, layer, n, window);
         }
         let c = &self.config;
         let (hd, n_ctx) = (c.head_dim, s.n_ctx);
         let group = c.n_head / c.n_head_kv;
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = self.kq_scale();
         let q_dim = c.q_dim();
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
         let pos0 = s.pos;
@@ -948,10 +1078,15 @@ impl<'a> Llama<'a> {
                     *d = kv_type.round(v);
                 }
                 let sc = &mut sc[..n_kv];
+                // Keys a sliding window masks: −∞ before the softmax, as ggml's mask makes them
+                // (the softmax keeps its lanes; the value sums add exact zeros for them).
+                let lo = window.map_or(0, |w| n_kv.saturating_sub(w));
+                sc[..lo].fill(f32::NEG_INFINITY);
                 if wide && kq_arith == Arith::Batch {
-                    kernels.att_dot_batch_rows(kf, hd, q16, sc);
+                    kernels.att_dot_batch_rows(&kf[lo * hd..], hd, q16, &mut sc[lo..]);
                 } else {
-                    kc.dots(kernels, kq_arith, (g * n_ctx * hd, hd), q16, hd, sc);
+                    let keys = (g * n_ctx * hd + lo * hd, hd);
+                    kc.dots(kernels, kq_arith, keys, q16, hd, &mut sc[lo..]);
                 }
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {

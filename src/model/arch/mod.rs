@@ -1,0 +1,226 @@
+//! The architecture seam. A family is a [`Recipe`]: which optional tensors its layers carry and
+//! which shared steps its forward pass takes (RoPE pairing, FFN activation, embedding and query
+//! scaling, sliding-window layers). Each family's differences from llama sit in one short file
+//! here; the loader (`weights.rs`) and the forward pass (`forward.rs`) are shared and read only
+//! the recipe, and placement, audit, bench and prefetch read only the weights' matrix list.
+
+mod gemma3;
+mod llama;
+mod qwen2;
+mod qwen3;
+
+use super::error::ModelError;
+use super::gguf::Gguf;
+
+/// A supported architecture (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma3,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 4] = [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3];
+
+    /// The name GGUF files give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    /// "llama, qwen2, qwen3, gemma3" (for messages and help).
+    pub fn names() -> String {
+        Arch::ALL.map(Arch::name).join(", ")
+    }
+
+    /// The family's recipe, reading its own keys (`{arch}.…`) from `g`.
+    pub fn recipe(self, g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
+        match self {
+            Arch::Llama => Ok(llama::recipe()),
+            Arch::Qwen2 => Ok(qwen2::recipe()),
+            Arch::Qwen3 => Ok(qwen3::recipe()),
+            Arch::Gemma3 => gemma3::recipe(g, shape),
+        }
+    }
+}
+
+/// The dimensions a recipe may depend on.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub head_dim: usize,
+}
+
+/// Whether a family's layers carry an optional tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// Never: a file that has it is refused (its arithmetic would be left out).
+    No,
+    /// Used where the file has it.
+    Optional,
+    /// Required.
+    Yes,
+}
+
+/// The optional per-layer tensors of a family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerTensors {
+    /// `attn_{q,k,v}.bias`, added after the projections.
+    pub qkv_bias: Need,
+    /// `attn_output.bias`.
+    pub out_bias: Need,
+    /// `attn_{q,k}_norm.weight`: RMSNorm of every query and key head before RoPE.
+    pub qk_norm: Need,
+    /// `post_attention_norm.weight` and `post_ffw_norm.weight`: RMSNorm of the attention and
+    /// FFN outputs before each residual add.
+    pub post_norms: Need,
+    /// `rope_freqs.weight` (Llama 3 frequency divisors).
+    pub rope_freqs: Need,
+}
+
+/// How RoPE pairs a head's dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Pairs `(2i, 2i+1)` (llama).
+    Normal,
+    /// Pairs `(i, i + n_rot/2)` (GPT-NeoX; Qwen and Gemma).
+    Neox,
+}
+
+/// The gated FFN's activation of the gate projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FfnAct {
+    /// SiLU (SwiGLU).
+    Silu,
+    /// GELU, tanh approximation (GEGLU).
+    GeluTanh,
+}
+
+/// Sliding-window (local) attention layers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Swa {
+    /// A local layer's query at position p attends to keys at p − window < pos ≤ p.
+    pub window: usize,
+    /// Per layer: whether it is local.
+    pub local: Vec<bool>,
+    /// The local layers' RoPE base and position scale.
+    pub freq_base: f32,
+    pub freq_scale: f32,
+}
+
+/// A family's forward pass, as the shared steps read it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    pub tensors: LayerTensors,
+    pub rope: RopeStyle,
+    pub ffn: FfnAct,
+    /// Multiplies the token embeddings (Gemma: √n_embd).
+    pub embd_scale: Option<f32>,
+    /// Multiplies each query before attention, whose softmax then takes scale 1 (Gemma); else
+    /// the softmax scales the scores by 1/√head_dim.
+    pub q_scale: Option<f32>,
+    pub swa: Option<Swa>,
+}
+
+impl Recipe {
+    /// Llama's recipe, which the other families start from.
+    pub(crate) fn llama() -> Recipe {
+        Recipe {
+            tensors: LayerTensors {
+                qkv_bias: Need::Optional,
+                out_bias: Need::Optional,
+                qk_norm: Need::No,
+                post_norms: Need::No,
+                rope_freqs: Need::Optional,
+            },
+            rope: RopeStyle::Normal,
+            ffn: FfnAct::Silu,
+            embd_scale: None,
+            q_scale: None,
+            swa: None,
+        }
+    }
+
+    /// Whether layer `il` attends only within the sliding window.
+    pub fn is_local(&self, il: usize) -> bool {
+        self.swa.as_ref().is_some_and(|s| s.local[il])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::GgmlType;
+    use crate::model::config::Config;
+    use crate::model::synth::{synth_model, SynthSpec};
+
+    fn config(spec: &SynthSpec) -> Config {
+        let bytes = synth_model(spec).to_bytes();
+        Config::from_gguf(&Gguf::parse(&bytes).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_family_reads_its_recipe_from_the_file() {
+        let base = SynthSpec::tiny(GgmlType::F32);
+        let llama = config(&base);
+        assert_eq!(
+            (llama.arch, llama.recipe.clone()),
+            (Arch::Llama, Recipe::llama())
+        );
+
+        let q3 = config(&SynthSpec {
+            arch: Arch::Qwen3,
+            head_dim: 32,
+            ..base.clone()
+        });
+        assert_eq!(q3.arch, Arch::Qwen3);
+        assert_eq!(
+            (q3.head_dim, q3.q_dim()),
+            (32, 128),
+            "key_length, not n_embd/n_head"
+        );
+        assert_eq!(q3.recipe.rope, RopeStyle::Neox);
+        assert_eq!(q3.recipe.tensors.qk_norm, Need::Yes);
+
+        // Gemma 3 with a window and no pattern key: llama.cpp's default, five local of six.
+        let g = config(&SynthSpec {
+            arch: Arch::Gemma3,
+            n_layer: 12,
+            sliding_window: 8,
+            ..base.clone()
+        });
+        let swa = g.recipe.swa.clone().expect("a sliding window");
+        assert_eq!(swa.window, 8);
+        let globals: Vec<usize> = (0..12).filter(|&i| !swa.local[i]).collect();
+        assert_eq!(globals, [5, 11]);
+        assert_eq!(g.recipe.embd_scale, Some((64f32).sqrt()));
+        assert_eq!(g.recipe.q_scale, Some(1.0 / (16f32).sqrt()));
+        assert_eq!((g.recipe.ffn, swa.freq_base), (FfnAct::GeluTanh, 10000.0));
+
+        // An explicit pattern of 2: every other layer local; no window, no local layers.
+        let g2 = config(&SynthSpec {
+            arch: Arch::Gemma3,
+            n_layer: 4,
+            sliding_window: 8,
+            swa_pattern: 2,
+            ..base.clone()
+        });
+        assert_eq!(g2.recipe.swa.unwrap().local, [true, false, true, false]);
+        let g3 = config(&SynthSpec {
+            arch: Arch::Gemma3,
+            ..base
+        });
+        assert!(g3.recipe.swa.is_none() && !g3.recipe.is_local(0));
+    }
+}

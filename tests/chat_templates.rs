@@ -1,0 +1,140 @@
+//! `--chat` prompts tokenize to the ids llama.cpp evaluates: `locus tokenize --chat` against
+//! llama-completion's `--verbose-prompt` for Gemma 3 with `--chat-template gemma` (its file has
+//! no template) and for SmolLM2's own ChatML template with its default system message (as
+//! llama.cpp's Jinja path renders it) or without it (`--chat-template chatml`, llama.cpp's
+//! built-in). Also: the errors for a missing or unknown template, and the help's list.
+
+mod common;
+
+use locus::model::chat::ChatFormat;
+
+/// One golden case: `model \t template \t system \t user \t ids` (`-` for no system message;
+/// template `model` = the model's own template, no `--chat-template`).
+struct Case {
+    model: String,
+    template: String,
+    system: Option<String>,
+    user: String,
+    ids: String,
+}
+
+fn cases() -> Vec<Case> {
+    let text = common::skip::golden_file("chat_prompt_ids.txt");
+    let cases: Vec<Case> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 5, "bad golden line: {l:?}");
+            let ids: Vec<&str> = f[4].split_whitespace().collect();
+            Case {
+                model: f[0].to_string(),
+                template: f[1].to_string(),
+                system: (f[2] != "-").then(|| unescape(f[2])),
+                user: unescape(f[3]),
+                ids: format!("[{}]\n", ids.join(", ")),
+            }
+        })
+        .collect();
+    assert!(!cases.is_empty(), "no cases in chat_prompt_ids.txt");
+    cases
+}
+
+/// The golden file writes a newline in a message as `\n` (and a backslash as `\\`).
+fn unescape(s: &str) -> String {
+    s.replace("\\n", "\n").replace("\\\\", "\\")
+}
+
+fn check_model(name: &str) {
+    let Some(m) = common::model_path(name) else {
+        return;
+    };
+    let mine: Vec<Case> = cases().into_iter().filter(|c| c.model == name).collect();
+    assert!(!mine.is_empty(), "no golden cases for {name}");
+    for c in mine {
+        let mut args = vec!["tokenize", "-m", m.to_str().unwrap(), "--ids", "--chat"];
+        if c.template != "model" {
+            args.extend(["--chat-template", &c.template]);
+        }
+        if let Some(s) = &c.system {
+            args.extend(["--system", s]);
+        }
+        args.extend(["-p", &c.user]);
+        let out = common::locus(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), c.ids, "{args:?}");
+    }
+}
+
+#[test]
+fn gemma_template_ids_match_llama_cpp() {
+    check_model("gemma-3-270m-q4_k_m.gguf");
+}
+
+#[test]
+fn chatml_template_ids_match_llama_cpp() {
+    check_model("SmolLM2-135M-Instruct.Q8_0.gguf");
+}
+
+#[test]
+fn a_model_without_a_template_needs_chat_template() {
+    let Some(m) = common::model_path("gemma-3-270m-q4_k_m.gguf") else {
+        return;
+    };
+    let ms = m.to_str().unwrap();
+    for args in [
+        vec!["tokenize", "-m", ms, "--chat", "-p", "hi"],
+        vec!["run", "-m", ms, "--chat", "-p", "hi", "-n", "1"],
+    ] {
+        let e = common::one_error_line(&common::locus(&args), "no template");
+        assert!(
+            e.contains("no chat template") && e.contains("--chat-template"),
+            "{e}"
+        );
+        for name in ChatFormat::NAMES {
+            assert!(e.contains(name), "{e} lacks {name}");
+        }
+    }
+}
+
+#[test]
+fn an_unknown_template_name_is_a_usage_error() {
+    // Refused while the arguments are read: no model is opened.
+    for cmd in ["run", "tokenize"] {
+        let out = common::locus(&[
+            cmd,
+            "-m",
+            "/nonexistent.gguf",
+            "--chat-template",
+            "Gemma",
+            "-p",
+            "x",
+        ]);
+        let e = common::one_error_line(&out, "unknown template");
+        assert!(
+            e.contains("--chat-template") && e.contains("'Gemma'"),
+            "{e}"
+        );
+        for name in ChatFormat::NAMES {
+            assert!(e.contains(name), "{e} lacks {name}");
+        }
+    }
+}
+
+#[test]
+fn help_lists_every_template() {
+    let out = common::locus(&["run", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let words: Vec<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .collect();
+    for name in ChatFormat::NAMES {
+        assert!(words.contains(&name), "run --help lacks {name}");
+    }
+    assert!(help.contains("--chat-template NAME") && help.contains("--system TEXT"));
+}
