@@ -3,7 +3,10 @@
 //! (`-fa off`) bit for bit, and the greedy continuations of every golden prompt match for 32
 //! steps. The Gemma 3 model has a 16-token sliding window on every other layer (the rest are
 //! global), and its prompts are checked to run past the window, so the local layers' masking
-//! is exercised. Commands in tests/data/golden/README.md ("Families").
+//! is exercised. Its sliding-window cache is llama.cpp's ring of 768 cells; prompt 12 (1903
+//! tokens) fills it twice over, and its logits after the prompt and after 32 decoded tokens
+//! are compared bit for bit too, so the cells are reused in llama.cpp's order. Commands in
+//! tests/data/golden/README.md ("Families").
 
 mod common;
 #[path = "common/golden.rs"]
@@ -35,21 +38,33 @@ const SHAPE: [&str; 15] = [
     "11",
 ];
 
-/// Gemma 3's sliding window in the test model.
-const WINDOW: usize = 16;
+/// A test model's family: (label in the golden files' names, architecture, sliding window, its
+/// extra `gen-model` arguments).
+type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-/// (family, its extra `gen-model` arguments).
-const FAMILIES: [(&str, &[&str]); 3] = [
-    ("qwen2", &[]),
-    ("qwen3", &["--head-dim", "128"]),
+const FAMILIES: [Family; 4] = [
+    ("qwen2", "qwen2", 0, &[]),
+    ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
         "gemma3",
+        "gemma3",
+        16,
         &["--head-dim", "128", "--window", "16", "--swa-pattern", "2"],
+    ),
+    // A window of 256 (a ring of 768 cells at n_ctx 2048), wide enough that a token's keys
+    // from both sides of the ring's wrap meet in the same SIMD lanes of ggml's sums, so only
+    // llama.cpp's cell order gives its bits. Golden data made with its ring (swa_full=false).
+    (
+        "gemma3w",
+        "gemma3",
+        256,
+        &["--head-dim", "128", "--window", "256", "--swa-pattern", "2"],
     ),
 ];
 
-/// (family, type, FNV-1a of the model file): the golden data describe exactly these files.
-const MODELS: [(&str, &str, u64); 9] = [
+/// (family label, type, FNV-1a of the model file): the golden data describe exactly these
+/// files.
+const MODELS: [(&str, &str, u64); 11] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
@@ -59,16 +74,28 @@ const MODELS: [(&str, &str, u64); 9] = [
     ("gemma3", "F32", 0x95f07ded6c2527ab),
     ("gemma3", "Q8_0", 0x7fafb1c9e192875c),
     ("gemma3", "Q4_0", 0x56bdeec23e91a42b),
+    ("gemma3w", "F32", 0x22f309533dd7a00a),
+    ("gemma3w", "Q8_0", 0x3295b75b156b9d15),
 ];
 
 /// The prompts whose full logits were recorded (of tests/data/golden/prompts).
 const LOGIT_PROMPTS: [(usize, &str); 2] = [(1, "01.txt"), (9, "09.txt")];
 
+/// Gemma 3's prompt that wraps the sliding-window ring, whose logits were recorded after the
+/// prompt and after [`STEPS`] decoded tokens.
+const WRAP_PROMPT: (usize, &str) = (12, "12.txt");
+
+/// llama.cpp's sliding-window cache at `n_ctx` 2048 for either window: window + 512 (its
+/// micro-batch) cells, padded to 256.
+const RING_CELLS: usize = 768;
+
 /// Greedy steps compared per prompt.
 const STEPS: usize = 32;
 
-fn golden_logits(tag: &str, idx: usize) -> Vec<f32> {
-    let gz = common::repo_path(&format!("tests/data/golden/logits_{tag}_p{idx:02}.txt.gz"));
+fn golden_logits(tag: &str, idx: usize, suffix: &str) -> Vec<f32> {
+    let gz = common::repo_path(&format!(
+        "tests/data/golden/logits_{tag}_p{idx:02}{suffix}.txt.gz"
+    ));
     assert!(gz.exists(), "golden logits {} are missing", gz.display());
     let out = std::process::Command::new("gzip")
         .arg("-dc")
@@ -83,8 +110,9 @@ fn golden_logits(tag: &str, idx: usize) -> Vec<f32> {
         .collect()
 }
 
-fn check(arch: &str, ty: &str, want_fnv: u64, extra: &[&str]) -> Vec<String> {
-    let tag = format!("fam_{arch}_{ty}");
+fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
+    let &(label, arch, window, extra) = family;
+    let tag = format!("fam_{label}_{ty}");
     let cases = golden::read_greedy(&common::skip::golden_file(&format!("greedy_{tag}.txt")));
     let dir = common::temp_dir(&format!("golden-{tag}"));
     let path = dir.join(format!("{tag}.gguf"));
@@ -111,6 +139,7 @@ fn check(arch: &str, ty: &str, want_fnv: u64, extra: &[&str]) -> Vec<String> {
     let pool = Pool::new(2, |_| {});
     let mut failures = Vec::new();
     let mut past_window = 0;
+    let mut wrapped = 0;
     for case in &cases {
         let ids = l.tokenizer.encode(&case.prompt, true, true);
         assert_eq!(
@@ -118,29 +147,30 @@ fn check(arch: &str, ty: &str, want_fnv: u64, extra: &[&str]) -> Vec<String> {
             "{tag} {}: tokenization differs",
             case.name
         );
-        past_window += usize::from(ids.len() + STEPS > WINDOW);
+        past_window += usize::from(ids.len() + STEPS > window);
         let mut s = l.llama.new_state(2048, pool.threads(), KvType::F16);
         let mut logits = Vec::new();
         l.llama.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
             logits = lg.to_vec()
         });
+        let wraps = window > 0 && case.name == WRAP_PROMPT.1;
         if let Some(&(idx, _)) = LOGIT_PROMPTS.iter().find(|(_, n)| *n == case.name) {
-            let want = golden_logits(&tag, idx);
-            assert_eq!(logits.len(), want.len(), "{tag}: vocabulary size");
-            let differing = logits
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            if differing > 0 {
-                failures.push(format!(
-                    "{tag} {}: {differing} of {} logits differ (first: {} vs {})",
-                    case.name,
-                    want.len(),
-                    logits[0],
-                    want[0]
-                ));
-            }
+            compare(
+                &tag,
+                &case.name,
+                &logits,
+                &golden_logits(&tag, idx, ""),
+                &mut failures,
+            );
+        }
+        if wraps {
+            assert!(
+                ids.len() > RING_CELLS,
+                "{tag}: prompt 12 must wrap the ring"
+            );
+            let want = golden_logits(&tag, WRAP_PROMPT.0, "");
+            compare(&tag, &case.name, &logits, &want, &mut failures);
+            wrapped += 1;
         }
         let mut gen = Vec::new();
         for _ in 0..STEPS.min(case.gen_ids.len()) {
@@ -148,6 +178,11 @@ fn check(arch: &str, ty: &str, want_fnv: u64, extra: &[&str]) -> Vec<String> {
             gen.push(tok);
             l.llama.forward(&pool, &mut s, tok, true);
             logits = s.logits(0).to_vec();
+        }
+        if wraps {
+            let want = golden_logits(&tag, WRAP_PROMPT.0, &format!("_s{STEPS}"));
+            let step = format!("{} after {STEPS} tokens", case.name);
+            compare(&tag, &step, &logits, &want, &mut failures);
         }
         if gen[..] != case.gen_ids[..gen.len()] {
             failures.push(format!(
@@ -157,18 +192,43 @@ fn check(arch: &str, ty: &str, want_fnv: u64, extra: &[&str]) -> Vec<String> {
             ));
         }
     }
-    if arch == "gemma3" {
+    if window > 0 {
         assert!(
-            past_window >= cases.len() / 2,
-            "{tag}: only {past_window} prompts run past the {WINDOW}-token window"
+            past_window >= 1,
+            "{tag}: no prompt runs past the {window}-token window"
+        );
+        assert_eq!(
+            wrapped, 1,
+            "{tag}: prompt {} is not among the cases",
+            WRAP_PROMPT.1
         );
         eprintln!(
-            "{tag}: {past_window} of {} prompts run past the {WINDOW}-token sliding window",
-            cases.len()
+            "{tag}: {past_window} of {} prompts run past the {window}-token sliding window, \
+             prompt {} wraps its ring of {RING_CELLS} cells",
+            cases.len(),
+            WRAP_PROMPT.1
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
     failures
+}
+
+/// Records in `failures` how many of `got`'s logits differ from `want` in their bits.
+fn compare(tag: &str, what: &str, got: &[f32], want: &[f32], failures: &mut Vec<String>) {
+    assert_eq!(got.len(), want.len(), "{tag}: vocabulary size");
+    let differing = got
+        .iter()
+        .zip(want)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    if differing > 0 {
+        failures.push(format!(
+            "{tag} {what}: {differing} of {} logits differ (first: {} vs {})",
+            want.len(),
+            got[0],
+            want[0]
+        ));
+    }
 }
 
 /// The first highest logit (llama.cpp's greedy pick, numpy's argmax).
@@ -185,9 +245,9 @@ fn argmax(x: &[f32]) -> u32 {
 #[test]
 fn every_family_gives_llama_cpp_logits_and_greedy_tokens() {
     let mut failures = Vec::new();
-    for (arch, ty, fnv) in MODELS {
-        let extra = FAMILIES.iter().find(|f| f.0 == arch).unwrap().1;
-        failures.extend(check(arch, ty, fnv, extra));
+    for (label, ty, fnv) in MODELS {
+        let family = FAMILIES.iter().find(|f| f.0 == label).unwrap();
+        failures.extend(check(family, ty, fnv));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

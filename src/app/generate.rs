@@ -152,6 +152,15 @@ pub fn generate(
     // The cache first: a context no memory holds fails here, before a prompt file sized by it
     // is read.
     let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    if opts.verbose {
+        let bytes = l.llama.state_bytes(n_ctx, pool.threads(), opts.kv_type);
+        crate::diagln!(
+            "kv cache: {:.1} MiB ({}; {})",
+            bytes.map_or(0.0, |b| b.kv as f64 / (1024.0 * 1024.0)),
+            opts.kv_type.name(),
+            l.llama.kv_layout(n_ctx)
+        );
+    }
     let text = prompt_text(l, opts, &read_prompt(l, &opts.prompt, n_ctx)?)?;
     let prompt = l.tokenizer.encode(&text, true, true);
     if prompt.is_empty() {

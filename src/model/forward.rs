@@ -16,14 +16,18 @@
 //! node's copy or shard). Attention deals out (token, head) pairs. A row's value never depends on which thread computed it or which copy it was
 //! read from, so outputs are identical for any thread count and placement.
 
+mod attention;
+
 use super::arch::{FfnAct, RopeStyle};
 use super::config::Config;
+use super::kv::KvBuf;
 pub use super::kv::{Arith, KvType};
-use super::kv::{KvBuf, KV_PAD};
+use super::swa::SwaCells;
 use super::weights::{Layer, Matrix, Tensor, Weights};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
+use attention::Rows;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Tokens evaluated together in one batch (weight reuse factor for prefill).
@@ -49,12 +53,17 @@ pub struct State {
     /// Tokens already in the cache.
     pub pos: usize,
     kv_type: KvType,
-    /// Per layer: keys, head-major (`n_head_kv × n_ctx × head_dim`), so each KV head's keys
-    /// are one contiguous block.
+    /// Per layer: keys, head-major (`n_head_kv × cells × head_dim`), so each KV head's keys
+    /// are one contiguous block. A global layer has a cell per position (`n_ctx`), a
+    /// sliding-window layer the ring of `swa`.
     k: Vec<KvBuf>,
-    /// Per layer: `kv_dim × n_ctx` values, transposed (each channel's history contiguous, so
+    /// Per layer: `kv_dim × cells` values, transposed (each channel's history contiguous, so
     /// each KV head's values are one contiguous block too).
     v: Vec<KvBuf>,
+    /// The sliding-window layers' cells, where the family has such layers.
+    swa: Option<SwaCells>,
+    /// The current batch's cells: `[global layers, sliding-window layers]`.
+    rows: [Rows; 2],
     // Batch activations, row-major `MAX_BATCH × width`.
     x: Vec<f32>,
     xn: Vec<f32>,
@@ -68,6 +77,8 @@ pub struct State {
     /// Per thread: attention scores and the rounded query row.
     scratch: Vec<f32>,
     scratch_stride: usize,
+    /// The longest score row of any layer (its cache's cells).
+    scratch_cells: usize,
     acts: BatchActs,
     rope_cache: Vec<(f32, f32)>,
     /// The same for the sliding-window layers' RoPE.
@@ -95,6 +106,9 @@ impl State {
     /// Empties the cache (a new sequence starts at position 0).
     pub fn reset(&mut self) {
         self.pos = 0;
+        if let Some(swa) = &mut self.swa {
+            swa.reset();
+        }
     }
 
     /// Makes every forward step poll `flag` between its matmul steps and stop early once it
@@ -353,16 +367,32 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// The elements of one thread's attention scratch: scores (n_ctx), a rounded query
-    /// (head_dim), and one KV head's keys and values widened to f32 (n_ctx × head_dim each;
-    /// only a batch's reach is touched). `None` on overflow.
-    fn scratch_stride(&self, n_ctx: usize) -> Option<usize> {
+    /// The elements of one thread's attention scratch: scores (`cells`, the longest row), a
+    /// rounded query (head_dim), and one KV head's keys and values widened to f32 (cells ×
+    /// head_dim each; only a batch's reach is touched). `None` on overflow.
+    fn scratch_stride(&self, cells: usize) -> Option<usize> {
         let hd = self.config.head_dim;
-        n_ctx
+        cells
             .checked_mul(hd)?
             .checked_mul(2)?
-            .checked_add(n_ctx)?
+            .checked_add(cells)?
             .checked_add(hd)
+    }
+
+    /// Cells per KV head of each layer's cache in a context of `n_ctx`: `n_ctx` for a global
+    /// layer, the sliding-window ring's size for a local one.
+    fn layer_cells(&self, n_ctx: usize) -> impl Iterator<Item = usize> + '_ {
+        let ring = self.swa_cells(n_ctx);
+        (0..self.config.n_layer).map(move |il| match ring {
+            Some(cells) if self.config.recipe.is_local(il) => cells,
+            _ => n_ctx,
+        })
+    }
+
+    /// The sliding-window ring's size in a context of `n_ctx`, where the family has one.
+    fn swa_cells(&self, n_ctx: usize) -> Option<usize> {
+        let swa = self.config.recipe.swa.as_ref()?;
+        Some(SwaCells::size_for(n_ctx, swa.window))
     }
 
     /// What a state for `n_ctx` tokens and `n_threads` threads takes, or `None` where the sizes
@@ -374,16 +404,35 @@ impl<'a> Model<'a> {
         kv_type: KvType,
     ) -> Option<StateBytes> {
         let c = &self.config;
-        let kv = (n_ctx as u64)
-            .checked_mul(c.n_head_kv as u64)?
-            .checked_mul(kv_type.row_bytes(c.head_dim) as u64)?
-            .checked_mul(2 * c.n_layer as u64)?;
-        let scratch = (self.scratch_stride(n_ctx)? as u64)
+        let head_row = (c.n_head_kv as u64).checked_mul(kv_type.row_bytes(c.head_dim) as u64)?;
+        let mut kv = 0u64;
+        for cells in self.layer_cells(n_ctx) {
+            let layer = (cells as u64).checked_mul(head_row)?;
+            // Every buffer must also be addressable.
+            if layer > isize::MAX as u64 {
+                return None;
+            }
+            kv = kv.checked_add(layer.checked_mul(2)?)?;
+        }
+        let cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
+        let scratch = (self.scratch_stride(cells)? as u64)
             .checked_mul(n_threads.max(1) as u64)?
             .checked_mul(4)?;
-        // Every buffer must also be addressable.
-        (kv / (2 * c.n_layer.max(1) as u64) <= isize::MAX as u64 && scratch <= isize::MAX as u64)
-            .then_some(StateBytes { kv, scratch })
+        (scratch <= isize::MAX as u64).then_some(StateBytes { kv, scratch })
+    }
+
+    /// The KV cache's shape in a context of `n_ctx`, for `--verbose`: how many layers keep a
+    /// cell per position and how many keep the sliding-window ring, and its cells.
+    pub fn kv_layout(&self, n_ctx: usize) -> String {
+        let n = self.config.n_layer;
+        let local = (0..n).filter(|&il| self.config.recipe.is_local(il)).count();
+        match self.swa_cells(n_ctx) {
+            Some(ring) if local > 0 => format!(
+                "{} global layers × {n_ctx} cells, {local} sliding-window layers × {ring} cells",
+                n - local
+            ),
+            _ => format!("{n} layers × {n_ctx} cells"),
+        }
     }
 
     /// A fresh sequence state with room for `n_ctx` tokens, scratch sized for `n_threads`.
@@ -429,15 +478,20 @@ impl<'a> Model<'a> {
         if crate::sys::memory::physical_bytes().is_some_and(|m| sizes.total() > m) {
             return Err(too_big(None));
         }
-        let scratch_stride = self.scratch_stride(n_ctx).ok_or(too_big(None))?;
-        let kv_len = n_ctx * c.kv_dim();
+        let scratch_cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
+        let scratch_stride = self.scratch_stride(scratch_cells).ok_or(too_big(None))?;
         let mut k = Vec::with_capacity(c.n_layer);
         let mut v = Vec::with_capacity(c.n_layer);
-        for _ in 0..c.n_layer {
-            let hd = c.head_dim;
-            k.push(KvBuf::try_new(kv_type, kv_len, hd).ok_or(too_big(Some(sizes.total())))?);
-            v.push(KvBuf::try_new(kv_type, kv_len, hd).ok_or(too_big(Some(sizes.total())))?);
+        for cells in self.layer_cells(n_ctx) {
+            let (len, hd) = (cells * c.kv_dim(), c.head_dim);
+            k.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
+            v.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
         }
+        let swa = c
+            .recipe
+            .swa
+            .as_ref()
+            .map(|w| SwaCells::new(n_ctx, w.window));
         let scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * scratch_stride)
             .ok_or(too_big(Some(sizes.total())))?;
         Ok(State {
@@ -446,6 +500,8 @@ impl<'a> Model<'a> {
             kv_type,
             k,
             v,
+            swa,
+            rows: Default::default(),
             x: vec![0.0; b * c.n_embd],
             xn: vec![0.0; b * c.n_embd],
             q: vec![0.0; b * c.q_dim()],
@@ -457,6 +513,7 @@ impl<'a> Model<'a> {
             tmp: vec![0.0; b * c.n_embd],
             scratch,
             scratch_stride,
+            scratch_cells,
             acts: BatchActs::new(),
             rope_cache: Vec::with_capacity(b * c.n_rot / 2),
             rope_cache_local: Vec::new(),
@@ -660,6 +717,14 @@ impl<'a> Model<'a> {
                 x.iter_mut().for_each(|v| *v *= scale);
             }
         }
+        // The cells of the batch: a new micro-batch first takes its sliding-window cells.
+        s.rows[0].fill_linear(s.n_ctx, s.pos, n);
+        if let Some(swa) = &mut s.swa {
+            if at.1 == 0 {
+                swa.place(s.pos, at.0);
+            }
+            s.rows[1].fill_ring(swa, at.1, s.pos, n);
+        }
         s.rope_cache.clear();
         s.rope_cache_local.clear();
         for b in 0..n {
@@ -694,9 +759,8 @@ impl<'a> Model<'a> {
             );
             let local = c.recipe.is_local(li);
             self.qkv_steps(pool, s, layer, local, n);
-            self.store_kv(pool, s, li, n);
-            let window = local.then(|| c.recipe.swa.as_ref().map_or(0, |w| w.window));
-            self.attention(pool, s, li, n, arith, window);
+            self.store_kv(pool, s, li, n, local);
+            self.attention(pool, s, li, n, arith, local);
             if s.check_stop() {
                 return;
             }
@@ -875,231 +939,6 @@ impl<'a> Model<'a> {
             }
             if let Some(scale) = c.recipe.q_scale {
                 q.iter_mut().for_each(|v| *v *= scale);
-            }
-        });
-    }
-
-    /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
-    /// node's threads store (first touch: on their node) and read their heads' cache.
-    fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
-        rows_of_group(self.config.n_head_kv, &pool.groups()[group], pool.threads())
-    }
-
-    /// Stores the batch's keys and values: each group writes its KV heads' channels, split
-    /// among its threads.
-    fn store_kv(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
-        if s.kv_type.block_type().is_some() {
-            return self.store_kv_rows(pool, s, layer, n);
-        }
-        let c = &self.config;
-        let (kv_dim, hd, n_ctx, pos0) = (c.kv_dim(), c.head_dim, s.n_ctx, s.pos);
-        let kw = s.k[layer].writer();
-        let vw = s.v[layer].writer();
-        let (kcur, vcur) = (&s.kcur, &s.vcur);
-        pool.run(&|tid| {
-            let g = pool.group_of(tid);
-            let (h0, h1) = self.kv_heads_of_group(pool, g);
-            let threads = &pool.groups()[g];
-            let (c0, c1) = split((h1 - h0) * hd, tid - threads.start, threads.len());
-            for ch in h0 * hd + c0..h0 * hd + c1 {
-                let (head, d) = (ch / hd, ch % hd);
-                for b in 0..n {
-                    let pos = pos0 + b;
-                    // SAFETY: channel `ch` belongs to this thread alone (its group's heads,
-                    // split among the group's threads), so these elements are its alone.
-                    unsafe {
-                        kw.set((head * n_ctx + pos) * hd + d, kcur[b * kv_dim + ch]);
-                        vw.set(ch * n_ctx + pos, vcur[b * kv_dim + ch]);
-                    }
-                }
-            }
-        });
-    }
-
-    /// The (token, query head) items of thread `tid` in an attention step over `n` tokens: its
-    /// group's KV heads' query heads, KV-head-major, dealt round-robin among the group's threads
-    /// (a later token attends over more keys, so contiguous shares would leave the first
-    /// threads idle); `None` when it has none.
-    fn attention_items(&self, pool: &Pool, tid: usize, n: usize) -> Option<Items> {
-        let c = &self.config;
-        let grp = pool.group_of(tid);
-        let (g0, g1) = self.kv_heads_of_group(pool, grp);
-        let threads = &pool.groups()[grp];
-        let count = n * (g1 - g0) * (c.n_head / c.n_head_kv);
-        let first = tid - threads.start;
-        (first < count).then_some(Items {
-            g0,
-            first,
-            count,
-            step: threads.len(),
-        })
-    }
-
-    /// A quantized cache's store: each group quantizes its KV heads' rows (one head's values
-    /// of one token), split among its threads. Keys and values are both head-major, row
-    /// `head * n_ctx + pos`.
-    fn store_kv_rows(&self, pool: &Pool, s: &mut State, layer: usize, n: usize) {
-        let c = &self.config;
-        let (kv_dim, hd, n_ctx, pos0) = (c.kv_dim(), c.head_dim, s.n_ctx, s.pos);
-        let kw = s.k[layer].row_writer();
-        let vw = s.v[layer].row_writer();
-        let (kcur, vcur) = (&s.kcur, &s.vcur);
-        pool.run(&|tid| {
-            let g = pool.group_of(tid);
-            let (h0, h1) = self.kv_heads_of_group(pool, g);
-            let threads = &pool.groups()[g];
-            let (r0, r1) = split((h1 - h0) * n, tid - threads.start, threads.len());
-            for item in r0..r1 {
-                let (head, b) = (h0 + item / n, item % n);
-                let row = head * n_ctx + pos0 + b;
-                let at = b * kv_dim + head * hd;
-                // SAFETY: row (head, token) belongs to this thread alone (its group's heads'
-                // rows of this batch, split among the group's threads).
-                unsafe {
-                    kw.set_row(row, &kcur[at..at + hd]);
-                    vw.set_row(row, &vcur[at..at + hd]);
-                }
-            }
-        });
-    }
-
-    /// Attention over a quantized cache (see `kv.rs`): each score is ggml's `vec_dot` of the
-    /// key row with the query quantized to q8_0 (all of a head's rows in one matrix-vector
-    /// run, whose every output equals the single dot); each output is the sum over positions
-    /// of the value row's values times its probability, in f32, in position order
-    /// ([`crate::kernels::ops::add_scaled_q8_0`]).
-    fn attention_quant(
-        &self,
-        pool: &Pool,
-        s: &mut State,
-        layer: usize,
-        n: usize,
-        window: Option<usize>,
-    ) {
-        let c = &self.config;
-        let (hd, n_ctx, q_dim) = (c.head_dim, s.n_ctx, c.q_dim());
-        let group = c.n_head / c.n_head_kv;
-        let scale = self.kq_scale();
-        let ty = s.kv_type.block_type().expect("a quantized cache");
-        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
-        let pos0 = s.pos;
-        let stride = s.scratch_stride;
-        let att = Out::new(&mut s.att);
-        let scratch = Out::new(&mut s.scratch);
-        let kernels = &self.kernels;
-        pool.run(&|tid| {
-            let Some(it) = self.attention_items(pool, tid, n) else {
-                return;
-            };
-            // SAFETY: each thread uses its own scratch row.
-            let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
-            let sc = &mut mine[..n_ctx];
-            let mut act = ActRow::new_for(ty);
-            let per_kv_head = n * group;
-            for item in (it.first..it.count).step_by(it.step) {
-                let g = it.g0 + item / per_kv_head;
-                let (b, h) = (item % per_kv_head / group, g * group + item % group);
-                let n_kv = pos0 + b + 1;
-                kernels.quantize_act(&mut act, &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd]);
-                let sc = &mut sc[..n_kv];
-                let lo = window.map_or(0, |w| n_kv.saturating_sub(w));
-                sc[..lo].fill(f32::NEG_INFINITY);
-                let keys = kc.quant_rows(g * n_ctx + lo, n_kv - lo);
-                kernels.gemv(ty, SumOrder::Lanes, keys, &act, &mut sc[lo..]);
-                kernels.softmax(sc, scale);
-                let at = b * q_dim + h * hd;
-                // SAFETY: output (b, h) belongs to this thread's items alone.
-                let out = unsafe { att.slice(at, at + hd) };
-                out.fill(0.0);
-                for (t, &p) in sc.iter().enumerate().skip(lo) {
-                    kernels.kv_add_q8_0(vc.quant_row(g * n_ctx + t), p, out);
-                }
-            }
-        });
-    }
-
-    /// Causal attention of the batch's tokens. Each group computes the query heads of its KV
-    /// heads; its (token, head) pairs are split among its threads.
-    fn attention(
-        &self,
-        pool: &Pool,
-        s: &mut State,
-        layer: usize,
-        n: usize,
-        arith: Arith,
-        window: Option<usize>,
-    ) {
-        if s.kv_type.block_type().is_some() {
-            return self.attention_quant(pool, s, layer, n, window);
-        }
-        let c = &self.config;
-        let (hd, n_ctx) = (c.head_dim, s.n_ctx);
-        let group = c.n_head / c.n_head_kv;
-        let scale = self.kq_scale();
-        let q_dim = c.q_dim();
-        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
-        let pos0 = s.pos;
-        // ggml's padded KV length for this micro-batch (cells used after it, rounded up).
-        let kv_pad = (pos0 + n).div_ceil(KV_PAD) * KV_PAD;
-        // tinyBLAS needs rows of whole 16-lane steps; otherwise ggml falls back to vector dots.
-        let kq_arith = if hd % 16 == 0 { arith } else { Arith::Single };
-        let kv_type = s.kv_type;
-        let stride = s.scratch_stride;
-        let att = Out::new(&mut s.att);
-        let scratch = Out::new(&mut s.scratch);
-        let kernels = &self.kernels;
-        pool.run(&|tid| {
-            let Some(it) = self.attention_items(pool, tid, n) else {
-                return;
-            };
-            // SAFETY: each thread uses its own scratch row.
-            let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
-            let (sc, rest) = mine.split_at_mut(n_ctx);
-            let (q16, rest) = rest.split_at_mut(hd);
-            let (kf, vf) = rest.split_at_mut(n_ctx * hd);
-            // A batch widens each KV head's f16 keys and values to f32 once (exact), for all
-            // its (token, head) items, instead of once per dot.
-            let wide = arith == Arith::Batch && kv_type == KvType::F16;
-            let mut widened = None;
-            // Items KV-head-major (so each thread widens each head once), dealt round-robin.
-            let per_kv_head = n * group;
-            for item in (it.first..it.count).step_by(it.step) {
-                let g = it.g0 + item / per_kv_head;
-                let (b, h) = (item % per_kv_head / group, g * group + item % group);
-                let n_kv = pos0 + b + 1;
-                if wide && widened != Some(g) {
-                    let reach = pos0 + n;
-                    kc.widen_rows(kernels, (g * n_ctx * hd, hd), (reach, hd), kf);
-                    vc.widen_rows(kernels, (g * hd * n_ctx, n_ctx), (hd, reach), vf);
-                    widened = Some(g);
-                }
-                let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
-                for (d, &v) in q16.iter_mut().zip(qrow) {
-                    *d = kv_type.round(v);
-                }
-                let sc = &mut sc[..n_kv];
-                // Keys a sliding window masks: −∞ before the softmax, as ggml's mask makes them
-                // (the softmax keeps its lanes; the value sums add exact zeros for them).
-                let lo = window.map_or(0, |w| n_kv.saturating_sub(w));
-                sc[..lo].fill(f32::NEG_INFINITY);
-                if wide && kq_arith == Arith::Batch {
-                    kernels.att_dot_batch_rows(&kf[lo * hd..], hd, q16, &mut sc[lo..]);
-                } else {
-                    let keys = (g * n_ctx * hd + lo * hd, hd);
-                    kc.dots(kernels, kq_arith, keys, q16, hd, &mut sc[lo..]);
-                }
-                kernels.softmax(sc, scale);
-                for p in sc.iter_mut() {
-                    *p = kv_type.round(*p);
-                }
-                let at = b * q_dim + h * hd;
-                // SAFETY: output (b, h) belongs to this thread's items alone.
-                let out = unsafe { att.slice(at, at + hd) };
-                if wide {
-                    kernels.att_dot_batch_rows(vf, n_ctx, sc, out);
-                } else {
-                    vc.dots(kernels, arith, (g * hd * n_ctx, n_ctx), sc, kv_pad, out);
-                }
             }
         });
     }

@@ -212,6 +212,18 @@ impl KvBuf {
         })
     }
 
+    /// The values the buffer holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            KvBuf::F16(b) => b.len(),
+            KvBuf::F32(b) => b.len(),
+            KvBuf::Quant { ty, row, bytes } => {
+                bytes.len() / row * (row / ty.block_bytes()) * ty.block_size()
+            }
+        }
+    }
+
     /// Row `r` of a quantized buffer.
     ///
     /// # Panics

@@ -11,6 +11,7 @@ pub mod kv;
 pub mod quant_mix;
 pub mod quantize;
 pub mod sampler;
+mod swa;
 pub mod synth;
 pub mod tokenizer;
 pub mod weights;

@@ -4,6 +4,7 @@
 
 Usage:
   python3 gen_greedy.py MODEL.gguf QUANT_LABEL OUT.txt [--logits N,N,...] [--logits-dir DIR]
+                        [--logits-step S] [--swa-ring]
 
 For every prompts/NN.txt (exact bytes) next to this script:
   * tokenize like llama.cpp's completion tool: add_special=True (BOS only if
@@ -16,6 +17,11 @@ For every prompts/NN.txt (exact bytes) next to this script:
 With --logits, the full float32 logits row after prompt evaluation (the one
 used to pick the first generated token) is written, one value per line
 ('%.9g', round-trips float32), gzipped, to DIR/logits_<QUANT>_pNN.txt.gz.
+With --logits-step S, those prompts' rows before greedy step S (after S
+decoded tokens) are written too, to DIR/logits_<QUANT>_pNN_sSS.txt.gz.
+With --swa-ring, sliding-window layers keep llama.cpp's ring of window +
+n_ubatch cells (swa_full=False, as its command-line tools do); without it,
+the library's default, a cache as long as the context (swa_full=True).
 """
 import base64
 import gzip
@@ -34,6 +40,8 @@ def main():
     model, quant, out = sys.argv[1], sys.argv[2], sys.argv[3]
     logits_for = set()
     logits_dir = HERE
+    logits_step = None
+    swa_full = True
     args = sys.argv[4:]
     while args:
         a = args.pop(0)
@@ -41,10 +49,14 @@ def main():
             logits_for = {int(x) for x in args.pop(0).split(",")}
         elif a == "--logits-dir":
             logits_dir = args.pop(0)
+        elif a == "--logits-step":
+            logits_step = int(args.pop(0))
+        elif a == "--swa-ring":
+            swa_full = False
         else:
             raise SystemExit("unknown arg " + a)
 
-    llm = Llama(model_path=model, n_ctx=2048, n_threads=2, verbose=True)
+    llm = Llama(model_path=model, n_ctx=2048, n_threads=2, verbose=True, swa_full=swa_full)
     n_vocab = llm.n_vocab()
     sys.stderr.write(
         "PARAMS n_ctx=%d n_batch=%d n_ubatch=%d n_threads=%d n_threads_batch=%d "
@@ -76,8 +88,11 @@ def main():
         gen, gaps = [], []
         for step in range(N_STEPS):
             row = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy()
-            if step == 0 and idx in logits_for:
-                path = os.path.join(logits_dir, "logits_%s_p%02d.txt.gz" % (quant, idx))
+            if step in (0, logits_step) and idx in logits_for:
+                suffix = "" if step == 0 else "_s%02d" % step
+                path = os.path.join(
+                    logits_dir, "logits_%s_p%02d%s.txt.gz" % (quant, idx, suffix)
+                )
                 with gzip.GzipFile(path, "wb", mtime=0) as g:
                     g.write("".join("%.9g\n" % float(v) for v in row).encode())
             tok = int(np.argmax(row))
@@ -99,7 +114,7 @@ def main():
         sys.stderr.write("done %s: %d prompt tokens\n" % (name, len(ids)))
     header = (
         "# greedy golden data; model=%s quant=%s llama.cpp=0c1e57098 (llama-cpp-python %s)\n"
-        "# n_ctx=2048 n_threads=2 n_batch=%d n_ubatch=%d flash_attn=%s type_k=%d type_v=%d steps=%d\n\n"
+        "# n_ctx=2048 n_threads=2 n_batch=%d n_ubatch=%d flash_attn=%s type_k=%d type_v=%d steps=%d%s\n\n"
         % (
             os.path.basename(model),
             quant,
@@ -110,6 +125,7 @@ def main():
             llm.context_params.type_k,
             llm.context_params.type_v,
             N_STEPS,
+            "" if swa_full else " swa_full=false",
         )
     )
     with open(out, "w") as f:

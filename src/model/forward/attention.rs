@@ -1,0 +1,351 @@
+//! Attention over the KV cache: storing a batch's keys and values, and each (token, head)
+//! pair's scores, softmax and weighted values.
+//!
+//! A layer's cache is a row of cells per KV head. The global layers keep one cell per
+//! position; the sliding-window layers keep a ring ([`SwaCells`]) placed as llama.cpp places
+//! it. Either way a token's scores form a row over cells `0..len` in cell order, the cells it
+//! does not see set to −∞ (exact zeros after the softmax, as ggml's mask makes them), so the
+//! sums run in llama.cpp's order.
+
+use super::{Items, Model, Out, State};
+use crate::kernels::SumOrder;
+use crate::model::kv::{Arith, KvType, KV_PAD};
+use crate::model::swa::SwaCells;
+use crate::pool::{rows_of_group, split, Pool};
+
+/// Where one kind of layer (global or sliding-window) keeps a batch's tokens and which cells
+/// each token reads; filled once per batch, shared by every layer of that kind.
+#[derive(Default)]
+pub(super) struct Rows {
+    /// Cells per KV head in this kind of layer's cache (the row stride).
+    pub(super) cap: usize,
+    /// Per token: the cell its key and value go to.
+    cell: Vec<usize>,
+    /// Per token: the length of its score row (cells `0..len`).
+    len: Vec<usize>,
+    /// Per token: where its runs of visible cells end in `runs`.
+    ends: Vec<usize>,
+    /// Runs `[start, end)` of cells the tokens see, token after token.
+    runs: Vec<(usize, usize)>,
+    /// Cells that any token's row covers.
+    reach: usize,
+    /// ggml's padded row length for the batch (llama.cpp's `n_kv`).
+    kv_pad: usize,
+}
+
+impl Rows {
+    /// The global layers' rows for `n` tokens at `pos0..`: cell = position, every earlier
+    /// position seen.
+    pub(super) fn fill_linear(&mut self, cap: usize, pos0: usize, n: usize) {
+        self.clear(cap);
+        for b in 0..n {
+            let p = pos0 + b;
+            self.cell.push(p);
+            self.len.push(p + 1);
+            self.runs.push((0, p + 1));
+            self.ends.push(self.runs.len());
+        }
+        self.reach = pos0 + n;
+        self.kv_pad = (pos0 + n).div_ceil(KV_PAD) * KV_PAD;
+    }
+
+    /// The sliding-window layers' rows for `n` tokens at `pos0..`, the `first`-th token of
+    /// their micro-batch onwards, whose cells `swa` has placed.
+    pub(super) fn fill_ring(&mut self, swa: &SwaCells, first: usize, pos0: usize, n: usize) {
+        self.clear(swa.size());
+        let len = swa.used_end();
+        for b in 0..n {
+            self.cell.push(swa.slot(first + b));
+            self.len.push(len);
+            swa.visible(pos0 + b, &mut self.runs);
+            self.ends.push(self.runs.len());
+        }
+        self.reach = len;
+        self.kv_pad = swa.n_kv();
+    }
+
+    fn clear(&mut self, cap: usize) {
+        self.cap = cap;
+        self.cell.clear();
+        self.len.clear();
+        self.ends.clear();
+        self.runs.clear();
+    }
+
+    /// Token `b`'s runs of visible cells.
+    fn runs(&self, b: usize) -> &[(usize, usize)] {
+        let start = if b == 0 { 0 } else { self.ends[b - 1] };
+        &self.runs[start..self.ends[b]]
+    }
+}
+
+impl Model<'_> {
+    /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
+    /// node's threads store (first touch: on their node) and read their heads' cache.
+    fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
+        rows_of_group(self.config.n_head_kv, &pool.groups()[group], pool.threads())
+    }
+
+    /// Stores the batch's keys and values in their cells (`local`: the sliding-window
+    /// layers' ring): each group writes its KV heads' channels, split among its threads.
+    pub(super) fn store_kv(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, local: bool) {
+        if s.kv_type.block_type().is_some() {
+            return self.store_kv_rows(pool, s, layer, n, local);
+        }
+        let c = &self.config;
+        let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
+        let rows = &s.rows[usize::from(local)];
+        let cap = rows.cap;
+        let kw = s.k[layer].writer();
+        let vw = s.v[layer].writer();
+        let (kcur, vcur) = (&s.kcur, &s.vcur);
+        pool.run(&|tid| {
+            let g = pool.group_of(tid);
+            let (h0, h1) = self.kv_heads_of_group(pool, g);
+            let threads = &pool.groups()[g];
+            let (c0, c1) = split((h1 - h0) * hd, tid - threads.start, threads.len());
+            for ch in h0 * hd + c0..h0 * hd + c1 {
+                let (head, d) = (ch / hd, ch % hd);
+                for (b, &cell) in rows.cell[..n].iter().enumerate() {
+                    // SAFETY: channel `ch` belongs to this thread alone (its group's heads,
+                    // split among the group's threads), so these elements are its alone.
+                    unsafe {
+                        kw.set((head * cap + cell) * hd + d, kcur[b * kv_dim + ch]);
+                        vw.set(ch * cap + cell, vcur[b * kv_dim + ch]);
+                    }
+                }
+            }
+        });
+    }
+
+    /// The (token, query head) items of thread `tid` in an attention step over `n` tokens: its
+    /// group's KV heads' query heads, KV-head-major, dealt round-robin among the group's threads
+    /// (a later token attends over more keys, so contiguous shares would leave the first
+    /// threads idle); `None` when it has none.
+    fn attention_items(&self, pool: &Pool, tid: usize, n: usize) -> Option<Items> {
+        let c = &self.config;
+        let grp = pool.group_of(tid);
+        let (g0, g1) = self.kv_heads_of_group(pool, grp);
+        let threads = &pool.groups()[grp];
+        let count = n * (g1 - g0) * (c.n_head / c.n_head_kv);
+        let first = tid - threads.start;
+        (first < count).then_some(Items {
+            g0,
+            first,
+            count,
+            step: threads.len(),
+        })
+    }
+
+    /// A quantized cache's store: each group quantizes its KV heads' rows (one head's values
+    /// of one token), split among its threads. Keys and values are both head-major, row
+    /// `head * cap + cell`.
+    fn store_kv_rows(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, local: bool) {
+        let c = &self.config;
+        let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
+        let rows = &s.rows[usize::from(local)];
+        let cap = rows.cap;
+        let kw = s.k[layer].row_writer();
+        let vw = s.v[layer].row_writer();
+        let (kcur, vcur) = (&s.kcur, &s.vcur);
+        pool.run(&|tid| {
+            let g = pool.group_of(tid);
+            let (h0, h1) = self.kv_heads_of_group(pool, g);
+            let threads = &pool.groups()[g];
+            let (r0, r1) = split((h1 - h0) * n, tid - threads.start, threads.len());
+            for item in r0..r1 {
+                let (head, b) = (h0 + item / n, item % n);
+                let row = head * cap + rows.cell[b];
+                let at = b * kv_dim + head * hd;
+                // SAFETY: row (head, token) belongs to this thread alone (its group's heads'
+                // rows of this batch, split among the group's threads).
+                unsafe {
+                    kw.set_row(row, &kcur[at..at + hd]);
+                    vw.set_row(row, &vcur[at..at + hd]);
+                }
+            }
+        });
+    }
+
+    /// Attention over a quantized cache (see `kv.rs`): each score is ggml's `vec_dot` of the
+    /// key row with the query quantized to q8_0 (all of a run's rows in one matrix-vector
+    /// run, whose every output equals the single dot); each output is the sum over the cells
+    /// seen of the value row's values times its probability, in f32, in cell order
+    /// ([`crate::kernels::ops::add_scaled_q8_0`]).
+    fn attention_quant(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, local: bool) {
+        let c = &self.config;
+        let (hd, q_dim) = (c.head_dim, c.q_dim());
+        let group = c.n_head / c.n_head_kv;
+        let scale = self.kq_scale();
+        let ty = s.kv_type.block_type().expect("a quantized cache");
+        let rows = &s.rows[usize::from(local)];
+        let cap = rows.cap;
+        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
+        let stride = s.scratch_stride;
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let kernels = &self.kernels;
+        pool.run(&|tid| {
+            let Some(it) = self.attention_items(pool, tid, n) else {
+                return;
+            };
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
+            let mut act = crate::kernels::ActRow::new_for(ty);
+            let per_kv_head = n * group;
+            for item in (it.first..it.count).step_by(it.step) {
+                let g = it.g0 + item / per_kv_head;
+                let (b, h) = (item % per_kv_head / group, g * group + item % group);
+                kernels.quantize_act(&mut act, &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd]);
+                let sc = &mut mine[..rows.len[b]];
+                sc.fill(f32::NEG_INFINITY);
+                for &(lo, hi) in rows.runs(b) {
+                    let keys = kc.quant_rows(g * cap + lo, hi - lo);
+                    kernels.gemv(ty, SumOrder::Lanes, keys, &act, &mut sc[lo..hi]);
+                }
+                kernels.softmax(sc, scale);
+                let at = b * q_dim + h * hd;
+                // SAFETY: output (b, h) belongs to this thread's items alone.
+                let out = unsafe { att.slice(at, at + hd) };
+                out.fill(0.0);
+                for &(lo, hi) in rows.runs(b) {
+                    for (t, &p) in sc.iter().enumerate().take(hi).skip(lo) {
+                        kernels.kv_add_q8_0(vc.quant_row(g * cap + t), p, out);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Causal attention of the batch's tokens (`local`: over the sliding-window layers'
+    /// ring). Each group computes the query heads of its KV heads; its (token, head) pairs are
+    /// split among its threads.
+    pub(super) fn attention(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: usize,
+        n: usize,
+        arith: Arith,
+        local: bool,
+    ) {
+        if s.kv_type.block_type().is_some() {
+            return self.attention_quant(pool, s, layer, n, local);
+        }
+        let c = &self.config;
+        let hd = c.head_dim;
+        let group = c.n_head / c.n_head_kv;
+        let scale = self.kq_scale();
+        let q_dim = c.q_dim();
+        let rows = &s.rows[usize::from(local)];
+        let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
+        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
+        // tinyBLAS needs rows of whole 16-lane steps; otherwise ggml falls back to vector dots.
+        let kq_arith = if hd.is_multiple_of(16) {
+            arith
+        } else {
+            Arith::Single
+        };
+        let kv_type = s.kv_type;
+        let (stride, cells) = (s.scratch_stride, s.scratch_cells);
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let kernels = &self.kernels;
+        pool.run(&|tid| {
+            let Some(it) = self.attention_items(pool, tid, n) else {
+                return;
+            };
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
+            let (sc, rest) = mine.split_at_mut(cells);
+            let (q16, rest) = rest.split_at_mut(hd);
+            let (kf, vf) = rest.split_at_mut(cells * hd);
+            // A batch widens each KV head's f16 keys and values to f32 once (exact), for all
+            // its (token, head) items, instead of once per dot.
+            let wide = arith == Arith::Batch && kv_type == KvType::F16;
+            let mut widened = None;
+            // Items KV-head-major (so each thread widens each head once), dealt round-robin.
+            let per_kv_head = n * group;
+            for item in (it.first..it.count).step_by(it.step) {
+                let g = it.g0 + item / per_kv_head;
+                let (b, h) = (item % per_kv_head / group, g * group + item % group);
+                if wide && widened != Some(g) {
+                    kc.widen_rows(kernels, (g * cap * hd, hd), (reach, hd), kf);
+                    vc.widen_rows(kernels, (g * hd * cap, cap), (hd, reach), vf);
+                    widened = Some(g);
+                }
+                let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
+                for (d, &v) in q16.iter_mut().zip(qrow) {
+                    *d = kv_type.round(v);
+                }
+                let sc = &mut sc[..rows.len[b]];
+                let runs = rows.runs(b);
+                if runs.len() != 1 || runs[0] != (0, sc.len()) {
+                    // Cells the token does not see: −∞ before the softmax, as ggml's mask
+                    // makes them (the softmax keeps its lanes; the value sums add exact
+                    // zeros for them).
+                    sc.fill(f32::NEG_INFINITY);
+                }
+                for &(lo, hi) in runs {
+                    if wide && kq_arith == Arith::Batch {
+                        kernels.att_dot_batch_rows(&kf[lo * hd..], hd, q16, &mut sc[lo..hi]);
+                    } else {
+                        let keys = (g * cap * hd + lo * hd, hd);
+                        kc.dots(kernels, kq_arith, keys, q16, hd, &mut sc[lo..hi]);
+                    }
+                }
+                kernels.softmax(sc, scale);
+                for p in sc.iter_mut() {
+                    *p = kv_type.round(*p);
+                }
+                let at = b * q_dim + h * hd;
+                // SAFETY: output (b, h) belongs to this thread's items alone.
+                let out = unsafe { att.slice(at, at + hd) };
+                if wide {
+                    kernels.att_dot_batch_rows(vf, cap, sc, out);
+                } else {
+                    vc.dots(kernels, arith, (g * hd * cap, cap), sc, kv_pad, out);
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::{GgmlType, Kernels};
+    use crate::model::arch::Arch;
+    use crate::model::forward::{KvType, Model};
+    use crate::model::synth::{synth_model, SynthSpec};
+    use crate::model::weights::Weights;
+    use crate::model::{Config, Gguf};
+
+    #[test]
+    fn sliding_window_layers_keep_only_their_ring() {
+        // Gemma 3, four layers, every other one local with a window of 8: at -c 8192 the two
+        // global layers keep 8192 cells, the local ones llama.cpp's ring of 8 + 512 → 768.
+        let spec = SynthSpec {
+            arch: Arch::Gemma3,
+            n_layer: 4,
+            sliding_window: 8,
+            swa_pattern: 2,
+            ..SynthSpec::tiny(GgmlType::F32)
+        };
+        let bytes = synth_model(&spec).to_bytes();
+        let g = Gguf::parse(&bytes).unwrap();
+        let c = Config::from_gguf(&g).unwrap();
+        let w = Weights::from_gguf(&g, &c).unwrap();
+        let model = Model::new(c.clone(), w, Kernels::detect().unwrap());
+        let (n_ctx, ring) = (8192, 768);
+        let s = model.try_new_state(n_ctx, 1, KvType::F16).unwrap();
+        let cells: Vec<usize> = s.k.iter().map(|k| k.len() / c.kv_dim()).collect();
+        assert_eq!(cells, [ring, n_ctx, ring, n_ctx]);
+        let bytes = model.state_bytes(n_ctx, 1, KvType::F16).unwrap();
+        let per_cell = 2 * c.kv_dim() as u64 * 2; // f16 keys and values
+        assert_eq!(bytes.kv, per_cell * (2 * n_ctx + 2 * ring) as u64);
+        assert_eq!(
+            model.kv_layout(n_ctx),
+            "2 global layers × 8192 cells, 2 sliding-window layers × 768 cells"
+        );
+    }
+}
