@@ -42,7 +42,7 @@ const SHAPE: [&str; 15] = [
 /// extra `gen-model` arguments).
 type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-const FAMILIES: [Family; 4] = [
+const FAMILIES: [Family; 7] = [
     ("qwen2", "qwen2", 0, &[]),
     ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
@@ -60,11 +60,56 @@ const FAMILIES: [Family; 4] = [
         256,
         &["--head-dim", "128", "--window", "256", "--swa-pattern", "2"],
     ),
+    // Mixtures of experts: 8 experts of width 256, 2 per token, in every layer.
+    (
+        "qwen3moe",
+        "qwen3moe",
+        0,
+        &[
+            "--expert-ffn",
+            "256",
+            "--experts",
+            "8",
+            "--experts-used",
+            "2",
+        ],
+    ),
+    // Qwen3-30B-A3B's routing: 128 experts (narrow ones, 32 wide), 8 per token, so the
+    // router's softmax runs whole 16-lane blocks and the top-k comes from libstdc++'s
+    // introsort with its ties.
+    (
+        "qwen3moe128",
+        "qwen3moe",
+        0,
+        &[
+            "--expert-ffn",
+            "32",
+            "--experts",
+            "128",
+            "--experts-used",
+            "8",
+        ],
+    ),
+    (
+        "mixtral",
+        "llama",
+        0,
+        &[
+            "--arch",
+            "mixtral",
+            "--ffn",
+            "256",
+            "--experts",
+            "8",
+            "--experts-used",
+            "2",
+        ],
+    ),
 ];
 
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
-const MODELS: [(&str, &str, u64); 11] = [
+const MODELS: [(&str, &str, u64); 18] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
@@ -76,6 +121,13 @@ const MODELS: [(&str, &str, u64); 11] = [
     ("gemma3", "Q4_0", 0x56bdeec23e91a42b),
     ("gemma3w", "F32", 0x22f309533dd7a00a),
     ("gemma3w", "Q8_0", 0x3295b75b156b9d15),
+    ("qwen3moe", "F32", 0xf872c1eb59ed7d1d),
+    ("qwen3moe", "Q8_0", 0x85150375921525c0),
+    ("qwen3moe", "Q4_K", 0x168ab38f364e060c),
+    ("qwen3moe128", "Q8_0", 0xb9666f8a1982c65e),
+    ("mixtral", "F32", 0x36defc841f684645),
+    ("mixtral", "Q8_0", 0x6815e3c449ee94a7),
+    ("mixtral", "Q4_K", 0xba08ace05fbd1c56),
 ];
 
 /// The prompts whose full logits were recorded (of tests/data/golden/prompts).

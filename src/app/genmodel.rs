@@ -116,6 +116,51 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             ));
         }
     }
+    if spec.n_expert > 0 {
+        if !matches!(spec.arch, Arch::Llama | Arch::Qwen3Moe) {
+            return bad(format!(
+                "--experts is for --arch qwen3moe or mixtral, not {}",
+                spec.arch.name()
+            ));
+        }
+        if spec.n_expert > crate::model::config::MAX_EXPERTS {
+            return bad(format!(
+                "--experts {} is more than llama.cpp's {}",
+                spec.n_expert,
+                crate::model::config::MAX_EXPERTS
+            ));
+        }
+        if spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert {
+            return bad(format!(
+                "--experts-used {} must be between 1 and --experts {}",
+                spec.n_expert_used, spec.n_expert
+            ));
+        }
+        if spec.arch == Arch::Llama && spec.n_ff_exp != spec.n_ff {
+            return bad(format!(
+                "--expert-ffn {} must equal --ffn {} for mixtral (its experts are --ffn wide)",
+                spec.n_ff_exp, spec.n_ff
+            ));
+        }
+        if spec.n_ff_exp == 0 || !spec.n_ff_exp.is_multiple_of(block) {
+            return bad(format!(
+                "--expert-ffn {} must be a positive multiple of {} for {}",
+                spec.n_ff_exp,
+                block,
+                ty.name()
+            ));
+        }
+        let n = spec.n_expert as u64 * spec.n_ff_exp as u64 * spec.n_embd as u64;
+        if n > MAX_TENSOR_ELEMENTS {
+            return bad(format!(
+                "--experts {} × --expert-ffn {} × --dim {} = {n} weights in one tensor, more \
+                 than {MAX_TENSOR_ELEMENTS}",
+                spec.n_expert, spec.n_ff_exp, spec.n_embd
+            ));
+        }
+    } else if spec.arch == Arch::Qwen3Moe {
+        return bad("--arch qwen3moe needs --experts".into());
+    }
     // The query projection (heads × head size) × --dim, checked after the matrices above
     // so that a huge --vocab or --dim is named first.
     let q_dim = spec.n_head as u64 * spec.head_dim() as u64;
@@ -146,11 +191,19 @@ fn estimated_bytes(s: &SynthSpec) -> u64 {
     let per_layer = q * row(s.n_embd)
         + s.n_embd as u64 * row(q as usize)
         + 2 * kv * row(s.n_embd)
-        + 2 * s.n_ff as u64 * row(s.n_embd)
-        + s.n_embd as u64 * row(s.n_ff);
+        + ffn_bytes(s, &row);
     let heads = if s.tied { 1 } else { 2 };
     (heads * s.n_vocab as u64 * row(s.n_embd))
         .saturating_add(per_layer.saturating_mul(s.n_layer as u64))
+}
+
+/// A layer's FFN bytes: the dense one, or every expert's (the F32 router is small beside them).
+fn ffn_bytes(s: &SynthSpec, row: &dyn Fn(usize) -> u64) -> u64 {
+    let (ff, copies) = match s.n_expert {
+        0 => (s.n_ff, 1),
+        n => (s.n_ff_exp, n as u64),
+    };
+    copies * (2 * ff as u64 * row(s.n_embd) + s.n_embd as u64 * row(ff))
 }
 
 /// Refuses a model bigger than the free space where it would be written (it would fill the

@@ -133,7 +133,9 @@ atomically.
 
 Options:
       --arch NAME     family: llama (default), qwen2 (Q/K/V biases), qwen3 (Q/K head norms),
-                      gemma3 (head norms, post-norms, GELU, sliding-window layers)
+                      gemma3 (head norms, post-norms, GELU, sliding-window layers), qwen3moe
+                      (qwen3 with a mixture of experts in every layer), mixtral (llama with
+                      one)
       --preset NAME   starting shape: tiny (default) or 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
@@ -151,6 +153,11 @@ Options:
       --window N      gemma3: sliding window in tokens (default: none, all layers global)
       --swa-pattern N gemma3: of every N layers the first N-1 are local (default: not
                       written, which llama.cpp reads as 6)
+      --experts N     experts per layer (qwen3moe and mixtral; default 8; with another
+                      --arch: llama's experts, i.e. mixtral)
+      --experts-used K  experts per token (default 2)
+      --expert-ffn N  one expert's feed-forward length (default: --ffn; mixtral: must be
+                      --ffn)
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help

@@ -93,7 +93,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     let mut ty = GgmlType::Q4_0;
     let mut spec = SynthSpec::tiny(ty);
     let mut overrides: Vec<(String, usize)> = Vec::new();
-    let (mut seed, mut untied, mut arch) = (None, false, None);
+    let (mut seed, mut untied, mut arch, mut mixtral) = (None, false, None, false);
     while let Some((flag, inline)) = a.next_flag() {
         let f = flag.as_str();
         match f {
@@ -118,16 +118,20 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             }
             "--arch" => {
                 let v = a.value(f, inline)?;
-                arch = Some(locus::model::arch::Arch::from_name(&v).ok_or_else(|| {
+                // Mixtral is llama with experts.
+                mixtral = v == "mixtral";
+                let name = if mixtral { "llama" } else { v.as_str() };
+                arch = Some(locus::model::arch::Arch::from_name(name).ok_or_else(|| {
                     CliError::Message(format!(
-                        "--arch: unknown architecture {} ({})",
+                        "--arch: unknown architecture {} ({}, mixtral)",
                         super::quote(&v),
                         locus::model::arch::Arch::names()
                     ))
                 })?);
             }
             "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx"
-            | "--head-dim" | "--window" | "--swa-pattern" => {
+            | "--head-dim" | "--window" | "--swa-pattern" | "--experts" | "--experts-used"
+            | "--expert-ffn" => {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
@@ -157,6 +161,9 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--head-dim" => spec.head_dim = v,
             "--window" => spec.sliding_window = v,
             "--swa-pattern" => spec.swa_pattern = v.min(u32::MAX as usize) as u32,
+            "--experts" => spec.n_expert = v,
+            "--experts-used" => spec.n_expert_used = v,
+            "--expert-ffn" => spec.n_ff_exp = v,
             _ => spec.n_ctx_train = v,
         }
     }
@@ -168,6 +175,18 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     }
     if untied {
         spec.tied = false;
+    }
+    // A mixture of experts: 8 experts, 2 per token, each as wide as --ffn, unless told.
+    if mixtral || spec.arch == locus::model::arch::Arch::Qwen3Moe || spec.n_expert > 0 {
+        if spec.n_expert == 0 {
+            spec.n_expert = 8;
+        }
+        if spec.n_expert_used == 0 {
+            spec.n_expert_used = 2.min(spec.n_expert);
+        }
+        if spec.n_ff_exp == 0 {
+            spec.n_ff_exp = spec.n_ff;
+        }
     }
     let out = out.ok_or_else(|| {
         CliError::Message("gen-model: OUTPUT is required (see `locus gen-model --help`)".into())

@@ -24,6 +24,86 @@ pub struct Config {
     pub rope_freq_scale: f32,
     /// What the family's layers do beyond llama's.
     pub recipe: Recipe,
+    /// The experts of a mixture-of-experts model (every layer's FFN), if it is one.
+    pub moe: Option<MoeShape>,
+}
+
+/// A mixture-of-experts FFN's shape (`{arch}.expert_count` > 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeShape {
+    /// Experts per layer.
+    pub n_expert: usize,
+    /// Experts each token is routed to (top-k).
+    pub n_used: usize,
+    /// Width of one expert's FFN.
+    pub n_ff: usize,
+}
+
+/// llama.cpp's limit on experts per layer (`LLAMA_MAX_EXPERTS`).
+pub const MAX_EXPERTS: usize = 1024;
+
+/// The experts `g` declares for `arch`, checked as llama.cpp checks them: a count of 0 or
+/// none is a dense model (refused for a family that has only MoE layers), a used count between
+/// 1 and the count. Qwen3-MoE's experts have `expert_feed_forward_length` values (else
+/// `n_ff / n_used`, as llama.cpp falls back); Mixtral's (llama) `feed_forward_length`.
+fn moe_shape(g: &Gguf, arch: Arch, n_ff: usize) -> Result<Option<MoeShape>, ModelError> {
+    let k = |s: &str| format!("{}.{s}", arch.name());
+    let count = |key: &str| -> Result<Option<u64>, ModelError> {
+        match g.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| ModelError::BadKey {
+                key: key.into(),
+                why: format!(
+                    "should be a non-negative integer but is a {} (per-layer expert counts are \
+                     not supported)",
+                    v.type_name()
+                ),
+            }),
+        }
+    };
+    let n_expert = count(&k("expert_count"))?.unwrap_or(0);
+    if n_expert == 0 {
+        if arch == Arch::Qwen3Moe {
+            return Err(ModelError::BadKey {
+                key: k("expert_count"),
+                why: "is missing or 0, and every qwen3moe layer is a mixture of experts".into(),
+            });
+        }
+        return Ok(None);
+    }
+    if n_expert > MAX_EXPERTS as u64 {
+        return Err(ModelError::BadKey {
+            key: k("expert_count"),
+            why: format!("= {n_expert} is more than llama.cpp's {MAX_EXPERTS}"),
+        });
+    }
+    let used_key = k("expert_used_count");
+    let n_used = count(&used_key)?.ok_or_else(|| ModelError::MissingKey(used_key.clone()))?;
+    if n_used == 0 || n_used > n_expert {
+        return Err(ModelError::BadKey {
+            key: used_key,
+            why: format!("= {n_used} must be between 1 and the expert count {n_expert}"),
+        });
+    }
+    let n_used = n_used as usize;
+    let n_ff = match arch {
+        Arch::Qwen3Moe => match opt_u64(g, &k("expert_feed_forward_length"))? {
+            Some(f) => f as usize,
+            None => n_ff / n_used,
+        },
+        _ => n_ff,
+    };
+    if n_ff == 0 {
+        return Err(ModelError::BadKey {
+            key: k("expert_feed_forward_length"),
+            why: "gives experts of width 0".into(),
+        });
+    }
+    Ok(Some(MoeShape {
+        n_expert: n_expert as usize,
+        n_used,
+        n_ff,
+    }))
 }
 
 /// Upper bound on any single dimension we accept from metadata (guards absurd allocations).
@@ -170,11 +250,13 @@ impl Config {
             head_dim,
         };
         let recipe = arch.recipe(g, &shape)?;
+        let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
+        let moe = moe_shape(g, arch, n_ff)?;
         Ok(Config {
             n_vocab,
             n_embd,
             n_layer,
-            n_ff: req_u64(g, &k("feed_forward_length"))? as usize,
+            n_ff,
             n_head,
             n_head_kv,
             head_dim,
@@ -185,6 +267,7 @@ impl Config {
             rope_freq_scale,
             arch,
             recipe,
+            moe,
         })
     }
 

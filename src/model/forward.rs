@@ -17,13 +17,14 @@
 //! read from, so outputs are identical for any thread count and placement.
 
 mod attention;
+mod moe;
 
 use super::arch::{FfnAct, RopeStyle};
 use super::config::Config;
 use super::kv::KvBuf;
 pub use super::kv::{Arith, KvType};
 use super::swa::SwaCells;
-use super::weights::{Layer, Matrix, Tensor, Weights};
+use super::weights::{Ffn, Layer, Matrix, Tensor, Weights};
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
@@ -64,6 +65,8 @@ pub struct State {
     swa: Option<SwaCells>,
     /// The current batch's cells: `[global layers, sliding-window layers]`.
     rows: [Rows; 2],
+    /// The experts' buffers of a mixture-of-experts model.
+    moe: Option<moe::MoeBufs>,
     // Batch activations, row-major `MAX_BATCH × width`.
     x: Vec<f32>,
     xn: Vec<f32>,
@@ -492,6 +495,8 @@ impl<'a> Model<'a> {
             .swa
             .as_ref()
             .map(|w| SwaCells::new(n_ctx, w.window));
+        // The FFN buffers hold a dense FFN's rows or one expert's.
+        let ff_width = c.n_ff.max(c.moe.map_or(0, |m| m.n_ff));
         let scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * scratch_stride)
             .ok_or(too_big(Some(sizes.total())))?;
         Ok(State {
@@ -502,14 +507,15 @@ impl<'a> Model<'a> {
             v,
             swa,
             rows: Default::default(),
+            moe: c.moe.as_ref().map(|m| moe::MoeBufs::new(m, c.n_embd)),
             x: vec![0.0; b * c.n_embd],
             xn: vec![0.0; b * c.n_embd],
             q: vec![0.0; b * c.q_dim()],
             kcur: vec![0.0; b * c.kv_dim()],
             vcur: vec![0.0; b * c.kv_dim()],
             att: vec![0.0; b * c.q_dim()],
-            gate: vec![0.0; b * c.n_ff],
-            up: vec![0.0; b * c.n_ff],
+            gate: vec![0.0; b * ff_width],
+            up: vec![0.0; b * ff_width],
             tmp: vec![0.0; b * c.n_embd],
             scratch,
             scratch_stride,
@@ -812,12 +818,20 @@ impl<'a> Model<'a> {
             if nf == 0 {
                 continue;
             }
+            let (w_gate, w_up, w_down) = match &layer.ffn {
+                Ffn::Dense { gate, up, down } => (gate, up, down),
+                Ffn::Moe(x) => {
+                    self.moe_ffn(pool, s, x, (b0, nf, at));
+                    self.ffn_residual(pool, s, layer, b0, nf, n);
+                    continue;
+                }
+            };
             self.matmuls(
                 pool,
                 &mut s.acts,
                 &s.xn[b0 * e..],
                 (nf, at),
-                [(&layer.w_gate, &mut s.gate), (&layer.w_up, &mut s.up)],
+                [(w_gate, &mut s.gate), (w_up, &mut s.up)],
             );
             {
                 let (up, gate, kernels) = (&s.up, Out::new(&mut s.gate), &self.kernels);
@@ -834,31 +848,8 @@ impl<'a> Model<'a> {
             if s.check_stop() {
                 return;
             }
-            self.matmuls(
-                pool,
-                &mut s.acts,
-                &s.gate,
-                (nf, at),
-                [(&layer.w_down, &mut s.tmp)],
-            );
-            match &layer.post_norms {
-                Some([_, post_ffn]) => {
-                    let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
-                    per_token(pool, nf, &|b| {
-                        let bb = b0 + b;
-                        // SAFETY: token bb's rows of x and xn are touched by this call alone.
-                        let (x, xn) = unsafe {
-                            (
-                                x.slice(bb * e, (bb + 1) * e),
-                                xn.slice(bb * e, (bb + 1) * e),
-                            )
-                        };
-                        ops::rms_norm(&tmp[b * e..(b + 1) * e], post_ffn, c.rms_eps, xn);
-                        add_into(x, xn);
-                    });
-                }
-                None => add_into(&mut s.x[b0 * e..n * e], &s.tmp[..nf * e]),
-            }
+            self.matmuls(pool, &mut s.acts, &s.gate, (nf, at), [(w_down, &mut s.tmp)]);
+            self.ffn_residual(pool, s, layer, b0, nf, n);
         }
         s.pos += n;
         s.n_logits = n - logits_from.min(n);
@@ -884,6 +875,39 @@ impl<'a> Model<'a> {
                 (m, at),
                 [(&w.output, &mut s.logits)],
             );
+        }
+    }
+
+    /// Adds the FFN's outputs `s.tmp[..nf]` to the residual stream of tokens `b0..n` (through
+    /// the post-FFN norm where the family has one).
+    fn ffn_residual(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: &Layer,
+        b0: usize,
+        nf: usize,
+        n: usize,
+    ) {
+        let c = &self.config;
+        let e = c.n_embd;
+        match &layer.post_norms {
+            Some([_, post_ffn]) => {
+                let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
+                per_token(pool, nf, &|b| {
+                    let bb = b0 + b;
+                    // SAFETY: token bb's rows of x and xn are touched by this call alone.
+                    let (x, xn) = unsafe {
+                        (
+                            x.slice(bb * e, (bb + 1) * e),
+                            xn.slice(bb * e, (bb + 1) * e),
+                        )
+                    };
+                    ops::rms_norm(&tmp[b * e..(b + 1) * e], post_ffn, c.rms_eps, xn);
+                    add_into(x, xn);
+                });
+            }
+            None => add_into(&mut s.x[b0 * e..n * e], &s.tmp[..nf * e]),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod forward;
 pub mod gguf;
 pub mod gguf_write;
 pub mod kv;
+mod moe;
 pub mod quant_mix;
 pub mod quantize;
 pub mod sampler;

@@ -38,6 +38,14 @@ pub struct SynthSpec {
     /// `attention.sliding_window_pattern` written to the file (0: not written): of every n
     /// layers, the first n − 1 are local.
     pub swa_pattern: u32,
+    /// Experts per layer (0: a dense FFN). Every layer is then a mixture of experts (qwen3moe,
+    /// or llama with experts: Mixtral).
+    pub n_expert: usize,
+    /// Experts each token uses.
+    pub n_expert_used: usize,
+    /// One expert's FFN width (qwen3moe's `expert_feed_forward_length`; Mixtral's experts are
+    /// `n_ff` wide, and this must equal it).
+    pub n_ff_exp: usize,
 }
 
 impl SynthSpec {
@@ -59,6 +67,9 @@ impl SynthSpec {
             head_dim: 0,
             sliding_window: 0,
             swa_pattern: 0,
+            n_expert: 0,
+            n_expert_used: 0,
+            n_ff_exp: 0,
         }
     }
 
@@ -80,6 +91,9 @@ impl SynthSpec {
             head_dim: 0,
             sliding_window: 0,
             swa_pattern: 0,
+            n_expert: 0,
+            n_expert_used: 0,
+            n_ff_exp: 0,
         }
     }
 
@@ -159,6 +173,8 @@ fn random_row(rng: &mut Rng, row: &mut [f32], scale: f32) {
 enum Kind {
     /// A random matrix in the weight type, values in `[-scale, scale)`.
     Matrix(f32),
+    /// A router's matrix, F32 as converters write it, values in `[-scale, scale)`.
+    Router(f32),
     /// An F32 norm weight vector near 1.
     Norm,
     /// An F32 bias vector of random values in `[-scale, scale)`.
@@ -171,19 +187,24 @@ struct Planned {
     rows: usize,
     cols: usize,
     kind: Kind,
+    /// Experts stacked along a third dimension (1: a 2-D matrix).
+    slabs: usize,
 }
 
 impl Planned {
     fn ty(&self, spec: &SynthSpec) -> GgmlType {
         match self.kind {
             Kind::Matrix(_) => spec.weight_type,
-            Kind::Norm | Kind::Bias(_) => GgmlType::F32,
+            Kind::Router(_) | Kind::Norm | Kind::Bias(_) => GgmlType::F32,
         }
     }
 
     fn dims(&self) -> Vec<u64> {
         match self.kind {
-            Kind::Matrix(_) => vec![self.cols as u64, self.rows as u64],
+            Kind::Matrix(_) if self.slabs > 1 => {
+                vec![self.cols as u64, self.rows as u64, self.slabs as u64]
+            }
+            Kind::Matrix(_) | Kind::Router(_) => vec![self.cols as u64, self.rows as u64],
             Kind::Norm | Kind::Bias(_) => vec![self.cols as u64],
         }
     }
@@ -200,9 +221,15 @@ impl Planned {
         let mut row = vec![0f32; self.cols];
         match self.kind {
             Kind::Matrix(scale) => {
-                for _ in 0..self.rows {
+                for _ in 0..self.rows * self.slabs {
                     random_row(rng, &mut row, scale);
                     sink(&quantize_row(spec.weight_type, &row))?;
+                }
+            }
+            Kind::Router(scale) => {
+                for _ in 0..self.rows {
+                    random_row(rng, &mut row, scale);
+                    sink(&quantize_row(GgmlType::F32, &row))?;
                 }
             }
             Kind::Bias(scale) => {
@@ -230,18 +257,28 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
         rows,
         cols,
         kind: Kind::Matrix(scale),
+        slabs: 1,
+    };
+    let experts = |name: String, rows, cols, scale| Planned {
+        name,
+        rows,
+        cols,
+        kind: Kind::Matrix(scale),
+        slabs: s.n_expert,
     };
     let norm = |name: String, n| Planned {
         name,
         rows: 1,
         cols: n,
         kind: Kind::Norm,
+        slabs: 1,
     };
     let bias = |name: String, n| Planned {
         name,
         rows: 1,
         cols: n,
         kind: Kind::Bias(BIAS_SCALE),
+        slabs: 1,
     };
     let mut p = vec![
         mat("token_embd.weight".into(), s.n_vocab, s.n_embd, 1.0),
@@ -262,7 +299,7 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
             p.push(bias(b("attn_k"), kv_dim));
             p.push(bias(b("attn_v"), kv_dim));
         }
-        if matches!(s.arch, Arch::Qwen3 | Arch::Gemma3) {
+        if matches!(s.arch, Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma3) {
             p.push(norm(n("attn_q_norm"), head_dim));
             p.push(norm(n("attn_k_norm"), head_dim));
         }
@@ -272,10 +309,25 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
             p.push(norm(n("post_attention_norm"), s.n_embd));
         }
         p.push(norm(n("ffn_norm"), s.n_embd));
-        p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
-        p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
-        let down = 1.0 / (s.n_ff as f32).sqrt();
-        p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+        if s.n_expert > 0 {
+            let ff = s.n_ff_exp;
+            p.push(Planned {
+                name: n("ffn_gate_inp"),
+                rows: s.n_expert,
+                cols: s.n_embd,
+                kind: Kind::Router(ROUTER_SCALE * wscale),
+                slabs: 1,
+            });
+            p.push(experts(n("ffn_gate_exps"), ff, s.n_embd, wscale));
+            let down = 1.0 / (ff as f32).sqrt();
+            p.push(experts(n("ffn_down_exps"), s.n_embd, ff, down));
+            p.push(experts(n("ffn_up_exps"), ff, s.n_embd, wscale));
+        } else {
+            p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
+            p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
+            let down = 1.0 / (s.n_ff as f32).sqrt();
+            p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+        }
         if s.arch == Arch::Gemma3 {
             p.push(norm(n("post_ffw_norm"), s.n_embd));
         }
@@ -285,6 +337,10 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
 
 /// The range of the random Q/K/V biases (Qwen2).
 const BIAS_SCALE: f32 = 0.5;
+
+/// The router's weights relative to the other matrices': larger, so that tokens prefer some
+/// experts clearly (random routers of the usual scale give near-uniform probabilities).
+const ROUTER_SCALE: f32 = 4.0;
 
 /// The metadata of `spec`'s model (no tensors).
 fn metadata(s: &SynthSpec) -> GgufWriter {
@@ -325,6 +381,19 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
             w.set(
                 &k("attention.sliding_window_pattern"),
                 MetaValue::U32(s.swa_pattern),
+            );
+        }
+    }
+    if s.n_expert > 0 {
+        w.set(&k("expert_count"), MetaValue::U32(s.n_expert as u32));
+        w.set(
+            &k("expert_used_count"),
+            MetaValue::U32(s.n_expert_used as u32),
+        );
+        if s.arch == Arch::Qwen3Moe {
+            w.set(
+                &k("expert_feed_forward_length"),
+                MetaValue::U32(s.n_ff_exp as u32),
             );
         }
     }
@@ -378,7 +447,7 @@ pub fn write_synth_model(
             name: t.name.clone(),
             dims: t.dims(),
             ty: t.ty(spec),
-            len: (t.rows * t.ty(spec).row_bytes(t.cols)) as u64,
+            len: (t.rows * t.slabs * t.ty(spec).row_bytes(t.cols)) as u64,
         })
         .collect();
     let mut out = GgufStream::create(path, &meta.metadata, &entries).map_err(ModelError::Write)?;

@@ -164,34 +164,61 @@ pub struct Layer<'a> {
     /// residual add.
     pub post_norms: Option<[Vec<f32>; 2]>,
     pub ffn_norm: Vec<f32>,
-    pub w_gate: Matrix<'a>,
-    pub w_up: Matrix<'a>,
-    pub w_down: Matrix<'a>,
+    pub ffn: Ffn<'a>,
+}
+
+/// A layer's feed-forward network.
+pub enum Ffn<'a> {
+    /// One gated FFN every token runs.
+    Dense {
+        gate: Matrix<'a>,
+        up: Matrix<'a>,
+        down: Matrix<'a>,
+    },
+    /// A mixture of experts: the router's logits pick each token's experts.
+    Moe(Experts<'a>),
+}
+
+/// A mixture-of-experts FFN. Each expert's slice of the 3-D `ffn_{gate,up,down}_exps`
+/// tensors is a matrix of its own (named `…_exps.weight[e]`), so placement splits every
+/// expert's rows across the nodes like any matrix's, and a token reads only its experts' rows.
+pub struct Experts<'a> {
+    /// `ffn_gate_inp.weight`: one row of router weights per expert.
+    pub router: Matrix<'a>,
+    pub gate: Vec<Matrix<'a>>,
+    pub up: Vec<Matrix<'a>>,
+    pub down: Vec<Matrix<'a>>,
+    /// Experts each token uses.
+    pub n_used: usize,
 }
 
 impl<'a> Layer<'a> {
-    fn matrices(&self) -> [&Matrix<'a>; 7] {
-        [
-            &self.wq,
-            &self.wk,
-            &self.wv,
-            &self.wo,
-            &self.w_gate,
-            &self.w_up,
-            &self.w_down,
-        ]
+    fn matrices(&self) -> Vec<&Matrix<'a>> {
+        let mut v = vec![&self.wq, &self.wk, &self.wv, &self.wo];
+        match &self.ffn {
+            Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
+            Ffn::Moe(x) => {
+                v.push(&x.router);
+                for e in 0..x.gate.len() {
+                    v.extend([&x.gate[e], &x.up[e], &x.down[e]]);
+                }
+            }
+        }
+        v
     }
 
-    fn matrices_mut(&mut self) -> [&mut Matrix<'a>; 7] {
-        [
-            &mut self.wq,
-            &mut self.wk,
-            &mut self.wv,
-            &mut self.wo,
-            &mut self.w_gate,
-            &mut self.w_up,
-            &mut self.w_down,
-        ]
+    fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
+        let mut v = vec![&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo];
+        match &mut self.ffn {
+            Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
+            Ffn::Moe(x) => {
+                v.push(&mut x.router);
+                for ((g, u), d) in x.gate.iter_mut().zip(&mut x.up).zip(&mut x.down) {
+                    v.extend([g, u, d]);
+                }
+            }
+        }
+        v
     }
 }
 
@@ -215,14 +242,26 @@ fn tensor<'a>(
     cols: usize,
     rows: usize,
 ) -> Result<Tensor<'a>, ModelError> {
-    let t = g
-        .tensor(name)
-        .ok_or_else(|| ModelError::MissingTensor(name.into()))?;
     let expected: Vec<u64> = if rows == 1 {
         vec![cols as u64]
     } else {
         vec![cols as u64, rows as u64]
     };
+    tensor_of_shape(g, name, cols, rows, expected)
+}
+
+/// The tensor `name` of dims `expected` (trailing 1s of the file's dims ignored), as `rows`
+/// rows of `cols` values.
+fn tensor_of_shape<'a>(
+    g: &Gguf<'a>,
+    name: &str,
+    cols: usize,
+    rows: usize,
+    expected: Vec<u64>,
+) -> Result<Tensor<'a>, ModelError> {
+    let t = g
+        .tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor(name.into()))?;
     let mut found = t.dims.clone();
     while found.len() > expected.len() && found.last() == Some(&1) {
         found.pop();
@@ -326,7 +365,7 @@ impl<'a> Weights<'a> {
             // that copy is repacked by the usual rule (the embedding itself never is).
             Matrix::new(embd, as_matmul_weight(token_embd.file))
         };
-        let (qd, kvd, hd, e, ff) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_embd, c.n_ff);
+        let (qd, kvd, hd, e) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_embd);
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
@@ -366,9 +405,7 @@ impl<'a> Weights<'a> {
                     ]),
                 },
                 ffn_norm: vec("ffn_norm.weight", e)?,
-                w_gate: mat("ffn_gate.weight", e, ff)?,
-                w_up: mat("ffn_up.weight", e, ff)?,
-                w_down: mat("ffn_down.weight", ff, e)?,
+                ffn: r.ffn(c, i)?,
             });
         }
         let freqs = "rope_freqs.weight";
@@ -415,6 +452,61 @@ impl<'a> Reader<'_, 'a> {
             name,
             as_matmul_weight(self.tensor(name, cols, rows)?),
         ))
+    }
+
+    /// Layer `i`'s FFN: dense, or the experts `c.moe` declares.
+    fn ffn(&self, c: &Config, i: usize) -> Result<Ffn<'a>, ModelError> {
+        let n = |s: &str| format!("blk.{i}.{s}.weight");
+        let e = c.n_embd;
+        let Some(moe) = c.moe else {
+            let ff = c.n_ff;
+            return Ok(Ffn::Dense {
+                gate: self.matrix(&n("ffn_gate"), e, ff)?,
+                up: self.matrix(&n("ffn_up"), e, ff)?,
+                down: self.matrix(&n("ffn_down"), ff, e)?,
+            });
+        };
+        let ff = moe.n_ff;
+        Ok(Ffn::Moe(Experts {
+            router: self.matrix(&n("ffn_gate_inp"), e, moe.n_expert)?,
+            gate: self.experts(&n("ffn_gate_exps"), e, ff, moe.n_expert)?,
+            up: self.experts(&n("ffn_up_exps"), e, ff, moe.n_expert)?,
+            down: self.experts(&n("ffn_down_exps"), ff, e, moe.n_expert)?,
+            n_used: moe.n_used,
+        }))
+    }
+
+    /// The `n` experts of a 3-D tensor `{cols, rows, n}`, each a matrix of its own, held as
+    /// llama.cpp holds expert weights: repacked where the dense rule repacks a matrix of `rows`
+    /// rows (its repacked experts then always take the gemv's order), otherwise summed in its
+    /// `vec_dot`'s order (its expert matmul never runs tinyBLAS; the tiled K-quant kernel, for
+    /// experts many tokens chose, is decided per step).
+    fn experts(
+        &self,
+        name: &str,
+        cols: usize,
+        rows: usize,
+        n: usize,
+    ) -> Result<Vec<Matrix<'a>>, ModelError> {
+        if let Some(t) = self.g.tensors.iter().find(|t| t.name == name) {
+            self.used.borrow_mut().insert(t.name);
+        }
+        let dims = vec![cols as u64, rows as u64, n as u64];
+        let all = tensor_of_shape(self.g, name, cols, rows * n, dims)?;
+        let slab = rows * all.row_bytes;
+        Ok((0..n)
+            .map(|x| {
+                let mut t = Tensor {
+                    rows,
+                    data: &all.data[x * slab..(x + 1) * slab],
+                    ..all
+                };
+                if repacked_in_llama(t.ty, rows) {
+                    t.order = SumOrder::BlockChain;
+                }
+                Matrix::new(&format!("{name}[{x}]"), t)
+            })
+            .collect())
     }
 
     /// Whether to load a family's optional tensors, of which `first` is one: where the family

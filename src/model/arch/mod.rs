@@ -8,6 +8,7 @@ mod gemma3;
 mod llama;
 mod qwen2;
 mod qwen3;
+mod qwen3moe;
 
 use super::error::ModelError;
 use super::gguf::Gguf;
@@ -19,10 +20,17 @@ pub enum Arch {
     Qwen2,
     Qwen3,
     Gemma3,
+    Qwen3Moe,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 4] = [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3];
+    pub const ALL: [Arch; 5] = [
+        Arch::Llama,
+        Arch::Qwen2,
+        Arch::Qwen3,
+        Arch::Gemma3,
+        Arch::Qwen3Moe,
+    ];
 
     /// The name GGUF files give it.
     pub fn name(self) -> &'static str {
@@ -31,6 +39,7 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
+            Arch::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -38,7 +47,7 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// "llama, qwen2, qwen3, gemma3" (for messages and help).
+    /// "llama, qwen2, qwen3, gemma3, qwen3moe" (for messages and help).
     pub fn names() -> String {
         Arch::ALL.map(Arch::name).join(", ")
     }
@@ -50,6 +59,7 @@ impl Arch {
             Arch::Qwen2 => Ok(qwen2::recipe()),
             Arch::Qwen3 => Ok(qwen3::recipe()),
             Arch::Gemma3 => gemma3::recipe(g, shape),
+            Arch::Qwen3Moe => Ok(qwen3moe::recipe()),
         }
     }
 }

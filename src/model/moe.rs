@@ -1,0 +1,280 @@
+//! A mixture-of-experts router, step by step as llama.cpp computes it on the CPU (an AVX-512
+//! build), so each token picks the same experts with the same weights to the last bit:
+//!
+//! ```text
+//! p      = soft_max(logits)            ggml's row softmax: 16-lane blocks, a libm tail
+//! sel    = argsort(p, descending)[..k] libstdc++'s std::sort on the indices (its ties)
+//! w[i]   = p[sel[i]]
+//! w[i]  /= max((f32) Σ (f64) w, 2⁻¹⁴)  the weights renormalised (Qwen3-MoE, Mixtral)
+//! ```
+//!
+//! The slot order (`sel`'s) is also the order in which the experts' outputs are added, so
+//! it must be the one llama.cpp's sort leaves, equal probabilities included.
+
+use crate::kernels::ggml_math::{expf, reduce16};
+
+/// The smallest weight sum llama.cpp divides by (the smallest normal f16, 2⁻¹⁴).
+const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
+
+/// Lanes of one block of ggml's vectorised softmax sum (AVX-512).
+const LANES: usize = 16;
+
+/// ggml's `soft_max` of one row with scale 1 and no mask, as its AVX-512 build computes it:
+/// blocks of 16 with the vectorised exponential, each block's sum reduced and added in f64;
+/// the elements past the last whole block with libm's `expf`, added one by one in f64.
+pub fn softmax_row(x: &mut [f32]) {
+    let max = x
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| if m > v { m } else { v });
+    let whole = x.len() / LANES * LANES;
+    let mut sum = 0f64;
+    for block in x[..whole].chunks_exact_mut(LANES) {
+        let mut lanes = [0f32; LANES];
+        for (l, v) in lanes.iter_mut().zip(block.iter_mut()) {
+            *v = expf(*v - max);
+            *l = *v;
+        }
+        sum += reduce16(&lanes) as f64;
+    }
+    for v in &mut x[whole..] {
+        *v = (*v - max).exp();
+        sum += *v as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// Routes one token: `probs` (the router's logits, turned into probabilities in place) picks
+/// `sel.len()` experts into `sel`, in slot order, with their renormalised weights in `w`.
+/// `order` is scratch for the sort (any contents).
+pub fn route(probs: &mut [f32], order: &mut Vec<usize>, sel: &mut [usize], w: &mut [f32]) {
+    assert!(!sel.is_empty() && sel.len() <= probs.len() && sel.len() == w.len());
+    softmax_row(probs);
+    order.clear();
+    order.extend(0..probs.len());
+    let p = &*probs;
+    std_sort(order, &|a, b| p[a] > p[b]);
+    sel.copy_from_slice(&order[..sel.len()]);
+    let mut sum = 0f64;
+    for (wi, &e) in w.iter_mut().zip(sel.iter()) {
+        *wi = p[e];
+        sum += *wi as f64;
+    }
+    let sum = (sum as f32).max(MIN_WEIGHT_SUM);
+    for wi in w.iter_mut() {
+        *wi /= sum;
+    }
+}
+
+/// Elements below which libstdc++'s introsort leaves a range to the final insertion sort.
+const THRESHOLD: usize = 16;
+
+/// libstdc++'s `std::sort` (GCC's `bits/stl_algo.h`): introsort with a median-of-three pivot,
+/// heapsort past twice log₂ n levels, then an insertion sort. Not stable: equal elements end
+/// where this very sequence of swaps leaves them, which is what makes it worth copying.
+pub fn std_sort(v: &mut [usize], less: &dyn Fn(usize, usize) -> bool) {
+    let n = v.len();
+    if n < 2 {
+        return;
+    }
+    introsort(v, 2 * n.ilog2() as usize, less);
+    if n > THRESHOLD {
+        insertion_sort(&mut v[..THRESHOLD], less);
+        for i in THRESHOLD..n {
+            unguarded_linear_insert(v, i, less);
+        }
+    } else {
+        insertion_sort(v, less);
+    }
+}
+
+fn introsort(v: &mut [usize], mut depth: usize, less: &dyn Fn(usize, usize) -> bool) {
+    let mut last = v.len();
+    while last > THRESHOLD {
+        if depth == 0 {
+            heap_sort(&mut v[..last], less);
+            return;
+        }
+        depth -= 1;
+        let cut = partition_pivot(&mut v[..last], less);
+        introsort(&mut v[cut..last], depth, less);
+        last = cut;
+    }
+}
+
+/// `__unguarded_partition_pivot`: the median of the second, middle and last elements moved to
+/// the front, then the rest partitioned around it; returns the cut.
+fn partition_pivot(v: &mut [usize], less: &dyn Fn(usize, usize) -> bool) -> usize {
+    let (n, mid) = (v.len(), v.len() / 2);
+    // __move_median_to_first(first, first + 1, mid, last - 1)
+    let (a, b, c) = (1, mid, n - 1);
+    let pick = if less(v[a], v[b]) {
+        if less(v[b], v[c]) {
+            b
+        } else if less(v[a], v[c]) {
+            c
+        } else {
+            a
+        }
+    } else if less(v[a], v[c]) {
+        a
+    } else if less(v[b], v[c]) {
+        c
+    } else {
+        b
+    };
+    v.swap(0, pick);
+    // __unguarded_partition(first + 1, last, first)
+    let pivot = v[0];
+    let (mut f, mut l) = (1, n);
+    loop {
+        while less(v[f], pivot) {
+            f += 1;
+        }
+        l -= 1;
+        while less(pivot, v[l]) {
+            l -= 1;
+        }
+        if f >= l {
+            return f;
+        }
+        v.swap(f, l);
+        f += 1;
+    }
+}
+
+fn insertion_sort(v: &mut [usize], less: &dyn Fn(usize, usize) -> bool) {
+    for i in 1..v.len() {
+        if less(v[i], v[0]) {
+            v[..=i].rotate_right(1);
+        } else {
+            unguarded_linear_insert(v, i, less);
+        }
+    }
+}
+
+fn unguarded_linear_insert(v: &mut [usize], mut i: usize, less: &dyn Fn(usize, usize) -> bool) {
+    let val = v[i];
+    while less(val, v[i - 1]) {
+        v[i] = v[i - 1];
+        i -= 1;
+    }
+    v[i] = val;
+}
+
+/// `__make_heap` then `__sort_heap` (what `__partial_sort(first, last, last)` does).
+fn heap_sort(v: &mut [usize], less: &dyn Fn(usize, usize) -> bool) {
+    let len = v.len();
+    if len >= 2 {
+        let mut parent = (len - 2) / 2;
+        loop {
+            let value = v[parent];
+            adjust_heap(v, parent, len, value, less);
+            if parent == 0 {
+                break;
+            }
+            parent -= 1;
+        }
+    }
+    let mut last = len;
+    while last > 1 {
+        last -= 1;
+        let value = v[last];
+        v[last] = v[0];
+        adjust_heap(v, 0, last, value, less);
+    }
+}
+
+fn adjust_heap(
+    v: &mut [usize],
+    mut hole: usize,
+    len: usize,
+    value: usize,
+    less: &dyn Fn(usize, usize) -> bool,
+) {
+    let top = hole;
+    let mut child = hole;
+    while child < (len - 1) / 2 {
+        child = 2 * (child + 1);
+        if less(v[child], v[child - 1]) {
+            child -= 1;
+        }
+        v[hole] = v[child];
+        hole = child;
+    }
+    if len & 1 == 0 && child == (len - 2) / 2 {
+        child = 2 * (child + 1);
+        v[hole] = v[child - 1];
+        hole = child - 1;
+    }
+    // __push_heap
+    let mut parent = hole.wrapping_sub(1) / 2;
+    while hole > top && less(v[parent], value) {
+        v[hole] = v[parent];
+        hole = parent;
+        parent = hole.wrapping_sub(1) / 2;
+    }
+    v[hole] = value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sort_orders_and_keeps_every_index() {
+        let mut seed = 12345u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        for n in [0, 1, 2, 5, 16, 17, 33, 128, 1000] {
+            // Few distinct values, so ties abound.
+            let p: Vec<u32> = (0..n).map(|_| (next() % 7) as u32).collect();
+            let mut v: Vec<usize> = (0..n).collect();
+            std_sort(&mut v, &|a, b| p[a] > p[b]);
+            assert!(
+                v.windows(2).all(|w| p[w[0]] >= p[w[1]]),
+                "n = {n}: not sorted"
+            );
+            let mut seen = v.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>());
+        }
+        // Up to 16 elements it is an insertion sort: stable, ties in index order.
+        let p = [1, 3, 3, 2, 3, 1, 0, 3];
+        let mut v: Vec<usize> = (0..p.len()).collect();
+        std_sort(&mut v, &|a, b| p[a] > p[b]);
+        assert_eq!(v, [1, 2, 4, 7, 3, 0, 5, 6]);
+        // The heapsort (reached when the depth runs out) orders too.
+        let mut v: Vec<usize> = (0..100).collect();
+        let p: Vec<u32> = (0..100).map(|i| (i * 37 % 11) as u32).collect();
+        heap_sort(&mut v, &|a, b| p[a] > p[b]);
+        assert!(v.windows(2).all(|w| p[w[0]] >= p[w[1]]));
+    }
+
+    #[test]
+    fn routing_renormalises_the_chosen_weights() {
+        let mut logits = [0.5f32, 2.0, -1.0, 1.0, 2.0, 0.0, 0.25, -3.0];
+        let (mut sel, mut w, mut order) = ([0usize; 3], [0f32; 3], Vec::new());
+        route(&mut logits, &mut order, &mut sel, &mut w);
+        // The two equal logits keep index order (insertion sort), then the next.
+        assert_eq!(sel, [1, 4, 3]);
+        assert_eq!(w[0], w[1]);
+        let sum: f32 = w.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-6, "{w:?}");
+        // The softmax sums to one and orders as the logits do.
+        let mut x: Vec<f32> = (0..40).map(|i| (i as f32 * 0.37).sin()).collect();
+        let y = x.clone();
+        softmax_row(&mut x);
+        let total: f64 = x.iter().map(|&v| v as f64).sum();
+        assert!((total - 1.0).abs() < 1e-6);
+        for i in 1..40 {
+            assert_eq!(x[i] > x[0], y[i] > y[0]);
+        }
+    }
+}
