@@ -212,6 +212,77 @@ fn unsupported_type_unknown_arch_missing_tensor_wrong_shape() {
     assert!(e.contains("llama.block_count"), "{e}");
 }
 
+/// A small Qwen3-MoE model (8 experts of width 64, 2 per token) as a GGUF image.
+fn tiny_moe() -> GgufWriter {
+    synth_model(&SynthSpec {
+        arch: locus::model::arch::Arch::Qwen3Moe,
+        n_expert: 8,
+        n_expert_used: 2,
+        n_ff_exp: 64,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    })
+}
+
+#[test]
+fn bad_experts_are_one_line_errors() {
+    let dir = common::temp_dir("cli-moe");
+    // The model itself runs.
+    let ok = write(&dir, "ok.gguf", &tiny_moe());
+    assert!(common::locus(&greedy_run(&ok, "2")).status.success());
+    let key = |w: &mut GgufWriter, k: &str, v: MetaValue| w.set(&format!("qwen3moe.{k}"), v);
+    // (what is changed, what the one error line must name)
+    type Change<'a> = Box<dyn Fn(&mut GgufWriter) + 'a>;
+    let cases: [(&str, Change, &[&str]); 6] = [
+        (
+            "no experts",
+            Box::new(|w| key(w, "expert_count", MetaValue::U32(0))),
+            &["qwen3moe.expert_count", "0"],
+        ),
+        (
+            "more used than there are",
+            Box::new(|w| key(w, "expert_used_count", MetaValue::U32(9))),
+            &["qwen3moe.expert_used_count", "9", "8"],
+        ),
+        (
+            "none used",
+            Box::new(|w| key(w, "expert_used_count", MetaValue::U32(0))),
+            &["qwen3moe.expert_used_count", "between 1"],
+        ),
+        (
+            "more experts than llama.cpp allows",
+            Box::new(|w| key(w, "expert_count", MetaValue::U32(5000))),
+            &["qwen3moe.expert_count", "5000", "1024"],
+        ),
+        (
+            "more experts than the tensors hold",
+            Box::new(|w| key(w, "expert_count", MetaValue::U32(16))),
+            &["blk.0.ffn_gate_inp.weight", "shape"],
+        ),
+        (
+            "an expert tensor of another width",
+            Box::new(|w| {
+                let t = w
+                    .tensors
+                    .iter_mut()
+                    .find(|t| t.name == "blk.1.ffn_up_exps.weight")
+                    .unwrap();
+                t.dims = vec![64, 32, 8];
+                t.data.truncate(t.data.len() / 2);
+            }),
+            &["blk.1.ffn_up_exps.weight", "shape"],
+        ),
+    ];
+    for (what, change, names) in cases {
+        let mut w = tiny_moe();
+        change(&mut w);
+        let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
+        assert_eq!(e.trim().lines().count(), 1, "{what}: one line: {e}");
+        for n in names {
+            assert!(e.contains(n), "{what}: the error names {n}: {e}");
+        }
+    }
+}
+
 #[test]
 fn prompt_longer_than_context() {
     let dir = common::temp_dir("cli-ctx");

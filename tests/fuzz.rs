@@ -995,6 +995,18 @@ fn gguf_seeds() -> Vec<Vec<u8>> {
         spec.n_layer = 1;
         seeds.push(synth_model(&spec).to_bytes());
     }
+    // A mixture of experts: the expert keys and 3-D tensors are mutated too.
+    seeds.push(
+        synth_model(&SynthSpec {
+            arch: locus::model::arch::Arch::Qwen3Moe,
+            n_layer: 1,
+            n_expert: 4,
+            n_expert_used: 2,
+            n_ff_exp: 32,
+            ..SynthSpec::tiny(GgmlType::Q8_0)
+        })
+        .to_bytes(),
+    );
     seeds.push(spm_vocab_gguf());
     if let Some(p) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") {
         let f = ModelFile::open(&p).unwrap();

@@ -303,20 +303,7 @@ fn check_logits(quant: &str, prompts: &[(usize, &str)]) {
     let l = Loaded::load(&file, Instant::now()).unwrap();
     let pool = Pool::new(1, |_| {});
     for &(idx, name) in prompts {
-        let gz = common::repo_path(&format!(
-            "tests/data/golden/logits_{quant}_p{idx:02}.txt.gz"
-        ));
-        let out = std::process::Command::new("gzip")
-            .arg("-dc")
-            .arg(&gz)
-            .output()
-            .expect("gzip is needed to read the golden logits");
-        assert!(out.status.success(), "gzip -dc {}", gz.display());
-        let want: Vec<f32> = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|v| v.parse().unwrap())
-            .collect();
+        let want = golden::read_logits(&format!("logits_{quant}_p{idx:02}.txt.gz"));
         let case = cases.iter().find(|c| c.name == name).unwrap();
         let mut s = l.llama.new_state(2048, 1, KvType::F16);
         let mut got = Vec::new();

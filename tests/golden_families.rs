@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use locus::app::Loaded;
 use locus::model::forward::KvType;
+use locus::model::sampler::argmax;
 use locus::model::ModelFile;
 use locus::pool::Pool;
 
@@ -145,21 +146,7 @@ const RING_CELLS: usize = 768;
 const STEPS: usize = 32;
 
 fn golden_logits(tag: &str, idx: usize, suffix: &str) -> Vec<f32> {
-    let gz = common::repo_path(&format!(
-        "tests/data/golden/logits_{tag}_p{idx:02}{suffix}.txt.gz"
-    ));
-    assert!(gz.exists(), "golden logits {} are missing", gz.display());
-    let out = std::process::Command::new("gzip")
-        .arg("-dc")
-        .arg(&gz)
-        .output()
-        .expect("gzip is needed to read the golden logits");
-    assert!(out.status.success(), "gzip -dc {}", gz.display());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|v| v.parse().unwrap())
-        .collect()
+    golden::read_logits(&format!("logits_{tag}_p{idx:02}{suffix}.txt.gz"))
 }
 
 fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
@@ -281,17 +268,6 @@ fn compare(tag: &str, what: &str, got: &[f32], want: &[f32], failures: &mut Vec<
             want[0]
         ));
     }
-}
-
-/// The first highest logit (llama.cpp's greedy pick, numpy's argmax).
-fn argmax(x: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 #[test]

@@ -69,21 +69,7 @@ fn file_fnv(path: &Path) -> u64 {
 }
 
 fn golden_logits(target: &str, idx: usize) -> Vec<f32> {
-    let gz = common::repo_path(&format!(
-        "tests/data/golden/logits_gm_{target}_p{idx:02}.txt.gz"
-    ));
-    assert!(gz.exists(), "golden logits {} are missing", gz.display());
-    let out = std::process::Command::new("gzip")
-        .arg("-dc")
-        .arg(&gz)
-        .output()
-        .expect("gzip is needed to read the golden logits");
-    assert!(out.status.success(), "gzip -dc {}", gz.display());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|v| v.parse().unwrap())
-        .collect()
+    golden::read_logits(&format!("logits_gm_{target}_p{idx:02}.txt.gz"))
 }
 
 #[test]

@@ -424,14 +424,24 @@ fn family_model(arch: &'static str) -> PathBuf {
         // A window shorter than the prompt plus the tokens generated, on every other layer.
         args.extend(["--window", "4", "--swa-pattern", "2"]);
     }
+    if arch == "qwen3moe" {
+        args.extend([
+            "--experts",
+            "8",
+            "--experts-used",
+            "2",
+            "--expert-ffn",
+            "128",
+        ]);
+    }
     let out = common::locus(&args);
     assert!(out.status.success(), "gen-model {arch}: {out:?}");
     path
 }
 
 #[test]
-fn every_mode_runs_qwen3_and_gemma3_with_the_same_tokens() {
-    for arch in ["qwen3", "gemma3"] {
+fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
+    for arch in ["qwen3", "gemma3", "qwen3moe"] {
         let model = family_model(arch);
         let base = baseline(&model);
         for mode in MODES {
@@ -448,8 +458,10 @@ fn every_mode_runs_qwen3_and_gemma3_with_the_same_tokens() {
             if !multi || ["mirror", "shard", "isolate"].contains(&effective.as_str()) {
                 assert_eq!(num(&a, "locality"), 1.0, "{arch} {mode}: locality");
             }
-            // Every matrix of the family is placed and audited: 4 layers × 7, the embedding and
+            // Every matrix of the family is placed and audited: 4 layers × 7 (a mixture of
+            // experts: 4 attention matrices, the router and 8 experts × 3), the embedding and
             // the untied head.
+            let per_layer = if arch == "qwen3moe" { 4 + 1 + 8 * 3 } else { 7 };
             let copies = a.get("copies").and_then(Json::as_array).unwrap();
             let mut tensors: Vec<&str> = copies
                 .iter()
@@ -459,7 +471,7 @@ fn every_mode_runs_qwen3_and_gemma3_with_the_same_tokens() {
             tensors.dedup();
             assert_eq!(
                 tensors.len(),
-                4 * 7 + 2,
+                4 * per_layer + 2,
                 "{arch} {mode}: every matrix listed"
             );
         }

@@ -133,18 +133,25 @@ fn small_model_file() -> &'static PathBuf {
     MODEL.get_or_init(|| write_synth_typed("vm-small-model", 4, [384, 256, 2, 256, 4, 2], Q4K))
 }
 
-/// A small Gemma 3 model (through the architecture seam: head norms, post-norms, GELU, a
-/// 4-token sliding window on every other layer), Q8_0: mirror and shard must audit local and
-/// give the host's tokens for it too.
-fn gemma_model_file() -> &'static PathBuf {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        let path = common::temp_dir("vm-gemma-model").join("gemma3.gguf");
-        let out = common::locus(&[
-            "gen-model",
-            path.to_str().unwrap(),
-            "--arch",
-            "gemma3",
+/// A small model written by `gen-model` with `args` (after the path), cached in a folder of
+/// its own.
+fn gen_model(tag: &str, args: &[&str]) -> PathBuf {
+    let path = common::temp_dir(&format!("vm-{tag}-model")).join(format!("{tag}.gguf"));
+    let mut all = vec!["gen-model", path.to_str().unwrap()];
+    all.extend(args);
+    let out = common::locus(&all);
+    assert!(out.status.success(), "gen-model {tag}: {out:?}");
+    path
+}
+
+/// Models of other families, through the architecture seam, Q8_0: mirror and shard must
+/// audit local and give the host's tokens for them too. Gemma 3: head norms, post-norms, GELU,
+/// a 4-token sliding window on every other layer. Qwen3-MoE: 8 experts, 2 per token, each
+/// expert's rows split across the nodes in shard.
+fn seam_models() -> &'static [(&'static str, PathBuf); 2] {
+    static MODELS: OnceLock<[(&str, PathBuf); 2]> = OnceLock::new();
+    MODELS.get_or_init(|| {
+        let shape = [
             "--type",
             "Q8_0",
             "--dim",
@@ -161,19 +168,39 @@ fn gemma_model_file() -> &'static PathBuf {
             "384",
             "--head-dim",
             "64",
-            "--window",
-            "4",
-            "--swa-pattern",
-            "2",
             "--untied",
-        ]);
-        assert!(out.status.success(), "gen-model gemma3: {out:?}");
-        path
+        ];
+        let with = |extra: &[&'static str]| -> Vec<&'static str> {
+            shape.iter().chain(extra).copied().collect()
+        };
+        [
+            (
+                "gemma3",
+                gen_model(
+                    "gemma3",
+                    &with(&["--arch", "gemma3", "--window", "4", "--swa-pattern", "2"]),
+                ),
+            ),
+            (
+                "qwen3moe",
+                gen_model(
+                    "qwen3moe",
+                    &with(&[
+                        "--arch",
+                        "qwen3moe",
+                        "--experts",
+                        "8",
+                        "--expert-ffn",
+                        "128",
+                    ]),
+                ),
+            ),
+        ]
     })
 }
 
-/// The modes checked on the Gemma 3 model: the copying modes that must stay local.
-const GEMMA_MODES: [&str; 2] = ["mirror", "shard"];
+/// The modes checked on the seam models: the copying modes that must stay local.
+const SEAM_MODES: [&str; 2] = ["mirror", "shard"];
 
 /// Placement modes every multi-node guest runs: all of them.
 const MODES: [&str; 7] = Mode::ALL_NAMES;
@@ -193,7 +220,8 @@ fn run_args(model: &str, threads: usize) -> Vec<String> {
 /// The guest script: topology facts from sysfs and the model run, each under a `== key` line.
 fn guest_script(topo: &Topo) -> String {
     let run = run_args("/small.gguf", topo.total_cpus()).join("' '");
-    let run_gemma = run_args("/gemma.gguf", topo.total_cpus()).join("' '");
+    // The model's name from the shell loop's $t, spliced between the single-quoted words.
+    let run_seam = run_args("/'\"$t\"'.gguf", topo.total_cpus()).join("' '");
     format!(
         r#"cd /sys/devices/system/node
 echo "== online"; cat online
@@ -223,16 +251,16 @@ for m in {modes}; do
   echo "== run_hex $m"; od -An -v -tx1 /tmp/run.out
   echo "== run_err $m"; cat /tmp/run.err
 done
-for m in {gemma_modes}; do
-  locus audit -m /gemma.gguf --numa $m --poll 0 --json >/tmp/audit.json 2>/tmp/audit.err
-  st=$?; echo "== gemma_audit_status $m"; echo $st
-  echo "== gemma_audit $m"; cat /tmp/audit.json; echo
-  echo "== gemma_audit_err $m"; cat /tmp/audit.err
-  locus '{run_gemma}' --numa $m >/tmp/run.out 2>/tmp/run.err
-  st=$?; echo "== gemma_run_status $m"; echo $st
-  echo "== gemma_run_hex $m"; od -An -v -tx1 /tmp/run.out
-  echo "== gemma_run_err $m"; cat /tmp/run.err
-done
+for t in {seam_tags}; do for m in {seam_modes}; do
+  locus audit -m /$t.gguf --numa $m --poll 0 --json >/tmp/audit.json 2>/tmp/audit.err
+  st=$?; echo "== seam_audit_status $t $m"; echo $st
+  echo "== seam_audit $t $m"; cat /tmp/audit.json; echo
+  echo "== seam_audit_err $t $m"; cat /tmp/audit.err
+  locus '{run_seam}' --numa $m >/tmp/run.out 2>/tmp/run.err
+  st=$?; echo "== seam_run_status $t $m"; echo $st
+  echo "== seam_run_hex $t $m"; od -An -v -tx1 /tmp/run.out
+  echo "== seam_run_err $t $m"; cat /tmp/run.err
+done; done
 for d in /sys/devices/system/node/node*/hugepages/hugepages-2048kB; do echo 4 >$d/nr_hugepages; done
 locus audit -m /model.gguf --numa mirror --hugepages --poll 0 --json >/tmp/huge.json 2>/tmp/huge.err
 st=$?; echo "== huge_status"; echo $st
@@ -241,7 +269,12 @@ echo "== huge_err"; cat /tmp/huge.err
 echo "== end"
 "#,
         modes = MODES.join(" "),
-        gemma_modes = GEMMA_MODES.join(" ")
+        seam_modes = SEAM_MODES.join(" "),
+        seam_tags = seam_models()
+            .iter()
+            .map(|(t, _)| *t)
+            .collect::<Vec<_>>()
+            .join(" ")
     )
 }
 
@@ -292,8 +325,11 @@ fn check_topology(name: &str, topo: &Topo) {
         .arg(format!("{}:/model.gguf", model.display()))
         .arg("--file")
         .arg(format!("{}:/small.gguf", small_model_file().display()))
-        .arg("--file")
-        .arg(format!("{}:/gemma.gguf", gemma_model_file().display()))
+        .args(
+            seam_models()
+                .iter()
+                .flat_map(|(t, p)| ["--file".to_string(), format!("{}:/{t}.gguf", p.display())]),
+        )
         .args(["--timeout", &BOOT_TIMEOUT_S.to_string()])
         .args(["--", "sh", "-c", &guest_script(topo)])
         .output()
@@ -464,30 +500,32 @@ fn check_topology(name: &str, topo: &Topo) {
         check_audit(name, mode, topo, &a);
     }
 
-    // (5) the Gemma 3 model, through the architecture seam: mirror and shard local, the host's
-    // tokens.
-    let gemma_host = host_output_of(gemma_model_file(), topo.total_cpus());
-    for mode in GEMMA_MODES {
-        assert_eq!(
-            get(&format!("gemma_run_status {mode}")),
-            "0",
-            "vm {name}: gemma3 run --numa {mode} failed: {}",
-            get(&format!("gemma_run_err {mode}"))
-        );
-        assert_eq!(
-            from_hex(get(&format!("gemma_run_hex {mode}"))),
-            gemma_host,
-            "vm {name}: gemma3 run --numa {mode} generated other tokens than the host"
-        );
-        assert_eq!(
-            get(&format!("gemma_audit_status {mode}")),
-            "0",
-            "vm {name}: gemma3 audit --numa {mode} failed: {}",
-            get(&format!("gemma_audit_err {mode}"))
-        );
-        let a = json::parse(get(&format!("gemma_audit {mode}")))
-            .unwrap_or_else(|e| panic!("vm {name}: gemma3 audit --numa {mode} --json: {e}"));
-        check_audit(name, mode, topo, &a);
+    // (5) the seam models (Gemma 3, Qwen3-MoE): mirror and shard local, the host's tokens.
+    for (tag, path) in seam_models() {
+        let host = host_output_of(path, topo.total_cpus());
+        for mode in SEAM_MODES {
+            let key = |k: &str| get(&format!("seam_{k} {tag} {mode}"));
+            assert_eq!(
+                key("run_status"),
+                "0",
+                "vm {name}: {tag} run --numa {mode} failed: {}",
+                key("run_err")
+            );
+            assert_eq!(
+                from_hex(key("run_hex")),
+                host,
+                "vm {name}: {tag} run --numa {mode} generated other tokens than the host"
+            );
+            assert_eq!(
+                key("audit_status"),
+                "0",
+                "vm {name}: {tag} audit --numa {mode} failed: {}",
+                key("audit_err")
+            );
+            let a = json::parse(key("audit"))
+                .unwrap_or_else(|e| panic!("vm {name}: {tag} audit --numa {mode} --json: {e}"));
+            check_audit(name, mode, topo, &a);
+        }
     }
 
     // (6) mirror on hugetlb pages reserved in every node's pool: no fallback, same placement.

@@ -306,7 +306,7 @@ fn stream_target_for(w: &Weights) -> Result<StreamTarget, AppError> {
     let bytes = w
         .read_per_token()
         .iter()
-        .map(|m| m.file.data.len() as u64)
+        .map(|(m, share)| (m.file.data.len() as f64 * share) as u64)
         .sum();
     Ok(StreamTarget::for_weights(
         bytes,

@@ -194,13 +194,22 @@ pub struct Experts<'a> {
 
 impl<'a> Layer<'a> {
     fn matrices(&self) -> Vec<&Matrix<'a>> {
-        let mut v = vec![&self.wq, &self.wk, &self.wv, &self.wo];
+        self.matrices_read().into_iter().map(|(m, _)| m).collect()
+    }
+
+    /// Every matrix, with the share of its bytes a token reads on average: all of each, but
+    /// of the experts `n_used` in `n_expert`.
+    fn matrices_read(&self) -> Vec<(&Matrix<'a>, f64)> {
+        let mut v: Vec<_> = [&self.wq, &self.wk, &self.wv, &self.wo]
+            .map(|m| (m, 1.0))
+            .into();
         match &self.ffn {
-            Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
+            Ffn::Dense { gate, up, down } => v.extend([gate, up, down].map(|m| (m, 1.0))),
             Ffn::Moe(x) => {
-                v.push(&x.router);
+                v.push((&x.router, 1.0));
+                let share = x.n_used as f64 / x.gate.len() as f64;
                 for e in 0..x.gate.len() {
-                    v.extend([&x.gate[e], &x.up[e], &x.down[e]]);
+                    v.extend([&x.gate[e], &x.up[e], &x.down[e]].map(|m| (m, share)));
                 }
             }
         }
@@ -326,11 +335,13 @@ impl<'a> Weights<'a> {
         v
     }
 
-    /// The matrices a token's forward pass streams: the output head and every layer's.
-    pub fn read_per_token(&self) -> Vec<&Matrix<'a>> {
-        let mut v = vec![&self.output];
+    /// The matrices a token's forward pass streams, each with the share of its bytes one token
+    /// reads on average: the output head and every layer's, whole, except a mixture's experts,
+    /// of which a token reads `n_used` of `n_expert` (the active bytes).
+    pub fn read_per_token(&self) -> Vec<(&Matrix<'a>, f64)> {
+        let mut v = vec![(&self.output, 1.0)];
         for l in &self.layers {
-            v.extend(l.matrices());
+            v.extend(l.matrices_read());
         }
         v
     }

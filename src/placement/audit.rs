@@ -246,23 +246,26 @@ pub fn audit(p: &Placement, w: &Weights, file: &ModelFile) -> Audit {
                 known_bytes: 0.0,
                 local_bytes: 0.0,
             };
-            for m in w.read_per_token() {
+            // Bytes a token reads: a mixture's experts count by the share a token uses.
+            let mut read = 0f64;
+            for (m, share) in w.read_per_token() {
                 let v: &Tensor = m.view(slot_i);
                 let (lo, hi) = rows_of_thread(v.rows, tid, nth);
                 if hi <= lo {
                     continue;
                 }
                 let (a, b) = ((lo - v.row0) * v.row_bytes, (hi - v.row0) * v.row_bytes);
-                t.read_bytes += (b - a) as u64;
+                read += (b - a) as f64 * share;
                 if let (Some(node), Some(pm)) =
                     (slot.node, page_maps.get(&(v.data.as_ptr() as usize)))
                 {
                     let offset = v.data.as_ptr() as usize % page;
                     let (k, l) = pm.local(offset, a, b, node);
-                    t.known_bytes += k;
-                    t.local_bytes += l;
+                    t.known_bytes += k * share;
+                    t.local_bytes += l * share;
                 }
             }
+            t.read_bytes = read as u64;
             threads.push(t);
         }
     }

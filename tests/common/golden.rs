@@ -82,3 +82,21 @@ fn base64_known_answers() {
     assert_eq!(base64_decode("aGk="), b"hi");
     assert_eq!(base64_decode(""), b"");
 }
+
+/// The logits in `tests/data/golden/NAME` (gzipped, one `%.9g` value per line, as
+/// gen_greedy.py writes them).
+pub fn read_logits(name: &str) -> Vec<f32> {
+    let gz = crate::common::repo_path(&format!("tests/data/golden/{name}"));
+    assert!(gz.exists(), "golden logits {} are missing", gz.display());
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(&gz)
+        .output()
+        .expect("gzip is needed to read the golden logits");
+    assert!(out.status.success(), "gzip -dc {}", gz.display());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
