@@ -153,11 +153,11 @@ Options:
       --window N      gemma3: sliding window in tokens (default: none, all layers global)
       --swa-pattern N gemma3: of every N layers the first N-1 are local (default: not
                       written, which llama.cpp reads as 6)
-      --experts N     experts per layer (qwen3moe and mixtral; default 8; with another
-                      --arch: llama's experts, i.e. mixtral)
-      --experts-used K  experts per token (default 2)
-      --expert-ffn N  one expert's feed-forward length (default: --ffn; mixtral: must be
-                      --ffn)
+      --experts N     experts per layer, for qwen3moe and mixtral (default 8)
+      --experts-used N
+                      experts per token (default 2)
+      --expert-ffn N  one expert's feed-forward length (default: the --ffn value, which
+                      mixtral's experts must have)
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help
