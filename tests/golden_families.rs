@@ -179,6 +179,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
     let mut failures = Vec::new();
     let mut past_window = 0;
     let mut wrapped = 0;
+    let mut shared_and_idle = 0;
     for case in &cases {
         let ids = l.tokenizer.encode(&case.prompt, true, true);
         assert_eq!(
@@ -192,6 +193,19 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
         l.llama.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
             logits = lg.to_vec()
         });
+        if let (Some(counts), Some(moe)) = (s.expert_counts(), l.llama.config.moe) {
+            // The prompt ran as one step of ≤ 32 tokens per layer but the last (which keeps
+            // one token): in layer 0, one expert must have served several of its tokens at
+            // once and another none, so the batched expert path is checked on both.
+            if ids.len() <= 32 && ids.len() * moe.n_used > moe.n_expert {
+                let first = &counts[..moe.n_expert];
+                let most = first.iter().max().copied().unwrap_or(0);
+                let idle = first.iter().filter(|&&c| c == 0).count();
+                if most >= 2 && idle > 0 {
+                    shared_and_idle += 1;
+                }
+            }
+        }
         let wraps = window > 0 && case.name == WRAP_PROMPT.1;
         if let Some(&(idx, _)) = LOGIT_PROMPTS.iter().find(|(_, n)| *n == case.name) {
             compare(
@@ -247,6 +261,17 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
             cases.len(),
             WRAP_PROMPT.1
         );
+    }
+    if let Some(moe) = l.llama.config.moe {
+        // With 8 experts and 2 per token every expert serves a short prompt; with 128 and 8
+        // some prompt must leave experts idle while others serve several tokens.
+        if moe.n_expert > 4 * moe.n_used {
+            assert!(
+                shared_and_idle > 0,
+                "{tag}: no prompt had an expert shared by several of its tokens and one unused"
+            );
+            eprintln!("{tag}: {shared_and_idle} prompts had experts shared by several tokens of one step and experts none chose");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
     failures

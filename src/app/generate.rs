@@ -64,6 +64,8 @@ pub struct RunReport {
     pub stopped_by_eog: bool,
     /// Generation stopped because SIGINT arrived.
     pub interrupted: bool,
+    /// A mixture of experts' tokens per expert and layer (`n_layer × n_expert`), for `-v`.
+    pub expert_counts: Vec<u64>,
 }
 
 /// `run`'s context when `-c` is not given (llama.cpp's default), unless the model was trained
@@ -257,6 +259,7 @@ pub fn generate(
         }
         last.copy_from_slice(state.logits(0));
     }
+    report.expert_counts = state.expert_counts().unwrap_or_default().to_vec();
     let rest = stream.finish();
     if out_ok && !rest.is_empty() {
         write(out, rest.as_bytes())?;
@@ -299,9 +302,41 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
         // After generation: every weight page a run reads has been read once.
         let a = crate::placement::audit::audit(&placement, &l.llama.weights, &file);
         crate::diagln!("locus: audit: {}", super::audit::one_line(&a));
+        if let Some(moe) = l.llama.config.moe {
+            for line in expert_lines(&report.expert_counts, moe.n_expert) {
+                crate::diagln!("locus: {line}");
+            }
+        }
     }
     crate::diagln!("{}", timing_line(&report));
     Ok(report)
+}
+
+/// Experts each layer's tokens were routed to, hottest first, as `run -v` prints them:
+/// `experts: layer 0: 5 31%, 2 18%, 7 12%, 0 11% …; 1 of 8 never chosen`.
+pub fn expert_lines(counts: &[u64], n_expert: usize) -> Vec<String> {
+    /// Experts listed per layer.
+    const SHOWN: usize = 4;
+    counts
+        .chunks_exact(n_expert)
+        .enumerate()
+        .map(|(layer, c)| {
+            let total = c.iter().sum::<u64>().max(1) as f64;
+            let mut order: Vec<usize> = (0..n_expert).collect();
+            order.sort_by(|&a, &b| c[b].cmp(&c[a]).then(a.cmp(&b)));
+            let hot: Vec<String> = order
+                .iter()
+                .take(SHOWN)
+                .map(|&e| format!("{e} {:.0}%", 100.0 * c[e] as f64 / total))
+                .collect();
+            let unused = c.iter().filter(|&&n| n == 0).count();
+            format!(
+                "experts: layer {layer}: {}{}; {unused} of {n_expert} never chosen",
+                hot.join(", "),
+                if n_expert > SHOWN { " …" } else { "" }
+            )
+        })
+        .collect()
 }
 
 /// `load 123.4 ms | prompt 12 tok, 345.6 tok/s | decode 64 tok, 78.9 tok/s` (`prompt 96 of

@@ -114,6 +114,12 @@ impl State {
         }
     }
 
+    /// A mixture of experts' statistics: per layer, how many tokens each expert was chosen for
+    /// since the state was made (`n_layer × n_expert`, layer-major); `None` for a dense model.
+    pub fn expert_counts(&self) -> Option<&[u64]> {
+        self.moe.as_ref().map(|m| &m.counts[..])
+    }
+
     /// Makes every forward step poll `flag` between its matmul steps and stop early once it
     /// is set (Ctrl-C acts within one step, not after a whole prompt).
     pub fn set_stop(&mut self, flag: &'static AtomicBool) {
@@ -507,7 +513,10 @@ impl<'a> Model<'a> {
             v,
             swa,
             rows: Default::default(),
-            moe: c.moe.as_ref().map(|m| moe::MoeBufs::new(m, c.n_embd)),
+            moe: c
+                .moe
+                .as_ref()
+                .map(|m| moe::MoeBufs::new(m, c.n_embd, c.n_layer)),
             x: vec![0.0; b * c.n_embd],
             xn: vec![0.0; b * c.n_embd],
             q: vec![0.0; b * c.q_dim()],
@@ -821,7 +830,7 @@ impl<'a> Model<'a> {
             let (w_gate, w_up, w_down) = match &layer.ffn {
                 Ffn::Dense { gate, up, down } => (gate, up, down),
                 Ffn::Moe(x) => {
-                    self.moe_ffn(pool, s, x, (b0, nf, at));
+                    self.moe_ffn(pool, s, (li, x), (b0, nf, at));
                     self.ffn_residual(pool, s, layer, b0, nf, n);
                     continue;
                 }

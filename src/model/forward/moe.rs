@@ -27,11 +27,14 @@ pub(super) struct MoeBufs {
     ys: Vec<f32>,
     /// The (token, slot) pairs routed to the expert at hand.
     routed: Vec<(usize, usize)>,
+    /// Per layer and expert: the tokens routed to it since the state was made.
+    pub(super) counts: Vec<u64>,
 }
 
 impl MoeBufs {
-    pub(super) fn new(m: &MoeShape, n_embd: usize) -> MoeBufs {
+    pub(super) fn new(m: &MoeShape, n_embd: usize, n_layer: usize) -> MoeBufs {
         MoeBufs {
+            counts: vec![0; n_layer * m.n_expert],
             probs: vec![0.0; MAX_BATCH * m.n_expert],
             sel: vec![0; MAX_BATCH * m.n_used],
             w: vec![0.0; MAX_BATCH * m.n_used],
@@ -51,7 +54,7 @@ impl Model<'_> {
         &self,
         pool: &Pool,
         s: &mut State,
-        x: &Experts,
+        (layer, x): (usize, &Experts),
         (b0, n, at): (usize, usize, (usize, usize)),
     ) {
         let c = &self.config;
@@ -85,6 +88,7 @@ impl Model<'_> {
             if m == 0 {
                 continue;
             }
+            bufs.counts[layer * ne + ex] += m as u64;
             for (j, &(b, _)) in bufs.routed.iter().enumerate() {
                 let row = (b0 + b) * e;
                 bufs.xg[j * e..(j + 1) * e].copy_from_slice(&s.xn[row..row + e]);
