@@ -1,6 +1,5 @@
 //! `locus tokenize` prints what llama-tokenize prints: `--ids` as `[a, b, ...]` with the file's
-//! exact bytes, for a runnable model (SmolLM2) and a vocabulary-only use of another
-//! architecture (Gemma 3).
+//! exact bytes, for a GPT-2 BPE vocabulary (SmolLM2) and a SentencePiece one (Gemma 3).
 
 mod common;
 
@@ -61,6 +60,6 @@ fn smollm2_ids_match_llama_tokenize() {
 }
 
 #[test]
-fn gemma3_vocabulary_tokenizes_though_the_model_cannot_run() {
+fn gemma3_sentencepiece_vocabulary_tokenizes_as_llama_tokenize() {
     check("gemma-3-270m-q4_k_m.gguf", "tokenize_gemma3.txt");
 }
