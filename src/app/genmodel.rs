@@ -259,3 +259,23 @@ pub fn run(opts: &GenModelOptions) -> Result<u64, AppError> {
     );
     Ok(size)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_a3b_preset_is_a_valid_qwen3_30b_a3b_layer() {
+        let s = SynthSpec::a3b(GgmlType::Q4_0);
+        assert!(validate(&s).is_ok(), "{:?}", validate(&s).err());
+        assert_eq!(s.arch, Arch::Qwen3Moe);
+        assert_eq!(
+            (s.n_embd, s.head_dim(), s.n_head, s.n_head_kv),
+            (2048, 128, 32, 4)
+        );
+        assert_eq!((s.n_expert, s.n_expert_used, s.n_ff_exp), (128, 8, 768));
+        // About 4 GiB, almost all of it experts.
+        let gib = estimated_bytes(&s) as f64 / (1u64 << 30) as f64;
+        assert!((3.5..4.5).contains(&gib), "{gib} GiB");
+    }
+}

@@ -136,8 +136,11 @@ Options:
                       gemma3 (head norms, post-norms, GELU, sliding-window layers), qwen3moe
                       (qwen3 with a mixture of experts in every layer), mixtral (llama with
                       one)
-      --preset NAME   starting shape: tiny (default) or 1b (dim 2048, 16 layers, FFN 5632,
-                      32 heads, 4 KV heads, vocabulary 32000)
+      --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
+                      32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
+                      with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,
+                      dim 2048, 12 layers, 32 heads of 128, 4 KV heads, 128 experts of 768,
+                      8 per token)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (default:
                       Q4_0; --dim and --ffn must be whole blocks of it: 256 for the K-quants

@@ -102,9 +102,10 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                 spec = match a.value(f, inline)?.as_str() {
                     "tiny" => SynthSpec::tiny(ty),
                     "1b" => SynthSpec::one_b(ty),
+                    "a3b" => SynthSpec::a3b(ty),
                     other => {
                         return err(format!(
-                            "--preset: unknown preset {} (tiny, 1b)",
+                            "--preset: unknown preset {} (tiny, 1b, a3b)",
                             super::quote(other)
                         ))
                     }

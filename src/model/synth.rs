@@ -73,6 +73,23 @@ impl SynthSpec {
         }
     }
 
+    /// Qwen3-30B-A3B's layer (dim 2048, 32 heads of 128, 4 KV heads, 128 experts of width
+    /// 768, 8 per token) with a quarter of its 48 layers and a 32000-token vocabulary, so it
+    /// fits this project's machines: about 4 GiB at Q4_0.
+    pub fn a3b(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: Arch::Qwen3Moe,
+            n_layer: 12,
+            n_ff: 6144,
+            head_dim: 128,
+            n_expert: 128,
+            n_expert_used: 8,
+            n_ff_exp: 768,
+            rope_freq_base: 1_000_000.0,
+            ..SynthSpec::one_b(ty)
+        }
+    }
+
     /// A model small enough for unit tests.
     pub fn tiny(ty: GgmlType) -> SynthSpec {
         SynthSpec {
