@@ -771,11 +771,59 @@ fn big_model_file() -> &'static PathBuf {
     MODEL.get_or_init(|| write_synth("vm-big-model", 5, [4096, 512, 16, 1536, 4, 2]))
 }
 
+/// A mixture of experts too large for node 1 of [`vm_node_too_small_for_a_copy_of_experts`]
+/// (24 experts of 512 in 4 layers: 84 MiB, a copy needs 100 with its margin) whose active
+/// bytes (2 of 24 experts per token) would fit it several times over: `auto` must size a copy
+/// with every expert.
+fn big_moe_file() -> &'static PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        gen_model(
+            "bigmoe",
+            &[
+                "--arch",
+                "qwen3moe",
+                "--type",
+                "Q8_0",
+                "--dim",
+                "512",
+                "--layers",
+                "4",
+                "--ffn",
+                "1536",
+                "--heads",
+                "4",
+                "--kv-heads",
+                "2",
+                "--vocab",
+                "4096",
+                "--experts",
+                "24",
+                "--experts-used",
+                "2",
+                "--expert-ffn",
+                "512",
+                "--untied",
+            ],
+        )
+    })
+}
+
 #[test]
 fn vm_node_too_small_for_a_copy() {
-    let name = "node_too_small";
+    node_too_small("node_too_small", big_model_file());
+}
+
+/// The same with a mixture of experts: `auto` counts all experts.
+#[test]
+fn vm_node_too_small_for_a_copy_of_experts() {
+    node_too_small("node_too_small_moe", big_moe_file());
+}
+
+/// Node 1 (80 MiB) cannot hold a copy of `model`: auto picks shard, `mirror --strict` exits
+/// 2, plain mirror falls back to shard and says so.
+fn node_too_small(name: &str, model: &Path) {
     let Some(env) = vm_env(name) else { return };
-    let model = big_model_file();
     let topo = Topo::uniform(&[(1, 512), (1, 80)]);
     let script = r#"cd /tmp
 locus audit -m /big.gguf --numa auto --poll 0 --json >/tmp/auto.json 2>/tmp/auto.err
