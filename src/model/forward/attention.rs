@@ -100,10 +100,7 @@ impl Model<'_> {
         let vw = s.v[layer].writer();
         let (kcur, vcur) = (&s.kcur, &s.vcur);
         pool.run(&|tid| {
-            let g = pool.group_of(tid);
-            let (h0, h1) = self.kv_heads_of_group(pool, g);
-            let threads = &pool.groups()[g];
-            let (c0, c1) = split((h1 - h0) * hd, tid - threads.start, threads.len());
+            let (h0, c0, c1) = self.kv_share(pool, tid, hd);
             for ch in h0 * hd + c0..h0 * hd + c1 {
                 let (head, d) = (ch / hd, ch % hd);
                 for (b, &cell) in rows.cell[..n].iter().enumerate() {
@@ -116,6 +113,17 @@ impl Model<'_> {
                 }
             }
         });
+    }
+
+    /// Thread `tid`'s share of its group's KV heads' items, `per_head` of them per head (a
+    /// head's channels, or its rows of the batch): `(first head, start, end)`, the items
+    /// counted from the first head's first.
+    fn kv_share(&self, pool: &Pool, tid: usize, per_head: usize) -> (usize, usize, usize) {
+        let g = pool.group_of(tid);
+        let (h0, h1) = self.kv_heads_of_group(pool, g);
+        let threads = &pool.groups()[g];
+        let (lo, hi) = split((h1 - h0) * per_head, tid - threads.start, threads.len());
+        (h0, lo, hi)
     }
 
     /// The (token, query head) items of thread `tid` in an attention step over `n` tokens: its
@@ -149,10 +157,7 @@ impl Model<'_> {
         let vw = s.v[layer].row_writer();
         let (kcur, vcur) = (&s.kcur, &s.vcur);
         pool.run(&|tid| {
-            let g = pool.group_of(tid);
-            let (h0, h1) = self.kv_heads_of_group(pool, g);
-            let threads = &pool.groups()[g];
-            let (r0, r1) = split((h1 - h0) * n, tid - threads.start, threads.len());
+            let (h0, r0, r1) = self.kv_share(pool, tid, n);
             for item in r0..r1 {
                 let (head, b) = (h0 + item / n, item % n);
                 let row = head * cap + rows.cell[b];
