@@ -218,5 +218,64 @@ fn decode_stream(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, kernels, decode, decode_stream);
+/// Row groups of the streamed `decode_stream_k` matrix: about 128 MiB at 2048 columns.
+const STREAM_K_GROUPS: usize = 8192;
+
+/// One thread's decode matmul (`Kernels::gemv`) for the K-quants and IQ4_XS in the order
+/// decode takes them (Q4_K as llama.cpp's repacked gemv sums it; the others `vec_dot`'s),
+/// 2048 columns: over 256 rows that stay in L2 (the kernel's compute rate) and over 128 MiB that
+/// stream from memory (compare the GB/s with `locus membw -t 1`), in the file's layout and in the
+/// layout the tier packs copies into, where it packs the type.
+fn decode_stream_k(c: &mut Criterion) {
+    let n = 2048;
+    let cases = [
+        ("q4_k_repacked", GgmlType::Q4K, SumOrder::BlockChain),
+        ("q5_k", GgmlType::Q5K, SumOrder::Lanes),
+        ("q6_k", GgmlType::Q6K, SumOrder::Lanes),
+        ("iq4_xs", GgmlType::Iq4Xs, SumOrder::Lanes),
+    ];
+    let mut group = c.benchmark_group("decode_stream_k");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for (name, ty, order) in cases {
+        let distinct: Vec<Vec<u8>> = (0..PANEL_ROWS)
+            .map(|r| quantize_row(ty, &values(n, r as u32)))
+            .collect();
+        let group_bytes = distinct.concat();
+        let mut act = ActRow::new_for(ty);
+        act.set(&values(n, 7));
+        for (label, copies) in [("l2", 256 / PANEL_ROWS), ("stream", STREAM_K_GROUPS)] {
+            let file = group_bytes.repeat(copies);
+            let mut out = vec![0f32; file.len() / distinct[0].len()];
+            group.throughput(Throughput::Bytes(file.len() as u64));
+            for k in [Tier::Avx2, Tier::Avx512]
+                .into_iter()
+                .filter_map(|t| Kernels::for_tier(t).ok())
+            {
+                let mut layouts = vec![(Layout::Rows, file.clone())];
+                let packed_layout = k.preferred_layout(ty, order);
+                if packed_layout != Layout::Rows {
+                    let mut one = vec![0u8; group_bytes.len()];
+                    let blocks = n / packed_layout.block_elems();
+                    pack::pack_group(packed_layout, &group_bytes, blocks, &mut one);
+                    layouts.push((packed_layout, one.repeat(copies)));
+                }
+                for (layout, bytes) in &layouts {
+                    let id = format!("{name}/{}/{}", k.tier, layout.name());
+                    group.bench_function(BenchmarkId::new(id, label), |b| {
+                        b.iter(|| {
+                            k.gemv_in(*layout, ty, order, black_box(bytes), &act, &mut out);
+                            black_box(&mut out);
+                        })
+                    });
+                }
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, kernels, decode, decode_stream, decode_stream_k);
 criterion_main!(benches);

@@ -98,14 +98,17 @@ fn check_from(quant: &str, from: Weights) {
                 "{quant}: {packed} of {} copied matrices packed",
                 p.store.pieces().len()
             );
-            if l.llama
-                .kernels
-                .preferred_layout(GgmlType::Q4_0, SumOrder::BlockChain)
-                != Layout::Rows
-            {
+            // The type the kernels read packed (Q4_0 and Q4_K, where llama.cpp repacks it).
+            let ty = if quant.starts_with("Q4_K") {
+                GgmlType::Q4K
+            } else {
+                GgmlType::Q4_0
+            };
+            if l.llama.kernels.preferred_layout(ty, SumOrder::BlockChain) != Layout::Rows {
                 assert!(
                     packed > 0,
-                    "{quant}: the kernels read packed Q4_0, but nothing was packed"
+                    "{quant}: the kernels read packed {}, but nothing was packed",
+                    ty.name()
                 );
             }
             l
@@ -277,6 +280,13 @@ fn run_continues_gemma3_as_llama_cpp() {
 #[test]
 fn greedy_matches_llama_cpp_q4_0_from_a_packed_copy() {
     check_from("Q4_0", Weights::Copy);
+}
+
+/// The same for Q4_K_M, whose Q4_K matrices a tier with packed kernels (AVX-512) reads packed
+/// in groups of sixteen rows (`Layout::Q4Kx16`), prompts included (unpacked per step there).
+#[test]
+fn greedy_matches_llama_cpp_q4_k_m_from_a_packed_copy() {
+    check_from("Q4_K_M", Weights::Copy);
 }
 
 /// The full logits vector after a prompt equals llama.cpp's bit for bit (recorded with

@@ -16,7 +16,7 @@ mod qc;
 use locus::kernels::entries::{Variant, SCALAR};
 use locus::kernels::kblocks::{BlockQ8K, QK_K};
 use locus::kernels::kdequant::quantize_act_q8_k;
-use locus::kernels::{ActRow, ActType, GgmlType, Kernels, SumOrder, Tier};
+use locus::kernels::{pack, ActRow, ActType, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS};
 use quickcheck::{Arbitrary, Gen};
 
 const TIERS: [Tier; 2] = [Tier::Avx2, Tier::Avx512];
@@ -594,5 +594,134 @@ fn tile_throughput() {
             line += &format!("  {}: {best:6.1} G/s", k.tier);
         }
         println!("{line}");
+    }
+}
+
+/// Every tier's `gemv_in` over Q4_K rows packed by `pack_group` ([`Layout::Q4Kx16`]: `groups`
+/// groups of sixteen, the case's rows repeated to fill them) against the scalar single dot of
+/// the rows before packing, in every order (the repacked gemv's takes the packed kernel where
+/// the tier has one; the others unpack), each activation passed through `edit`.
+fn check_packed_q4_k(c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> bool {
+    let ty = GgmlType::Q4K;
+    let scalar = Kernels::scalar();
+    let mut all = vec![scalar];
+    all.extend(tiers());
+    let mut g = Gen::from_size_and_seed(100, c.seed);
+    let distinct: Vec<Vec<u8>> =
+        c.w.iter()
+            .map(|w| weight_row(&mut g, ty, w, c.random))
+            .collect();
+    let rows: Vec<&[u8]> = (0..groups * PACK_ROWS)
+        .map(|i| distinct[i % distinct.len()].as_slice())
+        .collect();
+    let n = c.w[0].len() / QK_K;
+    let group_bytes = PACK_ROWS * rows[0].len();
+    let mut packed = vec![0u8; groups * group_bytes];
+    for (gi, out) in packed.chunks_exact_mut(group_bytes).enumerate() {
+        let file = rows[gi * PACK_ROWS..(gi + 1) * PACK_ROWS].concat();
+        pack::pack_group(Layout::Q4Kx16, &file, n, out);
+    }
+    for x in &c.x {
+        let mut a = ActRow::new_for(ty);
+        a.set(x);
+        edit(&mut a);
+        for order in ORDERS {
+            for k in &all {
+                let mut out = vec![f32::NAN; rows.len()];
+                k.gemv_in(Layout::Q4Kx16, ty, order, &packed, &a, &mut out);
+                for (r, (&got, row)) in out.iter().zip(&rows).enumerate() {
+                    let want = scalar.dot_ordered(ty, order, row, &a);
+                    if !same(got, want) {
+                        eprintln!(
+                            "Q4_K {order:?} tier {} packed gemv, row {r}: {got:e} != scalar \
+                             {want:e}",
+                            k.tier
+                        );
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Packed Q4_K copies ([`Layout::Q4Kx16`]) give the file layout's bits on every tier, for
+/// quantized and random weights, one and three groups.
+#[test]
+fn packed_q4_k_equals_the_scalar_oracles() {
+    fn prop(c: Case, three: bool) -> bool {
+        check_packed_q4_k(&c, if three { 3 } else { 1 }, |_| {})
+    }
+    qc::check_n(
+        "packed_q4_k_equals_the_scalar_oracles",
+        60,
+        prop as fn(Case, bool) -> bool,
+    );
+}
+
+/// [`packed_q4_k_equals_the_scalar_oracles`] with activations at the edges: every quant −128
+/// or +127 (the largest products the kernel's integers meet), block sums kept consistent.
+#[test]
+fn packed_q4_k_at_activation_extremes_equals_the_scalar_oracles() {
+    fn extreme(v: i8) -> impl Fn(&mut ActRow) {
+        move |a: &mut ActRow| {
+            if let ActRow::Q8K(r) = a {
+                for b in r.iter_mut() {
+                    b.qs.iter_mut().for_each(|q| *q = v);
+                    b.bsums.iter_mut().for_each(|s| *s = 16 * i16::from(v));
+                }
+            }
+        }
+    }
+    let mut g = qc::gen("packed_q4_k_at_activation_extremes", 100);
+    for random in [false, true] {
+        let sb = 1 + usize::arbitrary(&mut g) % MAX_SUPER_BLOCKS;
+        let c = Case {
+            w: (0..5).map(|_| gen_row(&mut g, sb)).collect(),
+            x: vec![gen_row(&mut g, sb)],
+            random,
+            seed: u64::arbitrary(&mut g),
+        };
+        for v in [i8::MIN, i8::MAX] {
+            assert!(
+                check_packed_q4_k(&c, 2, extreme(v)),
+                "activations all {v}, random {random}"
+            );
+        }
+    }
+}
+
+/// The AVX-512 tier asks placement for packed Q4_K copies where llama.cpp repacks (the
+/// repacked gemv's order) and for the file's rows where it does not; the others never pack
+/// Q4_K.
+#[test]
+fn only_the_avx512_tier_packs_q4_k_and_only_repacked_q4_k() {
+    let ty = GgmlType::Q4K;
+    assert_eq!(
+        Kernels::scalar().preferred_layout(ty, SumOrder::BlockChain),
+        Layout::Rows
+    );
+    for k in tiers() {
+        let want = match k.tier {
+            Tier::Avx512 => Layout::Q4Kx16,
+            _ => Layout::Rows,
+        };
+        assert_eq!(
+            k.preferred_layout(ty, SumOrder::BlockChain),
+            want,
+            "{}",
+            k.tier
+        );
+        assert_eq!(
+            k.preferred_layout(ty, SumOrder::Lanes),
+            Layout::Rows,
+            "{}",
+            k.tier
+        );
+        assert_eq!(
+            k.preferred_layout(GgmlType::Q6K, SumOrder::BlockChain),
+            Layout::Rows
+        );
     }
 }

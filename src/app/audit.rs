@@ -142,12 +142,15 @@ pub fn render_text(p: &Placement, a: &Audit) -> String {
         }
         let _ = writeln!(s, " {:>8}", c.unknown_pages);
     }
-    if a.copies.iter().any(|c| c.layout != Layout::Rows) {
-        let _ = writeln!(
-            s,
-            "  * packed for the kernels ({}: Q4_0 in groups of 16 rows, same bytes and pages)",
-            Layout::Q4_0x16.name()
-        );
+    for layout in [Layout::Q4_0x16, Layout::Q4Kx16] {
+        if a.copies.iter().any(|c| c.layout == layout) {
+            let _ = writeln!(
+                s,
+                "  * packed for the kernels ({}: {})",
+                layout.name(),
+                layout.describe()
+            );
+        }
     }
     let _ = writeln!(s, "totals by node:");
     for (n, b) in &a.bytes_by_node {

@@ -50,7 +50,7 @@ mod x86_64;
 use std::fmt;
 
 pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-pub use entries::Entry;
+pub use entries::{Entry, Variant};
 use kblocks::BlockQ8K;
 pub use pack::{Layout, PACK_ROWS};
 pub use types::GgmlType;
@@ -444,6 +444,9 @@ struct GemvPanel {
 type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
 /// A panel over one packed group: as [`Panel`], the rows from the group's bytes.
 type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], &mut [f32]);
+/// A single-token kernel over one packed Q4_K group ([`Layout::Q4Kx16`]): `out[r] = dot(row
+/// r, a)` for its [`PACK_ROWS`] rows, from the group's bytes.
+type PackedGemvK = fn(&[u8], &[BlockQ8K], &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -579,6 +582,9 @@ pub struct Kernels {
     /// table with them asks for packed copies ([`Kernels::preferred_layout`]).
     q4_0_packed_gemv: Option<PackedGemv>,
     q4_0_packed_panel: Option<PackedPanel>,
+    /// The single-token kernel of one packed Q4_K group ([`Layout::Q4Kx16`], the repacked
+    /// gemv's order); a table with it asks for packed Q4_K copies.
+    q4_k_packed_gemv: Option<PackedGemvK>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -640,6 +646,7 @@ impl Kernels {
             q4_0_chain_gemv: None,
             q4_0_packed_gemv: None,
             q4_0_packed_panel: None,
+            q4_k_packed_gemv: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -713,6 +720,7 @@ impl Kernels {
                 }),
                 q4_0_packed_gemv: Some(x86_64::avx512::gemv16_q4_0_q8_0_packed),
                 q4_0_packed_panel: Some(x86_64::avx512::panel_q4_0_q8_0_packed),
+                q4_k_packed_gemv: Some(x86_64::kpacked::gemv16_q4_k_packed),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 kv_add_q8_0: x86_64::avx512::kv_add_q8_0,
@@ -932,23 +940,29 @@ impl Kernels {
 
     /// The layout this table reads fastest for a matrix of `ty` summed in `order`: placement
     /// packs the copies it makes into it (the file's own mapping stays as it is).
-    /// [`Layout::Q4_0x16`] for block-chain Q4_0 where the tier has packed kernels (AVX-512),
-    /// [`Layout::Rows`] otherwise.
+    /// [`Layout::Q4_0x16`] for block-chain Q4_0 and [`Layout::Q4Kx16`] for Q4_K that llama.cpp
+    /// repacks, where the tier has packed kernels (AVX-512); [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
-        match (ty, order.plain(), self.q4_0_packed_gemv) {
-            (GgmlType::Q4_0, SumOrder::BlockChain, Some(_)) => Layout::Q4_0x16,
+        match (ty, order.plain()) {
+            (GgmlType::Q4_0, SumOrder::BlockChain) if self.q4_0_packed_gemv.is_some() => {
+                Layout::Q4_0x16
+            }
+            (GgmlType::Q4K, SumOrder::BlockChain) if self.q4_k_packed_gemv.is_some() => {
+                Layout::Q4Kx16
+            }
             _ => Layout::Rows,
         }
     }
 
-    /// [`Kernels::gemv`] of rows stored in `layout`. For [`Layout::Q4_0x16`] (block-chain
-    /// Q4_0 only), `rows` holds whole packed groups of [`PACK_ROWS`] rows and `out` one
-    /// output per row; the result is the same, bit for bit, as the file layout's. A table
-    /// without packed kernels unpacks each group first (slow: tests, and a copy packed for
-    /// another tier).
+    /// [`Kernels::gemv`] of rows stored in `layout`. For a packed layout (block-chain Q4_0 in
+    /// [`Layout::Q4_0x16`], Q4_K in [`Layout::Q4Kx16`]), `rows` holds whole packed groups of
+    /// [`PACK_ROWS`] rows and `out` one output per row; the result is the same, bit for bit,
+    /// as the file layout's. A table without the packed kernel (or an order it does not
+    /// compute: the repacked gemm's, for a last token of a prompt) unpacks each group first
+    /// (slow: tests, a copy packed for another tier, one token now and then).
     ///
     /// # Panics
-    /// As [`Kernels::gemv`], or if a packed run is not whole groups of Q4_0.
+    /// As [`Kernels::gemv`], or if a packed run is not whole groups of the layout's type.
     pub fn gemv_in(
         &self,
         layout: Layout,
@@ -961,31 +975,44 @@ impl Kernels {
         if layout == Layout::Rows {
             return self.gemv(ty, order, rows, act, out);
         }
-        assert!(
-            (ty, order.plain()) == (GgmlType::Q4_0, SumOrder::BlockChain),
-            "packed rows of {} are not Q4_0 in block-chain order",
-            ty.name()
-        );
         let k = out.len();
         assert!(
             k.is_multiple_of(PACK_ROWS),
             "{k} rows are not whole packed groups"
         );
-        let n = act.len() / QK;
-        let w = checked_blocks::<BlockQ4_0>(rows, n * k);
-        let a = q8_0_row(act, n);
-        let groups = w
-            .chunks_exact(PACK_ROWS * n)
+        let group_bytes = rows.len() / (k / PACK_ROWS).max(1);
+        assert_eq!(
+            group_bytes * (k / PACK_ROWS),
+            rows.len(),
+            "packed groups of unequal size"
+        );
+        let groups = rows
+            .chunks_exact(group_bytes.max(1))
             .zip(out.chunks_exact_mut(PACK_ROWS));
-        match self.q4_0_packed_gemv {
-            Some(run) => groups.for_each(|(wg, o)| run(wg, a, o)),
-            None => {
-                let mut rows = vec![0u8; std::mem::size_of_val(&w[..PACK_ROWS * n])];
-                for (wg, o) in groups {
-                    pack::unpack_q4_0x16(blocks::block_bytes(wg), n, &mut rows);
-                    self.gemv(ty, order, &rows, act, o);
+        let n = act.len() / layout.block_elems();
+        match (layout, ty, order.plain()) {
+            (Layout::Q4_0x16, GgmlType::Q4_0, SumOrder::BlockChain) => {
+                if let Some(run) = self.q4_0_packed_gemv {
+                    let a = q8_0_row(act, n);
+                    for (wg, o) in groups {
+                        run(checked_blocks::<BlockQ4_0>(wg, PACK_ROWS * n), a, o);
+                    }
+                    return;
                 }
             }
+            (Layout::Q4Kx16, GgmlType::Q4K, _) => {
+                let repacked = self.entry(ty).map(|e| e.variant(order)) == Some(Variant::Repacked);
+                if let (Some(run), ActRow::Q8K(a), true) = (self.q4_k_packed_gemv, act, repacked) {
+                    groups.for_each(|(wg, o)| run(wg, a, o));
+                    return;
+                }
+            }
+            _ => panic!("packed rows of {} are not in {}", ty.name(), layout.name()),
+        }
+        let mut unpacked = vec![0u8; group_bytes];
+        for (wg, o) in groups {
+            pack::unpack_group(layout, wg, n, &mut unpacked);
+            self.gemv(ty, order, &unpacked, act, o);
         }
     }
 

@@ -14,8 +14,20 @@
 //! ```
 //! A group takes exactly the bytes its sixteen rows take in the file, at the same place, so a
 //! packed copy has the file's size and its pages hold the same rows.
+//!
+//! Q4_K ([`Layout::Q4Kx16`]) is packed the same way, super-block by super-block: the sixteen
+//! rows' fields side by side, so that a single-token kernel finds each row in the lanes of its
+//! vectors and never reduces across lanes (llama.cpp repacks Q4_K at load for the same reason):
+//! ```text
+//! group g, super-block i, at byte (g·n + i)·2304 of the matrix:
+//!   bytes    0..32     the rows' f16 scales d, row r at 2r
+//!   bytes   32..64     their f16 mins dmin, row r at 32 + 2r
+//!   bytes   64..256    their 12 packed scale bytes: byte p of row r at 64 + 16p + r
+//!   bytes  256..2304   32 64-byte vectors: vector k holds nibble bytes 4k..4k+4 of row r at 4r
+//! ```
 
 use super::blocks::BlockQ4_0;
+use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
 
 /// Rows per packed group.
 pub const PACK_ROWS: usize = 16;
@@ -38,6 +50,8 @@ pub enum Layout {
     Rows,
     /// Q4_0 in groups of [`PACK_ROWS`] rows, as the module documentation shows.
     Q4_0x16,
+    /// Q4_K in groups of [`PACK_ROWS`] rows, as the module documentation shows.
+    Q4Kx16,
 }
 
 impl Layout {
@@ -46,25 +60,129 @@ impl Layout {
         match self {
             Layout::Rows => "rows",
             Layout::Q4_0x16 => "q4_0x16",
+            Layout::Q4Kx16 => "q4_kx16",
+        }
+    }
+
+    /// What the layout holds, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Layout::Rows => "rows as the file stores them",
+            Layout::Q4_0x16 => "Q4_0 in groups of 16 rows, same bytes and pages",
+            Layout::Q4Kx16 => "Q4_K in groups of 16 rows, same bytes and pages",
+        }
+    }
+
+    /// Elements of one block of the packed type (its rows hold `cols / block_elems()` blocks).
+    pub fn block_elems(self) -> usize {
+        match self {
+            Layout::Rows | Layout::Q4_0x16 => super::QK,
+            Layout::Q4Kx16 => super::kblocks::QK_K,
         }
     }
 }
 
-/// Every run of bytes packing moves, for sixteen rows of `n` blocks: (offset in the file's
-/// layout, offset in the packed layout, length). Unpacking moves the same runs back.
-fn moves(n: usize) -> impl Iterator<Item = (usize, usize, usize)> {
-    let row_bytes = n * BLOCK;
-    (0..n).flat_map(move |i| {
-        (0..PACK_ROWS).flat_map(move |r| {
-            let (file, step) = (r * row_bytes + i * BLOCK, i * STEP);
-            let scale = (file, step + 2 * r, 2);
-            let qs = (0..QS / GROUP).map(move |k| {
-                let at = step + SCALES + k * GROUP * PACK_ROWS + GROUP * r;
-                (file + 2 + GROUP * k, at, GROUP)
+/// Packs [`PACK_ROWS`] rows of `n` blocks each (back to back in `rows`, the file's layout) into
+/// `layout`, in `out` (the same size). [`Layout::Rows`] copies.
+///
+/// # Panics
+/// If either slice is not `PACK_ROWS · n` blocks of the layout's type.
+pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
+    match layout {
+        Layout::Rows => out.copy_from_slice(rows),
+        Layout::Q4_0x16 => pack_q4_0x16(rows, n, out),
+        Layout::Q4Kx16 => {
+            check_k_sizes("pack", rows, out, n);
+            walk_q4_k(n, |file, at, len| {
+                out[at..at + len].copy_from_slice(&rows[file..file + len])
             });
-            std::iter::once(scale).chain(qs)
-        })
-    })
+        }
+    }
+}
+
+/// The inverse of [`pack_group`]: the file's layout of a packed group.
+///
+/// # Panics
+/// As [`pack_group`].
+pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
+    match layout {
+        Layout::Rows => out.copy_from_slice(packed),
+        Layout::Q4_0x16 => unpack_q4_0x16(packed, n, out),
+        Layout::Q4Kx16 => {
+            check_k_sizes("unpack", packed, out, n);
+            walk_q4_k(n, |file, at, len| {
+                out[file..file + len].copy_from_slice(&packed[at..at + len])
+            });
+        }
+    }
+}
+
+/// Bytes of one Q4_K super-block.
+const K_BLOCK: usize = std::mem::size_of::<BlockQ4K>();
+/// Bytes of one packed Q4_K super-block step: [`PACK_ROWS`] super-blocks.
+pub const K_STEP: usize = PACK_ROWS * K_BLOCK;
+/// Where a packed Q4_K step keeps its rows' mins, scale bytes and nibble vectors.
+pub const K_DMIN_AT: usize = 2 * PACK_ROWS;
+pub const K_SCALES_AT: usize = 4 * PACK_ROWS;
+pub const K_QS_AT: usize = K_SCALES_AT + K_SCALE_SIZE * PACK_ROWS;
+/// Offsets of the fields in a Q4_K block (d, dmin, scales, qs).
+const K_FILE_DMIN: usize = 2;
+const K_FILE_SCALES: usize = 4;
+const K_FILE_QS: usize = K_FILE_SCALES + K_SCALE_SIZE;
+const _: () = assert!(K_QS_AT + PACK_ROWS * (K_BLOCK - K_FILE_QS) == K_STEP);
+
+/// [`walk_q4_0`] for Q4_K: every run of bytes its packing moves, for sixteen rows of `n`
+/// super-blocks.
+#[inline(always)]
+fn walk_q4_k(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
+    let row_bytes = n * K_BLOCK;
+    for i in 0..n {
+        for r in 0..PACK_ROWS {
+            let (file, step) = (r * row_bytes + i * K_BLOCK, i * K_STEP);
+            mv(file, step + 2 * r, 2);
+            mv(file + K_FILE_DMIN, step + K_DMIN_AT + 2 * r, 2);
+            for p in 0..K_SCALE_SIZE {
+                mv(
+                    file + K_FILE_SCALES + p,
+                    step + K_SCALES_AT + PACK_ROWS * p + r,
+                    1,
+                );
+            }
+            for k in 0..(K_BLOCK - K_FILE_QS) / GROUP {
+                let at = step + K_QS_AT + k * GROUP * PACK_ROWS + GROUP * r;
+                mv(file + K_FILE_QS + GROUP * k, at, GROUP);
+            }
+        }
+    }
+}
+
+/// Checks that `a` and `b` are both sixteen Q4_K rows of `n` super-blocks.
+fn check_k_sizes(what: &str, a: &[u8], b: &[u8], n: usize) {
+    assert!(
+        a.len() == n * K_STEP && b.len() == a.len(),
+        "{what}: {} and {} bytes for sixteen Q4_K rows of {n} super-blocks",
+        a.len(),
+        b.len()
+    );
+}
+
+/// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every run of
+/// bytes packing moves, for sixteen rows of `n` blocks (plain loops with constant lengths, which
+/// compile to plain moves: packing runs at load, over every byte of a copy). Unpacking moves the
+/// same runs back.
+#[inline(always)]
+fn walk_q4_0(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
+    let row_bytes = n * BLOCK;
+    for i in 0..n {
+        for r in 0..PACK_ROWS {
+            let (file, step) = (r * row_bytes + i * BLOCK, i * STEP);
+            mv(file, step + 2 * r, 2);
+            for k in 0..QS / GROUP {
+                let at = step + SCALES + k * GROUP * PACK_ROWS + GROUP * r;
+                mv(file + 2 + GROUP * k, at, GROUP);
+            }
+        }
+    }
 }
 
 /// Checks that `a` and `b` are both sixteen rows of `n` blocks.
@@ -84,9 +202,9 @@ fn check_sizes(what: &str, a: &[u8], b: &[u8], n: usize) {
 /// If either slice is not `PACK_ROWS · n` blocks long.
 pub fn pack_q4_0x16(rows: &[u8], n: usize, out: &mut [u8]) {
     check_sizes("pack", rows, out, n);
-    for (file, packed, len) in moves(n) {
-        out[packed..packed + len].copy_from_slice(&rows[file..file + len]);
-    }
+    walk_q4_0(n, |file, at, len| {
+        out[at..at + len].copy_from_slice(&rows[file..file + len])
+    });
 }
 
 /// The inverse of [`pack_q4_0x16`]: the file's layout of a packed group.
@@ -95,9 +213,9 @@ pub fn pack_q4_0x16(rows: &[u8], n: usize, out: &mut [u8]) {
 /// As [`pack_q4_0x16`].
 pub fn unpack_q4_0x16(packed: &[u8], n: usize, out: &mut [u8]) {
     check_sizes("unpack", packed, out, n);
-    for (file, at, len) in moves(n) {
-        out[file..file + len].copy_from_slice(&packed[at..at + len]);
-    }
+    walk_q4_0(n, |file, at, len| {
+        out[file..file + len].copy_from_slice(&packed[at..at + len])
+    });
 }
 
 #[cfg(test)]
@@ -124,6 +242,34 @@ mod tests {
             let mut back = vec![0u8; rows.len()];
             unpack_q4_0x16(&packed, n, &mut back);
             assert_eq!(back, rows, "{n} blocks");
+        }
+    }
+
+    #[test]
+    fn q4_k_unpack_inverts_pack_and_fields_land_where_documented() {
+        for n in [1, 2, 5] {
+            let rows = bytes(n * K_STEP, 100 + n as u32);
+            let mut packed = vec![0u8; rows.len()];
+            pack_group(Layout::Q4Kx16, &rows, n, &mut packed);
+            let mut back = vec![0u8; rows.len()];
+            unpack_group(Layout::Q4Kx16, &packed, n, &mut back);
+            assert_eq!(back, rows, "{n} super-blocks");
+            let block = |r: usize, i: usize| &rows[(r * n + i) * K_BLOCK..][..K_BLOCK];
+            for i in 0..n {
+                let step = &packed[i * K_STEP..(i + 1) * K_STEP];
+                for r in 0..PACK_ROWS {
+                    let b = block(r, i);
+                    assert_eq!(&step[2 * r..2 * r + 2], &b[..2], "d of row {r}");
+                    assert_eq!(&step[32 + 2 * r..34 + 2 * r], &b[2..4], "dmin of row {r}");
+                    for p in 0..K_SCALE_SIZE {
+                        assert_eq!(step[64 + 16 * p + r], b[4 + p], "scale byte {p} row {r}");
+                    }
+                    for k in 0..32 {
+                        let at = 256 + 64 * k + 4 * r;
+                        assert_eq!(&step[at..at + 4], &b[16 + 4 * k..20 + 4 * k]);
+                    }
+                }
+            }
         }
     }
 

@@ -26,7 +26,7 @@ pub use super::kv::{Arith, KvType};
 use super::swa::SwaCells;
 use super::weights::{Ffn, Layer, Matrix, Tensor, Weights};
 use crate::kernels::ops::{self, Rope};
-use crate::kernels::{ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
+use crate::kernels::{pack, ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
 use attention::Rows;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -592,6 +592,8 @@ impl<'a> Model<'a> {
                 )
             });
             let order = |t: &Tensor, b: usize| SumOrder::for_token(t.ty, t.order, at.0, at.1 + b);
+            // A packed group in the file's layout, for the multi-token kernels.
+            let mut unpacked: Vec<u8> = Vec::new();
             let mut chunk = |j: usize, (c0, c1): (usize, usize)| {
                 let (t, out) = (&plan[j].0, &jobs[j].1);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
@@ -603,7 +605,7 @@ impl<'a> Model<'a> {
                     kernels.gemv_in(t.layout, t.ty, order(t, 0), rows, &act[0], o);
                     return;
                 }
-                if t.layout != Layout::Rows {
+                if t.layout == Layout::Q4_0x16 {
                     // Whole packed groups (c0 and c1 are group boundaries), each against all
                     // n tokens.
                     for r0 in (c0..c1).step_by(PACK_ROWS) {
@@ -615,10 +617,20 @@ impl<'a> Model<'a> {
                     return;
                 }
                 // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
-                // walks them a tile's tokens at a time), so the step's rows stay in L1.
+                // walks them a tile's tokens at a time), so the step's rows stay in L1. The
+                // groups of another packed layout (whole groups: c0 and c1 are group
+                // boundaries) are put back in the file's layout first, once per step.
                 for r0 in (c0..c1).step_by(STEP) {
                     let k = STEP.min(c1 - r0);
-                    let rows: [&[u8]; STEP] = std::array::from_fn(|j| t.row(r0 + j.min(k - 1)));
+                    let rows: [&[u8]; STEP] = if t.layout == Layout::Rows {
+                        std::array::from_fn(|j| t.row(r0 + j.min(k - 1)))
+                    } else {
+                        let packed = t.rows_bytes(r0, r0 + PACK_ROWS);
+                        unpacked.resize(packed.len(), 0);
+                        let blocks = t.cols / t.layout.block_elems();
+                        pack::unpack_group(t.layout, packed, blocks, &mut unpacked);
+                        std::array::from_fn(|j| &unpacked[j * t.row_bytes..][..t.row_bytes])
+                    };
                     let step = &mut step[..k * n];
                     // Each run of tokens computed in one order (token-major outputs).
                     for &(b0, b1, o) in &plan[j].2 {

@@ -497,19 +497,21 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsiz
 /// thread may write a page once it exists).
 fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[Piece]) {
     let by_name: HashMap<&str, &Matrix> = mats.iter().map(|m| (m.name.as_str(), *m)).collect();
-    // (region, offset in it, source bytes, blocks per row) of every packed group.
-    let mut groups: Vec<(usize, usize, *const u8, usize)> = Vec::new();
-    for p in pieces.iter().filter(|p| p.layout == Layout::Q4_0x16) {
+    // Every packed group.
+    let mut groups: Vec<PackGroup> = Vec::new();
+    for p in pieces.iter().filter(|p| p.layout != Layout::Rows) {
         let m = by_name[p.tensor.as_str()];
         let group_bytes = PACK_ROWS * m.file.row_bytes;
         let src = m.file.rows_bytes(p.rows.start, p.rows.end);
-        let n = m.file.cols / crate::kernels::QK;
+        let n = m.file.cols / p.layout.block_elems();
         for g in 0..p.len / group_bytes {
             groups.push((
                 p.region,
                 p.offset + g * group_bytes,
                 src[g * group_bytes..].as_ptr(),
+                p.layout,
                 n,
+                group_bytes,
             ));
         }
     }
@@ -529,10 +531,9 @@ fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[
     // limit) the others, and this one, pack its share.
     let work = move || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&(region, offset, src, n)) = groups.0.get(i) else {
+        let Some(&(region, offset, src, layout, n, len)) = groups.0.get(i) else {
             break;
         };
-        let len = n * pack::STEP;
         let (base, size) = bases[region];
         assert!(offset + len <= size, "a packed group outside its region");
         // SAFETY: the group lies inside its region (asserted) and no other group
@@ -545,7 +546,7 @@ fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[
                 std::slice::from_raw_parts(src, len),
             )
         };
-        pack::pack_q4_0x16(src, n, dst);
+        pack::pack_group(layout, src, n, dst);
     };
     std::thread::scope(|scope| {
         for _ in 1..plan.threads.max(1) {
@@ -560,7 +561,11 @@ fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[
     });
 }
 
-struct SendGroups(Vec<(usize, usize, *const u8, usize)>);
+/// A packed group to write: (region, offset in it, its bytes in the file, layout, blocks per
+/// row, bytes).
+type PackGroup = (usize, usize, *const u8, Layout, usize, usize);
+
+struct SendGroups(Vec<PackGroup>);
 // SAFETY: the pointers name groups of the shared read-only file mapping, alive for the whole
 // packing scope, and are only read.
 unsafe impl Sync for SendGroups {}

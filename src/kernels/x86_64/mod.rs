@@ -7,5 +7,6 @@ pub(super) mod avx512;
 pub(super) mod kavx2;
 pub(super) mod kavx2_k;
 pub(super) mod kavx512;
+pub(super) mod kpacked;
 pub(super) mod kquant_kernels;
 pub(super) mod kwide_kernels;

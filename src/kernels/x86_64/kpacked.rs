@@ -1,0 +1,156 @@
+//! The AVX-512 single-token kernel of Q4_K copies packed in groups of sixteen rows
+//! ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16), `kernels::pack`), in the order of
+//! llama.cpp's repacked gemv (`krepack::dot_q4_k_q8_k_repacked`):
+//! ```text
+//! per super-block: isum = Σ_j sc_j·Σ q·y,  imin = Σ_j m_j·(bsums[2j] + bsums[2j+1])   (exact)
+//!                  acc = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min)
+//! result = acc − acc_min
+//! ```
+//! The packed step puts row r's bytes in lane r of every vector, so the kernel forms all
+//! sixteen rows' integers side by side and never reduces across lanes: per 64-byte vector of
+//! nibbles two `vpdpbusd` against four activation bytes broadcast (one for the low nibbles'
+//! sub-block, one for the high), one accumulator per sub-block; then the sixteen rows' scales
+//! and mins, unpacked from their twelve byte planes all at once, multiply the sub-block sums.
+//! The integers are the oracle's exactly, and the float chains run one per lane in its order,
+//! so the outputs are its bits.
+//!
+//! The `#[target_feature]` function is private; the table hands out the safe wrapper only after
+//! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
+
+use std::arch::x86_64::*;
+
+use super::avx2::Prefetch;
+use crate::kernels::blocks::as_blocks;
+use crate::kernels::kblocks::{BlockQ4K, BlockQ8K, K_SCALE_SIZE};
+use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
+
+/// Sub-blocks of 32 elements in a super-block.
+const SUBS: usize = 8;
+/// Pairs of sub-blocks (64 elements, 32 bytes of nibbles per row) in a super-block.
+const PAIRS: usize = SUBS / 2;
+/// Four-byte groups of one pair's 32 nibble bytes: one 64-byte packed vector each.
+const GROUPS: usize = 8;
+/// Bytes each row gives to one packed vector.
+const GROUP: usize = 4;
+/// Elements of a pair of sub-blocks.
+const PAIR: usize = 64;
+/// Elements of a sub-block.
+const SUB: usize = 32;
+/// Q8_K `bsums` entries (16 elements each) per 32-element sub-block.
+const BSUMS_PER_SUB: usize = 2;
+
+/// `out[r]` = row r of one packed group of sixteen Q4_K rows (`group`: `y.len()` packed
+/// super-block steps) · `y`, bit for bit as `krepack::dot_q4_k_q8_k_repacked` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+pub(in crate::kernels) fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
+    assert_eq!(
+        group.len(),
+        y.len() * K_STEP,
+        "packed Q4_K group of {} bytes for {}-super-block rows",
+        group.len(),
+        y.len()
+    );
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_impl(group, y, out) }
+}
+
+/// The sixteen rows' scales and mins of one super-block as i32 lanes, sub-block by sub-block,
+/// from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4` on every lane).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
+    assert!(
+        planes.len() >= K_SCALE_SIZE * PACK_ROWS,
+        "scale planes cut short"
+    );
+    // SAFETY: plane p is the 16 bytes at 16p, inside `planes` (asserted).
+    let p: [__m128i; K_SCALE_SIZE] =
+        std::array::from_fn(|i| unsafe { _mm_loadu_si128(planes.as_ptr().add(16 * i).cast()) });
+    let six = _mm_set1_epi8(0x3f);
+    let four = _mm_set1_epi8(0x0f);
+    let two = _mm_set1_epi8(0x03);
+    // The top two bits of each byte, moved to bits 4..6.
+    let top = |v: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(v), two));
+    let mut sc = [_mm512_setzero_si512(); SUBS];
+    let mut mn = sc;
+    for j in 0..SUBS {
+        let (s, m) = if j < 4 {
+            (_mm_and_si128(p[j], six), _mm_and_si128(p[j + 4], six))
+        } else {
+            (
+                _mm_or_si128(_mm_and_si128(p[j + 4], four), top(p[j - 4])),
+                _mm_or_si128(
+                    _mm_and_si128(_mm_srli_epi16::<4>(p[j + 4]), four),
+                    top(p[j]),
+                ),
+            )
+        };
+        sc[j] = _mm512_cvtepu8_epi32(s);
+        mn[j] = _mm512_cvtepu8_epi32(m);
+    }
+    (sc, mn)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let n = y.len();
+    let row_bytes = n * std::mem::size_of::<BlockQ4K>();
+    // The group's bytes cut as sixteen rows' worth each: only for the prefetch, which reads the
+    // next group's lines as this one's are used.
+    let spans: [&[BlockQ4K]; PACK_ROWS] = std::array::from_fn(|r| {
+        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole Q4_K blocks")
+    });
+    let pf = Prefetch::new(&spans);
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = _mm512_setzero_ps();
+    let mut acc_min = _mm512_setzero_ps();
+    for (i, b) in y.iter().enumerate() {
+        pf.at(i);
+        let step = &group[i * K_STEP..(i + 1) * K_STEP];
+        let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+        let qs = &step[K_QS_AT..];
+        // Activation bytes e..e+4 as one i32 broadcast to every lane.
+        let bcast = |e: usize| {
+            let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
+            _mm512_set1_epi32(v)
+        };
+        let mut s = [_mm512_setzero_si512(); SUBS];
+        for o in 0..GROUPS {
+            for j in 0..PAIRS {
+                let k = GROUPS * j + o;
+                // SAFETY: vector k is the 64 bytes at 64k of the nibble part, inside `qs`
+                // (32 vectors, K_STEP − K_QS_AT bytes).
+                let v = unsafe { _mm512_loadu_si512(qs[64 * k..64 * k + 64].as_ptr().cast()) };
+                let lo = _mm512_and_si512(v, low);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+                let e = PAIR * j + GROUP * o;
+                s[2 * j] = _mm512_dpbusd_epi32(s[2 * j], lo, bcast(e));
+                s[2 * j + 1] = _mm512_dpbusd_epi32(s[2 * j + 1], hi, bcast(e + SUB));
+            }
+        }
+        let mut isum = _mm512_setzero_si512();
+        let mut imin = _mm512_setzero_si512();
+        for j in 0..SUBS {
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sc[j], s[j]));
+            let bs = &b.bsums[BSUMS_PER_SUB * j..BSUMS_PER_SUB * (j + 1)];
+            let bsum = i32::from(bs[0]) + i32::from(bs[1]);
+            imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(mn[j], _mm512_set1_epi32(bsum)));
+        }
+        // SAFETY: the sixteen f16 scales and the sixteen mins are the 32 bytes at 0 and at
+        // K_DMIN_AT of the step.
+        let (d, dmin) = unsafe {
+            (
+                _mm512_cvtph_ps(_mm256_loadu_si256(step.as_ptr().cast())),
+                _mm512_cvtph_ps(_mm256_loadu_si256(step[K_DMIN_AT..].as_ptr().cast())),
+            )
+        };
+        let dy = _mm512_set1_ps(b.d);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dy), acc);
+        acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dy), acc_min);
+    }
+    // SAFETY: `out` is sixteen f32.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, acc_min)) };
+}
