@@ -597,12 +597,22 @@ fn tile_throughput() {
     }
 }
 
-/// Every tier's `gemv_in` over Q4_K rows packed by `pack_group` ([`Layout::Q4Kx16`]: `groups`
-/// groups of sixteen, the case's rows repeated to fill them) against the scalar single dot of
-/// the rows before packing, in every order (the repacked gemv's takes the packed kernel where
-/// the tier has one; the others unpack), each activation passed through `edit`.
-fn check_packed_q4_k(c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> bool {
-    let ty = GgmlType::Q4K;
+/// The packed layouts and the types they hold.
+const PACKED_TYPES: [(GgmlType, Layout); 2] = [
+    (GgmlType::Q4K, Layout::Q4Kx16),
+    (GgmlType::Iq4Xs, Layout::Iq4XsX16),
+];
+
+/// Every tier's `gemv_in` over rows of `ty` packed by `pack_group` in its packed layout
+/// (`groups` groups of sixteen, the case's rows repeated to fill them) against the scalar
+/// single dot of the rows before packing, in every order (decode's order takes the packed
+/// kernel where the tier has one; the others unpack), each activation passed through `edit`.
+fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> bool {
+    let layout = PACKED_TYPES
+        .iter()
+        .find(|p| p.0 == ty)
+        .expect("a packed type")
+        .1;
     let scalar = Kernels::scalar();
     let mut all = vec![scalar];
     all.extend(tiers());
@@ -619,7 +629,7 @@ fn check_packed_q4_k(c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> boo
     let mut packed = vec![0u8; groups * group_bytes];
     for (gi, out) in packed.chunks_exact_mut(group_bytes).enumerate() {
         let file = rows[gi * PACK_ROWS..(gi + 1) * PACK_ROWS].concat();
-        pack::pack_group(Layout::Q4Kx16, &file, n, out);
+        pack::pack_group(layout, &file, n, out);
     }
     for x in &c.x {
         let mut a = ActRow::new_for(ty);
@@ -628,13 +638,14 @@ fn check_packed_q4_k(c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> boo
         for order in ORDERS {
             for k in &all {
                 let mut out = vec![f32::NAN; rows.len()];
-                k.gemv_in(Layout::Q4Kx16, ty, order, &packed, &a, &mut out);
+                k.gemv_in(layout, ty, order, &packed, &a, &mut out);
                 for (r, (&got, row)) in out.iter().zip(&rows).enumerate() {
                     let want = scalar.dot_ordered(ty, order, row, &a);
                     if !same(got, want) {
                         eprintln!(
-                            "Q4_K {order:?} tier {} packed gemv, row {r}: {got:e} != scalar \
+                            "{} {order:?} tier {} packed gemv, row {r}: {got:e} != scalar \
                              {want:e}",
+                            ty.name(),
                             k.tier
                         );
                         return false;
@@ -646,24 +657,27 @@ fn check_packed_q4_k(c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> boo
     true
 }
 
-/// Packed Q4_K copies ([`Layout::Q4Kx16`]) give the file layout's bits on every tier, for
-/// quantized and random weights, one and three groups.
+/// Packed copies ([`Layout::Q4Kx16`], [`Layout::Iq4XsX16`]) give the file layout's bits on
+/// every tier, for quantized and random weights, one and three groups.
 #[test]
-fn packed_q4_k_equals_the_scalar_oracles() {
+fn packed_copies_equal_the_scalar_oracles() {
     fn prop(c: Case, three: bool) -> bool {
-        check_packed_q4_k(&c, if three { 3 } else { 1 }, |_| {})
+        PACKED_TYPES
+            .iter()
+            .all(|&(ty, _)| check_packed(ty, &c, if three { 3 } else { 1 }, |_| {}))
     }
     qc::check_n(
-        "packed_q4_k_equals_the_scalar_oracles",
+        "packed_copies_equal_the_scalar_oracles",
         60,
         prop as fn(Case, bool) -> bool,
     );
 }
 
-/// [`packed_q4_k_equals_the_scalar_oracles`] with activations at the edges: every quant −128
-/// or +127 (the largest products the kernel's integers meet), block sums kept consistent.
+/// [`packed_copies_equal_the_scalar_oracles`] with activations at the edges: every quant −128
+/// or +127 (the largest products the kernels' integers meet; −128 is where ggml's sign trick
+/// wraps), block sums kept consistent.
 #[test]
-fn packed_q4_k_at_activation_extremes_equals_the_scalar_oracles() {
+fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
     fn extreme(v: i8) -> impl Fn(&mut ActRow) {
         move |a: &mut ActRow| {
             if let ActRow::Q8K(r) = a {
@@ -674,7 +688,7 @@ fn packed_q4_k_at_activation_extremes_equals_the_scalar_oracles() {
             }
         }
     }
-    let mut g = qc::gen("packed_q4_k_at_activation_extremes", 100);
+    let mut g = qc::gen("packed_copies_at_activation_extremes", 100);
     for random in [false, true] {
         let sb = 1 + usize::arbitrary(&mut g) % MAX_SUPER_BLOCKS;
         let c = Case {
@@ -684,19 +698,22 @@ fn packed_q4_k_at_activation_extremes_equals_the_scalar_oracles() {
             seed: u64::arbitrary(&mut g),
         };
         for v in [i8::MIN, i8::MAX] {
-            assert!(
-                check_packed_q4_k(&c, 2, extreme(v)),
-                "activations all {v}, random {random}"
-            );
+            for &(ty, _) in &PACKED_TYPES {
+                assert!(
+                    check_packed(ty, &c, 2, extreme(v)),
+                    "{}: activations all {v}, random {random}",
+                    ty.name()
+                );
+            }
         }
     }
 }
 
 /// The AVX-512 tier asks placement for packed Q4_K copies where llama.cpp repacks (the
-/// repacked gemv's order) and for the file's rows where it does not; the others never pack
-/// Q4_K.
+/// repacked gemv's order) and for the file's rows where it does not, and for packed IQ4_XS in
+/// `vec_dot`'s order; the others never pack them.
 #[test]
-fn only_the_avx512_tier_packs_q4_k_and_only_repacked_q4_k() {
+fn only_the_avx512_tier_packs_q4_k_and_iq4_xs_in_their_decode_orders() {
     let ty = GgmlType::Q4K;
     assert_eq!(
         Kernels::scalar().preferred_layout(ty, SumOrder::BlockChain),
@@ -723,5 +740,12 @@ fn only_the_avx512_tier_packs_q4_k_and_only_repacked_q4_k() {
             k.preferred_layout(GgmlType::Q6K, SumOrder::BlockChain),
             Layout::Rows
         );
+        let xs = match k.tier {
+            Tier::Avx512 => Layout::Iq4XsX16,
+            _ => Layout::Rows,
+        };
+        let xs_ty = GgmlType::Iq4Xs;
+        assert_eq!(k.preferred_layout(xs_ty, SumOrder::Lanes), xs, "{}", k.tier);
+        assert_eq!(k.preferred_layout(xs_ty, SumOrder::Batched), Layout::Rows);
     }
 }

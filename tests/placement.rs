@@ -478,3 +478,70 @@ fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
         let _ = std::fs::remove_dir_all(model.parent().unwrap());
     }
 }
+
+/// Every type the kernels read packed (Q4_0, Q4_K, IQ4_XS on the AVX-512 tier): a generated
+/// model (untied, so the embedding is a matrix of that type too, read row by row and never
+/// packed) gives the same tokens from `mirror`'s copy as from the file, and its audit names
+/// the packed layout wherever the tier packs. Tier by tier: the AVX2 tier packs nothing.
+#[test]
+fn packed_copies_of_every_packed_type_give_the_file_tokens() {
+    for ty in ["Q4_0", "Q4_K", "IQ4_XS"] {
+        let path = common::temp_dir(&format!("placement-packed-{ty}")).join("model.gguf");
+        let args = [
+            "gen-model",
+            path.to_str().unwrap(),
+            "--type",
+            ty,
+            "--dim",
+            "256",
+            "--layers",
+            "2",
+            "--ffn",
+            "512",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--vocab",
+            "512",
+            "--untied",
+        ];
+        let out = common::locus(&args);
+        assert!(out.status.success(), "gen-model {ty}: {out:?}");
+        let base = baseline(&path);
+        let out = run(&path, &["--numa", "mirror"], &[], false);
+        assert!(out.status.success(), "{ty} mirror: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            text(&base),
+            "{ty}: the packed copy changed the tokens"
+        );
+        let avx512 = locus::kernels::Kernels::for_tier(locus::kernels::Tier::Avx512).is_ok();
+        let a = audit(&path, "mirror", false);
+        let copies = a.get("copies").and_then(Json::as_array).unwrap();
+        let layouts: Vec<(&str, &str)> = copies
+            .iter()
+            .map(|c| {
+                let s = |k: &str| c.get(k).and_then(Json::as_str).unwrap();
+                (s("tensor"), s("layout"))
+            })
+            .collect();
+        let embd = layouts
+            .iter()
+            .find(|(t, _)| *t == "token_embd.weight")
+            .unwrap();
+        assert_eq!(
+            embd.1, "rows",
+            "{ty}: the embedding is read row by row, never packed"
+        );
+        let packed = layouts.iter().filter(|(_, l)| *l != "rows").count();
+        if avx512 {
+            assert_eq!(
+                packed,
+                layouts.len() - 1,
+                "{ty}: all but the embedding packed: {layouts:?}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+}

@@ -142,7 +142,7 @@ pub fn render_text(p: &Placement, a: &Audit) -> String {
         }
         let _ = writeln!(s, " {:>8}", c.unknown_pages);
     }
-    for layout in [Layout::Q4_0x16, Layout::Q4Kx16] {
+    for layout in Layout::PACKED {
         if a.copies.iter().any(|c| c.layout == layout) {
             let _ = writeln!(
                 s,

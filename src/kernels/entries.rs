@@ -44,6 +44,20 @@ pub enum Variant {
 /// takes one dot per output). Rows must be whole blocks of the activations' length.
 pub type TileDot = fn(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool;
 
+/// A tier's single-token kernel over one packed group of [`PACK_ROWS`](super::PACK_ROWS) rows
+/// (`kernels::pack`): `out[r]` is row r's dot product with the activation, bit for bit as the
+/// row's single dot in the entry's `variant` gives it.
+pub type PackedGemv = fn(group: &[u8], act: &[BlockQ8K], out: &mut [f32]);
+
+/// A packed layout a tier reads faster than the file's rows for single tokens: placement packs
+/// copies into it where decode sums in `variant`.
+#[derive(Clone, Copy)]
+pub struct Packed {
+    pub layout: super::Layout,
+    pub variant: Variant,
+    pub gemv: PackedGemv,
+}
+
 /// One weight type's kernels.
 #[derive(Clone, Copy)]
 pub struct Entry {
@@ -71,6 +85,8 @@ pub struct Entry {
     /// The tier's kernel over many rows and tokens at once (decode's runs of rows, prompt
     /// tiles), where it has one.
     pub tile: Option<TileDot>,
+    /// The tier's packed layout and its single-token kernel, where it has one.
+    pub packed: Option<Packed>,
 }
 
 impl Entry {
@@ -181,6 +197,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: None,
         batch_min: usize::MAX,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Q5_1,
@@ -192,6 +209,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: None,
         batch_min: usize::MAX,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Iq4Nl,
@@ -208,6 +226,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(kdot::dot_iq4_nl_q8_0_tinyblas, BlockIq4Nl, q8_0)),
         batch_min: 2,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Q2K,
@@ -224,6 +243,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(ktiled::dot_q2_k_q8_k_tiled, BlockQ2K, q8_k)),
         batch_min: ktiled::TILED_MIN_TOKENS,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Q3K,
@@ -236,6 +256,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(ktiled::dot_q3_k_q8_k_tiled, BlockQ3K, q8_k)),
         batch_min: ktiled::TILED_MIN_TOKENS,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Q4K,
@@ -252,6 +273,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(ktiled::dot_q4_k_q8_k_tiled, BlockQ4K, q8_k)),
         batch_min: ktiled::TILED_MIN_TOKENS,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Q5K,
@@ -264,6 +286,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(ktiled::dot_q5_k_q8_k_tiled, BlockQ5K, q8_k)),
         batch_min: ktiled::TILED_MIN_TOKENS,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Q6K,
@@ -276,6 +299,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(ktiled::dot_q6_k_q8_k_tiled, BlockQ6K, q8_k)),
         batch_min: ktiled::TILED_MIN_TOKENS,
         tile: None,
+        packed: None,
     },
     Entry {
         ty: GgmlType::Iq4Xs,
@@ -288,6 +312,7 @@ pub const SCALAR: [Entry; 9] = [
         dot_batch: Some(row_dot!(ktiled::dot_iq4_xs_q8_k_tiled, BlockIq4Xs, q8_k)),
         batch_min: ktiled::TILED_MIN_TOKENS,
         tile: None,
+        packed: None,
     },
 ];
 

@@ -444,9 +444,6 @@ struct GemvPanel {
 type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
 /// A panel over one packed group: as [`Panel`], the rows from the group's bytes.
 type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], &mut [f32]);
-/// A single-token kernel over one packed Q4_K group ([`Layout::Q4Kx16`]): `out[r] = dot(row
-/// r, a)` for its [`PACK_ROWS`] rows, from the group's bytes.
-type PackedGemvK = fn(&[u8], &[BlockQ8K], &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -582,9 +579,6 @@ pub struct Kernels {
     /// table with them asks for packed copies ([`Kernels::preferred_layout`]).
     q4_0_packed_gemv: Option<PackedGemv>,
     q4_0_packed_panel: Option<PackedPanel>,
-    /// The single-token kernel of one packed Q4_K group ([`Layout::Q4Kx16`], the repacked
-    /// gemv's order); a table with it asks for packed Q4_K copies.
-    q4_k_packed_gemv: Option<PackedGemvK>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -646,7 +640,6 @@ impl Kernels {
             q4_0_chain_gemv: None,
             q4_0_packed_gemv: None,
             q4_0_packed_panel: None,
-            q4_k_packed_gemv: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -720,7 +713,6 @@ impl Kernels {
                 }),
                 q4_0_packed_gemv: Some(x86_64::avx512::gemv16_q4_0_q8_0_packed),
                 q4_0_packed_panel: Some(x86_64::avx512::panel_q4_0_q8_0_packed),
-                q4_k_packed_gemv: Some(x86_64::kpacked::gemv16_q4_k_packed),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 kv_add_q8_0: x86_64::avx512::kv_add_q8_0,
@@ -940,22 +932,29 @@ impl Kernels {
 
     /// The layout this table reads fastest for a matrix of `ty` summed in `order`: placement
     /// packs the copies it makes into it (the file's own mapping stays as it is).
-    /// [`Layout::Q4_0x16`] for block-chain Q4_0 and [`Layout::Q4Kx16`] for Q4_K that llama.cpp
-    /// repacks, where the tier has packed kernels (AVX-512); [`Layout::Rows`] otherwise.
+    /// [`Layout::Q4_0x16`] for block-chain Q4_0, and for the types of the generic path the
+    /// layout of the entry's packed kernel ([`Entry::packed`]) where decode sums in its
+    /// variant: where the tier has packed kernels (AVX-512); [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
         match (ty, order.plain()) {
             (GgmlType::Q4_0, SumOrder::BlockChain) if self.q4_0_packed_gemv.is_some() => {
                 Layout::Q4_0x16
             }
-            (GgmlType::Q4K, SumOrder::BlockChain) if self.q4_k_packed_gemv.is_some() => {
-                Layout::Q4Kx16
-            }
-            _ => Layout::Rows,
+            _ => self
+                .packed_for(ty, order)
+                .map_or(Layout::Rows, |p| p.layout),
         }
     }
 
+    /// The packed kernel of a type of the generic path, where this tier has one for the
+    /// variant `order` takes.
+    fn packed_for(&self, ty: GgmlType, order: SumOrder) -> Option<entries::Packed> {
+        let e = self.entry(ty)?;
+        e.packed.filter(|p| p.variant == e.variant(order))
+    }
+
     /// [`Kernels::gemv`] of rows stored in `layout`. For a packed layout (block-chain Q4_0 in
-    /// [`Layout::Q4_0x16`], Q4_K in [`Layout::Q4Kx16`]), `rows` holds whole packed groups of
+    /// [`Layout::Q4_0x16`], the others of [`Kernels::preferred_layout`]), `rows` holds whole packed groups of
     /// [`PACK_ROWS`] rows and `out` one output per row; the result is the same, bit for bit,
     /// as the file layout's. A table without the packed kernel (or an order it does not
     /// compute: the repacked gemm's, for a last token of a prompt) unpacks each group first
@@ -990,8 +989,14 @@ impl Kernels {
             .chunks_exact(group_bytes.max(1))
             .zip(out.chunks_exact_mut(PACK_ROWS));
         let n = act.len() / layout.block_elems();
-        match (layout, ty, order.plain()) {
-            (Layout::Q4_0x16, GgmlType::Q4_0, SumOrder::BlockChain) => {
+        assert!(
+            layout.holds() == Some(ty),
+            "packed rows of {} are not in {}",
+            ty.name(),
+            layout.name()
+        );
+        match (layout, order.plain()) {
+            (Layout::Q4_0x16, SumOrder::BlockChain) => {
                 if let Some(run) = self.q4_0_packed_gemv {
                     let a = q8_0_row(act, n);
                     for (wg, o) in groups {
@@ -1000,14 +1005,13 @@ impl Kernels {
                     return;
                 }
             }
-            (Layout::Q4Kx16, GgmlType::Q4K, _) => {
-                let repacked = self.entry(ty).map(|e| e.variant(order)) == Some(Variant::Repacked);
-                if let (Some(run), ActRow::Q8K(a), true) = (self.q4_k_packed_gemv, act, repacked) {
-                    groups.for_each(|(wg, o)| run(wg, a, o));
+            _ => {
+                let p = self.packed_for(ty, order).filter(|p| p.layout == layout);
+                if let (Some(p), ActRow::Q8K(a)) = (p, act) {
+                    groups.for_each(|(wg, o)| (p.gemv)(wg, a, o));
                     return;
                 }
             }
-            _ => panic!("packed rows of {} are not in {}", ty.name(), layout.name()),
         }
         let mut unpacked = vec![0u8; group_bytes];
         for (wg, o) in groups {

@@ -25,6 +25,11 @@
 //!   bytes   64..256    their 12 packed scale bytes: byte p of row r at 64 + 16p + r
 //!   bytes  256..2304   32 64-byte vectors: vector k holds nibble bytes 4k..4k+4 of row r at 4r
 //! ```
+//!
+//! IQ4_XS ([`Layout::Iq4XsX16`]) is interleaved word by word, whole blocks: its 136-byte block
+//! is 34 little-endian words (d and `scales_h`, `scales_l`, then the nibbles), and word w of
+//! row r's super-block i sits at byte `(g·n + i)·2176 + 64w + 4r`, so each 64-byte vector holds
+//! one field of all sixteen rows in its i32 lanes.
 
 use super::blocks::BlockQ4_0;
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
@@ -52,6 +57,8 @@ pub enum Layout {
     Q4_0x16,
     /// Q4_K in groups of [`PACK_ROWS`] rows, as the module documentation shows.
     Q4Kx16,
+    /// IQ4_XS in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
+    Iq4XsX16,
 }
 
 impl Layout {
@@ -61,6 +68,7 @@ impl Layout {
             Layout::Rows => "rows",
             Layout::Q4_0x16 => "q4_0x16",
             Layout::Q4Kx16 => "q4_kx16",
+            Layout::Iq4XsX16 => "iq4_xsx16",
         }
     }
 
@@ -70,6 +78,7 @@ impl Layout {
             Layout::Rows => "rows as the file stores them",
             Layout::Q4_0x16 => "Q4_0 in groups of 16 rows, same bytes and pages",
             Layout::Q4Kx16 => "Q4_K in groups of 16 rows, same bytes and pages",
+            Layout::Iq4XsX16 => "IQ4_XS in groups of 16 rows, same bytes and pages",
         }
     }
 
@@ -77,9 +86,23 @@ impl Layout {
     pub fn block_elems(self) -> usize {
         match self {
             Layout::Rows | Layout::Q4_0x16 => super::QK,
-            Layout::Q4Kx16 => super::kblocks::QK_K,
+            Layout::Q4Kx16 | Layout::Iq4XsX16 => super::kblocks::QK_K,
         }
     }
+
+    /// The weight type a packed layout holds (`None` for [`Layout::Rows`]: any).
+    pub fn holds(self) -> Option<super::GgmlType> {
+        use super::GgmlType;
+        match self {
+            Layout::Rows => None,
+            Layout::Q4_0x16 => Some(GgmlType::Q4_0),
+            Layout::Q4Kx16 => Some(GgmlType::Q4K),
+            Layout::Iq4XsX16 => Some(GgmlType::Iq4Xs),
+        }
+    }
+
+    /// Every layout that packs, for reports.
+    pub const PACKED: [Layout; 3] = [Layout::Q4_0x16, Layout::Q4Kx16, Layout::Iq4XsX16];
 }
 
 /// Packs [`PACK_ROWS`] rows of `n` blocks each (back to back in `rows`, the file's layout) into
@@ -95,6 +118,12 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
             check_k_sizes("pack", rows, out, n);
             walk_q4_k(n, |file, at, len| {
                 out[at..at + len].copy_from_slice(&rows[file..file + len])
+            });
+        }
+        Layout::Iq4XsX16 => {
+            check_word_sizes("pack", rows, out, n, IQ4_XS_BLOCK);
+            walk_words::<IQ4_XS_BLOCK>(n, |file, at| {
+                out[at..at + GROUP].copy_from_slice(&rows[file..file + GROUP])
             });
         }
     }
@@ -114,7 +143,42 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
                 out[file..file + len].copy_from_slice(&packed[at..at + len])
             });
         }
+        Layout::Iq4XsX16 => {
+            check_word_sizes("unpack", packed, out, n, IQ4_XS_BLOCK);
+            walk_words::<IQ4_XS_BLOCK>(n, |file, at| {
+                out[file..file + GROUP].copy_from_slice(&packed[at..at + GROUP])
+            });
+        }
     }
+}
+
+/// Bytes of one IQ4_XS block: whole words.
+const IQ4_XS_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockIq4Xs>();
+const _: () = assert!(IQ4_XS_BLOCK.is_multiple_of(GROUP));
+
+/// Calls `mv(offset in the file's layout, offset in the packed layout)` for every word (4
+/// bytes) of sixteen rows of `n` blocks of `B` bytes, interleaved word by word.
+#[inline(always)]
+fn walk_words<const B: usize>(n: usize, mut mv: impl FnMut(usize, usize)) {
+    let row_bytes = n * B;
+    for i in 0..n {
+        for r in 0..PACK_ROWS {
+            let (file, step) = (r * row_bytes + i * B, i * B * PACK_ROWS);
+            for w in 0..B / GROUP {
+                mv(file + GROUP * w, step + GROUP * (PACK_ROWS * w + r));
+            }
+        }
+    }
+}
+
+/// Checks that `a` and `b` are both sixteen rows of `n` blocks of `block` bytes.
+fn check_word_sizes(what: &str, a: &[u8], b: &[u8], n: usize, block: usize) {
+    assert!(
+        a.len() == n * block * PACK_ROWS && b.len() == a.len(),
+        "{what}: {} and {} bytes for sixteen rows of {n} {block}-byte blocks",
+        a.len(),
+        b.len()
+    );
 }
 
 /// Bytes of one Q4_K super-block.
@@ -267,6 +331,31 @@ mod tests {
                     for k in 0..32 {
                         let at = 256 + 64 * k + 4 * r;
                         assert_eq!(&step[at..at + 4], &b[16 + 4 * k..20 + 4 * k]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn iq4_xs_unpack_inverts_pack_and_words_land_by_row() {
+        for n in [1, 3] {
+            let rows = bytes(n * IQ4_XS_BLOCK * PACK_ROWS, 200 + n as u32);
+            let mut packed = vec![0u8; rows.len()];
+            pack_group(Layout::Iq4XsX16, &rows, n, &mut packed);
+            let mut back = vec![0u8; rows.len()];
+            unpack_group(Layout::Iq4XsX16, &packed, n, &mut back);
+            assert_eq!(back, rows, "{n} blocks");
+            for i in 0..n {
+                for r in 0..PACK_ROWS {
+                    let b = &rows[(r * n + i) * IQ4_XS_BLOCK..][..IQ4_XS_BLOCK];
+                    for w in 0..IQ4_XS_BLOCK / 4 {
+                        let at = i * IQ4_XS_BLOCK * PACK_ROWS + 64 * w + 4 * r;
+                        assert_eq!(
+                            &packed[at..at + 4],
+                            &b[4 * w..4 * w + 4],
+                            "word {w} row {r}"
+                        );
                     }
                 }
             }

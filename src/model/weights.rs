@@ -89,6 +89,9 @@ pub struct Matrix<'a> {
     pub name: String,
     /// Shape, type and the file's bytes.
     pub file: Tensor<'a>,
+    /// Read row by row (the token embedding's lookup), so its copies keep the file's layout
+    /// whatever the kernels would read fastest.
+    pub gathered: bool,
     views: Vec<Tensor<'a>>,
 }
 
@@ -97,6 +100,7 @@ impl<'a> Matrix<'a> {
         Matrix {
             name: name.to_string(),
             file,
+            gathered: false,
             views: vec![file],
         }
     }
@@ -368,7 +372,10 @@ impl<'a> Weights<'a> {
         let spec = &c.recipe.tensors;
         // The embedding is also read row by row (get_rows), so llama.cpp never repacks it.
         let embd = "token_embd.weight";
-        let token_embd = Matrix::new(embd, r.tensor(embd, c.n_embd, c.n_vocab)?);
+        let token_embd = Matrix {
+            gathered: true,
+            ..Matrix::new(embd, r.tensor(embd, c.n_embd, c.n_vocab)?)
+        };
         let output = if r.has("output.weight") {
             r.matrix("output.weight", c.n_embd, c.n_vocab)?
         } else {

@@ -296,11 +296,13 @@ impl WeightStore {
 }
 
 /// The layout a whole copy of `m` takes for `kernels`: the one they read fastest when `m` is
-/// whole packed groups, the file's otherwise (a shard's pieces must also start and end on
-/// group boundaries).
+/// whole packed groups and not read row by row (the embedding), the file's otherwise (a
+/// shard's pieces must also start and end on group boundaries).
 pub fn copy_layout(kernels: Option<&Kernels>, m: &Matrix) -> Layout {
     match kernels {
-        Some(k) if m.rows().is_multiple_of(PACK_ROWS) => k.preferred_layout(m.ty(), m.file.order),
+        Some(k) if m.rows().is_multiple_of(PACK_ROWS) && !m.gathered => {
+            k.preferred_layout(m.ty(), m.file.order)
+        }
         _ => Layout::Rows,
     }
 }

@@ -126,6 +126,7 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         if let Some(tile) = wide::fill(e).or_else(|| kernels::fill(e)) {
             e.tile = Some(tile);
         }
+        e.packed = super::kpacked::packed(e.ty);
     }
     rows
 }

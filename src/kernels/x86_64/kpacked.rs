@@ -1,6 +1,8 @@
-//! The AVX-512 single-token kernel of Q4_K copies packed in groups of sixteen rows
-//! ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16), `kernels::pack`), in the order of
-//! llama.cpp's repacked gemv (`krepack::dot_q4_k_q8_k_repacked`):
+//! The AVX-512 single-token kernels of copies packed in groups of sixteen rows (`kernels::pack`):
+//! Q4_K ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16)) and IQ4_XS
+//! ([`Layout::Iq4XsX16`](crate::kernels::Layout::Iq4XsX16)).
+//!
+//! Q4_K is summed in the order of llama.cpp's repacked gemv (`krepack::dot_q4_k_q8_k_repacked`):
 //! ```text
 //! per super-block: isum = Σ_j sc_j·Σ q·y,  imin = Σ_j m_j·(bsums[2j] + bsums[2j+1])   (exact)
 //!                  acc = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min)
@@ -14,6 +16,16 @@
 //! The integers are the oracle's exactly, and the float chains run one per lane in its order,
 //! so the outputs are its bits.
 //!
+//! IQ4_XS is summed in `vec_dot`'s order (`kdot::dot_iq4_xs_q8_k`): eight i32 lanes per row,
+//! lane l taking elements with `(e mod 32) / 4 == l`, `acc[l] = fma(d, sumi[l], acc[l])` per
+//! super-block and `hsum_float_8` at the end. Here each of those eight lanes is a vector of its
+//! own, holding it for all sixteen rows, so every step is vertical and `hsum_float_8`'s tree
+//! is three rounds of vector adds. A 64-byte vector of nibbles gives two four-element groups
+//! per row (low and high nibbles, lanes q and q + 4); each group's values come from the
+//! IQ4_NL table by `vpshufb`, are multiplied with ggml's sign trick (|v| times the activation
+//! with v's sign, −128 wrapping as `vpsignb` does), and scaled by the sub-block's 6-bit scale
+//! in `vpdpwssd`.
+//!
 //! The `#[target_feature]` function is private; the table hands out the safe wrapper only after
 //! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
 
@@ -21,8 +33,27 @@ use std::arch::x86_64::*;
 
 use super::avx2::Prefetch;
 use crate::kernels::blocks::as_blocks;
-use crate::kernels::kblocks::{BlockQ4K, BlockQ8K, K_SCALE_SIZE};
+use crate::kernels::entries::{Packed, Variant};
+use crate::kernels::kblocks::{BlockIq4Xs, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
+use crate::kernels::{GgmlType, Layout};
+
+/// The packed layout and kernel of `ty` on this tier, where it has one.
+pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
+    match ty {
+        GgmlType::Q4K => Some(Packed {
+            layout: Layout::Q4Kx16,
+            variant: Variant::Repacked,
+            gemv: gemv16_q4_k_packed,
+        }),
+        GgmlType::Iq4Xs => Some(Packed {
+            layout: Layout::Iq4XsX16,
+            variant: Variant::Dot,
+            gemv: gemv16_iq4_xs_packed,
+        }),
+        _ => None,
+    }
+}
 
 /// Sub-blocks of 32 elements in a super-block.
 const SUBS: usize = 8;
@@ -44,7 +75,7 @@ const BSUMS_PER_SUB: usize = 2;
 ///
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-pub(in crate::kernels) fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
     let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
     assert_eq!(
         group.len(),
@@ -153,4 +184,113 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     }
     // SAFETY: `out` is sixteen f32.
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, acc_min)) };
+}
+
+/// Bytes of one IQ4_XS block, and of one packed step of sixteen.
+const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
+const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
+/// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
+const XS_QS_WORD: usize = 2;
+/// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
+const XS_SUB_WORDS: usize = 4;
+/// IQ4_XS scales are 6-bit codes for −32..32.
+const XS_SCALE_BIAS: i32 = 32;
+/// Lanes of ggml's `vec_dot` accumulators.
+const LANES: usize = 8;
+
+/// `out[r]` = row r of one packed group of sixteen IQ4_XS rows (`group`: `y.len()` packed
+/// steps, word-interleaved) · `y`, bit for bit as `kdot::dot_iq4_xs_q8_k` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
+    assert_eq!(
+        group.len(),
+        y.len() * XS_STEP,
+        "packed IQ4_XS group of {} bytes for {}-block rows",
+        group.len(),
+        y.len()
+    );
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_iq4_xs_impl(group, y, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let row_bytes = y.len() * XS_BLOCK;
+    let spans: [&[BlockIq4Xs]; PACK_ROWS] = std::array::from_fn(|r| {
+        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole IQ4_XS blocks")
+    });
+    let pf = Prefetch::new(&spans);
+    // SAFETY: the table is 16 bytes.
+    let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
+    let low = _mm512_set1_epi8(0x0f);
+    let zero = _mm512_setzero_si512();
+    let mut acc = [_mm512_setzero_ps(); LANES];
+    for (i, b) in y.iter().enumerate() {
+        pf.at(i);
+        let step = &group[i * XS_STEP..(i + 1) * XS_STEP];
+        // SAFETY: word w of the step is the 64 bytes at 64w, inside it (w < 34).
+        let word =
+            |w: usize| unsafe { _mm512_loadu_si512(step[64 * w..64 * w + 64].as_ptr().cast()) };
+        let (w0, w1) = (word(0), word(1));
+        let d = _mm512_mul_ps(
+            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0)),
+            _mm512_set1_ps(b.d),
+        );
+        let bcast = |e: usize| {
+            let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
+            _mm512_set1_epi32(v)
+        };
+        let mut s = [zero; LANES];
+        for sub in 0..SUBS {
+            // The sub-block's scale, `(low 4 bits of scales_l) | (2 bits of scales_h) << 4`
+            // − 32, as the same i16 in both halves of each row's lane.
+            let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
+            let lo4 =
+                _mm512_and_si512(_mm512_srl_epi32(w1, shift(4 * sub)), _mm512_set1_epi32(0xf));
+            let hi2 = _mm512_and_si512(
+                _mm512_srl_epi32(w0, shift(16 + 2 * sub)),
+                _mm512_set1_epi32(3),
+            );
+            let ls = _mm512_or_si512(lo4, _mm512_slli_epi32::<4>(hi2));
+            let ls = _mm512_sub_epi32(ls, _mm512_set1_epi32(XS_SCALE_BIAS));
+            let ls = _mm512_or_si512(
+                _mm512_and_si512(ls, _mm512_set1_epi32(0xffff)),
+                _mm512_slli_epi32::<16>(ls),
+            );
+            for q in 0..XS_SUB_WORDS {
+                let v = word(XS_QS_WORD + XS_SUB_WORDS * sub + q);
+                let e = SUB * sub + GROUP * q;
+                let nibbles = [
+                    (_mm512_and_si512(v, low), q, e),
+                    (
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
+                        q + XS_SUB_WORDS,
+                        e + SUB / 2,
+                    ),
+                ];
+                for (nib, lane, e) in nibbles {
+                    let val = _mm512_shuffle_epi8(table, nib);
+                    let yb = bcast(e);
+                    // ggml's sign trick: the activation takes the weight's sign (−128 wraps).
+                    let ys = _mm512_mask_sub_epi8(yb, _mm512_movepi8_mask(val), zero, yb);
+                    let pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(val), ys);
+                    s[lane] = _mm512_dpwssd_epi32(s[lane], pairs, ls);
+                }
+            }
+        }
+        for l in 0..LANES {
+            acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
+        }
+    }
+    // hsum_float_8 per row: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
+    let sum = _mm512_add_ps(
+        _mm512_add_ps(h(0, 4), h(2, 6)),
+        _mm512_add_ps(h(1, 5), h(3, 7)),
+    );
+    // SAFETY: `out` is sixteen f32.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
 }
