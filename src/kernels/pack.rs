@@ -29,7 +29,9 @@
 //! IQ4_XS ([`Layout::Iq4XsX16`]) is interleaved word by word, whole blocks: its 136-byte block
 //! is 34 little-endian words (d and `scales_h`, `scales_l`, then the nibbles), and word w of
 //! row r's super-block i sits at byte `(g·n + i)·2176 + 64w + 4r`, so each 64-byte vector holds
-//! one field of all sixteen rows in its i32 lanes.
+//! one field of all sixteen rows in its i32 lanes. Q6_K ([`Layout::Q6Kx16`]) likewise: its
+//! 210-byte block is 52 words (`ql`, `qh`, the scales) and its f16 `d`, which ends the step
+//! as sixteen f16 (row r at `64·52 + 2r`).
 
 use super::blocks::BlockQ4_0;
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
@@ -59,6 +61,8 @@ pub enum Layout {
     Q4Kx16,
     /// IQ4_XS in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
     Iq4XsX16,
+    /// Q6_K in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
+    Q6Kx16,
 }
 
 impl Layout {
@@ -69,6 +73,7 @@ impl Layout {
             Layout::Q4_0x16 => "q4_0x16",
             Layout::Q4Kx16 => "q4_kx16",
             Layout::Iq4XsX16 => "iq4_xsx16",
+            Layout::Q6Kx16 => "q6_kx16",
         }
     }
 
@@ -79,6 +84,7 @@ impl Layout {
             Layout::Q4_0x16 => "Q4_0 in groups of 16 rows, same bytes and pages",
             Layout::Q4Kx16 => "Q4_K in groups of 16 rows, same bytes and pages",
             Layout::Iq4XsX16 => "IQ4_XS in groups of 16 rows, same bytes and pages",
+            Layout::Q6Kx16 => "Q6_K in groups of 16 rows, same bytes and pages",
         }
     }
 
@@ -86,7 +92,7 @@ impl Layout {
     pub fn block_elems(self) -> usize {
         match self {
             Layout::Rows | Layout::Q4_0x16 => super::QK,
-            Layout::Q4Kx16 | Layout::Iq4XsX16 => super::kblocks::QK_K,
+            Layout::Q4Kx16 | Layout::Iq4XsX16 | Layout::Q6Kx16 => super::kblocks::QK_K,
         }
     }
 
@@ -98,11 +104,17 @@ impl Layout {
             Layout::Q4_0x16 => Some(GgmlType::Q4_0),
             Layout::Q4Kx16 => Some(GgmlType::Q4K),
             Layout::Iq4XsX16 => Some(GgmlType::Iq4Xs),
+            Layout::Q6Kx16 => Some(GgmlType::Q6K),
         }
     }
 
     /// Every layout that packs, for reports.
-    pub const PACKED: [Layout; 3] = [Layout::Q4_0x16, Layout::Q4Kx16, Layout::Iq4XsX16];
+    pub const PACKED: [Layout; 4] = [
+        Layout::Q4_0x16,
+        Layout::Q4Kx16,
+        Layout::Iq4XsX16,
+        Layout::Q6Kx16,
+    ];
 }
 
 /// Packs [`PACK_ROWS`] rows of `n` blocks each (back to back in `rows`, the file's layout) into
@@ -120,12 +132,8 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
                 out[at..at + len].copy_from_slice(&rows[file..file + len])
             });
         }
-        Layout::Iq4XsX16 => {
-            check_word_sizes("pack", rows, out, n, IQ4_XS_BLOCK);
-            walk_words::<IQ4_XS_BLOCK>(n, |file, at| {
-                out[at..at + GROUP].copy_from_slice(&rows[file..file + GROUP])
-            });
-        }
+        Layout::Iq4XsX16 => pack_words::<IQ4_XS_BLOCK>(rows, n, out),
+        Layout::Q6Kx16 => pack_words::<Q6_K_BLOCK>(rows, n, out),
     }
 }
 
@@ -143,32 +151,54 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
                 out[file..file + len].copy_from_slice(&packed[at..at + len])
             });
         }
-        Layout::Iq4XsX16 => {
-            check_word_sizes("unpack", packed, out, n, IQ4_XS_BLOCK);
-            walk_words::<IQ4_XS_BLOCK>(n, |file, at| {
-                out[file..file + GROUP].copy_from_slice(&packed[at..at + GROUP])
-            });
-        }
+        Layout::Iq4XsX16 => unpack_words::<IQ4_XS_BLOCK>(packed, n, out),
+        Layout::Q6Kx16 => unpack_words::<Q6_K_BLOCK>(packed, n, out),
     }
 }
 
 /// Bytes of one IQ4_XS block: whole words.
 const IQ4_XS_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockIq4Xs>();
 const _: () = assert!(IQ4_XS_BLOCK.is_multiple_of(GROUP));
+/// Bytes of one Q6_K block: 52 words and a 2-byte tail (its `d`).
+const Q6_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ6K>();
+/// Where a packed Q6_K step keeps its rows' f16 scales `d` (after the 52 word vectors).
+pub const Q6_K_D_AT: usize = Q6_K_BLOCK / GROUP * GROUP * PACK_ROWS;
 
-/// Calls `mv(offset in the file's layout, offset in the packed layout)` for every word (4
-/// bytes) of sixteen rows of `n` blocks of `B` bytes, interleaved word by word.
+/// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every word
+/// (4 bytes) of sixteen rows of `n` blocks of `B` bytes, interleaved word by word, and for the
+/// blocks' last `B mod 4` bytes, which follow the words as one run per row.
 #[inline(always)]
-fn walk_words<const B: usize>(n: usize, mut mv: impl FnMut(usize, usize)) {
+fn walk_words<const B: usize>(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
+    let (words, tail) = (B / GROUP, B % GROUP);
     let row_bytes = n * B;
     for i in 0..n {
         for r in 0..PACK_ROWS {
             let (file, step) = (r * row_bytes + i * B, i * B * PACK_ROWS);
-            for w in 0..B / GROUP {
-                mv(file + GROUP * w, step + GROUP * (PACK_ROWS * w + r));
+            for w in 0..words {
+                mv(file + GROUP * w, step + GROUP * (PACK_ROWS * w + r), GROUP);
+            }
+            if tail > 0 {
+                let at = step + GROUP * PACK_ROWS * words + tail * r;
+                mv(file + GROUP * words, at, tail);
             }
         }
     }
+}
+
+/// [`pack_group`] of a word-interleaved layout of `B`-byte blocks.
+fn pack_words<const B: usize>(rows: &[u8], n: usize, out: &mut [u8]) {
+    check_word_sizes("pack", rows, out, n, B);
+    walk_words::<B>(n, |file, at, len| {
+        out[at..at + len].copy_from_slice(&rows[file..file + len])
+    });
+}
+
+/// [`unpack_group`] of a word-interleaved layout of `B`-byte blocks.
+fn unpack_words<const B: usize>(packed: &[u8], n: usize, out: &mut [u8]) {
+    check_word_sizes("unpack", packed, out, n, B);
+    walk_words::<B>(n, |file, at, len| {
+        out[file..file + len].copy_from_slice(&packed[at..at + len])
+    });
 }
 
 /// Checks that `a` and `b` are both sixteen rows of `n` blocks of `block` bytes.
@@ -357,6 +387,32 @@ mod tests {
                             "word {w} row {r}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q6_k_unpack_inverts_pack_words_then_the_scales_tail() {
+        for n in [1, 2] {
+            let rows = bytes(n * Q6_K_BLOCK * PACK_ROWS, 300 + n as u32);
+            let mut packed = vec![0u8; rows.len()];
+            pack_group(Layout::Q6Kx16, &rows, n, &mut packed);
+            let mut back = vec![0u8; rows.len()];
+            unpack_group(Layout::Q6Kx16, &packed, n, &mut back);
+            assert_eq!(back, rows, "{n} blocks");
+            for i in 0..n {
+                let step = &packed[i * Q6_K_BLOCK * PACK_ROWS..][..Q6_K_BLOCK * PACK_ROWS];
+                for r in 0..PACK_ROWS {
+                    let b = &rows[(r * n + i) * Q6_K_BLOCK..][..Q6_K_BLOCK];
+                    for w in 0..52 {
+                        assert_eq!(&step[64 * w + 4 * r..][..4], &b[4 * w..4 * w + 4]);
+                    }
+                    assert_eq!(
+                        &step[Q6_K_D_AT + 2 * r..][..2],
+                        &b[208..210],
+                        "d of row {r}"
+                    );
                 }
             }
         }
