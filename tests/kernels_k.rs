@@ -598,10 +598,11 @@ fn tile_throughput() {
 }
 
 /// The packed layouts and the types they hold.
-const PACKED_TYPES: [(GgmlType, Layout); 3] = [
+const PACKED_TYPES: [(GgmlType, Layout); 4] = [
     (GgmlType::Q4K, Layout::Q4Kx16),
     (GgmlType::Iq4Xs, Layout::Iq4XsX16),
     (GgmlType::Q6K, Layout::Q6Kx16),
+    (GgmlType::Q5K, Layout::Q5Kx16),
 ];
 
 /// Every tier's `gemv_in` over rows of `ty` packed by `pack_group` in its packed layout
@@ -658,7 +659,7 @@ fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow
     true
 }
 
-/// Packed copies ([`Layout::Q4Kx16`], [`Layout::Iq4XsX16`], [`Layout::Q6Kx16`]) give the file layout's bits on
+/// Packed copies (Q4_K, IQ4_XS, Q6_K, Q5_K: [`PACKED_TYPES`]) give the file layout's bits on
 /// every tier, for quantized and random weights, one and three groups.
 #[test]
 fn packed_copies_equal_the_scalar_oracles() {
@@ -711,10 +712,10 @@ fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
 }
 
 /// The AVX-512 tier asks placement for packed Q4_K copies where llama.cpp repacks (the
-/// repacked gemv's order) and for the file's rows where it does not, and for packed IQ4_XS and
-/// Q6_K in `vec_dot`'s order; the others never pack them.
+/// repacked gemv's order) and for the file's rows where it does not, and for packed IQ4_XS, Q6_K
+/// and Q5_K in `vec_dot`'s order; the others never pack them.
 #[test]
-fn only_the_avx512_tier_packs_q4_k_iq4_xs_and_q6_k_in_their_decode_orders() {
+fn only_the_avx512_tier_packs_the_k_quants_and_iq4_xs_in_their_decode_orders() {
     let ty = GgmlType::Q4K;
     assert_eq!(
         Kernels::scalar().preferred_layout(ty, SumOrder::BlockChain),

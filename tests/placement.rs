@@ -479,13 +479,13 @@ fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
     }
 }
 
-/// Every type the kernels read packed (Q4_0, Q4_K, IQ4_XS, Q6_K on the AVX-512 tier): a generated
+/// Every type the kernels read packed (Q4_0, Q4_K, IQ4_XS, Q6_K, Q5_K on the AVX-512 tier): a generated
 /// model (untied, so the embedding is a matrix of that type too, read row by row and never
 /// packed) gives the same tokens from `mirror`'s copy as from the file, and its audit names
 /// the packed layout wherever the tier packs. Tier by tier: the AVX2 tier packs nothing.
 #[test]
 fn packed_copies_of_every_packed_type_give_the_file_tokens() {
-    for ty in ["Q4_0", "Q4_K", "IQ4_XS", "Q6_K"] {
+    for ty in ["Q4_0", "Q4_K", "IQ4_XS", "Q6_K", "Q5_K"] {
         let path = common::temp_dir(&format!("placement-packed-{ty}")).join("model.gguf");
         let args = [
             "gen-model",

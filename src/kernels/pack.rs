@@ -31,7 +31,8 @@
 //! row r's super-block i sits at byte `(g·n + i)·2176 + 64w + 4r`, so each 64-byte vector holds
 //! one field of all sixteen rows in its i32 lanes. Q6_K ([`Layout::Q6Kx16`]) likewise: its
 //! 210-byte block is 52 words (`ql`, `qh`, the scales) and its f16 `d`, which ends the step
-//! as sixteen f16 (row r at `64·52 + 2r`).
+//! as sixteen f16 (row r at `64·52 + 2r`). Q5_K ([`Layout::Q5Kx16`]): 44 words (d and dmin,
+//! three of scales, eight of `qh`, then the nibbles).
 
 use super::blocks::BlockQ4_0;
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
@@ -63,6 +64,8 @@ pub enum Layout {
     Iq4XsX16,
     /// Q6_K in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
     Q6Kx16,
+    /// Q5_K in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
+    Q5Kx16,
 }
 
 impl Layout {
@@ -74,6 +77,7 @@ impl Layout {
             Layout::Q4Kx16 => "q4_kx16",
             Layout::Iq4XsX16 => "iq4_xsx16",
             Layout::Q6Kx16 => "q6_kx16",
+            Layout::Q5Kx16 => "q5_kx16",
         }
     }
 
@@ -85,6 +89,7 @@ impl Layout {
             Layout::Q4Kx16 => "Q4_K in groups of 16 rows, same bytes and pages",
             Layout::Iq4XsX16 => "IQ4_XS in groups of 16 rows, same bytes and pages",
             Layout::Q6Kx16 => "Q6_K in groups of 16 rows, same bytes and pages",
+            Layout::Q5Kx16 => "Q5_K in groups of 16 rows, same bytes and pages",
         }
     }
 
@@ -92,7 +97,9 @@ impl Layout {
     pub fn block_elems(self) -> usize {
         match self {
             Layout::Rows | Layout::Q4_0x16 => super::QK,
-            Layout::Q4Kx16 | Layout::Iq4XsX16 | Layout::Q6Kx16 => super::kblocks::QK_K,
+            Layout::Q4Kx16 | Layout::Iq4XsX16 | Layout::Q6Kx16 | Layout::Q5Kx16 => {
+                super::kblocks::QK_K
+            }
         }
     }
 
@@ -105,15 +112,17 @@ impl Layout {
             Layout::Q4Kx16 => Some(GgmlType::Q4K),
             Layout::Iq4XsX16 => Some(GgmlType::Iq4Xs),
             Layout::Q6Kx16 => Some(GgmlType::Q6K),
+            Layout::Q5Kx16 => Some(GgmlType::Q5K),
         }
     }
 
     /// Every layout that packs, for reports.
-    pub const PACKED: [Layout; 4] = [
+    pub const PACKED: [Layout; 5] = [
         Layout::Q4_0x16,
         Layout::Q4Kx16,
         Layout::Iq4XsX16,
         Layout::Q6Kx16,
+        Layout::Q5Kx16,
     ];
 }
 
@@ -134,6 +143,7 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
         }
         Layout::Iq4XsX16 => pack_words::<IQ4_XS_BLOCK>(rows, n, out),
         Layout::Q6Kx16 => pack_words::<Q6_K_BLOCK>(rows, n, out),
+        Layout::Q5Kx16 => pack_words::<Q5_K_BLOCK>(rows, n, out),
     }
 }
 
@@ -153,6 +163,7 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
         }
         Layout::Iq4XsX16 => unpack_words::<IQ4_XS_BLOCK>(packed, n, out),
         Layout::Q6Kx16 => unpack_words::<Q6_K_BLOCK>(packed, n, out),
+        Layout::Q5Kx16 => unpack_words::<Q5_K_BLOCK>(packed, n, out),
     }
 }
 
@@ -161,6 +172,9 @@ const IQ4_XS_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockIq4Xs>();
 const _: () = assert!(IQ4_XS_BLOCK.is_multiple_of(GROUP));
 /// Bytes of one Q6_K block: 52 words and a 2-byte tail (its `d`).
 const Q6_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ6K>();
+/// Bytes of one Q5_K block: whole words.
+const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
+const _: () = assert!(Q5_K_BLOCK.is_multiple_of(GROUP));
 /// Where a packed Q6_K step keeps its rows' f16 scales `d` (after the 52 word vectors).
 pub const Q6_K_D_AT: usize = Q6_K_BLOCK / GROUP * GROUP * PACK_ROWS;
 

@@ -1,7 +1,7 @@
 //! The AVX-512 single-token kernels of copies packed in groups of sixteen rows (`kernels::pack`):
-//! Q4_K ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16)), IQ4_XS
-//! ([`Layout::Iq4XsX16`](crate::kernels::Layout::Iq4XsX16)) and Q6_K
-//! ([`Layout::Q6Kx16`](crate::kernels::Layout::Q6Kx16)).
+//! Q4_K ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16)) and IQ4_XS
+//! ([`Layout::Iq4XsX16`](crate::kernels::Layout::Iq4XsX16)) here, Q6_K and Q5_K in
+//! `kpacked_k.rs`, and the helpers they share.
 //!
 //! Q4_K is summed in the order of llama.cpp's repacked gemv (`krepack::dot_q4_k_q8_k_repacked`):
 //! ```text
@@ -27,13 +27,9 @@
 //! with v's sign, −128 wrapping as `vpsignb` does), and scaled by the sub-block's 6-bit scale
 //! in `vpdpwssd`.
 //!
-//! Q6_K is summed in `vec_dot`'s order too (`kdot::dot_q6_k_q8_k`), its eight lanes as vectors
-//! over the rows the same way: per four-element group the 6-bit codes from a `ql` and a `qh`
-//! word, `vpmaddubsw` against the activations, `vpdpwssd` by the sixteen-element sub-block's
-//! scale; the lane's −32 bias (`32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1])`, which ggml takes
-//! from lane l's own pair of scales) by one more `vpdpwssd` per lane.
+//! Q6_K and Q5_K, in `vec_dot`'s order too, are in `kpacked_k.rs`.
 //!
-//! The `#[target_feature]` function is private; the table hands out the safe wrapper only after
+//! The `#[target_feature]` functions are private; the table hands out the safe wrapper only after
 //! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
 
 use std::arch::x86_64::*;
@@ -41,10 +37,8 @@ use std::arch::x86_64::*;
 use super::avx2::Prefetch;
 use crate::kernels::blocks::as_blocks;
 use crate::kernels::entries::{Packed, Variant};
-use crate::kernels::kblocks::{
-    BlockIq4Xs, BlockQ4K, BlockQ6K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE,
-};
-use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS, Q6_K_D_AT};
+use crate::kernels::kblocks::{BlockIq4Xs, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE};
+use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
 use crate::kernels::{GgmlType, Layout};
 
 /// The packed layout and kernel of `ty` on this tier, where it has one.
@@ -63,24 +57,29 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
         GgmlType::Q6K => Some(Packed {
             layout: Layout::Q6Kx16,
             variant: Variant::Dot,
-            gemv: gemv16_q6_k_packed,
+            gemv: super::kpacked_k::gemv16_q6_k_packed,
+        }),
+        GgmlType::Q5K => Some(Packed {
+            layout: Layout::Q5Kx16,
+            variant: Variant::Dot,
+            gemv: super::kpacked_k::gemv16_q5_k_packed,
         }),
         _ => None,
     }
 }
 
 /// Sub-blocks of 32 elements in a super-block.
-const SUBS: usize = 8;
+pub(super) const SUBS: usize = 8;
 /// Pairs of sub-blocks (64 elements, 32 bytes of nibbles per row) in a super-block.
 const PAIRS: usize = SUBS / 2;
 /// Four-byte groups of one pair's 32 nibble bytes: one 64-byte packed vector each.
 const GROUPS: usize = 8;
 /// Bytes each row gives to one packed vector.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 /// Elements of a pair of sub-blocks.
 const PAIR: usize = 64;
 /// Elements of a sub-block.
-const SUB: usize = 32;
+pub(super) const SUB: usize = 32;
 /// Q8_K `bsums` entries (16 elements each) per 32-element sub-block.
 const BSUMS_PER_SUB: usize = 2;
 
@@ -141,14 +140,7 @@ fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let n = y.len();
-    let row_bytes = n * std::mem::size_of::<BlockQ4K>();
-    // The group's bytes cut as sixteen rows' worth each: only for the prefetch, which reads the
-    // next group's lines as this one's are used.
-    let spans: [&[BlockQ4K]; PACK_ROWS] = std::array::from_fn(|r| {
-        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole Q4_K blocks")
-    });
-    let pf = Prefetch::new(&spans);
+    let pf = group_prefetch::<BlockQ4K>(group, y.len());
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = _mm512_setzero_ps();
     let mut acc_min = _mm512_setzero_ps();
@@ -157,11 +149,6 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         let step = &group[i * K_STEP..(i + 1) * K_STEP];
         let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
         let qs = &step[K_QS_AT..];
-        // Activation bytes e..e+4 as one i32 broadcast to every lane.
-        let bcast = |e: usize| {
-            let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
-            _mm512_set1_epi32(v)
-        };
         let mut s = [_mm512_setzero_si512(); SUBS];
         for o in 0..GROUPS {
             for j in 0..PAIRS {
@@ -172,8 +159,8 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
                 let lo = _mm512_and_si512(v, low);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
                 let e = PAIR * j + GROUP * o;
-                s[2 * j] = _mm512_dpbusd_epi32(s[2 * j], lo, bcast(e));
-                s[2 * j + 1] = _mm512_dpbusd_epi32(s[2 * j + 1], hi, bcast(e + SUB));
+                s[2 * j] = _mm512_dpbusd_epi32(s[2 * j], lo, bcast4(b, e));
+                s[2 * j + 1] = _mm512_dpbusd_epi32(s[2 * j + 1], hi, bcast4(b, e + SUB));
             }
         }
         let mut isum = _mm512_setzero_si512();
@@ -210,7 +197,49 @@ const XS_SUB_WORDS: usize = 4;
 /// IQ4_XS scales are 6-bit codes for −32..32.
 const XS_SCALE_BIAS: i32 = 32;
 /// Lanes of ggml's `vec_dot` accumulators.
-const LANES: usize = 8;
+pub(super) const LANES: usize = 8;
+
+/// The prefetch for one packed group of `B` blocks of `n` per row: the group's bytes cut as
+/// sixteen rows' worth each, so it reads the next group's lines as this one's are used.
+#[inline(always)]
+pub(super) fn group_prefetch<B: crate::kernels::blocks::Block>(group: &[u8], n: usize) -> Prefetch {
+    let row_bytes = n * std::mem::size_of::<B>();
+    let spans: [&[B]; PACK_ROWS] = std::array::from_fn(|r| {
+        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole blocks")
+    });
+    Prefetch::new(&spans)
+}
+
+/// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m512i {
+    let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
+    _mm512_set1_epi32(v)
+}
+
+/// Word `w` (the 64 bytes at 64w) of a packed step.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn word(step: &[u8], w: usize) -> __m512i {
+    let v = &step[64 * w..64 * w + 64];
+    // SAFETY: 64 bytes (sliced above); the load is unaligned.
+    unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+}
+
+/// `hsum_float_8` of every row, the eight lanes held as vectors over the rows:
+/// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, stored to `out`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn store_hsum(acc: &[__m512; LANES], extra: __m512, out: &mut [f32; PACK_ROWS]) {
+    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
+    let sum = _mm512_add_ps(
+        _mm512_add_ps(h(0, 4), h(2, 6)),
+        _mm512_add_ps(h(1, 5), h(3, 7)),
+    );
+    // SAFETY: `out` is sixteen f32.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_add_ps(sum, extra)) };
+}
 
 /// `out[r]` = row r of one packed group of sixteen IQ4_XS rows (`group`: `y.len()` packed
 /// steps, word-interleaved) · `y`, bit for bit as `kdot::dot_iq4_xs_q8_k` of the row.
@@ -232,11 +261,7 @@ fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let row_bytes = y.len() * XS_BLOCK;
-    let spans: [&[BlockIq4Xs]; PACK_ROWS] = std::array::from_fn(|r| {
-        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole IQ4_XS blocks")
-    });
-    let pf = Prefetch::new(&spans);
+    let pf = group_prefetch::<BlockIq4Xs>(group, y.len());
     // SAFETY: the table is 16 bytes.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low = _mm512_set1_epi8(0x0f);
@@ -245,18 +270,11 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
     for (i, b) in y.iter().enumerate() {
         pf.at(i);
         let step = &group[i * XS_STEP..(i + 1) * XS_STEP];
-        // SAFETY: word w of the step is the 64 bytes at 64w, inside it (w < 34).
-        let word =
-            |w: usize| unsafe { _mm512_loadu_si512(step[64 * w..64 * w + 64].as_ptr().cast()) };
-        let (w0, w1) = (word(0), word(1));
+        let (w0, w1) = (word(step, 0), word(step, 1));
         let d = _mm512_mul_ps(
             _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0)),
             _mm512_set1_ps(b.d),
         );
-        let bcast = |e: usize| {
-            let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
-            _mm512_set1_epi32(v)
-        };
         let mut s = [zero; LANES];
         for sub in 0..SUBS {
             // The sub-block's scale, `(low 4 bits of scales_l) | (2 bits of scales_h) << 4`
@@ -275,7 +293,7 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
                 _mm512_slli_epi32::<16>(ls),
             );
             for q in 0..XS_SUB_WORDS {
-                let v = word(XS_QS_WORD + XS_SUB_WORDS * sub + q);
+                let v = word(step, XS_QS_WORD + XS_SUB_WORDS * sub + q);
                 let e = SUB * sub + GROUP * q;
                 let nibbles = [
                     (_mm512_and_si512(v, low), q, e),
@@ -287,7 +305,7 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
                 ];
                 for (nib, lane, e) in nibbles {
                     let val = _mm512_shuffle_epi8(table, nib);
-                    let yb = bcast(e);
+                    let yb = bcast4(b, e);
                     // ggml's sign trick: the activation takes the weight's sign (−128 wraps).
                     let ys = _mm512_mask_sub_epi8(yb, _mm512_movepi8_mask(val), zero, yb);
                     let pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(val), ys);
@@ -300,139 +318,6 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
         }
     }
     // hsum_float_8 per row: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
-    let sum = _mm512_add_ps(
-        _mm512_add_ps(h(0, 4), h(2, 6)),
-        _mm512_add_ps(h(1, 5), h(3, 7)),
-    );
-    // SAFETY: `out` is sixteen f32.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
-}
-
-/// Bytes of one Q6_K block, and of one packed step of sixteen.
-const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
-const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
-/// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
-const Q6_QH_WORD: usize = 32;
-const Q6_SC_WORD: usize = 48;
-/// Q6_K codes are stored as `q + 32`.
-const Q6_BIAS_SHIFT: u32 = 5;
-/// Elements of one Q6_K half (`ql` 64 bytes, `qh` 32 bytes).
-const Q6_HALF: usize = 128;
-/// Sixteen-element sub-blocks, one i8 scale each.
-const Q6_SUB: usize = 16;
-
-/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` packed steps)
-/// · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
-    assert_eq!(
-        group.len(),
-        y.len() * Q6_STEP,
-        "packed Q6_K group of {} bytes for {}-block rows",
-        group.len(),
-        y.len()
-    );
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_q6_k_impl(group, y, out) }
-}
-
-/// A `vpshufb` control that puts, in every i32 lane, bytes `a` and `b` of that lane in the high
-/// byte of its two i16 halves (so `vpsraw` by 8 sign-extends them).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn high_bytes(a: usize, b: usize) -> __m512i {
-    let ctl: [u8; 16] = std::array::from_fn(|i| {
-        let lane = (i / 4 * 4) as u8;
-        if i % 4 < 2 {
-            lane + a as u8
-        } else {
-            lane + b as u8
-        }
-    });
-    // SAFETY: 16 bytes.
-    _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(ctl.as_ptr().cast()) })
-}
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let row_bytes = y.len() * Q6_BLOCK;
-    let spans: [&[BlockQ6K]; PACK_ROWS] = std::array::from_fn(|r| {
-        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole Q6_K blocks")
-    });
-    let pf = Prefetch::new(&spans);
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m2 = _mm512_set1_epi8(0x30);
-    // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
-    let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
-    let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
-    let mut acc = [_mm512_setzero_ps(); LANES];
-    for (i, b) in y.iter().enumerate() {
-        pf.at(i);
-        let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
-        // SAFETY: word w of the step is the 64 bytes at 64w, inside it (w < 52).
-        let word =
-            |w: usize| unsafe { _mm512_loadu_si512(step[64 * w..64 * w + 64].as_ptr().cast()) };
-        let bcast = |e: usize| {
-            let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
-            _mm512_set1_epi32(v)
-        };
-        let sc_words: [__m512i; GROUP] = std::array::from_fn(|w| word(Q6_SC_WORD + w));
-        // Sub-block s's scale as the same i16 in both halves of each row's lane.
-        let scale = |s: usize| {
-            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
-        };
-        let mut s = [_mm512_setzero_si512(); LANES];
-        for j in 0..2 {
-            let sc: [__m512i; 8] = std::array::from_fn(|k| scale(8 * j + k));
-            for b4 in 0..LANES {
-                let l0 = word(16 * j + b4);
-                let l1 = word(16 * j + 8 + b4);
-                let h = word(Q6_QH_WORD + 8 * j + b4);
-                let q = [
-                    _mm512_or_si512(
-                        _mm512_and_si512(l0, m4),
-                        _mm512_and_si512(_mm512_slli_epi16::<4>(h), m2),
-                    ),
-                    _mm512_or_si512(
-                        _mm512_and_si512(l1, m4),
-                        _mm512_and_si512(_mm512_slli_epi16::<2>(h), m2),
-                    ),
-                    _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(l0), m4),
-                        _mm512_and_si512(h, m2),
-                    ),
-                    _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(l1), m4),
-                        _mm512_and_si512(_mm512_srli_epi16::<2>(h), m2),
-                    ),
-                ];
-                for (k, qk) in q.into_iter().enumerate() {
-                    let e = Q6_HALF * j + SUB * k + GROUP * b4;
-                    let pairs = _mm512_maddubs_epi16(qk, bcast(e));
-                    // Sub-block (e / 16) within this half: 2k + b4 / 4.
-                    s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[2 * k + b4 / (Q6_SUB / GROUP)]);
-                }
-            }
-        }
-        for (l, sl) in s.iter_mut().enumerate() {
-            // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
-            let scp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[l / 2], pair[l % 2]));
-            let bs = |k: usize| i32::from(b.bsums[k] as u16);
-            let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
-            let bias = _mm512_dpwssd_epi32(_mm512_setzero_si512(), scp, bsp);
-            *sl = _mm512_sub_epi32(*sl, _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
-        }
-        // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
-        let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
-        let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
-        for l in 0..LANES {
-            acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
-        }
-    }
     let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
     let sum = _mm512_add_ps(
         _mm512_add_ps(h(0, 4), h(2, 6)),

@@ -1,0 +1,270 @@
+//! The AVX-512 single-token kernels of packed Q6_K ([`Layout::Q6Kx16`](crate::kernels::Layout::Q6Kx16))
+//! and Q5_K ([`Layout::Q5Kx16`](crate::kernels::Layout::Q5Kx16)) copies, both in `vec_dot`'s
+//! order (`kdot::dot_q6_k_q8_k`, `kdot::dot_q5_k_q8_k`), with `vec_dot`'s eight lanes as
+//! vectors over the sixteen rows as in `kpacked.rs`'s IQ4_XS kernel.
+//!
+//! Q6_K: per four-element group the 6-bit codes from a `ql` and a `qh`
+//! word, `vpmaddubsw` against the activations, `vpdpwssd` by the sixteen-element sub-block's
+//! scale; the lane's −32 bias (`32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1])`, which ggml takes
+//! from lane l's own pair of scales) by one more `vpdpwssd` per lane.
+//!
+//! Q5_K: per four-element group the nibbles of a `qs` word with their fifth bits from a `qh`
+//! word, `vpmaddubsw` and `vpdpwssd` by the 32-element sub-block's 6-bit scale; the min terms
+//! `Σ m_j·(bsums[2j] + bsums[2j+1])` (the pair sums wrapping in i16, as `_mm_hadd_epi16`) by
+//! four `vpdpwssd` per super-block, into the one per-row float `summs` the oracle keeps.
+//!
+//! The `#[target_feature]` functions are private; the table hands out the safe wrappers only
+//! after AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
+
+use std::arch::x86_64::*;
+
+use super::kpacked::{bcast4, group_prefetch, store_hsum, word, GROUP, LANES, SUB, SUBS};
+use crate::kernels::kblocks::{BlockQ5K, BlockQ6K, BlockQ8K};
+use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
+
+/// Bytes of one Q6_K block, and of one packed step of sixteen.
+const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
+const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
+/// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
+const Q6_QH_WORD: usize = 32;
+const Q6_SC_WORD: usize = 48;
+/// Q6_K codes are stored as `q + 32`.
+const Q6_BIAS_SHIFT: u32 = 5;
+/// Elements of one Q6_K half (`ql` 64 bytes, `qh` 32 bytes).
+const Q6_HALF: usize = 128;
+/// Sixteen-element sub-blocks, one i8 scale each.
+const Q6_SUB: usize = 16;
+
+/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` packed steps)
+/// · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+pub(super) fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
+    assert_eq!(
+        group.len(),
+        y.len() * Q6_STEP,
+        "packed Q6_K group of {} bytes for {}-block rows",
+        group.len(),
+        y.len()
+    );
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_q6_k_impl(group, y, out) }
+}
+
+/// A `vpshufb` control that puts, in every i32 lane, bytes `a` and `b` of that lane in the high
+/// byte of its two i16 halves (so `vpsraw` by 8 sign-extends them).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn high_bytes(a: usize, b: usize) -> __m512i {
+    let ctl: [u8; 16] = std::array::from_fn(|i| {
+        let lane = (i / 4 * 4) as u8;
+        if i % 4 < 2 {
+            lane + a as u8
+        } else {
+            lane + b as u8
+        }
+    });
+    // SAFETY: 16 bytes.
+    _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(ctl.as_ptr().cast()) })
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let pf = group_prefetch::<BlockQ6K>(group, y.len());
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m2 = _mm512_set1_epi8(0x30);
+    // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
+    let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
+    let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
+    let mut acc = [_mm512_setzero_ps(); LANES];
+    for (i, b) in y.iter().enumerate() {
+        pf.at(i);
+        let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
+        let word = |w: usize| word(step, w);
+        let sc_words: [__m512i; GROUP] = std::array::from_fn(|w| word(Q6_SC_WORD + w));
+        // Sub-block s's scale as the same i16 in both halves of each row's lane.
+        let scale = |s: usize| {
+            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
+        };
+        let mut s = [_mm512_setzero_si512(); LANES];
+        for j in 0..2 {
+            let sc: [__m512i; 8] = std::array::from_fn(|k| scale(8 * j + k));
+            for b4 in 0..LANES {
+                let l0 = word(16 * j + b4);
+                let l1 = word(16 * j + 8 + b4);
+                let h = word(Q6_QH_WORD + 8 * j + b4);
+                let q = [
+                    _mm512_or_si512(
+                        _mm512_and_si512(l0, m4),
+                        _mm512_and_si512(_mm512_slli_epi16::<4>(h), m2),
+                    ),
+                    _mm512_or_si512(
+                        _mm512_and_si512(l1, m4),
+                        _mm512_and_si512(_mm512_slli_epi16::<2>(h), m2),
+                    ),
+                    _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(l0), m4),
+                        _mm512_and_si512(h, m2),
+                    ),
+                    _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(l1), m4),
+                        _mm512_and_si512(_mm512_srli_epi16::<2>(h), m2),
+                    ),
+                ];
+                for (k, qk) in q.into_iter().enumerate() {
+                    let e = Q6_HALF * j + SUB * k + GROUP * b4;
+                    let pairs = _mm512_maddubs_epi16(qk, bcast4(b, e));
+                    // Sub-block (e / 16) within this half: 2k + b4 / 4.
+                    s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[2 * k + b4 / (Q6_SUB / GROUP)]);
+                }
+            }
+        }
+        for (l, sl) in s.iter_mut().enumerate() {
+            // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
+            let scp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[l / 2], pair[l % 2]));
+            let bs = |k: usize| i32::from(b.bsums[k] as u16);
+            let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+            let bias = _mm512_dpwssd_epi32(_mm512_setzero_si512(), scp, bsp);
+            *sl = _mm512_sub_epi32(*sl, _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
+        }
+        // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
+        let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
+        let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
+        for l in 0..LANES {
+            acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
+        }
+    }
+    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
+    let sum = _mm512_add_ps(
+        _mm512_add_ps(h(0, 4), h(2, 6)),
+        _mm512_add_ps(h(1, 5), h(3, 7)),
+    );
+    // SAFETY: `out` is sixteen f32.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
+}
+
+/// Bytes of one Q5_K block, and of one packed step of sixteen.
+const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
+const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
+/// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
+const Q5_SC_WORD: usize = 1;
+const Q5_QH_WORD: usize = 4;
+const Q5_QS_WORD: usize = 12;
+/// Elements of a Q5_K pair of sub-blocks (32 bytes of `qs`: low nibbles, then high).
+const Q5_PAIR: usize = 64;
+/// The fifth bit's weight.
+const FIFTH: i8 = 0x10;
+
+/// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` packed steps)
+/// · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+pub(super) fn gemv16_q5_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
+    assert_eq!(
+        group.len(),
+        y.len() * Q5_STEP,
+        "packed Q5_K group of {} bytes for {}-block rows",
+        group.len(),
+        y.len()
+    );
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_q5_k_impl(group, y, out) }
+}
+
+/// Byte `k` of every i32 lane of `v`, shifted right by `s` and masked by `m`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn field(v: __m512i, k: usize, s: usize, m: i32) -> __m512i {
+    let shift = _mm_cvtsi32_si128((8 * k + s) as i32);
+    _mm512_and_si512(_mm512_srl_epi32(v, shift), _mm512_set1_epi32(m))
+}
+
+/// The sixteen rows' Q5_K scales and mins of sub-block j (`kdequant::get_scale_min_k4` in
+/// every lane) from the three scale words.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
+    const SIX: i32 = 0x3f;
+    const FOUR: i32 = 0x0f;
+    const TOP: i32 = 0x03;
+    if j < 4 {
+        (field(w[0], j, 0, SIX), field(w[1], j, 0, SIX))
+    } else {
+        let k = j - 4;
+        let top = |v: __m512i| _mm512_slli_epi32::<4>(field(v, k, 6, TOP));
+        (
+            _mm512_or_si512(field(w[2], k, 0, FOUR), top(w[0])),
+            _mm512_or_si512(field(w[2], k, 4, FOUR), top(w[1])),
+        )
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let pf = group_prefetch::<BlockQ5K>(group, y.len());
+    let m4 = _mm512_set1_epi8(0x0f);
+    let fifth = _mm512_set1_epi8(FIFTH);
+    let mut acc = [_mm512_setzero_ps(); LANES];
+    let mut summs = _mm512_setzero_ps();
+    for (i, b) in y.iter().enumerate() {
+        pf.at(i);
+        let step = &group[i * Q5_STEP..(i + 1) * Q5_STEP];
+        let w0 = word(step, 0);
+        let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
+        let mut sc = [_mm512_setzero_si512(); SUBS];
+        let mut mn = sc;
+        for j in 0..SUBS {
+            let (s, m) = scale_min(&sw, j);
+            // The scale (≤ 63) as the same i16 in both halves of the lane.
+            sc[j] = _mm512_or_si512(s, _mm512_slli_epi32::<16>(s));
+            mn[j] = m;
+        }
+        // Σ_j m_j·s_j, s_j the i16 (wrapping) sum of bsums 2j and 2j+1: pairs of mins as i16
+        // against pairs of sums.
+        let s16 = |j: usize| b.bsums[2 * j].wrapping_add(b.bsums[2 * j + 1]) as u16;
+        let mut total = _mm512_setzero_si512();
+        for k in 0..SUBS / 2 {
+            let mpair = _mm512_or_si512(mn[2 * k], _mm512_slli_epi32::<16>(mn[2 * k + 1]));
+            let spair = i32::from(s16(2 * k)) | (i32::from(s16(2 * k + 1)) << 16);
+            total = _mm512_dpwssd_epi32(total, mpair, _mm512_set1_epi32(spair));
+        }
+        let mut s = [_mm512_setzero_si512(); LANES];
+        for (b4, sl) in s.iter_mut().enumerate() {
+            let h = word(step, Q5_QH_WORD + b4);
+            for j in 0..SUBS / 2 {
+                let q = word(step, Q5_QS_WORD + 8 * j + b4);
+                // Bit 2j (2j + 1) of each qh byte, moved to bit 4.
+                let hb = |bit: usize| {
+                    let v = match bit {
+                        0..4 => _mm512_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
+                        _ => _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
+                    };
+                    _mm512_and_si512(v, fifth)
+                };
+                let lo = _mm512_or_si512(_mm512_and_si512(q, m4), hb(2 * j));
+                let hi = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4),
+                    hb(2 * j + 1),
+                );
+                let e = Q5_PAIR * j + GROUP * b4;
+                let plo = _mm512_maddubs_epi16(lo, bcast4(b, e));
+                *sl = _mm512_dpwssd_epi32(*sl, plo, sc[2 * j]);
+                let phi = _mm512_maddubs_epi16(hi, bcast4(b, e + SUB));
+                *sl = _mm512_dpwssd_epi32(*sl, phi, sc[2 * j + 1]);
+            }
+        }
+        let dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
+        let dminx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(w0)));
+        let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
+        let dmin = _mm512_mul_ps(_mm512_set1_ps(-b.d), dminx);
+        summs = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(total), summs);
+        for l in 0..LANES {
+            acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
+        }
+    }
+    store_hsum(&acc, summs, out);
+}
