@@ -17,8 +17,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use locus::app::Loaded;
+use locus::kernels::Layout;
 use locus::model::forward::KvType;
 use locus::model::ModelFile;
+use locus::placement::{Mode, Options, Placement};
 use locus::pool::Pool;
 
 /// `locus gen-model` arguments of the F32 source model.
@@ -101,33 +103,70 @@ fn every_type_gives_llama_cpp_logits_bit_for_bit() {
             failures.push(format!("{target}: the file differs from llama-quantize's"));
         }
         let file = ModelFile::open(&dst).unwrap();
-        let l = Loaded::load(&file, Instant::now()).unwrap();
-        for (idx, name) in PROMPTS {
-            let case = prompts.iter().find(|c| c.name == name).unwrap();
-            let ids = l.tokenizer.encode(&case.prompt, true, true);
-            assert_eq!(ids, case.prompt_ids, "{name}: tokenization differs");
-            let want = golden_logits(target, idx);
-            let mut s = l.llama.new_state(256, pool.threads(), KvType::F16);
-            let mut got = Vec::new();
-            l.llama.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
-                got = lg.to_vec()
-            });
-            assert_eq!(got.len(), want.len(), "{target} {name}: vocabulary size");
-            let differing = got
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            if differing > 0 {
-                failures.push(format!(
-                    "{target} {name}: {differing} of {} logits differ (first: {} vs {})",
-                    want.len(),
-                    got[0],
-                    want[0]
-                ));
-            }
+        // From the file's layout, and from a mirror copy, which the kernels read packed where
+        // they pack the type (AVX-512: Q4_K, Q5_K, Q6_K, IQ4_XS), prompts included.
+        let opts = Options {
+            mode: Mode::Mirror,
+            threads: Some(pool.threads()),
+            ..Options::default()
+        };
+        let placement = Placement::build(&file, &opts).unwrap();
+        let packed = placement
+            .store
+            .pieces()
+            .iter()
+            .filter(|p| p.layout != Layout::Rows)
+            .count();
+        for copy in [false, true] {
+            let l = match copy {
+                false => Loaded::load(&file, Instant::now()).unwrap(),
+                true => Loaded::load_placed(&file, &placement, Instant::now()).unwrap(),
+            };
+            let from = if copy {
+                format!("a copy ({packed} matrices packed)")
+            } else {
+                "the file".to_string()
+            };
+            check_prompts(&l, &pool, &prompts, target, &from, &mut failures);
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The logits after each recorded prompt against llama.cpp's, bit for bit; a difference is
+/// added to `failures`.
+fn check_prompts(
+    l: &Loaded,
+    pool: &Pool,
+    prompts: &[golden::Greedy],
+    target: &str,
+    from: &str,
+    failures: &mut Vec<String>,
+) {
+    for (idx, name) in PROMPTS {
+        let case = prompts.iter().find(|c| c.name == name).unwrap();
+        let ids = l.tokenizer.encode(&case.prompt, true, true);
+        assert_eq!(ids, case.prompt_ids, "{name}: tokenization differs");
+        let want = golden_logits(target, idx);
+        let mut s = l.llama.new_state(256, pool.threads(), KvType::F16);
+        let mut got = Vec::new();
+        l.llama.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
+            got = lg.to_vec()
+        });
+        assert_eq!(got.len(), want.len(), "{target} {name}: vocabulary size");
+        let differing = got
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        if differing > 0 {
+            failures.push(format!(
+                "{target} {name} from {from}: {differing} of {} logits differ (first: {} vs {})",
+                want.len(),
+                got[0],
+                want[0]
+            ));
+        }
+    }
 }

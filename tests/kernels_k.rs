@@ -633,10 +633,45 @@ fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow
         let file = rows[gi * PACK_ROWS..(gi + 1) * PACK_ROWS].concat();
         pack::pack_group(layout, &file, n, out);
     }
-    for x in &c.x {
-        let mut a = ActRow::new_for(ty);
-        a.set(x);
-        edit(&mut a);
+    let acts: Vec<ActRow> =
+        c.x.iter()
+            .map(|x| {
+                let mut a = ActRow::new_for(ty);
+                a.set(x);
+                edit(&mut a);
+                a
+            })
+            .collect();
+    // Every group against all the tokens at once (`dot_tile_in`: the packed kernels, or
+    // `false` where the tier has none for the order).
+    for order in ORDERS {
+        for k in &all {
+            for (gi, g) in packed.chunks_exact(group_bytes).enumerate() {
+                let mut out = vec![f32::NAN; PACK_ROWS * acts.len()];
+                if !k.dot_tile_in(layout, ty, order, g, &acts, &mut out) {
+                    continue;
+                }
+                for (t, a) in acts.iter().enumerate() {
+                    for r in 0..PACK_ROWS {
+                        let want = scalar.dot_ordered(ty, order, rows[gi * PACK_ROWS + r], a);
+                        let got = out[t * PACK_ROWS + r];
+                        if !same(got, want) {
+                            eprintln!(
+                                "{} {order:?} tier {} packed tile of {} tokens, group {gi} row \
+                                 {r} token {t}: {got:e} != scalar {want:e}",
+                                ty.name(),
+                                k.tier,
+                                acts.len()
+                            );
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for a in &acts {
+        let a = a.clone();
         for order in ORDERS {
             for k in &all {
                 let mut out = vec![f32::NAN; rows.len()];
@@ -673,6 +708,29 @@ fn packed_copies_equal_the_scalar_oracles() {
         60,
         prop as fn(Case, bool) -> bool,
     );
+}
+
+/// Packed groups against prompt-sized batches (more tokens than one pass of the packed tile
+/// kernel, and a tail), every order, on every tier.
+#[test]
+fn packed_tiles_of_many_tokens_equal_the_scalar_oracles() {
+    let mut g = qc::gen("packed_tiles_of_many_tokens", 100);
+    for (n_tokens, random) in [(9, false), (20, true), (32, false)] {
+        let sb = 1 + usize::arbitrary(&mut g) % 4;
+        let c = Case {
+            w: (0..7).map(|_| gen_row(&mut g, sb)).collect(),
+            x: (0..n_tokens).map(|_| gen_row(&mut g, sb)).collect(),
+            random,
+            seed: u64::arbitrary(&mut g),
+        };
+        for &(ty, _) in &PACKED_TYPES {
+            assert!(
+                check_packed(ty, &c, 2, |_| {}),
+                "{}: {n_tokens} tokens, random {random}",
+                ty.name()
+            );
+        }
+    }
 }
 
 /// [`packed_copies_equal_the_scalar_oracles`] with activations at the edges: every quant −128

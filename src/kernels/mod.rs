@@ -1020,6 +1020,52 @@ impl Kernels {
         }
     }
 
+    /// [`Kernels::dot_tile`] of one packed group of a type of the generic path ([`PACK_ROWS`]
+    /// rows of `layout` in `group`'s bytes): `out[t * PACK_ROWS + r]` is row r against
+    /// `acts[t]`, bit for bit as the file layout gives it, in `order`: decode's order by the
+    /// packed single-token kernel per token, the prompt orders by the tier's packed tile kernel.
+    /// Returns `false`, having written nothing, where the tier has neither for this order (the
+    /// caller then unpacks the group).
+    ///
+    /// # Panics
+    /// If `out.len() != PACK_ROWS * acts.len()`.
+    pub fn dot_tile_in(
+        &self,
+        layout: Layout,
+        ty: GgmlType,
+        order: SumOrder,
+        group: &[u8],
+        acts: &[ActRow],
+        out: &mut [f32],
+    ) -> bool {
+        assert_eq!(
+            out.len(),
+            PACK_ROWS * acts.len(),
+            "tile output size mismatch"
+        );
+        let Some(e) = self.entry(ty) else {
+            return false;
+        };
+        let Some(p) = e.packed.filter(|p| p.layout == layout) else {
+            return false;
+        };
+        let variant = e.variant(order);
+        if variant != p.variant {
+            return p
+                .tile
+                .is_some_and(|tile| tile(layout, group, acts, variant, out));
+        }
+        if !acts.iter().all(|a| matches!(a, ActRow::Q8K(_))) {
+            return false;
+        }
+        for (a, o) in acts.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+            if let ActRow::Q8K(y) = a {
+                (p.gemv)(group, y, o);
+            }
+        }
+        true
+    }
+
     /// [`Kernels::dot_tile`] of one packed group ([`Layout::Q4_0x16`], [`PACK_ROWS`] rows in
     /// `group`'s bytes): `out[t * PACK_ROWS + r]` is row r against `acts[t]`, bit for bit as
     /// the file layout gives it. Whole groups of [`PANEL_TOKENS`] tokens go through the packed

@@ -617,25 +617,36 @@ impl<'a> Model<'a> {
                     return;
                 }
                 // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
-                // walks them a tile's tokens at a time), so the step's rows stay in L1. The
-                // groups of another packed layout (whole groups: c0 and c1 are group
-                // boundaries) are put back in the file's layout first, once per step.
+                // walks them a tile's tokens at a time), so the step's rows stay in L1. A group
+                // of another packed layout (whole groups: c0 and c1 are group boundaries) goes
+                // through the tier's packed kernels, or is put back in the file's layout first
+                // (once per step) for a run of tokens they do not take.
                 for r0 in (c0..c1).step_by(STEP) {
                     let k = STEP.min(c1 - r0);
-                    let rows: [&[u8]; STEP] = if t.layout == Layout::Rows {
-                        std::array::from_fn(|j| t.row(r0 + j.min(k - 1)))
-                    } else {
-                        let packed = t.rows_bytes(r0, r0 + PACK_ROWS);
-                        unpacked.resize(packed.len(), 0);
-                        let blocks = t.cols / t.layout.block_elems();
-                        pack::unpack_group(t.layout, packed, blocks, &mut unpacked);
-                        std::array::from_fn(|j| &unpacked[j * t.row_bytes..][..t.row_bytes])
-                    };
                     let step = &mut step[..k * n];
+                    let packed = (t.layout != Layout::Rows).then(|| t.rows_bytes(r0, r0 + k));
+                    let mut is_unpacked = false;
                     // Each run of tokens computed in one order (token-major outputs).
                     for &(b0, b1, o) in &plan[j].2 {
-                        let (rows, step) = (&rows[..k], &mut step[b0 * k..b1 * k]);
-                        kernels.dot_tile(t.ty, o, rows, &act[b0..b1], step);
+                        let (acts, step) = (&act[b0..b1], &mut step[b0 * k..b1 * k]);
+                        if let Some(g) = packed {
+                            if kernels.dot_tile_in(t.layout, t.ty, o, g, acts, step) {
+                                continue;
+                            }
+                            if !is_unpacked {
+                                unpacked.resize(g.len(), 0);
+                                let blocks = t.cols / t.layout.block_elems();
+                                pack::unpack_group(t.layout, g, blocks, &mut unpacked);
+                                is_unpacked = true;
+                            }
+                        }
+                        let rows: [&[u8]; STEP] = match packed {
+                            None => std::array::from_fn(|j| t.row(r0 + j.min(k - 1))),
+                            Some(_) => {
+                                std::array::from_fn(|j| &unpacked[j * t.row_bytes..][..t.row_bytes])
+                            }
+                        };
+                        kernels.dot_tile(t.ty, o, &rows[..k], acts, step);
                     }
                     // SAFETY: this thread alone claimed rows c0..c1.
                     unsafe { scatter(out, t.rows, r0, k, step) };

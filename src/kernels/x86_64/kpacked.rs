@@ -48,21 +48,25 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             layout: Layout::Q4Kx16,
             variant: Variant::Repacked,
             gemv: gemv16_q4_k_packed,
+            tile: Some(super::kpacked_tile::tile16_packed),
         }),
         GgmlType::Iq4Xs => Some(Packed {
             layout: Layout::Iq4XsX16,
             variant: Variant::Dot,
             gemv: gemv16_iq4_xs_packed,
+            tile: Some(super::kpacked_tile::tile16_packed),
         }),
         GgmlType::Q6K => Some(Packed {
             layout: Layout::Q6Kx16,
             variant: Variant::Dot,
             gemv: super::kpacked_k::gemv16_q6_k_packed,
+            tile: Some(super::kpacked_tile::tile16_packed),
         }),
         GgmlType::Q5K => Some(Packed {
             layout: Layout::Q5Kx16,
             variant: Variant::Dot,
             gemv: super::kpacked_k::gemv16_q5_k_packed,
+            tile: Some(super::kpacked_tile::tile16_packed),
         }),
         _ => None,
     }
@@ -105,7 +109,7 @@ fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
 /// from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4` on every lane).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
+pub(super) fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
     assert!(
         planes.len() >= K_SCALE_SIZE * PACK_ROWS,
         "scale planes cut short"
@@ -191,9 +195,9 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
 const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
 /// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
-const XS_QS_WORD: usize = 2;
+pub(super) const XS_QS_WORD: usize = 2;
 /// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
-const XS_SUB_WORDS: usize = 4;
+pub(super) const XS_SUB_WORDS: usize = 4;
 /// IQ4_XS scales are 6-bit codes for −32..32.
 const XS_SCALE_BIAS: i32 = 32;
 /// Lanes of ggml's `vec_dot` accumulators.
@@ -210,12 +214,13 @@ pub(super) fn group_prefetch<B: crate::kernels::blocks::Block>(group: &[u8], n: 
     Prefetch::new(&spans)
 }
 
-/// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane.
+/// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m512i {
-    let v = i32::from_le_bytes(std::array::from_fn(|k| b.qs[e + k] as u8));
-    _mm512_set1_epi32(v)
+    let q = &b.qs[e..e + GROUP];
+    // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
+    _mm512_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
 }
 
 /// Word `w` (the 64 bytes at 64w) of a packed step.
@@ -239,6 +244,21 @@ pub(super) fn store_hsum(acc: &[__m512; LANES], extra: __m512, out: &mut [f32; P
     );
     // SAFETY: `out` is sixteen f32.
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_add_ps(sum, extra)) };
+}
+
+/// The sixteen rows' IQ4_XS sub-block `sub` scales as i32 lanes: `(low 4 bits of scales_l) |
+/// (2 bits of scales_h) << 4` − 32, from the step's first two words (`w0`: d and scales_h).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn xs_scale(w0: __m512i, w1: __m512i, sub: usize) -> __m512i {
+    let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
+    let lo4 = _mm512_and_si512(_mm512_srl_epi32(w1, shift(4 * sub)), _mm512_set1_epi32(0xf));
+    let hi2 = _mm512_and_si512(
+        _mm512_srl_epi32(w0, shift(16 + 2 * sub)),
+        _mm512_set1_epi32(3),
+    );
+    let ls = _mm512_or_si512(lo4, _mm512_slli_epi32::<4>(hi2));
+    _mm512_sub_epi32(ls, _mm512_set1_epi32(XS_SCALE_BIAS))
 }
 
 /// `out[r]` = row r of one packed group of sixteen IQ4_XS rows (`group`: `y.len()` packed
@@ -277,17 +297,8 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
         );
         let mut s = [zero; LANES];
         for sub in 0..SUBS {
-            // The sub-block's scale, `(low 4 bits of scales_l) | (2 bits of scales_h) << 4`
-            // − 32, as the same i16 in both halves of each row's lane.
-            let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
-            let lo4 =
-                _mm512_and_si512(_mm512_srl_epi32(w1, shift(4 * sub)), _mm512_set1_epi32(0xf));
-            let hi2 = _mm512_and_si512(
-                _mm512_srl_epi32(w0, shift(16 + 2 * sub)),
-                _mm512_set1_epi32(3),
-            );
-            let ls = _mm512_or_si512(lo4, _mm512_slli_epi32::<4>(hi2));
-            let ls = _mm512_sub_epi32(ls, _mm512_set1_epi32(XS_SCALE_BIAS));
+            // The sub-block's scale as the same i16 in both halves of each row's lane.
+            let ls = xs_scale(w0, w1, sub);
             let ls = _mm512_or_si512(
                 _mm512_and_si512(ls, _mm512_set1_epi32(0xffff)),
                 _mm512_slli_epi32::<16>(ls),

@@ -27,13 +27,34 @@ const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
 const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
 /// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
 const Q6_QH_WORD: usize = 32;
-const Q6_SC_WORD: usize = 48;
+pub(super) const Q6_SC_WORD: usize = 48;
 /// Q6_K codes are stored as `q + 32`.
 const Q6_BIAS_SHIFT: u32 = 5;
 /// Elements of one Q6_K half (`ql` 64 bytes, `qh` 32 bytes).
 const Q6_HALF: usize = 128;
 /// Sixteen-element sub-blocks, one i8 scale each.
 const Q6_SUB: usize = 16;
+
+/// The four code vectors of one Q6_K word triple: half `j`, byte group `b4` (`ql` words
+/// 16j + b4 and 16j + 8 + b4, `qh` word 32 + 8j + b4); vector k holds the 6-bit codes of
+/// elements `128j + 32k + 4·b4 ..+ 4` of every row.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn q6_codes(step: &[u8], j: usize, b4: usize) -> [__m512i; 4] {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m2 = _mm512_set1_epi8(0x30);
+    let l0 = word(step, 16 * j + b4);
+    let l1 = word(step, 16 * j + 8 + b4);
+    let h = word(step, Q6_QH_WORD + 8 * j + b4);
+    let or_and =
+        |a: __m512i, b: __m512i| _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_and_si512(b, m2));
+    [
+        or_and(l0, _mm512_slli_epi16::<4>(h)),
+        or_and(l1, _mm512_slli_epi16::<2>(h)),
+        or_and(_mm512_srli_epi16::<4>(l0), h),
+        or_and(_mm512_srli_epi16::<4>(l1), _mm512_srli_epi16::<2>(h)),
+    ]
+}
 
 /// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` packed steps)
 /// · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
@@ -73,8 +94,6 @@ fn high_bytes(a: usize, b: usize) -> __m512i {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = group_prefetch::<BlockQ6K>(group, y.len());
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m2 = _mm512_set1_epi8(0x30);
     // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
     let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
     let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
@@ -92,27 +111,7 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         for j in 0..2 {
             let sc: [__m512i; 8] = std::array::from_fn(|k| scale(8 * j + k));
             for b4 in 0..LANES {
-                let l0 = word(16 * j + b4);
-                let l1 = word(16 * j + 8 + b4);
-                let h = word(Q6_QH_WORD + 8 * j + b4);
-                let q = [
-                    _mm512_or_si512(
-                        _mm512_and_si512(l0, m4),
-                        _mm512_and_si512(_mm512_slli_epi16::<4>(h), m2),
-                    ),
-                    _mm512_or_si512(
-                        _mm512_and_si512(l1, m4),
-                        _mm512_and_si512(_mm512_slli_epi16::<2>(h), m2),
-                    ),
-                    _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(l0), m4),
-                        _mm512_and_si512(h, m2),
-                    ),
-                    _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(l1), m4),
-                        _mm512_and_si512(_mm512_srli_epi16::<2>(h), m2),
-                    ),
-                ];
+                let q = q6_codes(step, j, b4);
                 for (k, qk) in q.into_iter().enumerate() {
                     let e = Q6_HALF * j + SUB * k + GROUP * b4;
                     let pairs = _mm512_maddubs_epi16(qk, bcast4(b, e));
@@ -149,13 +148,24 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
 const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
 /// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
-const Q5_SC_WORD: usize = 1;
-const Q5_QH_WORD: usize = 4;
-const Q5_QS_WORD: usize = 12;
+pub(super) const Q5_SC_WORD: usize = 1;
+pub(super) const Q5_QH_WORD: usize = 4;
+pub(super) const Q5_QS_WORD: usize = 12;
 /// Elements of a Q5_K pair of sub-blocks (32 bytes of `qs`: low nibbles, then high).
 const Q5_PAIR: usize = 64;
 /// The fifth bit's weight.
 const FIFTH: i8 = 0x10;
+
+/// Bit `bit` of each byte of the `qh` word `h`, moved to bit 4 (a Q5_K code's fifth bit).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn q5_fifth_bit(h: __m512i, bit: usize) -> __m512i {
+    let v = match bit {
+        0..4 => _mm512_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
+        _ => _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
+    };
+    _mm512_and_si512(v, _mm512_set1_epi8(FIFTH))
+}
 
 /// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` packed steps)
 /// · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
@@ -187,7 +197,7 @@ fn field(v: __m512i, k: usize, s: usize, m: i32) -> __m512i {
 /// every lane) from the three scale words.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
+pub(super) fn q5_scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
     const SIX: i32 = 0x3f;
     const FOUR: i32 = 0x0f;
     const TOP: i32 = 0x03;
@@ -207,7 +217,6 @@ fn scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
 fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = group_prefetch::<BlockQ5K>(group, y.len());
     let m4 = _mm512_set1_epi8(0x0f);
-    let fifth = _mm512_set1_epi8(FIFTH);
     let mut acc = [_mm512_setzero_ps(); LANES];
     let mut summs = _mm512_setzero_ps();
     for (i, b) in y.iter().enumerate() {
@@ -218,7 +227,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         let mut sc = [_mm512_setzero_si512(); SUBS];
         let mut mn = sc;
         for j in 0..SUBS {
-            let (s, m) = scale_min(&sw, j);
+            let (s, m) = q5_scale_min(&sw, j);
             // The scale (≤ 63) as the same i16 in both halves of the lane.
             sc[j] = _mm512_or_si512(s, _mm512_slli_epi32::<16>(s));
             mn[j] = m;
@@ -237,14 +246,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             let h = word(step, Q5_QH_WORD + b4);
             for j in 0..SUBS / 2 {
                 let q = word(step, Q5_QS_WORD + 8 * j + b4);
-                // Bit 2j (2j + 1) of each qh byte, moved to bit 4.
-                let hb = |bit: usize| {
-                    let v = match bit {
-                        0..4 => _mm512_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
-                        _ => _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
-                    };
-                    _mm512_and_si512(v, fifth)
-                };
+                let hb = |bit: usize| q5_fifth_bit(h, bit);
                 let lo = _mm512_or_si512(_mm512_and_si512(q, m4), hb(2 * j));
                 let hi = _mm512_or_si512(
                     _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4),

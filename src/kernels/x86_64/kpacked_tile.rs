@@ -1,0 +1,376 @@
+//! The AVX-512 prompt kernels of packed copies (`kernels::pack`): sixteen rows of Q4_K, Q5_K,
+//! Q6_K or IQ4_XS against many tokens at once, in the orders llama.cpp computes prompt batches
+//! in — its tiled K-quant matmul (`ktiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
+//! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`).
+//!
+//! Both orders form exact integers per super-block before any float: per sub-block s the
+//! biased dot `sc_s·(Σ c·y − BIAS·bsum_s)` and the min term `m_s·bsum_s`. So each packed step
+//! (sixteen rows' super-block) is unpacked once into unsigned codes with the rows in the lanes
+//! ([`Unpacked`]: four consecutive elements of every row per vector) and used for every token:
+//! per four-element group one `vpdpbusd` against the token's four activations broadcast, onto
+//! an accumulator that starts at `−BIAS·bsum_s`, so nothing is reduced across lanes. The
+//! tiled order then sums the sub-blocks and runs `t = s1·d; t = fma(−dmin, s2, t); acc =
+//! fma(t, y.d, acc)` per row; the repacked gemm sums them per pair and runs its two chains
+//! (`acc = fma(isum, d·d_y, acc)`, `acc_min = fma(imin, dmin·d_y, acc_min)`) per pair.
+//!
+//! The `#[target_feature]` functions are private; the table hands out the safe wrapper only
+//! after AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
+
+use std::arch::x86_64::*;
+
+use super::kpacked::{bcast4, scales_mins, word, GROUP, SUB, SUBS};
+use crate::kernels::entries::{q8_k, Variant};
+use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, QK_K};
+use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
+use crate::kernels::{ActRow, Layout};
+
+/// Four-element groups of a super-block.
+const GROUPS: usize = QK_K / GROUP;
+/// The most sub-blocks a super-block has (Q6_K's sixteen of 16 elements).
+const MAX_SUBS: usize = 16;
+/// Tokens per pass over an unpacked step (their accumulators stay in registers).
+const PASS: usize = 8;
+/// The most tokens one call takes (the forward pass's step).
+const MAX_TOKENS: usize = 64;
+
+/// One packed step (sixteen rows' super-block) unpacked: `codes[g]` holds elements
+/// `4g..4g + 4` of row r in lane r, as unsigned bytes; scales and mins per sub-block as i32
+/// lanes; the rows' f32 `d` and `dmin`.
+struct Unpacked {
+    codes: [__m512i; GROUPS],
+    sc: [__m512i; MAX_SUBS],
+    mn: [__m512i; MAX_SUBS],
+    d: __m512,
+    dmin: __m512,
+}
+
+/// What a packed type's prompt kernel needs to know: its layout, its sub-blocks, its code
+/// bias and whether it has mins.
+#[derive(Clone, Copy)]
+struct Shape {
+    layout: Layout,
+    subs: usize,
+    bias: i32,
+    mins: bool,
+}
+
+/// Q6_K codes are stored as `q + 32`; IQ4_XS's are taken as `KVALUES_IQ4NL[q] + 128`.
+const Q6_BIAS: i32 = 32;
+const XS_BIAS: i32 = 128;
+
+/// The shape of a packed layout's type.
+fn shape(layout: Layout) -> Option<Shape> {
+    let s = |subs, bias, mins| Shape {
+        layout,
+        subs,
+        bias,
+        mins,
+    };
+    Some(match layout {
+        Layout::Q4Kx16 | Layout::Q5Kx16 => s(SUBS, 0, true),
+        Layout::Q6Kx16 => s(MAX_SUBS, Q6_BIAS, false),
+        Layout::Iq4XsX16 => s(SUBS, XS_BIAS, false),
+        _ => return None,
+    })
+}
+
+/// Step `step` of `shape`'s layout, unpacked.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn unpack(shape: Shape, step: &[u8]) -> Unpacked {
+    match shape.layout {
+        Layout::Q4Kx16 => unpack_q4_k(step),
+        Layout::Q5Kx16 => unpack_q5_k(step),
+        Layout::Q6Kx16 => unpack_q6_k(step),
+        Layout::Iq4XsX16 => unpack_iq4_xs(step),
+        l => unreachable!("no prompt kernel for {}", l.name()),
+    }
+}
+
+/// `out[t·16 + r]` = row r of one packed group of sixteen rows (`group`, whole steps of
+/// `layout`) against `acts[t]`, in `variant`'s order (`Batch`: the tiled matmul's; for Q4_K
+/// `RepackedGemm`: the repacked gemm's), bit for bit as the row's single dot in that order.
+/// Returns `false`, having written nothing, for a layout or variant it has no kernel for.
+///
+/// # Panics
+/// If `out` is not sixteen outputs per token, there are more than 64 tokens, or the group is
+/// not whole steps of the activations' length.
+pub(in crate::kernels) fn tile16_packed(
+    layout: Layout,
+    group: &[u8],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    let Some(shape) = shape(layout) else {
+        return false;
+    };
+    let gemm = match (layout, variant) {
+        (Layout::Q4Kx16, Variant::RepackedGemm) => true,
+        (_, Variant::Batch) => false,
+        _ => return false,
+    };
+    assert!(
+        acts.len() <= MAX_TOKENS,
+        "{} tokens in one packed tile",
+        acts.len()
+    );
+    assert_eq!(
+        out.len(),
+        PACK_ROWS * acts.len(),
+        "packed tile output size mismatch"
+    );
+    let Some(first) = acts.first() else {
+        return true;
+    };
+    let n = q8_k(first).len();
+    assert!(
+        n > 0 && group.len().is_multiple_of(n),
+        "a packed group of {} bytes",
+        group.len()
+    );
+    let ys: [&[BlockQ8K]; MAX_TOKENS] =
+        std::array::from_fn(|t| &q8_k(&acts[t.min(acts.len() - 1)])[..n]);
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
+    true
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = ys[0].len();
+    let step_bytes = group.len() / n;
+    // Per token the chains: the scaled sums and, for the gemm, the min terms.
+    let mut acc = [[_mm512_setzero_ps(); 2]; MAX_TOKENS];
+    for i in 0..n {
+        let u = unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes]);
+        let mut t0 = 0;
+        while t0 < ys.len() {
+            let k = PASS.min(ys.len() - t0);
+            let blocks: [&BlockQ8K; PASS] = std::array::from_fn(|t| &ys[t0 + t.min(k - 1)][i]);
+            let acc = &mut acc[t0..t0 + PASS.min(MAX_TOKENS - t0)];
+            match (shape.subs, gemm) {
+                (MAX_SUBS, _) => pass::<MAX_SUBS, false>(&u, shape, &blocks, k, acc),
+                (SUBS, false) => pass::<SUBS, false>(&u, shape, &blocks, k, acc),
+                (SUBS, true) => pass::<SUBS, true>(&u, shape, &blocks, k, acc),
+                _ => unreachable!("sub-blocks of 16 or 32 elements"),
+            }
+            t0 += k;
+        }
+    }
+    for (t, o) in out.chunks_exact_mut(PACK_ROWS).enumerate() {
+        let v = match gemm {
+            true => _mm512_sub_ps(acc[t][0], acc[t][1]),
+            false => acc[t][0],
+        };
+        // SAFETY: `o` is sixteen f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
+    }
+}
+
+/// Sub-block s's activation sum: its one or two 16-element `bsums`, added in 32 bits.
+#[inline(always)]
+fn bsum<const S: usize>(b: &BlockQ8K, s: usize) -> i32 {
+    let per = b.bsums.len() / S;
+    b.bsums[s * per..(s + 1) * per]
+        .iter()
+        .map(|&v| i32::from(v))
+        .sum()
+}
+
+/// One unpacked super-block against a pass of tokens (the first `k` of `ys` real, the rest
+/// repeats whose results are dropped), into their chains `acc`. Per sub-block s and token the
+/// exact `sc_s·(Σ_{e∈s} c_e·y_e − BIAS·bsum_s)`; then the tiled order's step on their sum
+/// (`GEMM == false`) or the repacked gemm's per pair of sub-blocks.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn pass<const S: usize, const GEMM: bool>(
+    u: &Unpacked,
+    shape: Shape,
+    ys: &[&BlockQ8K; PASS],
+    k: usize,
+    acc: &mut [[__m512; 2]],
+) {
+    let per = GROUPS / S;
+    let zero = _mm512_setzero_si512();
+    let mut s1 = [zero; PASS];
+    let mut pend = [zero; PASS];
+    let dy: [__m512; PASS] = std::array::from_fn(|t| _mm512_set1_ps(ys[t].d));
+    for s in 0..S {
+        let mut a: [__m512i; PASS] = std::array::from_fn(|t| {
+            _mm512_set1_epi32(shape.bias.wrapping_mul(bsum::<S>(ys[t], s)).wrapping_neg())
+        });
+        for g in s * per..(s + 1) * per {
+            let c = u.codes[g];
+            for t in 0..PASS {
+                a[t] = _mm512_dpbusd_epi32(a[t], c, bcast4(ys[t], GROUP * g));
+            }
+        }
+        for t in 0..PASS {
+            let v = _mm512_mullo_epi32(u.sc[s], a[t]);
+            if !GEMM {
+                s1[t] = _mm512_add_epi32(s1[t], v);
+            } else if s % 2 == 0 {
+                pend[t] = v;
+            } else if t < k {
+                // The pair's chains: acc = fma(isum, d·d_y, acc), acc_min = fma(imin, dmin·d_y, …).
+                let isum = _mm512_add_epi32(pend[t], v);
+                let m =
+                    |s: usize| _mm512_mullo_epi32(u.mn[s], _mm512_set1_epi32(bsum::<S>(ys[t], s)));
+                let imin = _mm512_add_epi32(m(s - 1), m(s));
+                let (ds, dms) = (_mm512_mul_ps(u.d, dy[t]), _mm512_mul_ps(u.dmin, dy[t]));
+                acc[t][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), ds, acc[t][0]);
+                acc[t][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dms, acc[t][1]);
+            }
+        }
+    }
+    if GEMM {
+        return;
+    }
+    for t in 0..k {
+        // t = s1·d;  t = fma(−dmin, s2, t) (types with mins);  acc = fma(t, y.d, acc).
+        let mut v = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[t]), u.d);
+        if shape.mins {
+            let mut s2 = zero;
+            for s in 0..S {
+                let b = _mm512_set1_epi32(bsum::<S>(ys[t], s));
+                s2 = _mm512_add_epi32(s2, _mm512_mullo_epi32(u.mn[s], b));
+            }
+            let neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), u.dmin);
+            v = _mm512_fmadd_ps(neg_dmin, _mm512_cvtepi32_ps(s2), v);
+        }
+        acc[t][0] = _mm512_fmadd_ps(v, dy[t], acc[t][0]);
+    }
+}
+
+/// A packed Q4_K step ([`Layout::Q4Kx16`]) unpacked.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn unpack_q4_k(step: &[u8]) -> Unpacked {
+    let (sc8, mn8) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+    let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
+    let mut mn = sc;
+    sc[..SUBS].copy_from_slice(&sc8);
+    mn[..SUBS].copy_from_slice(&mn8);
+    let low = _mm512_set1_epi8(0x0f);
+    let qs = &step[K_QS_AT..];
+    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    // Vector 8j + o holds nibble bytes 4o.. of pair j: low nibbles elements 64j + 4o.., high
+    // nibbles 64j + 32 + 4o.. (groups 16j + o and 16j + 8 + o).
+    for j in 0..SUBS / 2 {
+        for o in 0..SUB / GROUP {
+            let v = word(qs, 8 * j + o);
+            codes[16 * j + o] = _mm512_and_si512(v, low);
+            codes[16 * j + 8 + o] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+        }
+    }
+    // SAFETY: the sixteen f16 scales and mins are the 32 bytes at 0 and at K_DMIN_AT.
+    let (d, dmin) = unsafe {
+        (
+            _mm512_cvtph_ps(_mm256_loadu_si256(step.as_ptr().cast())),
+            _mm512_cvtph_ps(_mm256_loadu_si256(step[K_DMIN_AT..].as_ptr().cast())),
+        )
+    };
+    Unpacked {
+        codes,
+        sc,
+        mn,
+        d,
+        dmin,
+    }
+}
+
+/// A packed Q5_K step ([`Layout::Q5Kx16`]) unpacked.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn unpack_q5_k(step: &[u8]) -> Unpacked {
+    use super::kpacked_k::{q5_fifth_bit, q5_scale_min, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD};
+    let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
+    let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
+    let mut mn = sc;
+    for j in 0..SUBS {
+        (sc[j], mn[j]) = q5_scale_min(&sw, j);
+    }
+    let low = _mm512_set1_epi8(0x0f);
+    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    for b4 in 0..SUB / GROUP {
+        let h = word(step, Q5_QH_WORD + b4);
+        for j in 0..SUBS / 2 {
+            let q = word(step, Q5_QS_WORD + 8 * j + b4);
+            let lo = _mm512_or_si512(_mm512_and_si512(q, low), q5_fifth_bit(h, 2 * j));
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), low);
+            codes[16 * j + b4] = lo;
+            codes[16 * j + 8 + b4] = _mm512_or_si512(hi, q5_fifth_bit(h, 2 * j + 1));
+        }
+    }
+    let w0 = word(step, 0);
+    let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
+    let dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(w0)));
+    Unpacked {
+        codes,
+        sc,
+        mn,
+        d,
+        dmin,
+    }
+}
+
+/// A packed Q6_K step ([`Layout::Q6Kx16`]) unpacked.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn unpack_q6_k(step: &[u8]) -> Unpacked {
+    use super::kpacked_k::{q6_codes, Q6_SC_WORD};
+    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    for j in 0..2 {
+        for b4 in 0..SUB / GROUP {
+            // Code k of this word triple: elements 128j + 32k + 4·b4 (group 32j + 8k + b4).
+            for (k, c) in q6_codes(step, j, b4).into_iter().enumerate() {
+                codes[32 * j + 8 * k + b4] = c;
+            }
+        }
+    }
+    // Scale s (signed) is byte s mod 4 of word 48 + s / 4.
+    let sc = std::array::from_fn(|s| {
+        let w = word(step, Q6_SC_WORD + s / GROUP);
+        let shift = _mm_cvtsi32_si128((24 - 8 * (s % GROUP)) as i32);
+        _mm512_srai_epi32::<24>(_mm512_sll_epi32(w, shift))
+    });
+    // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
+    let d = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
+    let z = _mm512_setzero_si512();
+    Unpacked {
+        codes,
+        sc,
+        mn: [z; MAX_SUBS],
+        d,
+        dmin: _mm512_setzero_ps(),
+    }
+}
+
+/// A packed IQ4_XS step ([`Layout::Iq4XsX16`]) unpacked: codes `KVALUES_IQ4NL[q] + 128`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn unpack_iq4_xs(step: &[u8]) -> Unpacked {
+    use super::kpacked::{xs_scale, XS_QS_WORD, XS_SUB_WORDS};
+    let biased: [u8; 16] = std::array::from_fn(|i| (i32::from(KVALUES_IQ4NL[i]) + 128) as u8);
+    // SAFETY: 16 bytes.
+    let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(biased.as_ptr().cast()) });
+    let low = _mm512_set1_epi8(0x0f);
+    let (w0, w1) = (word(step, 0), word(step, 1));
+    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
+    for s in 0..SUBS {
+        sc[s] = xs_scale(w0, w1, s);
+        for q in 0..XS_SUB_WORDS {
+            let v = word(step, XS_QS_WORD + XS_SUB_WORDS * s + q);
+            // Low nibbles: elements 32s + 4q.. (group 8s + q); high: 32s + 16 + 4q.. (8s + 4 + q).
+            codes[8 * s + q] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+            codes[8 * s + XS_SUB_WORDS + q] = _mm512_shuffle_epi8(table, hi);
+        }
+    }
+    let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
+    let z = _mm512_setzero_si512();
+    Unpacked {
+        codes,
+        sc,
+        mn: [z; MAX_SUBS],
+        d,
+        dmin: _mm512_setzero_ps(),
+    }
+}
