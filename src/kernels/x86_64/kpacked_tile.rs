@@ -7,8 +7,9 @@
 //! biased dot `sc_s·(Σ c·y − BIAS·bsum_s)` and the min term `m_s·bsum_s`. So each packed step
 //! (sixteen rows' super-block) is unpacked once into unsigned codes with the rows in the lanes
 //! ([`Unpacked`]: four consecutive elements of every row per vector) and used for every token:
-//! per four-element group one `vpdpbusd` against the token's four activations broadcast, onto
-//! an accumulator that starts at `−BIAS·bsum_s`, so nothing is reduced across lanes. The
+//! per four-element group one `vpdpbusd` against the token's four activations broadcast, so
+//! nothing is reduced across lanes; the bias and min terms come from the activation sums by
+//! `vpdpwssd` of scale (min) pairs. The
 //! tiled order then sums the sub-blocks and runs `t = s1·d; t = fma(−dmin, s2, t); acc =
 //! fma(t, y.d, acc)` per row; the repacked gemm sums them per pair and runs its two chains
 //! (`acc = fma(isum, d·d_y, acc)`, `acc_min = fma(imin, dmin·d_y, acc_min)`) per pair.
@@ -30,18 +31,59 @@ const GROUPS: usize = QK_K / GROUP;
 const MAX_SUBS: usize = 16;
 /// Tokens per pass over an unpacked step (their accumulators stay in registers).
 const PASS: usize = 8;
+/// The cache line size the prefetch steps by.
+const LINE: usize = 64;
+/// Steps ahead the prefetch reads.
+const AHEAD: usize = 1;
 /// The most tokens one call takes (the forward pass's step).
 const MAX_TOKENS: usize = 64;
 
 /// One packed step (sixteen rows' super-block) unpacked: `codes[g]` holds elements
-/// `4g..4g + 4` of row r in lane r, as unsigned bytes; scales and mins per sub-block as i32
-/// lanes; the rows' f32 `d` and `dmin`.
+/// `4g..4g + 4` of row r in lane r, as unsigned bytes; the scales per sub-block as i32 lanes,
+/// and paired with the mins; the rows' f32 `d` and `dmin`.
 struct Unpacked {
     codes: [__m512i; GROUPS],
     sc: [__m512i; MAX_SUBS],
-    mn: [__m512i; MAX_SUBS],
+    /// The scales and mins of sub-blocks 2k and 2k + 1 as the two i16 of each lane, for
+    /// `vpdpwssd` against pairs of activation sums.
+    sc_pairs: [__m512i; MAX_SUBS / 2],
+    mn_pairs: [__m512i; MAX_SUBS / 2],
     d: __m512,
     dmin: __m512,
+}
+
+impl Unpacked {
+    /// All zero, to be filled step by step (the unpackers write into it: no copies).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn zeroed() -> Unpacked {
+        let z = _mm512_setzero_si512();
+        Unpacked {
+            codes: [z; GROUPS],
+            sc: [z; MAX_SUBS],
+            sc_pairs: [z; MAX_SUBS / 2],
+            mn_pairs: [z; MAX_SUBS / 2],
+            d: _mm512_setzero_ps(),
+            dmin: _mm512_setzero_ps(),
+        }
+    }
+
+    /// A step's scales, mins and f32 scales, the scale and min pairs formed from them.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    fn set(&mut self, sc: [__m512i; MAX_SUBS], mn: [__m512i; MAX_SUBS], d: __m512, dmin: __m512) {
+        let low = _mm512_set1_epi32(0xffff);
+        let pair = |v: &[__m512i; MAX_SUBS], k: usize| {
+            _mm512_or_si512(
+                _mm512_and_si512(v[2 * k], low),
+                _mm512_slli_epi32::<16>(v[2 * k + 1]),
+            )
+        };
+        self.sc_pairs = std::array::from_fn(|k| pair(&sc, k));
+        self.mn_pairs = std::array::from_fn(|k| pair(&mn, k));
+        self.sc = sc;
+        self.d = d;
+        self.dmin = dmin;
+    }
 }
 
 /// What a packed type's prompt kernel needs to know: its layout, its sub-blocks, its code
@@ -74,14 +116,14 @@ fn shape(layout: Layout) -> Option<Shape> {
     })
 }
 
-/// Step `step` of `shape`'s layout, unpacked.
+/// Step `step` of `shape`'s layout, unpacked into `u`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn unpack(shape: Shape, step: &[u8]) -> Unpacked {
+fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     match shape.layout {
-        Layout::Q4Kx16 => unpack_q4_k(step),
-        Layout::Q5Kx16 => unpack_q5_k(step),
-        Layout::Q6Kx16 => unpack_q6_k(step),
-        Layout::Iq4XsX16 => unpack_iq4_xs(step),
+        Layout::Q4Kx16 => unpack_q4_k(step, u),
+        Layout::Q5Kx16 => unpack_q5_k(step, u),
+        Layout::Q6Kx16 => unpack_q6_k(step, u),
+        Layout::Iq4XsX16 => unpack_iq4_xs(step, u),
         l => unreachable!("no prompt kernel for {}", l.name()),
     }
 }
@@ -141,8 +183,17 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
     let step_bytes = group.len() / n;
     // Per token the chains: the scaled sums and, for the gemm, the min terms.
     let mut acc = [[_mm512_setzero_ps(); 2]; MAX_TOKENS];
+    let mut u = Unpacked::zeroed();
     for i in 0..n {
-        let u = unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes]);
+        // The next step's lines (after the last, the next group's first, which follows this
+        // group in the copy) come in while this one is computed: a step is the work of
+        // thousands of cycles, and its lines are read once per call.
+        let next = group.as_ptr().wrapping_add((i + AHEAD) * step_bytes);
+        for line in (0..step_bytes).step_by(LINE) {
+            // `wrapping_add` and a prefetch never dereference: the address may be anything.
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line).cast());
+        }
+        unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes], &mut u);
         let mut t0 = 0;
         while t0 < ys.len() {
             let k = PASS.min(ys.len() - t0);
@@ -167,20 +218,29 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
     }
 }
 
-/// Sub-block s's activation sum: its one or two 16-element `bsums`, added in 32 bits.
+/// The activation sums of sub-blocks 2k and 2k + 1 as the two i16 of one i32, for every k:
+/// for sixteen-element sub-blocks two stored `bsums` as they are, for 32-element ones each the
+/// sum of two. (The oracle adds those in 32 bits: the same value, as a sum of two `bsums` of a
+/// quantized row stays within ±2·16·127, far inside i16.)
 #[inline(always)]
-fn bsum<const S: usize>(b: &BlockQ8K, s: usize) -> i32 {
+fn bsum_pairs<const S: usize>(b: &BlockQ8K) -> [i32; MAX_SUBS / 2] {
     let per = b.bsums.len() / S;
-    b.bsums[s * per..(s + 1) * per]
-        .iter()
-        .map(|&v| i32::from(v))
-        .sum()
+    let sum = |s: usize| -> i16 { b.bsums[s * per..(s + 1) * per].iter().sum() };
+    std::array::from_fn(|k| {
+        if k < S / 2 {
+            i32::from(sum(2 * k) as u16) | (i32::from(sum(2 * k + 1) as u16) << 16)
+        } else {
+            0
+        }
+    })
 }
 
 /// One unpacked super-block against a pass of tokens (the first `k` of `ys` real, the rest
 /// repeats whose results are dropped), into their chains `acc`. Per sub-block s and token the
-/// exact `sc_s·(Σ_{e∈s} c_e·y_e − BIAS·bsum_s)`; then the tiled order's step on their sum
-/// (`GEMM == false`) or the repacked gemm's per pair of sub-blocks.
+/// exact `sc_s·Σ_{e∈s} c_e·y_e`; the bias `BIAS·Σ_s sc_s·bsum_s` and the mins
+/// `Σ_s m_s·bsum_s` by `vpdpwssd` of the scale and min pairs against the token's sum pairs;
+/// then the tiled order's step on their sum (`GEMM == false`) or the repacked gemm's per pair
+/// of sub-blocks (whose types have no bias).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn pass<const S: usize, const GEMM: bool>(
@@ -195,10 +255,9 @@ fn pass<const S: usize, const GEMM: bool>(
     let mut s1 = [zero; PASS];
     let mut pend = [zero; PASS];
     let dy: [__m512; PASS] = std::array::from_fn(|t| _mm512_set1_ps(ys[t].d));
+    let bp: [[i32; MAX_SUBS / 2]; PASS] = std::array::from_fn(|t| bsum_pairs::<S>(ys[t]));
     for s in 0..S {
-        let mut a: [__m512i; PASS] = std::array::from_fn(|t| {
-            _mm512_set1_epi32(shape.bias.wrapping_mul(bsum::<S>(ys[t], s)).wrapping_neg())
-        });
+        let mut a = [zero; PASS];
         for g in s * per..(s + 1) * per {
             let c = u.codes[g];
             for t in 0..PASS {
@@ -214,9 +273,8 @@ fn pass<const S: usize, const GEMM: bool>(
             } else if t < k {
                 // The pair's chains: acc = fma(isum, d·d_y, acc), acc_min = fma(imin, dmin·d_y, …).
                 let isum = _mm512_add_epi32(pend[t], v);
-                let m =
-                    |s: usize| _mm512_mullo_epi32(u.mn[s], _mm512_set1_epi32(bsum::<S>(ys[t], s)));
-                let imin = _mm512_add_epi32(m(s - 1), m(s));
+                let b = _mm512_set1_epi32(bp[t][s / 2]);
+                let imin = _mm512_dpwssd_epi32(zero, u.mn_pairs[s / 2], b);
                 let (ds, dms) = (_mm512_mul_ps(u.d, dy[t]), _mm512_mul_ps(u.dmin, dy[t]));
                 acc[t][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), ds, acc[t][0]);
                 acc[t][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dms, acc[t][1]);
@@ -227,14 +285,24 @@ fn pass<const S: usize, const GEMM: bool>(
         return;
     }
     for t in 0..k {
-        // t = s1·d;  t = fma(−dmin, s2, t) (types with mins);  acc = fma(t, y.d, acc).
-        let mut v = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[t]), u.d);
-        if shape.mins {
-            let mut s2 = zero;
-            for s in 0..S {
-                let b = _mm512_set1_epi32(bsum::<S>(ys[t], s));
-                s2 = _mm512_add_epi32(s2, _mm512_mullo_epi32(u.mn[s], b));
+        let mut bias = zero;
+        let mut s2 = zero;
+        for (p, &b) in bp[t][..S / 2].iter().enumerate() {
+            let b = _mm512_set1_epi32(b);
+            if shape.bias != 0 {
+                bias = _mm512_dpwssd_epi32(bias, u.sc_pairs[p], b);
             }
+            if shape.mins {
+                s2 = _mm512_dpwssd_epi32(s2, u.mn_pairs[p], b);
+            }
+        }
+        let s1 = _mm512_sub_epi32(
+            s1[t],
+            _mm512_mullo_epi32(bias, _mm512_set1_epi32(shape.bias)),
+        );
+        // t = s1·d;  t = fma(−dmin, s2, t) (types with mins);  acc = fma(t, y.d, acc).
+        let mut v = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), u.d);
+        if shape.mins {
             let neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), u.dmin);
             v = _mm512_fmadd_ps(neg_dmin, _mm512_cvtepi32_ps(s2), v);
         }
@@ -244,7 +312,7 @@ fn pass<const S: usize, const GEMM: bool>(
 
 /// A packed Q4_K step ([`Layout::Q4Kx16`]) unpacked.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn unpack_q4_k(step: &[u8]) -> Unpacked {
+fn unpack_q4_k(step: &[u8], u: &mut Unpacked) {
     let (sc8, mn8) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
     let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
     let mut mn = sc;
@@ -252,7 +320,7 @@ fn unpack_q4_k(step: &[u8]) -> Unpacked {
     mn[..SUBS].copy_from_slice(&mn8);
     let low = _mm512_set1_epi8(0x0f);
     let qs = &step[K_QS_AT..];
-    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    let codes = &mut u.codes;
     // Vector 8j + o holds nibble bytes 4o.. of pair j: low nibbles elements 64j + 4o.., high
     // nibbles 64j + 32 + 4o.. (groups 16j + o and 16j + 8 + o).
     for j in 0..SUBS / 2 {
@@ -269,18 +337,12 @@ fn unpack_q4_k(step: &[u8]) -> Unpacked {
             _mm512_cvtph_ps(_mm256_loadu_si256(step[K_DMIN_AT..].as_ptr().cast())),
         )
     };
-    Unpacked {
-        codes,
-        sc,
-        mn,
-        d,
-        dmin,
-    }
+    u.set(sc, mn, d, dmin);
 }
 
 /// A packed Q5_K step ([`Layout::Q5Kx16`]) unpacked.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn unpack_q5_k(step: &[u8]) -> Unpacked {
+fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
     use super::kpacked_k::{q5_fifth_bit, q5_scale_min, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD};
     let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
     let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
@@ -289,7 +351,7 @@ fn unpack_q5_k(step: &[u8]) -> Unpacked {
         (sc[j], mn[j]) = q5_scale_min(&sw, j);
     }
     let low = _mm512_set1_epi8(0x0f);
-    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    let codes = &mut u.codes;
     for b4 in 0..SUB / GROUP {
         let h = word(step, Q5_QH_WORD + b4);
         for j in 0..SUBS / 2 {
@@ -303,20 +365,14 @@ fn unpack_q5_k(step: &[u8]) -> Unpacked {
     let w0 = word(step, 0);
     let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
     let dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(w0)));
-    Unpacked {
-        codes,
-        sc,
-        mn,
-        d,
-        dmin,
-    }
+    u.set(sc, mn, d, dmin);
 }
 
 /// A packed Q6_K step ([`Layout::Q6Kx16`]) unpacked.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn unpack_q6_k(step: &[u8]) -> Unpacked {
+fn unpack_q6_k(step: &[u8], u: &mut Unpacked) {
     use super::kpacked_k::{q6_codes, Q6_SC_WORD};
-    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    let codes = &mut u.codes;
     for j in 0..2 {
         for b4 in 0..SUB / GROUP {
             // Code k of this word triple: elements 128j + 32k + 4·b4 (group 32j + 8k + b4).
@@ -334,25 +390,19 @@ fn unpack_q6_k(step: &[u8]) -> Unpacked {
     // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
     let d = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
     let z = _mm512_setzero_si512();
-    Unpacked {
-        codes,
-        sc,
-        mn: [z; MAX_SUBS],
-        d,
-        dmin: _mm512_setzero_ps(),
-    }
+    u.set(sc, [z; MAX_SUBS], d, _mm512_setzero_ps());
 }
 
 /// A packed IQ4_XS step ([`Layout::Iq4XsX16`]) unpacked: codes `KVALUES_IQ4NL[q] + 128`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn unpack_iq4_xs(step: &[u8]) -> Unpacked {
+fn unpack_iq4_xs(step: &[u8], u: &mut Unpacked) {
     use super::kpacked::{xs_scale, XS_QS_WORD, XS_SUB_WORDS};
     let biased: [u8; 16] = std::array::from_fn(|i| (i32::from(KVALUES_IQ4NL[i]) + 128) as u8);
     // SAFETY: 16 bytes.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(biased.as_ptr().cast()) });
     let low = _mm512_set1_epi8(0x0f);
     let (w0, w1) = (word(step, 0), word(step, 1));
-    let mut codes = [_mm512_setzero_si512(); GROUPS];
+    let codes = &mut u.codes;
     let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
     for s in 0..SUBS {
         sc[s] = xs_scale(w0, w1, s);
@@ -366,11 +416,5 @@ fn unpack_iq4_xs(step: &[u8]) -> Unpacked {
     }
     let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
     let z = _mm512_setzero_si512();
-    Unpacked {
-        codes,
-        sc,
-        mn: [z; MAX_SUBS],
-        d,
-        dmin: _mm512_setzero_ps(),
-    }
+    u.set(sc, [z; MAX_SUBS], d, _mm512_setzero_ps());
 }
