@@ -277,5 +277,65 @@ fn decode_stream_k(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, kernels, decode, decode_stream, decode_stream_k);
+/// Groups of the streamed `prompt_packed_k` matrix: about 32 MiB at 2048 columns.
+const PROMPT_K_GROUPS: usize = 1024;
+
+/// One thread's prompt matmul over packed copies (`Kernels::dot_tile_in`, the tiled order; Q4_K
+/// the repacked gemm's) for a step of 32 tokens, 2048 columns: over 16 groups that stay in L2
+/// and over 32 MiB that stream from memory. Throughput in weight bytes per token-pass.
+fn prompt_packed_k(c: &mut Criterion) {
+    let n = 2048;
+    let cases = [
+        ("q4_k_gemm", GgmlType::Q4K, SumOrder::RepackedGemm),
+        ("q5_k_tiled", GgmlType::Q5K, SumOrder::Batched),
+        ("q6_k_tiled", GgmlType::Q6K, SumOrder::Batched),
+        ("iq4_xs_tiled", GgmlType::Iq4Xs, SumOrder::Batched),
+    ];
+    let Ok(k) = Kernels::for_tier(Tier::Avx512) else {
+        eprintln!("prompt_packed_k: SKIPPED: no AVX-512 tier on this CPU");
+        return;
+    };
+    let mut group = c.benchmark_group("prompt_packed_k");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for (name, ty, order) in cases {
+        let rows: Vec<Vec<u8>> = (0..PACK_ROWS)
+            .map(|r| quantize_row(ty, &values(n, r as u32)))
+            .collect();
+        let layout = k.preferred_layout(ty, SumOrder::for_token(ty, order, 1, 0));
+        let layout = if layout == Layout::Rows {
+            k.preferred_layout(ty, SumOrder::BlockChain)
+        } else {
+            layout
+        };
+        let mut one = vec![0u8; rows.concat().len()];
+        pack::pack_group(layout, &rows.concat(), n / layout.block_elems(), &mut one);
+        let acts: Vec<ActRow> = (0..32)
+            .map(|t| {
+                let mut a = ActRow::new_for(ty);
+                a.set(&values(n, 100 + t));
+                a
+            })
+            .collect();
+        let mut out = vec![0f32; PACK_ROWS * acts.len()];
+        for (label, groups) in [("l2", 16), ("stream", PROMPT_K_GROUPS)] {
+            let bytes = one.repeat(groups);
+            group.throughput(Throughput::Bytes((bytes.len() * acts.len()) as u64));
+            group.bench_function(BenchmarkId::new(name, label), |b| {
+                b.iter(|| {
+                    for g in bytes.chunks_exact(one.len()) {
+                        let done = k.dot_tile_in(layout, ty, order, black_box(g), &acts, &mut out);
+                        assert!(done, "{name}: no packed tile kernel");
+                    }
+                    black_box(&mut out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, kernels, decode, decode_stream, decode_stream_k, prompt_packed_k);
 criterion_main!(benches);

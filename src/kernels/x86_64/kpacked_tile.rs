@@ -34,7 +34,7 @@ const PASS: usize = 8;
 /// The cache line size the prefetch steps by.
 const LINE: usize = 64;
 /// Steps ahead the prefetch reads.
-const AHEAD: usize = 1;
+const AHEAD: usize = 4;
 /// The most tokens one call takes (the forward pass's step).
 const MAX_TOKENS: usize = 64;
 
@@ -188,10 +188,12 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
         // The next step's lines (after the last, the next group's first, which follows this
         // group in the copy) come in while this one is computed: a step is the work of
         // thousands of cycles, and its lines are read once per call.
-        let next = group.as_ptr().wrapping_add((i + AHEAD) * step_bytes);
+        let base = group.as_ptr();
+        let (near, far) = (base.wrapping_add((i + 1) * step_bytes), base.wrapping_add((i + AHEAD) * step_bytes));
         for line in (0..step_bytes).step_by(LINE) {
             // `wrapping_add` and a prefetch never dereference: the address may be anything.
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line).cast());
+            _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast());
+            _mm_prefetch::<_MM_HINT_T1>(far.wrapping_add(line).cast());
         }
         unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes], &mut u);
         let mut t0 = 0;
