@@ -337,5 +337,12 @@ fn prompt_packed_k(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, kernels, decode, decode_stream, decode_stream_k, prompt_packed_k);
+criterion_group!(
+    benches,
+    kernels,
+    decode,
+    decode_stream,
+    decode_stream_k,
+    prompt_packed_k
+);
 criterion_main!(benches);

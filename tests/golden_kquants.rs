@@ -151,9 +151,8 @@ fn check_prompts(
         let want = golden_logits(target, idx);
         let mut s = l.llama.new_state(256, pool.threads(), KvType::F16);
         let mut got = Vec::new();
-        l.llama.eval(pool, &mut s, &ids, ids.len() - 1, |_, lg| {
-            got = lg.to_vec()
-        });
+        l.llama
+            .eval(pool, &mut s, &ids, ids.len() - 1, |_, lg| got = lg.to_vec());
         assert_eq!(got.len(), want.len(), "{target} {name}: vocabulary size");
         let differing = got
             .iter()

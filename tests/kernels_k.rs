@@ -168,6 +168,18 @@ fn check_case(c: &Case) -> bool {
     check_case_with(c, |_| {})
 }
 
+/// The activation rows of `ty` for `xs`, each passed through `edit` after quantizing.
+fn activations(ty: GgmlType, xs: &[Vec<f32>], edit: &impl Fn(&mut ActRow)) -> Vec<ActRow> {
+    xs.iter()
+        .map(|x| {
+            let mut a = ActRow::new_for(ty);
+            a.set(x);
+            edit(&mut a);
+            a
+        })
+        .collect()
+}
+
 /// [`check_case`] with each activation row passed through `edit` after quantizing.
 fn check_case_with(c: &Case, edit: impl Fn(&mut ActRow)) -> bool {
     let scalar = Kernels::scalar();
@@ -182,15 +194,7 @@ fn check_case_with(c: &Case, edit: impl Fn(&mut ActRow)) -> bool {
                 .collect();
         let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
         let concat = weights.concat();
-        let acts: Vec<ActRow> =
-            c.x.iter()
-                .map(|x| {
-                    let mut a = ActRow::new_for(ty);
-                    a.set(x);
-                    edit(&mut a);
-                    a
-                })
-                .collect();
+        let acts = activations(ty, &c.x, &edit);
         for order in ORDERS {
             // want[t][r]: the scalar table's single dot.
             let want: Vec<Vec<f32>> = acts
@@ -633,15 +637,7 @@ fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow
         let file = rows[gi * PACK_ROWS..(gi + 1) * PACK_ROWS].concat();
         pack::pack_group(layout, &file, n, out);
     }
-    let acts: Vec<ActRow> =
-        c.x.iter()
-            .map(|x| {
-                let mut a = ActRow::new_for(ty);
-                a.set(x);
-                edit(&mut a);
-                a
-            })
-            .collect();
+    let acts = activations(ty, &c.x, &edit);
     // Every group against all the tokens at once (`dot_tile_in`: the packed kernels, or
     // `false` where the tier has none for the order).
     for order in ORDERS {

@@ -394,38 +394,13 @@ fn bad_placement_flags_are_one_line_errors() {
 
 /// A generated model of another family (through the architecture seam), written once.
 fn family_model(arch: &'static str) -> PathBuf {
-    let dir = common::temp_dir(&format!("placement-{arch}"));
-    let path = dir.join(format!("{arch}.gguf"));
-    let m = path.to_str().unwrap();
-    let mut args = vec![
-        "gen-model",
-        m,
-        "--arch",
-        arch,
-        "--type",
-        "Q8_0",
-        "--dim",
-        "256",
-        "--layers",
-        "4",
-        "--ffn",
-        "512",
-        "--heads",
-        "4",
-        "--kv-heads",
-        "2",
-        "--vocab",
-        "600",
-        "--untied",
-        "--head-dim",
-        "128",
-    ];
+    let mut extra = vec!["--arch", arch, "--head-dim", "128"];
     if arch == "gemma3" {
         // A window shorter than the prompt plus the tokens generated, on every other layer.
-        args.extend(["--window", "4", "--swa-pattern", "2"]);
+        extra.extend(["--window", "4", "--swa-pattern", "2"]);
     }
     if arch == "qwen3moe" {
-        args.extend([
+        extra.extend([
             "--experts",
             "8",
             "--experts-used",
@@ -434,8 +409,35 @@ fn family_model(arch: &'static str) -> PathBuf {
             "128",
         ]);
     }
+    small_model(arch, "Q8_0", "4", "600", &extra)
+}
+
+/// `locus gen-model` of an untied model 256 wide (FFN 512, 4 heads, 2 KV heads) of `layers`
+/// layers and a `vocab`-token vocabulary, its matrices in `ty`, with `extra` arguments.
+fn small_model(tag: &str, ty: &str, layers: &str, vocab: &str, extra: &[&str]) -> PathBuf {
+    let path = common::temp_dir(&format!("placement-{tag}")).join(format!("{tag}.gguf"));
+    let mut args = vec![
+        "gen-model",
+        path.to_str().unwrap(),
+        "--type",
+        ty,
+        "--dim",
+        "256",
+    ];
+    args.extend([
+        "--layers",
+        layers,
+        "--ffn",
+        "512",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+    ]);
+    args.extend(["--vocab", vocab, "--untied"]);
+    args.extend(extra);
     let out = common::locus(&args);
-    assert!(out.status.success(), "gen-model {arch}: {out:?}");
+    assert!(out.status.success(), "gen-model {tag}: {out:?}");
     path
 }
 
@@ -486,28 +488,7 @@ fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
 #[test]
 fn packed_copies_of_every_packed_type_give_the_file_tokens() {
     for ty in ["Q4_0", "Q4_K", "IQ4_XS", "Q6_K", "Q5_K"] {
-        let path = common::temp_dir(&format!("placement-packed-{ty}")).join("model.gguf");
-        let args = [
-            "gen-model",
-            path.to_str().unwrap(),
-            "--type",
-            ty,
-            "--dim",
-            "256",
-            "--layers",
-            "2",
-            "--ffn",
-            "512",
-            "--heads",
-            "4",
-            "--kv-heads",
-            "2",
-            "--vocab",
-            "512",
-            "--untied",
-        ];
-        let out = common::locus(&args);
-        assert!(out.status.success(), "gen-model {ty}: {out:?}");
+        let path = small_model(&format!("packed-{ty}"), ty, "2", "512", &[]);
         let base = baseline(&path);
         let out = run(&path, &["--numa", "mirror"], &[], false);
         assert!(out.status.success(), "{ty} mirror: {}", text(&out.stderr));

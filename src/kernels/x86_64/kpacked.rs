@@ -93,14 +93,7 @@ const BSUMS_PER_SUB: usize = 2;
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
 fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
-    assert_eq!(
-        group.len(),
-        y.len() * K_STEP,
-        "packed Q4_K group of {} bytes for {}-super-block rows",
-        group.len(),
-        y.len()
-    );
+    let out = group_out("Q4_K", group, K_STEP, y, out);
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { gemv16_impl(group, y, out) }
 }
@@ -203,6 +196,28 @@ const XS_SCALE_BIAS: i32 = 32;
 /// Lanes of ggml's `vec_dot` accumulators.
 pub(super) const LANES: usize = 8;
 
+/// A packed single-token kernel's sixteen outputs, once `group` is checked to be `y.len()`
+/// steps of `step` bytes of `ty`.
+///
+/// # Panics
+/// If it is not, or `out` is not sixteen outputs.
+pub(super) fn group_out<'a>(
+    ty: &str,
+    group: &[u8],
+    step: usize,
+    y: &[BlockQ8K],
+    out: &'a mut [f32],
+) -> &'a mut [f32; PACK_ROWS] {
+    assert_eq!(
+        group.len(),
+        y.len() * step,
+        "packed {ty} group of {} bytes for {}-block rows",
+        group.len(),
+        y.len()
+    );
+    out.try_into().expect("sixteen outputs")
+}
+
 /// The prefetch for one packed group of `B` blocks of `n` per row: the group's bytes cut as
 /// sixteen rows' worth each, so it reads the next group's lines as this one's are used.
 #[inline(always)]
@@ -233,17 +248,19 @@ pub(super) fn word(step: &[u8], w: usize) -> __m512i {
 }
 
 /// `hsum_float_8` of every row, the eight lanes held as vectors over the rows:
-/// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, stored to `out`.
+/// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, plus `extra` where given (Q5_K's
+/// `summs`), stored to `out`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-pub(super) fn store_hsum(acc: &[__m512; LANES], extra: __m512, out: &mut [f32; PACK_ROWS]) {
+pub(super) fn store_hsum(acc: &[__m512; LANES], extra: Option<__m512>, out: &mut [f32; PACK_ROWS]) {
     let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
     let sum = _mm512_add_ps(
         _mm512_add_ps(h(0, 4), h(2, 6)),
         _mm512_add_ps(h(1, 5), h(3, 7)),
     );
+    let sum = extra.map_or(sum, |e| _mm512_add_ps(sum, e));
     // SAFETY: `out` is sixteen f32.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_add_ps(sum, extra)) };
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
 }
 
 /// The sixteen rows' IQ4_XS sub-block `sub` scales as i32 lanes: `(low 4 bits of scales_l) |
@@ -267,14 +284,7 @@ pub(super) fn xs_scale(w0: __m512i, w1: __m512i, sub: usize) -> __m512i {
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
 fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
-    assert_eq!(
-        group.len(),
-        y.len() * XS_STEP,
-        "packed IQ4_XS group of {} bytes for {}-block rows",
-        group.len(),
-        y.len()
-    );
+    let out = group_out("IQ4_XS", group, XS_STEP, y, out);
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { gemv16_iq4_xs_impl(group, y, out) }
 }
@@ -328,12 +338,5 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
             acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
         }
     }
-    // hsum_float_8 per row: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
-    let sum = _mm512_add_ps(
-        _mm512_add_ps(h(0, 4), h(2, 6)),
-        _mm512_add_ps(h(1, 5), h(3, 7)),
-    );
-    // SAFETY: `out` is sixteen f32.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
+    store_hsum(&acc, None, out);
 }

@@ -18,7 +18,9 @@
 
 use std::arch::x86_64::*;
 
-use super::kpacked::{bcast4, group_prefetch, store_hsum, word, GROUP, LANES, SUB, SUBS};
+use super::kpacked::{
+    bcast4, group_out, group_prefetch, store_hsum, word, GROUP, LANES, SUB, SUBS,
+};
 use crate::kernels::kblocks::{BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
 
@@ -62,14 +64,7 @@ pub(super) fn q6_codes(step: &[u8], j: usize, b4: usize) -> [__m512i; 4] {
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
 pub(super) fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
-    assert_eq!(
-        group.len(),
-        y.len() * Q6_STEP,
-        "packed Q6_K group of {} bytes for {}-block rows",
-        group.len(),
-        y.len()
-    );
+    let out = group_out("Q6_K", group, Q6_STEP, y, out);
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { gemv16_q6_k_impl(group, y, out) }
 }
@@ -135,13 +130,7 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
         }
     }
-    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
-    let sum = _mm512_add_ps(
-        _mm512_add_ps(h(0, 4), h(2, 6)),
-        _mm512_add_ps(h(1, 5), h(3, 7)),
-    );
-    // SAFETY: `out` is sixteen f32.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
+    store_hsum(&acc, None, out);
 }
 
 /// Bytes of one Q5_K block, and of one packed step of sixteen.
@@ -173,14 +162,7 @@ pub(super) fn q5_fifth_bit(h: __m512i, bit: usize) -> __m512i {
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
 pub(super) fn gemv16_q5_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out: &mut [f32; PACK_ROWS] = out.try_into().expect("sixteen outputs");
-    assert_eq!(
-        group.len(),
-        y.len() * Q5_STEP,
-        "packed Q5_K group of {} bytes for {}-block rows",
-        group.len(),
-        y.len()
-    );
+    let out = group_out("Q5_K", group, Q5_STEP, y, out);
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { gemv16_q5_k_impl(group, y, out) }
 }
@@ -268,5 +250,5 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
         }
     }
-    store_hsum(&acc, summs, out);
+    store_hsum(&acc, Some(summs), out);
 }

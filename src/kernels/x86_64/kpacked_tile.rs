@@ -189,7 +189,10 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
         // group in the copy) come in while this one is computed: a step is the work of
         // thousands of cycles, and its lines are read once per call.
         let base = group.as_ptr();
-        let (near, far) = (base.wrapping_add((i + 1) * step_bytes), base.wrapping_add((i + AHEAD) * step_bytes));
+        let (near, far) = (
+            base.wrapping_add((i + 1) * step_bytes),
+            base.wrapping_add((i + AHEAD) * step_bytes),
+        );
         for line in (0..step_bytes).step_by(LINE) {
             // `wrapping_add` and a prefetch never dereference: the address may be anything.
             _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast());
