@@ -199,6 +199,15 @@ fn every_mode_is_an_arm_and_locality_agrees_with_audit() {
             other => panic!("bytes_by_node: {other:?}"),
         };
         assert!(resident > 0.0, "{mode}: resident bytes per node");
+        // The modes that copy report how fast they built the copies; the others copy nothing.
+        let rate = tg.get("place_gb_per_s").and_then(Value::as_f64);
+        match effective {
+            "off" | "distribute" => assert_eq!(rate, None, "{mode}: nothing is copied"),
+            _ => assert!(
+                rate.is_some_and(|r| r > 0.0),
+                "{mode}: placement rate {rate:?}"
+            ),
+        }
     }
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));

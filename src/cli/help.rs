@@ -174,7 +174,8 @@ Usage: locus bench -m FILE[,FILE...] [-p N] [-n N] [-r N] [-t N[,N...]] [--numa 
 For every model × thread count × placement mode (an arm), each in a fresh process and in that
 order: pp<N> evaluates N random prompt tokens from an empty cache, tg<N> generates N tokens one
 at a time; each after a warm-up run, repeated -r times, reported as mean ± sd tokens/s in
-llama-bench's markdown table (or JSON/CSV). Per arm also: load time, how much of the model file
+llama-bench's markdown table (or JSON/CSV). Per arm also: load time (and for the modes that copy
+the weights, the rate the copies were built at, GB/s), how much of the model file
 the page cache held at the start, weight bytes resident per node and locality (as `locus
 audit`), and the roofline: decode t/s as a share of (read bandwidth of the arm's nodes, measured
 as `locus membw` does right after each round of the arm, ÷ weight bytes read per token). Notes under the table give the host's

@@ -46,6 +46,9 @@ pub struct ArmReport {
     pub slots: Vec<(Option<u32>, usize)>,
     /// Open, place and load, milliseconds.
     pub load_ms: f64,
+    /// How fast the weight copies were built (bytes copied ÷ the build's time), GB/s; `None`
+    /// where the arm reads the file's mapping.
+    pub place_gb_per_s: Option<f64>,
     pub cold: bool,
     /// Bytes of the model file in the page cache when the arm started (after `--cold`'s release).
     pub cached_bytes: Option<u64>,
@@ -185,6 +188,7 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
             .map(|s| (s.node.map(|n| n.0), s.threads.len()))
             .collect(),
         load_ms: l.load_ms,
+        place_gb_per_s: p.placed_gb_per_s(),
         cold: o.cold,
         cached_bytes,
         file_bytes: a.file_bytes,
@@ -237,6 +241,8 @@ impl ArmReport {
         }
         o.push_str("],\"load_ms\":");
         json_f64(&mut o, self.load_ms);
+        o.push_str(",\"place_gb_per_s\":");
+        json_opt_f64(&mut o, self.place_gb_per_s);
         let _ = write!(o, ",\"cold\":{},\"cached_bytes\":", self.cold);
         match self.cached_bytes {
             Some(b) => {
@@ -351,6 +357,7 @@ impl ArmReport {
             threads: uint("threads")? as usize,
             slots,
             load_ms: num("load_ms")?,
+            place_gb_per_s: opt_num("place_gb_per_s")?,
             cold: matches!(v.get("cold"), Some(json::Value::Bool(true))),
             cached_bytes: opt_num("cached_bytes")?.map(|x| x as u64),
             file_bytes: uint("file_bytes")?,
@@ -382,6 +389,7 @@ mod tests {
             threads: 2,
             slots: vec![(None, 2), (Some(1), 3)],
             load_ms: 12.5,
+            place_gb_per_s: Some(1.75),
             cold: true,
             cached_bytes: None,
             file_bytes: 4096,

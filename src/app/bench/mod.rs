@@ -143,6 +143,8 @@ pub struct ArmResult {
     pub outcome: Result<ArmReport, String>,
     /// Load time of every round, ms.
     pub loads: Vec<f64>,
+    /// Each round's copy-building rate (GB/s), where the arm copies.
+    pub place_rates: Vec<f64>,
     /// Read bandwidth available to the arm's threads (sum over its nodes), GB/s, read right
     /// after each round whose measurement succeeded.
     bw_samples: Vec<f64>,
@@ -387,6 +389,7 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                     threads: t,
                     outcome: Err("not run".into()),
                     loads: Vec::new(),
+                    place_rates: Vec::new(),
                     bw_samples: Vec::new(),
                 });
             }
@@ -433,12 +436,14 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                 }
                 (Ok(r), Ok(prev)) if round > 0 => {
                     a.loads.push(r.load_ms);
+                    a.place_rates.extend(r.place_gb_per_s);
                     prev.pp.extend(r.pp);
                     prev.tg.extend(r.tg);
                     prev.warnings.extend(r.warnings);
                 }
                 (Ok(r), _) => {
                     a.loads.push(r.load_ms);
+                    a.place_rates.extend(r.place_gb_per_s);
                     a.outcome = Ok(r);
                 }
             }
@@ -447,6 +452,7 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
     for a in arms.iter_mut() {
         if let Ok(r) = &mut a.outcome {
             r.load_ms = mean(&a.loads);
+            r.place_gb_per_s = (!a.place_rates.is_empty()).then(|| mean(&a.place_rates));
             r.warnings.sort();
             r.warnings.dedup();
         }

@@ -81,6 +81,14 @@ fn rows(rep: &BenchReport) -> Vec<Row<'_>> {
     out
 }
 
+/// The load column: its time, and where the arm copies the weights how fast it built them.
+fn load_label(r: &ArmReport) -> String {
+    match r.place_gb_per_s {
+        Some(g) => format!("{:.0} ms, placed at {g:.2} GB/s", r.load_ms),
+        None => format!("{:.0} ms", r.load_ms),
+    }
+}
+
 /// llama-bench's markdown table with the placement columns, then notes: host state,
 /// bandwidth, and how far apart the arms are against their run-to-run spread.
 pub fn render_markdown(rep: &BenchReport) -> String {
@@ -102,7 +110,7 @@ pub fn render_markdown(rep: &BenchReport) -> String {
                 };
                 let _ = writeln!(
                     s,
-                    "| {} | {:.2} MiB | {:.2} M | {} | {} | {} | {} | {:.2} ± {:.2} | {:.0} ms | {} | {} | {} | {} |",
+                    "| {} | {:.2} MiB | {:.2} M | {} | {} | {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} |",
                     r.model,
                     mib(r.size_bytes),
                     r.params as f64 / 1e6,
@@ -112,7 +120,7 @@ pub fn render_markdown(rep: &BenchReport) -> String {
                     test,
                     mean(samples),
                     sd(samples),
-                    r.load_ms,
+                    load_label(r),
                     cached_label(r),
                     r.locality.map_or("n/a".into(), pct),
                     resident_label(r),
@@ -278,6 +286,7 @@ struct Fields {
     sd_tps: Option<f64>,
     samples: Vec<f64>,
     load_ms: Option<f64>,
+    place_gb_per_s: Option<f64>,
     cold: bool,
     cached_bytes: Option<u64>,
     file_bytes: Option<u64>,
@@ -311,6 +320,7 @@ fn fields(rep: &BenchReport) -> Vec<Fields> {
                         sd_tps: Some(sd(samples)),
                         samples: samples.to_vec(),
                         load_ms: Some(r.load_ms),
+                        place_gb_per_s: r.place_gb_per_s,
                         cold: r.cold,
                         cached_bytes: r.cached_bytes,
                         file_bytes: Some(r.file_bytes),
@@ -336,6 +346,7 @@ fn fields(rep: &BenchReport) -> Vec<Fields> {
                     sd_tps: None,
                     samples: Vec::new(),
                     load_ms: None,
+                    place_gb_per_s: None,
                     cold: rep.cold,
                     cached_bytes: None,
                     file_bytes: None,
@@ -379,6 +390,8 @@ pub fn render_json(rep: &BenchReport) -> String {
             json_f64s(&mut o, &f.samples);
             o.push_str(",\"load_ms\":");
             json_opt_f64(&mut o, f.load_ms);
+            o.push_str(",\"place_gb_per_s\":");
+            json_opt_f64(&mut o, f.place_gb_per_s);
             let _ = write!(o, ",\"cold\":{},\"cached_bytes\":", f.cold);
             json_opt_u64(&mut o, f.cached_bytes);
             o.push_str(",\"file_bytes\":");
@@ -421,7 +434,7 @@ fn csv(v: &str) -> String {
 /// CSV: a header and one line per row; samples joined by `;`, nodes as `node:bytes` by `;`.
 pub fn render_csv(rep: &BenchReport) -> String {
     let mut s = String::from(
-        "model,size_bytes,params,kernels,numa,numa_requested,threads,test,mean_tps,sd_tps,samples,load_ms,cold,cached_bytes,file_bytes,locality,bytes_by_node,read_bytes_per_token,bw_gb_per_s,roofline_tps,roofline_share,rounds,reps,numa_balancing,thp,error\n",
+        "model,size_bytes,params,kernels,numa,numa_requested,threads,test,mean_tps,sd_tps,samples,load_ms,place_gb_per_s,cold,cached_bytes,file_bytes,locality,bytes_by_node,read_bytes_per_token,bw_gb_per_s,roofline_tps,roofline_share,rounds,reps,numa_balancing,thp,error\n",
     );
     let u = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
     let f = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.6}"));
@@ -445,6 +458,7 @@ pub fn render_csv(rep: &BenchReport) -> String {
             f(r.sd_tps),
             samples.join(";"),
             f(r.load_ms),
+            f(r.place_gb_per_s),
             r.cold.to_string(),
             u(r.cached_bytes),
             u(r.file_bytes),
