@@ -343,3 +343,84 @@ fn warm_arms_start_warm_and_rounds_pool_samples() {
         assert!(num(r, "cached_bytes") >= num(r, "file_bytes"), "{r:?}");
     }
 }
+
+/// A mixture of experts' rows carry per layer how many tokens chose each expert over the timed
+/// runs of every round: in decode every layer sees each token, in a prompt the last layer only the last one
+/// (its FFN runs for the tokens whose logits are wanted); a dense model's rows carry none.
+#[test]
+fn json_rows_count_the_experts_each_test_chose() {
+    let dir = common::temp_dir("bench-experts");
+    let p = dir.join("moe.gguf");
+    let spec = SynthSpec {
+        arch: locus::model::arch::Arch::Qwen3Moe,
+        n_expert: 8,
+        n_expert_used: 2,
+        n_ff_exp: 32,
+        head_dim: 16,
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    };
+    synth_model(&spec).write_atomic(&p).unwrap();
+    let (rounds, reps, n_p, n_g) = (2u64, 2u64, 8u64, 4u64);
+    let text = ok_stdout(&[
+        "bench",
+        "-m",
+        p.to_str().unwrap(),
+        "-p",
+        &n_p.to_string(),
+        "-n",
+        &n_g.to_string(),
+        "-r",
+        &reps.to_string(),
+        "--rounds",
+        &rounds.to_string(),
+        "-t",
+        "1",
+        "--json",
+    ]);
+    let rows = rows_of(&text);
+    assert_eq!(rows.len(), 2, "{text}");
+    let used = spec.n_expert_used as u64;
+    for r in &rows {
+        let layers = r.get("expert_counts").and_then(Value::as_array).unwrap();
+        assert_eq!(layers.len(), spec.n_layer, "{r:?}");
+        let decode = string(r, "test").starts_with("tg");
+        for (i, l) in layers.iter().enumerate() {
+            let counts: Vec<u64> = l
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_f64().unwrap() as u64)
+                .collect();
+            assert_eq!(counts.len(), spec.n_expert, "layer {i}");
+            let tokens = match (decode, i + 1 == spec.n_layer) {
+                (true, _) => n_g,
+                (false, false) => n_p,
+                (false, true) => 1,
+            };
+            let total: u64 = counts.iter().sum();
+            let want = rounds * reps * tokens * used;
+            assert_eq!(
+                total, want,
+                "layer {i}: {counts:?} (the rounds' counts added)"
+            );
+        }
+    }
+    let dense = model(&dir, "dense.gguf", GgmlType::Q8_0);
+    let text = ok_stdout(&[
+        "bench",
+        "-m",
+        dense.to_str().unwrap(),
+        "-p",
+        "4",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "-t",
+        "1",
+        "--json",
+    ]);
+    for r in &rows_of(&text) {
+        assert_eq!(r.get("expert_counts"), Some(&Value::Null), "{r:?}");
+    }
+}

@@ -179,7 +179,9 @@ the weights, the rate the copies were built at, GB/s), how much of the model fil
 the page cache held at the start, weight bytes resident per node and locality (as `locus
 audit`), and the roofline: decode t/s as a share of (read bandwidth of the arm's nodes, measured
 as `locus membw` does right after each round of the arm, ÷ weight bytes read per token). Notes under the table give the host's
-numa_balancing and THP state and how far apart the arms are against run-to-run spread.
+numa_balancing and THP state and how far apart the arms are against run-to-run spread. For a
+mixture of experts, --json rows also carry expert_counts: per layer, how many tokens chose
+each expert over the test's timed runs.
 
 Options:
   -m, --model FILES   comma-separated GGUF files

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::file_name;
-use super::json::{self, json_f64, json_f64s, json_node_map, json_opt_f64, json_strings};
+use super::json::{
+    self, json_f64, json_f64s, json_node_map, json_opt_f64, json_strings, json_u64s,
+};
 use crate::app::topo::json_string;
 use crate::app::{AppError, Loaded};
 use crate::model::forward::KvType;
@@ -55,6 +57,11 @@ pub struct ArmReport {
     pub file_bytes: u64,
     pub pp: Vec<f64>,
     pub tg: Vec<f64>,
+    /// Experts per layer (0: a dense model), and per test how many tokens chose each expert
+    /// over its timed runs (`n_layer × n_expert`, layer-major; empty for a dense model).
+    pub n_expert: usize,
+    pub pp_experts: Vec<u64>,
+    pub tg_experts: Vec<u64>,
     /// From the audit, after the timed runs.
     pub bytes_by_node: BTreeMap<u32, u64>,
     pub unknown_bytes: u64,
@@ -66,6 +73,16 @@ pub struct ArmReport {
     pub warnings: Vec<String>,
 }
 
+/// `sum += more`, element by element (`sum` grows to `more`'s length).
+pub(super) fn add_counts(sum: &mut Vec<u64>, more: &[u64]) {
+    if sum.len() < more.len() {
+        sum.resize(more.len(), 0);
+    }
+    for (s, m) in sum.iter_mut().zip(more) {
+        *s += m;
+    }
+}
+
 fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
     (0..n)
         .map(|_| (rng.next_u64() % vocab as u64) as u32)
@@ -73,7 +90,7 @@ fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
 }
 
 /// Times `n` prompt tokens evaluated in batches from an empty cache; tokens/s.
-fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<f64, AppError> {
+fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
     let mut s = l
         .llama
         .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
@@ -85,11 +102,12 @@ fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<f64, AppError> {
         tokens.len().saturating_sub(1),
         |_, _| {},
     );
-    Ok(tokens.len() as f64 / t.elapsed().as_secs_f64())
+    let tps = tokens.len() as f64 / t.elapsed().as_secs_f64();
+    Ok((tps, s.expert_counts().unwrap_or_default().to_vec()))
 }
 
 /// Times `n` single-token decode steps from an empty cache; tokens/s.
-fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<f64, AppError> {
+fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
     let mut s = l
         .llama
         .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
@@ -97,7 +115,8 @@ fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<f64, AppError> {
     for &tok in tokens {
         l.llama.forward(pool, &mut s, tok, true);
     }
-    Ok(tokens.len() as f64 / t.elapsed().as_secs_f64())
+    let tps = tokens.len() as f64 / t.elapsed().as_secs_f64();
+    Ok((tps, s.expert_counts().unwrap_or_default().to_vec()))
 }
 
 /// Runs one arm in this process: (cold release,) place, load, warm up, time, audit.
@@ -145,9 +164,11 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
     let g = file.gguf()?;
     let params: u64 = g.tensors.iter().map(|t| t.n_elements()).sum();
     let mut rng = Rng::new(42);
-    let mut timed = |kind: &str, n: usize| -> Result<Vec<f64>, AppError> {
+    // Per test its samples and, for a mixture of experts, how often each expert was chosen
+    // over the timed runs (the warm-up not counted).
+    let mut timed = |kind: &str, n: usize| -> Result<(Vec<f64>, Vec<u64>), AppError> {
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let run = |tokens: &[u32]| {
             if kind == "pp" {
@@ -157,12 +178,17 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
             }
         };
         run(&random_tokens(&mut rng, n, c.n_vocab))?; // warm-up
-        (0..o.reps)
-            .map(|_| run(&random_tokens(&mut rng, n, c.n_vocab)))
-            .collect()
+        let mut samples = Vec::with_capacity(o.reps);
+        let mut experts: Vec<u64> = Vec::new();
+        for _ in 0..o.reps {
+            let (tps, counts) = run(&random_tokens(&mut rng, n, c.n_vocab))?;
+            samples.push(tps);
+            add_counts(&mut experts, &counts);
+        }
+        Ok((samples, experts))
     };
-    let pp = timed("pp", o.n_prompt)?;
-    let tg = timed("tg", o.n_gen)?;
+    let (pp, pp_experts) = timed("pp", o.n_prompt)?;
+    let (tg, tg_experts) = timed("tg", o.n_gen)?;
     // After the timed runs every weight page a run reads has been read (and, for the modes
     // that read the file mapping, placed by that first read), as `locus audit` arranges.
     if p.plan.store == crate::placement::Store::File && pp.is_empty() && tg.is_empty() {
@@ -194,6 +220,9 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
         file_bytes: a.file_bytes,
         pp,
         tg,
+        n_expert: c.moe.map_or(0, |m| m.n_expert),
+        pp_experts,
+        tg_experts,
         bytes_by_node: a.bytes_by_node.clone(),
         unknown_bytes: a.unknown_bytes,
         locality: a.locality,
@@ -254,6 +283,10 @@ impl ArmReport {
         json_f64s(&mut o, &self.pp);
         o.push_str(",\"tg\":");
         json_f64s(&mut o, &self.tg);
+        let _ = write!(o, ",\"n_expert\":{},\"pp_experts\":", self.n_expert);
+        json_u64s(&mut o, &self.pp_experts);
+        o.push_str(",\"tg_experts\":");
+        json_u64s(&mut o, &self.tg_experts);
         o.push_str(",\"bytes_by_node\":");
         json_node_map(&mut o, &self.bytes_by_node);
         let _ = write!(o, ",\"unknown_bytes\":{},\"locality\":", self.unknown_bytes);
@@ -301,6 +334,9 @@ impl ArmReport {
                         .ok_or_else(|| format!("'{k}' holds a non-number"))
                 })
                 .collect()
+        };
+        let counts = |k: &str| -> Result<Vec<u64>, String> {
+            Ok(floats(k)?.into_iter().map(|x| x as u64).collect())
         };
         let opt_num = |k: &str| -> Result<Option<f64>, String> {
             match v.get(k) {
@@ -363,6 +399,9 @@ impl ArmReport {
             file_bytes: uint("file_bytes")?,
             pp: floats("pp")?,
             tg: floats("tg")?,
+            n_expert: uint("n_expert")? as usize,
+            pp_experts: counts("pp_experts")?,
+            tg_experts: counts("tg_experts")?,
             bytes_by_node,
             unknown_bytes: uint("unknown_bytes")?,
             locality: opt_num("locality")?,
@@ -395,6 +434,9 @@ mod tests {
             file_bytes: 4096,
             pp: vec![1.5, 2.25],
             tg: vec![],
+            n_expert: 2,
+            pp_experts: vec![3, 0, 1, 2],
+            tg_experts: vec![],
             bytes_by_node: [(0, 10), (3, 20)].into_iter().collect(),
             unknown_bytes: 0,
             locality: Some(0.5),

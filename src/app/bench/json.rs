@@ -32,6 +32,18 @@ pub(super) fn json_f64s(o: &mut String, xs: &[f64]) {
     o.push(']');
 }
 
+/// A JSON array of counts.
+pub(super) fn json_u64s(o: &mut String, xs: &[u64]) {
+    o.push('[');
+    for (i, x) in xs.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        o.push_str(&x.to_string());
+    }
+    o.push(']');
+}
+
 pub(super) fn json_node_map(o: &mut String, m: &BTreeMap<u32, u64>) {
     o.push('{');
     for (i, (n, v)) in m.iter().enumerate() {

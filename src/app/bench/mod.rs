@@ -439,6 +439,8 @@ pub fn bench(o: &BenchOptions) -> Result<BenchReport, AppError> {
                     a.place_rates.extend(r.place_gb_per_s);
                     prev.pp.extend(r.pp);
                     prev.tg.extend(r.tg);
+                    arm::add_counts(&mut prev.pp_experts, &r.pp_experts);
+                    arm::add_counts(&mut prev.tg_experts, &r.tg_experts);
                     prev.warnings.extend(r.warnings);
                 }
                 (Ok(r), _) => {

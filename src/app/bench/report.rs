@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::json::{json_f64s, json_node_map, json_opt_f64, json_opt_str, json_opt_u64};
+use super::json::{json_f64s, json_node_map, json_opt_f64, json_opt_str, json_opt_u64, json_u64s};
 use super::{file_name, mean, sd, ArmReport, ArmResult, BenchReport};
 use crate::app::topo::json_string;
 
@@ -293,10 +293,19 @@ struct Fields {
     locality: Option<f64>,
     bytes_by_node: BTreeMap<u32, u64>,
     read_bytes_per_token: Option<u64>,
+    /// A mixture of experts' statistics for this test: per layer, how many tokens chose each
+    /// expert over the timed runs.
+    expert_counts: Option<Vec<Vec<u64>>>,
     bw_gb_per_s: Option<f64>,
     roofline_tps: Option<f64>,
     roofline_share: Option<f64>,
     error: Option<String>,
+}
+
+/// A test's expert statistics as one row per layer; `None` for a dense model.
+fn expert_counts(r: &ArmReport, tg: bool) -> Option<Vec<Vec<u64>>> {
+    let flat = if tg { &r.tg_experts } else { &r.pp_experts };
+    (r.n_expert > 0).then(|| flat.chunks(r.n_expert).map(<[u64]>::to_vec).collect())
 }
 
 fn fields(rep: &BenchReport) -> Vec<Fields> {
@@ -327,6 +336,7 @@ fn fields(rep: &BenchReport) -> Vec<Fields> {
                         locality: r.locality,
                         bytes_by_node: r.bytes_by_node.clone(),
                         read_bytes_per_token: Some(r.read_bytes_per_token),
+                        expert_counts: expert_counts(r, tg),
                         bw_gb_per_s: a.bw_gb_per_s(),
                         roofline_tps: if tg { a.roofline_tps() } else { None },
                         roofline_share: if tg { a.roofline_share() } else { None },
@@ -353,6 +363,7 @@ fn fields(rep: &BenchReport) -> Vec<Fields> {
                     locality: None,
                     bytes_by_node: BTreeMap::new(),
                     read_bytes_per_token: None,
+                    expert_counts: None,
                     bw_gb_per_s: None,
                     roofline_tps: None,
                     roofline_share: None,
@@ -402,6 +413,20 @@ pub fn render_json(rep: &BenchReport) -> String {
             json_node_map(&mut o, &f.bytes_by_node);
             o.push_str(",\"read_bytes_per_token\":");
             json_opt_u64(&mut o, f.read_bytes_per_token);
+            o.push_str(",\"expert_counts\":");
+            match &f.expert_counts {
+                Some(layers) => {
+                    o.push('[');
+                    for (i, l) in layers.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        json_u64s(&mut o, l);
+                    }
+                    o.push(']');
+                }
+                None => o.push_str("null"),
+            }
             o.push_str(",\"bw_gb_per_s\":");
             json_opt_f64(&mut o, f.bw_gb_per_s);
             o.push_str(",\"roofline_tps\":");
