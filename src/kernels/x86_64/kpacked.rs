@@ -219,14 +219,15 @@ pub(super) fn group_out<'a>(
 }
 
 /// The prefetch for one packed group of `B` blocks of `n` per row: the group's bytes cut as
-/// sixteen rows' worth each, so it reads the next group's lines as this one's are used.
+/// sixteen rows' worth each, so it reads the next group's lines as this one's are used, into
+/// L1 (`Prefetch::into_l1`).
 #[inline(always)]
 pub(super) fn group_prefetch<B: crate::kernels::blocks::Block>(group: &[u8], n: usize) -> Prefetch {
     let row_bytes = n * std::mem::size_of::<B>();
     let spans: [&[B]; PACK_ROWS] = std::array::from_fn(|r| {
         as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole blocks")
     });
-    Prefetch::new(&spans)
+    Prefetch::new(&spans).into_l1()
 }
 
 /// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
