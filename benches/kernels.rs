@@ -183,7 +183,7 @@ fn decode_stream(c: &mut Criterion) {
     let groups = STREAM_BYTES / group_bytes.len();
     let file = group_bytes.repeat(groups);
     let mut one_group = vec![0u8; group_bytes.len()];
-    pack::pack_q4_0x16(&group_bytes, n / 32, &mut one_group);
+    pack::pack_group(Layout::Q4_0x16, &group_bytes, n / 32, &mut one_group);
     let packed = one_group.repeat(groups);
     let mut act = ActRow::new_for(ty);
     act.set(&values(n, 7));

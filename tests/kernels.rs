@@ -229,7 +229,7 @@ fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
 }
 
 /// Every tier's packed paths (`gemv_in` over [`Layout::Q4_0x16`] groups, `dot_tile_packed`)
-/// on `groups` groups of Q4_0 rows packed by `pack_q4_0x16` (the rows of `r` repeated to fill
+/// on `groups` groups of Q4_0 rows packed by `pack_group` (the rows of `r` repeated to fill
 /// them) against `n_tokens` activations (likewise), element by element against the scalar
 /// block-chain dot of the file's rows, bit for bit.
 fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
@@ -244,7 +244,12 @@ fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
     let group_bytes = PACK_ROWS * rows[0].len();
     let mut packed = vec![0u8; groups * group_bytes];
     for (g, out) in packed.chunks_exact_mut(group_bytes).enumerate() {
-        pack::pack_q4_0x16(&rows[g * PACK_ROWS..(g + 1) * PACK_ROWS].concat(), n, out);
+        pack::pack_group(
+            Layout::Q4_0x16,
+            &rows[g * PACK_ROWS..(g + 1) * PACK_ROWS].concat(),
+            n,
+            out,
+        );
     }
     let acts: Vec<ActRow> = (0..n_tokens)
         .map(|t| {

@@ -132,19 +132,13 @@ impl Layout {
 /// # Panics
 /// If either slice is not `PACK_ROWS · n` blocks of the layout's type.
 pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
-    match layout {
-        Layout::Rows => out.copy_from_slice(rows),
-        Layout::Q4_0x16 => pack_q4_0x16(rows, n, out),
-        Layout::Q4Kx16 => {
-            check_k_sizes("pack", rows, out, n);
-            walk_q4_k(n, |file, at, len| {
-                out[at..at + len].copy_from_slice(&rows[file..file + len])
-            });
-        }
-        Layout::Iq4XsX16 => pack_words::<IQ4_XS_BLOCK>(rows, n, out),
-        Layout::Q6Kx16 => pack_words::<Q6_K_BLOCK>(rows, n, out),
-        Layout::Q5Kx16 => pack_words::<Q5_K_BLOCK>(rows, n, out),
+    if layout == Layout::Rows {
+        return out.copy_from_slice(rows);
     }
+    check_sizes("pack", layout, rows, out, n);
+    walk(layout, n, |file, at, len| {
+        out[at..at + len].copy_from_slice(&rows[file..file + len])
+    });
 }
 
 /// The inverse of [`pack_group`]: the file's layout of a packed group.
@@ -152,19 +146,41 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
 /// # Panics
 /// As [`pack_group`].
 pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
-    match layout {
-        Layout::Rows => out.copy_from_slice(packed),
-        Layout::Q4_0x16 => unpack_q4_0x16(packed, n, out),
-        Layout::Q4Kx16 => {
-            check_k_sizes("unpack", packed, out, n);
-            walk_q4_k(n, |file, at, len| {
-                out[file..file + len].copy_from_slice(&packed[at..at + len])
-            });
-        }
-        Layout::Iq4XsX16 => unpack_words::<IQ4_XS_BLOCK>(packed, n, out),
-        Layout::Q6Kx16 => unpack_words::<Q6_K_BLOCK>(packed, n, out),
-        Layout::Q5Kx16 => unpack_words::<Q5_K_BLOCK>(packed, n, out),
+    if layout == Layout::Rows {
+        return out.copy_from_slice(packed);
     }
+    check_sizes("unpack", layout, packed, out, n);
+    walk(layout, n, |file, at, len| {
+        out[file..file + len].copy_from_slice(&packed[at..at + len])
+    });
+}
+
+/// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every run
+/// of bytes packing sixteen rows of `n` blocks into the packed `layout` moves. Unpacking moves
+/// the same runs back.
+#[inline(always)]
+fn walk(layout: Layout, n: usize, mv: impl FnMut(usize, usize, usize)) {
+    match layout {
+        Layout::Rows => unreachable!("the file's layout moves nothing"),
+        Layout::Q4_0x16 => walk_q4_0(n, mv),
+        Layout::Q4Kx16 => walk_q4_k(n, mv),
+        Layout::Iq4XsX16 => walk_words::<IQ4_XS_BLOCK>(n, mv),
+        Layout::Q6Kx16 => walk_words::<Q6_K_BLOCK>(n, mv),
+        Layout::Q5Kx16 => walk_words::<Q5_K_BLOCK>(n, mv),
+    }
+}
+
+/// Checks that `a` and `b` are both sixteen rows of `n` blocks of the packed `layout`'s type.
+fn check_sizes(what: &str, layout: Layout, a: &[u8], b: &[u8], n: usize) {
+    let block = layout.holds().map_or(0, |t| t.block_bytes());
+    let want = n * block * PACK_ROWS;
+    assert!(
+        a.len() == want && b.len() == want,
+        "{what}: {} and {} bytes for sixteen {} rows of {n} blocks",
+        a.len(),
+        b.len(),
+        layout.name()
+    );
 }
 
 /// Bytes of one IQ4_XS block: whole words.
@@ -197,32 +213,6 @@ fn walk_words<const B: usize>(n: usize, mut mv: impl FnMut(usize, usize, usize))
             }
         }
     }
-}
-
-/// [`pack_group`] of a word-interleaved layout of `B`-byte blocks.
-fn pack_words<const B: usize>(rows: &[u8], n: usize, out: &mut [u8]) {
-    check_word_sizes("pack", rows, out, n, B);
-    walk_words::<B>(n, |file, at, len| {
-        out[at..at + len].copy_from_slice(&rows[file..file + len])
-    });
-}
-
-/// [`unpack_group`] of a word-interleaved layout of `B`-byte blocks.
-fn unpack_words<const B: usize>(packed: &[u8], n: usize, out: &mut [u8]) {
-    check_word_sizes("unpack", packed, out, n, B);
-    walk_words::<B>(n, |file, at, len| {
-        out[file..file + len].copy_from_slice(&packed[at..at + len])
-    });
-}
-
-/// Checks that `a` and `b` are both sixteen rows of `n` blocks of `block` bytes.
-fn check_word_sizes(what: &str, a: &[u8], b: &[u8], n: usize, block: usize) {
-    assert!(
-        a.len() == n * block * PACK_ROWS && b.len() == a.len(),
-        "{what}: {} and {} bytes for sixteen rows of {n} {block}-byte blocks",
-        a.len(),
-        b.len()
-    );
 }
 
 /// Bytes of one Q4_K super-block.
@@ -264,16 +254,6 @@ fn walk_q4_k(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
     }
 }
 
-/// Checks that `a` and `b` are both sixteen Q4_K rows of `n` super-blocks.
-fn check_k_sizes(what: &str, a: &[u8], b: &[u8], n: usize) {
-    assert!(
-        a.len() == n * K_STEP && b.len() == a.len(),
-        "{what}: {} and {} bytes for sixteen Q4_K rows of {n} super-blocks",
-        a.len(),
-        b.len()
-    );
-}
-
 /// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every run of
 /// bytes packing moves, for sixteen rows of `n` blocks (plain loops with constant lengths, which
 /// compile to plain moves: packing runs at load, over every byte of a copy). Unpacking moves the
@@ -291,39 +271,6 @@ fn walk_q4_0(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
             }
         }
     }
-}
-
-/// Checks that `a` and `b` are both sixteen rows of `n` blocks.
-fn check_sizes(what: &str, a: &[u8], b: &[u8], n: usize) {
-    assert!(
-        a.len() == n * STEP && b.len() == a.len(),
-        "{what}: {} and {} bytes for sixteen rows of {n} blocks",
-        a.len(),
-        b.len()
-    );
-}
-
-/// Packs [`PACK_ROWS`] Q4_0 rows of `n` blocks each, back to back in `rows` (the file's
-/// layout), into `out` (the same size).
-///
-/// # Panics
-/// If either slice is not `PACK_ROWS · n` blocks long.
-pub fn pack_q4_0x16(rows: &[u8], n: usize, out: &mut [u8]) {
-    check_sizes("pack", rows, out, n);
-    walk_q4_0(n, |file, at, len| {
-        out[at..at + len].copy_from_slice(&rows[file..file + len])
-    });
-}
-
-/// The inverse of [`pack_q4_0x16`]: the file's layout of a packed group.
-///
-/// # Panics
-/// As [`pack_q4_0x16`].
-pub fn unpack_q4_0x16(packed: &[u8], n: usize, out: &mut [u8]) {
-    check_sizes("unpack", packed, out, n);
-    walk_q4_0(n, |file, at, len| {
-        out[file..file + len].copy_from_slice(&packed[at..at + len])
-    });
 }
 
 #[cfg(test)]
@@ -345,10 +292,10 @@ mod tests {
         for n in [1, 2, 7, 18] {
             let rows = bytes(n * STEP, n as u32);
             let mut packed = vec![0u8; rows.len()];
-            pack_q4_0x16(&rows, n, &mut packed);
+            pack_group(Layout::Q4_0x16, &rows, n, &mut packed);
             assert_ne!(packed, rows, "packing moves bytes");
             let mut back = vec![0u8; rows.len()];
-            unpack_q4_0x16(&packed, n, &mut back);
+            unpack_group(Layout::Q4_0x16, &packed, n, &mut back);
             assert_eq!(back, rows, "{n} blocks");
         }
     }
@@ -437,7 +384,7 @@ mod tests {
         let n = 3;
         let rows = bytes(n * STEP, 7);
         let mut p = vec![0u8; rows.len()];
-        pack_q4_0x16(&rows, n, &mut p);
+        pack_group(Layout::Q4_0x16, &rows, n, &mut p);
         let block = |r: usize, i: usize| &rows[(r * n + i) * BLOCK..][..BLOCK];
         for i in 0..n {
             let step = &p[i * STEP..(i + 1) * STEP];
