@@ -169,7 +169,7 @@ struct Items {
 /// The runs `(b0, b1, order)` of the step's `n` tokens (rows `at.1..` of a matmul over `at.0`)
 /// that llama.cpp computes with `t` in one order.
 fn token_runs(t: &Tensor, n: usize, at: (usize, usize)) -> Vec<(usize, usize, SumOrder)> {
-    let order = |b: usize| SumOrder::for_token(t.ty, t.order, at.0, at.1 + b);
+    let order = |b: usize| token_order(t, at, b);
     let mut runs = Vec::new();
     let mut b0 = 0;
     while b0 < n {
@@ -179,6 +179,27 @@ fn token_runs(t: &Tensor, n: usize, at: (usize, usize)) -> Vec<(usize, usize, Su
         b0 = b1;
     }
     runs
+}
+
+/// The order of token `b` of a step whose tokens are rows `at.1..` of a matmul over `at.0`
+/// ([`SINGLES`]: every token a matmul of its own).
+fn token_order(t: &Tensor, at: (usize, usize), b: usize) -> SumOrder {
+    let i = if at == SINGLES { 0 } else { at.1 + b };
+    SumOrder::for_token(t.ty, t.order, at.0, i)
+}
+
+/// A step's place in llama.cpp's micro-batch when each of its tokens is a decoded token of its
+/// own sequence: a matmul over one token, every token its first.
+const SINGLES: (usize, usize) = (1, 0);
+
+/// Exchanges two states' caches (keys, values, sliding-window cells, the batch's cells), so one
+/// state's buffers can run a step on the other's sequence.
+fn swap_cache(a: &mut State, b: &mut State) {
+    std::mem::swap(&mut a.k, &mut b.k);
+    std::mem::swap(&mut a.v, &mut b.v);
+    std::mem::swap(&mut a.swa, &mut b.swa);
+    std::mem::swap(&mut a.rows, &mut b.rows);
+    std::mem::swap(&mut a.pos, &mut b.pos);
 }
 
 /// Where a forward step's tokens sit in llama.cpp's micro-batch: which of its kernels computes
@@ -591,7 +612,7 @@ impl<'a> Model<'a> {
                     token_runs(t, n, at),
                 )
             });
-            let order = |t: &Tensor, b: usize| SumOrder::for_token(t.ty, t.order, at.0, at.1 + b);
+            let order = |t: &Tensor, b: usize| token_order(t, at, b);
             // A packed group in the file's layout, for the multi-token kernels.
             let mut unpacked: Vec<u8> = Vec::new();
             let mut chunk = |j: usize, (c0, c1): (usize, usize)| {
@@ -679,7 +700,72 @@ impl<'a> Model<'a> {
             tokens: (1, 0),
             outputs: (outs, 0),
         };
-        self.forward_batch(pool, s, &[token], 1 - outs, micro);
+        self.forward_batch(pool, s, None, &[token], 1 - outs, micro);
+    }
+
+    /// Decodes one token for each of several sequences in one step: `tokens[j]` at position
+    /// `seqs[j].pos` of sequence `j`, with `work`'s buffers (a state from
+    /// [`Model::try_new_workspace`]); every weight row is read once for all of them. Each
+    /// token's arithmetic is that of [`Model::forward`] on its sequence alone, so the logits
+    /// (`work.logits(j)`) and caches are the same bits. A mixture of experts runs the
+    /// sequences one after another (an expert's matmul sums differently when several tokens
+    /// chose it).
+    ///
+    /// # Panics
+    /// Where the sequences outnumber [`MAX_BATCH`], one is full, or they are not all distinct
+    /// from `work`.
+    pub fn forward_multi(
+        &self,
+        pool: &Pool,
+        work: &mut State,
+        seqs: &mut [&mut State],
+        tokens: &[u32],
+    ) {
+        assert_eq!(seqs.len(), tokens.len(), "one token per sequence");
+        if self.config.moe.is_some() {
+            for (j, (seq, &t)) in seqs.iter_mut().zip(tokens).enumerate() {
+                self.forward(pool, seq, t, true);
+                let n = seq.logits.len() / MAX_BATCH;
+                work.logits[j * n..(j + 1) * n].copy_from_slice(seq.logits(0));
+            }
+            work.n_logits = tokens.len();
+            return;
+        }
+        let micro = Micro {
+            arith: Arith::Single,
+            tokens: SINGLES,
+            outputs: SINGLES,
+        };
+        self.forward_batch(pool, work, Some(seqs), tokens, 0, micro);
+    }
+
+    /// A state to serve as [`Model::forward_multi`]'s buffers for sequences of up to `n_ctx`
+    /// tokens: scratch for `n_threads`, and no cache of its own.
+    pub fn try_new_workspace(
+        &self,
+        n_ctx: usize,
+        n_threads: usize,
+        kv_type: KvType,
+    ) -> Result<State, super::ModelError> {
+        let mut w = self.try_new_state(1, n_threads, kv_type)?;
+        let scratch_cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
+        let too_big = super::ModelError::ContextTooLarge {
+            ctx: n_ctx,
+            bytes: None,
+            n_ctx_train: self.config.n_ctx_train,
+        };
+        let stride = self.scratch_stride(scratch_cells).ok_or(too_big)?;
+        w.scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * stride).ok_or(
+            super::ModelError::ContextTooLarge {
+                ctx: n_ctx,
+                bytes: None,
+                n_ctx_train: self.config.n_ctx_train,
+            },
+        )?;
+        w.scratch_stride = stride;
+        w.scratch_cells = scratch_cells;
+        w.n_ctx = n_ctx;
+        Ok(w)
     }
 
     /// Evaluates `tokens` (any number) at positions `s.pos..`, in batches of [`MAX_BATCH`].
@@ -694,29 +780,88 @@ impl<'a> Model<'a> {
         logits_from: usize,
         mut sink: impl FnMut(usize, &mut [f32]),
     ) {
-        for (ui, ubatch) in tokens.chunks(UBATCH).enumerate() {
-            let arith = Arith::for_ubatch(ubatch.len());
-            let u0 = ui * UBATCH;
-            // The micro-batch's first token with logits, and how many have them.
-            let out0 = logits_from.clamp(u0, u0 + ubatch.len());
-            let n_out = u0 + ubatch.len() - out0;
-            for (ci, chunk) in ubatch.chunks(MAX_BATCH).enumerate() {
-                let base = u0 + ci * MAX_BATCH;
-                let from = logits_from.saturating_sub(base).min(chunk.len());
-                let micro = Micro {
-                    arith,
-                    tokens: (ubatch.len(), base - u0),
-                    outputs: (n_out, (base + from).saturating_sub(out0)),
-                };
-                self.forward_batch(pool, s, chunk, from, micro);
-                if s.stopped {
-                    return;
-                }
-                for i in from..chunk.len() {
-                    sink(base + i, s.logits(i - from));
+        let mut start = 0;
+        while start < tokens.len() {
+            start = self.eval_chunk(pool, s, tokens, start, logits_from, &mut sink);
+            if s.stopped {
+                return;
+            }
+        }
+    }
+
+    /// One forward step of [`Model::eval`]: evaluates `tokens[start..end]` (the batch `eval`
+    /// runs from `start`, or the rest of it where `start` falls inside one) and returns `end`.
+    /// `tokens[..start]` must already be in the cache in front of them (`s.pos` is their end).
+    /// Each token's arithmetic is the one `eval` of all of `tokens` gives it, so a prompt fed a
+    /// step at a time, or after a cached prefix, has the keys, values and logits of `eval`.
+    pub fn eval_chunk(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        tokens: &[u32],
+        start: usize,
+        logits_from: usize,
+        sink: &mut impl FnMut(usize, &mut [f32]),
+    ) -> usize {
+        assert!(start < tokens.len(), "eval_chunk past the tokens");
+        let u0 = start / UBATCH * UBATCH;
+        let ulen = (tokens.len() - u0).min(UBATCH);
+        let end = ((start / MAX_BATCH + 1) * MAX_BATCH).min(u0 + ulen);
+        let chunk = &tokens[start..end];
+        // The micro-batch's first token with logits, and how many have them.
+        let out0 = logits_from.clamp(u0, u0 + ulen);
+        let n_out = u0 + ulen - out0;
+        let from = logits_from.saturating_sub(start).min(chunk.len());
+        let micro = Micro {
+            arith: Arith::for_ubatch(ulen),
+            tokens: (ulen, start - u0),
+            outputs: (n_out, (start + from).saturating_sub(out0)),
+        };
+        self.forward_batch(pool, s, None, chunk, from, micro);
+        if !s.stopped {
+            for i in from..chunk.len() {
+                sink(start + i, s.logits(i - from));
+            }
+        }
+        end
+    }
+
+    /// What decides the arithmetic of token `i` of a prompt of `len` tokens evaluated by
+    /// [`Model::eval`] (`len` 1: a decoded token), as a number: its micro-batch's attention
+    /// arithmetic and the order every layer matrix sums it in. Two tokens with equal histories
+    /// and equal signatures have the same keys and values bit for bit, so a cached prefix whose
+    /// signatures match a new prompt's can stand in for evaluating it ([`Model::reuses_prefixes`]).
+    pub fn token_signature(&self, len: usize, i: usize) -> u64 {
+        let u0 = i / UBATCH * UBATCH;
+        let m = (len - u0).min(UBATCH);
+        let mut sig = u64::from(Arith::for_ubatch(m) == Arith::Batch);
+        let mut seen: Vec<(crate::kernels::GgmlType, SumOrder)> = Vec::new();
+        let mut add = |t: &Tensor| {
+            if !seen.contains(&(t.ty, t.order)) {
+                seen.push((t.ty, t.order));
+                let o = SumOrder::for_token(t.ty, t.order, m, i - u0);
+                sig = sig.rotate_left(3) ^ (o as u64 + 1);
+            }
+        };
+        for l in &self.weights.layers {
+            for mat in [&l.wq, &l.wk, &l.wv, &l.wo] {
+                add(&mat.file);
+            }
+            if let Ffn::Dense { gate, up, down } = &l.ffn {
+                for mat in [gate, up, down] {
+                    add(&mat.file);
                 }
             }
         }
+        sig
+    }
+
+    /// Whether a cached prefix may stand in for a prompt's first tokens: not for a
+    /// sliding-window cache (its ring's cells follow the micro-batches it was filled by) nor for
+    /// a mixture of experts (a token's expert matmuls depend on which other tokens of its batch
+    /// chose the same experts).
+    pub fn reuses_prefixes(&self) -> bool {
+        self.config.recipe.swa.is_none() && self.config.moe.is_none()
     }
 
     /// Evaluates up to [`MAX_BATCH`] consecutive tokens at positions `s.pos..`, computing
@@ -724,10 +869,14 @@ impl<'a> Model<'a> {
     /// uses for them where `micro` says they sit in its micro-batch. As llama.cpp does, the last
     /// layer's FFN runs only for the tokens whose logits are wanted (the others' states are
     /// not needed past their keys and values).
+    ///
+    /// With `seqs`, token `b` is the next token of sequence `seqs[b]` (each a batch of one:
+    /// `micro` says so) and `s` lends only its buffers.
     fn forward_batch(
         &self,
         pool: &Pool,
         s: &mut State,
+        mut seqs: Option<&mut [&mut State]>,
         tokens: &[u32],
         logits_from: usize,
         micro: Micro,
@@ -741,7 +890,13 @@ impl<'a> Model<'a> {
         if s.check_stop() {
             return;
         }
-        assert!(s.pos + n <= s.n_ctx, "forward past the end of the context");
+        match seqs.as_deref() {
+            None => assert!(s.pos + n <= s.n_ctx, "forward past the end of the context"),
+            Some(q) => assert!(
+                q.len() == n && q.iter().all(|q| q.pos < q.n_ctx && q.n_ctx <= s.n_ctx),
+                "forward past the end of a context"
+            ),
+        }
         let (e, ff) = (c.n_embd, c.n_ff);
         for (b, &tok) in tokens.iter().enumerate() {
             assert!((tok as usize) < c.n_vocab, "token id {tok} out of range");
@@ -756,19 +911,26 @@ impl<'a> Model<'a> {
             }
         }
         // The cells of the batch: a new micro-batch first takes its sliding-window cells.
-        s.rows[0].fill_linear(s.n_ctx, s.pos, n);
-        if let Some(swa) = &mut s.swa {
-            if at.1 == 0 {
-                swa.place(s.pos, at.0);
+        let fill = |q: &mut State, n: usize| {
+            q.rows[0].fill_linear(q.n_ctx, q.pos, n);
+            if let Some(swa) = &mut q.swa {
+                if at.1 == 0 {
+                    swa.place(q.pos, at.0);
+                }
+                q.rows[1].fill_ring(swa, at.1, q.pos, n);
             }
-            s.rows[1].fill_ring(swa, at.1, s.pos, n);
+        };
+        match seqs.as_deref_mut() {
+            None => fill(s, n),
+            Some(q) => q.iter_mut().for_each(|q| fill(q, 1)),
         }
         s.rope_cache.clear();
         s.rope_cache_local.clear();
         for b in 0..n {
-            self.rope.append_cache(s.pos + b, &mut s.rope_cache);
+            let pos = seqs.as_deref().map_or(s.pos + b, |q| q[b].pos);
+            self.rope.append_cache(pos, &mut s.rope_cache);
             if let Some(r) = &self.rope_local {
-                r.append_cache(s.pos + b, &mut s.rope_cache_local);
+                r.append_cache(pos, &mut s.rope_cache_local);
             }
         }
 
@@ -797,8 +959,21 @@ impl<'a> Model<'a> {
             );
             let local = c.recipe.is_local(li);
             self.qkv_steps(pool, s, layer, local, n);
-            self.store_kv(pool, s, li, n, local);
-            self.attention(pool, s, li, n, arith, local);
+            match seqs.as_deref_mut() {
+                None => {
+                    self.store_kv(pool, s, li, (0, n), local);
+                    self.attention(pool, s, li, (0, n), arith, local);
+                }
+                // Each sequence's cache lent to the buffers for its token.
+                Some(q) => {
+                    for (b, q) in q.iter_mut().enumerate() {
+                        swap_cache(s, q);
+                        self.store_kv(pool, s, li, (b, 1), local);
+                        self.attention(pool, s, li, (b, 1), arith, local);
+                        swap_cache(s, q);
+                    }
+                }
+            }
             if s.check_stop() {
                 return;
             }
@@ -883,7 +1058,10 @@ impl<'a> Model<'a> {
             self.matmuls(pool, &mut s.acts, &s.gate, (nf, at), [(w_down, &mut s.tmp)]);
             self.ffn_residual(pool, s, layer, b0, nf, n);
         }
-        s.pos += n;
+        match seqs {
+            None => s.pos += n,
+            Some(q) => q.iter_mut().for_each(|q| q.pos += 1),
+        }
         s.n_logits = n - logits_from.min(n);
         if s.n_logits > 0 {
             for b in logits_from..n {

@@ -88,9 +88,18 @@ impl Model<'_> {
 
     /// Stores the batch's keys and values in their cells (`local`: the sliding-window
     /// layers' ring): each group writes its KV heads' channels, split among its threads.
-    pub(super) fn store_kv(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, local: bool) {
+    /// The batch's tokens are the buffers' rows `b0..b0 + n` (`b0` > 0 where a step of
+    /// several sequences lends the buffers to each in turn) and the cache rows' `0..n`.
+    pub(super) fn store_kv(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: usize,
+        (b0, n): (usize, usize),
+        local: bool,
+    ) {
         if s.kv_type.block_type().is_some() {
-            return self.store_kv_rows(pool, s, layer, n, local);
+            return self.store_kv_rows(pool, s, layer, (b0, n), local);
         }
         let c = &self.config;
         let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
@@ -107,8 +116,8 @@ impl Model<'_> {
                     // SAFETY: channel `ch` belongs to this thread alone (its group's heads,
                     // split among the group's threads), so these elements are its alone.
                     unsafe {
-                        kw.set((head * cap + cell) * hd + d, kcur[b * kv_dim + ch]);
-                        vw.set(ch * cap + cell, vcur[b * kv_dim + ch]);
+                        kw.set((head * cap + cell) * hd + d, kcur[(b0 + b) * kv_dim + ch]);
+                        vw.set(ch * cap + cell, vcur[(b0 + b) * kv_dim + ch]);
                     }
                 }
             }
@@ -148,7 +157,14 @@ impl Model<'_> {
     /// A quantized cache's store: each group quantizes its KV heads' rows (one head's values
     /// of one token), split among its threads. Keys and values are both head-major, row
     /// `head * cap + cell`.
-    fn store_kv_rows(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, local: bool) {
+    fn store_kv_rows(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: usize,
+        (b0, n): (usize, usize),
+        local: bool,
+    ) {
         let c = &self.config;
         let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
         let rows = &s.rows[usize::from(local)];
@@ -161,7 +177,7 @@ impl Model<'_> {
             for item in r0..r1 {
                 let (head, b) = (h0 + item / n, item % n);
                 let row = head * cap + rows.cell[b];
-                let at = b * kv_dim + head * hd;
+                let at = (b0 + b) * kv_dim + head * hd;
                 // SAFETY: row (head, token) belongs to this thread alone (its group's heads'
                 // rows of this batch, split among the group's threads).
                 unsafe {
@@ -177,7 +193,14 @@ impl Model<'_> {
     /// run, whose every output equals the single dot); each output is the sum over the cells
     /// seen of the value row's values times its probability, in f32, in cell order
     /// ([`crate::kernels::ops::add_scaled_q8_0`]).
-    fn attention_quant(&self, pool: &Pool, s: &mut State, layer: usize, n: usize, local: bool) {
+    fn attention_quant(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        layer: usize,
+        (b0, n): (usize, usize),
+        local: bool,
+    ) {
         let c = &self.config;
         let (hd, q_dim) = (c.head_dim, c.q_dim());
         let group = c.n_head / c.n_head_kv;
@@ -201,7 +224,8 @@ impl Model<'_> {
             for item in (it.first..it.count).step_by(it.step) {
                 let g = it.g0 + item / per_kv_head;
                 let (b, h) = (item % per_kv_head / group, g * group + item % group);
-                kernels.quantize_act(&mut act, &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd]);
+                let row = (b0 + b) * q_dim;
+                kernels.quantize_act(&mut act, &q[row + h * hd..row + (h + 1) * hd]);
                 let sc = &mut mine[..rows.len[b]];
                 sc.fill(f32::NEG_INFINITY);
                 for &(lo, hi) in rows.runs(b) {
@@ -209,7 +233,7 @@ impl Model<'_> {
                     kernels.gemv(ty, SumOrder::Lanes, keys, &act, &mut sc[lo..hi]);
                 }
                 kernels.softmax(sc, scale);
-                let at = b * q_dim + h * hd;
+                let at = (b0 + b) * q_dim + h * hd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + hd) };
                 out.fill(0.0);
@@ -230,12 +254,12 @@ impl Model<'_> {
         pool: &Pool,
         s: &mut State,
         layer: usize,
-        n: usize,
+        (b0, n): (usize, usize),
         arith: Arith,
         local: bool,
     ) {
         if s.kv_type.block_type().is_some() {
-            return self.attention_quant(pool, s, layer, n, local);
+            return self.attention_quant(pool, s, layer, (b0, n), local);
         }
         let c = &self.config;
         let hd = c.head_dim;
@@ -279,7 +303,7 @@ impl Model<'_> {
                     vc.widen_rows(kernels, (g * hd * cap, cap), (hd, reach), vf);
                     widened = Some(g);
                 }
-                let qrow = &q[b * q_dim + h * hd..b * q_dim + (h + 1) * hd];
+                let qrow = &q[(b0 + b) * q_dim + h * hd..(b0 + b) * q_dim + (h + 1) * hd];
                 for (d, &v) in q16.iter_mut().zip(qrow) {
                     *d = kv_type.round(v);
                 }
@@ -303,7 +327,7 @@ impl Model<'_> {
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
                 }
-                let at = b * q_dim + h * hd;
+                let at = (b0 + b) * q_dim + h * hd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + hd) };
                 if wide {
