@@ -415,6 +415,108 @@ impl ChatTemplate {
     }
 }
 
+/// Who wrote a message of a conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl ChatTemplate {
+    /// The prompt for a conversation (an optional system message first, then user and
+    /// assistant turns ending with the user's), with the assistant's turn opened. One user
+    /// message is exactly [`ChatTemplate::render`]; longer conversations are written for the
+    /// ChatML, Llama 3 and Gemma formats as their templates write them, and refused by the
+    /// others, whose multi-turn forms locus does not write.
+    pub fn render_messages(&self, msgs: &[(Role, &str)]) -> Result<String, String> {
+        let (system, rest) = match msgs.split_first() {
+            Some(((Role::System, s), rest)) => (Some(*s), rest),
+            _ => (None, msgs),
+        };
+        if rest.iter().any(|(r, _)| *r == Role::System) {
+            return Err("a system message is taken only as the first message".into());
+        }
+        match rest.last() {
+            None => return Err("the conversation has no user message".into()),
+            Some((Role::User, _)) => {}
+            Some(_) => return Err("the last message must be the user's".into()),
+        }
+        if let [(_, user)] = rest {
+            return Ok(self.render(system, user));
+        }
+        let system = system
+            .filter(|s| !s.is_empty())
+            .or(self.default_system.as_deref());
+        let mut s = String::new();
+        match self.format {
+            ChatFormat::ChatMl | ChatFormat::Qwen => {
+                let sys = match self.format {
+                    ChatFormat::Qwen => Some(system.unwrap_or(QWEN_DEFAULT_SYSTEM)),
+                    _ => system,
+                };
+                if let Some(sys) = sys {
+                    s.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
+                }
+                for (r, text) in rest {
+                    let role = if *r == Role::User {
+                        "user"
+                    } else {
+                        "assistant"
+                    };
+                    s.push_str(&format!("<|im_start|>{role}\n{text}<|im_end|>\n"));
+                }
+                s.push_str("<|im_start|>assistant\n");
+            }
+            ChatFormat::Llama3 => {
+                let turn = |s: &mut String, role: &str, text: &str| {
+                    s.push_str(&format!(
+                        "<|start_header_id|>{role}<|end_header_id|>\n\n{}<|eot_id|>",
+                        c_trim(text)
+                    ))
+                };
+                if let Some(sys) = system {
+                    turn(&mut s, "system", sys);
+                }
+                for (r, text) in rest {
+                    turn(
+                        &mut s,
+                        if *r == Role::User {
+                            "user"
+                        } else {
+                            "assistant"
+                        },
+                        text,
+                    );
+                }
+                s.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+            }
+            ChatFormat::Gemma => {
+                let mut sys = system.map(c_trim).filter(|s| !s.is_empty());
+                for (r, text) in rest {
+                    let role = if *r == Role::User { "user" } else { "model" };
+                    s.push_str(&format!("<start_of_turn>{role}\n"));
+                    if *r == Role::User {
+                        if let Some(p) = sys.take() {
+                            s.push_str(&format!("{p}\n\n"));
+                        }
+                    }
+                    s.push_str(&format!("{}<end_of_turn>\n", c_trim(text)));
+                }
+                s.push_str("<start_of_turn>model\n");
+            }
+            f => {
+                return Err(format!(
+                    "this model's chat format ({}) is written for one system and one user \
+                     message only; send the conversation as one user message",
+                    f.name()
+                ))
+            }
+        }
+        Ok(s)
+    }
+}
+
 /// Why no chat format could be chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChatError {
@@ -449,6 +551,53 @@ impl std::error::Error for ChatError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conversations_are_written_turn_by_turn_where_the_format_allows() {
+        let t = |format| ChatTemplate {
+            format,
+            default_system: None,
+            named: true,
+        };
+        let conv = [
+            (Role::System, "Be brief."),
+            (Role::User, " Hi "),
+            (Role::Assistant, "Hello."),
+            (Role::User, "Capital of France?"),
+        ];
+        assert_eq!(
+            t(ChatFormat::ChatMl).render_messages(&conv).unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n\
+             <|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nCapital of France?\
+             <|im_end|>\n<|im_start|>assistant\n"
+        );
+        assert_eq!(
+            t(ChatFormat::Llama3).render_messages(&conv).unwrap(),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nCapital of France?<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+        assert_eq!(
+            t(ChatFormat::Gemma).render_messages(&conv).unwrap(),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.\
+             <end_of_turn>\n<start_of_turn>user\nCapital of France?<end_of_turn>\n\
+             <start_of_turn>model\n"
+        );
+        // One user message is exactly the single-turn prompt, in every format.
+        for f in ChatFormat::ALL {
+            assert_eq!(
+                t(f).render_messages(&conv[..2]).unwrap(),
+                t(f).render(Some("Be brief."), " Hi ")
+            );
+        }
+        assert!(t(ChatFormat::Llama2).render_messages(&conv).is_err());
+        assert!(t(ChatFormat::ChatMl).render_messages(&conv[..3]).is_err());
+        assert!(t(ChatFormat::ChatMl).render_messages(&conv[..1]).is_err());
+        let late_system = [(Role::User, "a"), (Role::System, "b"), (Role::User, "c")];
+        assert!(t(ChatFormat::ChatMl).render_messages(&late_system).is_err());
+    }
 
     // Expected strings below are written from llama.cpp's `llm_chat_apply_template`
     // (src/llama-chat.cpp, commit 0c1e570) for messages [system?, user] and add_ass = true,
