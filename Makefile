@@ -58,6 +58,7 @@ models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3)
 # (installed as root by tools/vm/setup.sh, as CI does).
 test: models
 	-@tools/vm/setup.sh || echo "*** WARNING: cannot install the VM test prerequisites (needs root); VM tests will be SKIPPED"
+	-@tools/serve/client-setup.sh || echo "*** WARNING: cannot install the openai Python client (PyPI); its server test will FAIL"
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	LOCUS_REQUIRE_MODELS=1 LOCUS_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --release; \
 		status=$$?; tools/test-summary.sh $(SKIP_LOG); exit $$status

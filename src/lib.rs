@@ -14,6 +14,8 @@ pub mod model;
 pub mod placement;
 /// The worker pool that runs every parallel step of the forward pass.
 pub mod pool;
+/// `locus serve`: HTTP/1.1, the OpenAI-compatible API, the continuous-batching scheduler.
+pub mod serve;
 /// Linux: topology from sysfs, affinity, memory-policy syscalls, the capability probe. Knows no models.
 pub mod sys;
 

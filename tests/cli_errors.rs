@@ -383,6 +383,7 @@ fn help_describes_every_flag() {
     }
     for cmd in [
         "run",
+        "serve",
         "perplexity",
         "tokenize",
         "quantize",
@@ -408,7 +409,14 @@ fn help_describes_every_flag() {
     let out = common::locus(&["--help"]);
     assert!(out.status.success());
     let main = String::from_utf8(out.stdout).unwrap();
-    for cmd in ["run", "perplexity", "tokenize", "quantize", "gen-model"] {
+    for cmd in [
+        "run",
+        "serve",
+        "perplexity",
+        "tokenize",
+        "quantize",
+        "gen-model",
+    ] {
         assert!(
             main.lines()
                 .any(|l| l.split_whitespace().next() == Some(cmd)),

@@ -1,5 +1,6 @@
 //! Mutation fuzzing of the code that reads hostile bytes: the GGUF reader (and the loaders that
-//! consume what it returns: config, weights, tokenizer) and the tokenizer's encode and decode.
+//! consume what it returns: config, weights, tokenizer), the tokenizer's encode and decode, and
+//! the server's HTTP request reader, JSON parser and API request reader.
 //!
 //! No cargo-fuzz: a small structure-aware mutator over a seed corpus, deterministic for a given
 //! seed. Every case runs under `catch_unwind` with a bound on the thread's CPU time and, for
@@ -1417,6 +1418,237 @@ fn fuzz_tokenizer() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The server's readers: HTTP requests (`serve::http`) and JSON bodies (`serve::json`, then the
+// API's request reader `serve::api`).
+
+const HTTP_LIMITS: locus::serve::http::Limits = locus::serve::http::Limits {
+    max_head: 4096,
+    max_body: 4096,
+    timeout: Duration::from_secs(5),
+};
+
+const HTTP_SNIPPETS: &[&[u8]] = &[
+    b"\r\n",
+    b"\r\n\r\n",
+    b"\n\n",
+    b"Content-Length: ",
+    b"Content-Length: 99999999999999999999999",
+    b"Content-Length: 4",
+    b"Transfer-Encoding: chunked",
+    b"Expect: 100-continue",
+    b"Connection: close",
+    b"Connection: keep-alive",
+    b"HTTP/1.1",
+    b"HTTP/1.0",
+    b"HTTP/2",
+    b"POST /v1/completions ",
+    b"GET /health ",
+    b":",
+    b" ",
+    b"\0",
+    b"\xff\xfe",
+    b"\xe2\x82",
+];
+
+const JSON_SNIPPETS: &[&[u8]] = &[
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"\"",
+    b"\\u",
+    b"\\ud800",
+    b"\\udc00",
+    b"1e999",
+    b"-0",
+    b"0.5",
+    b"null",
+    b"true",
+    b",",
+    b":",
+    b"\"prompt\":",
+    b"\"prompt\":[1,2,999999]",
+    b"\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]",
+    b"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"y\"}]}",
+    b"\"max_tokens\":",
+    b"\"stop\":[\"a\",\"\"]",
+    b"\"temperature\":",
+    b"\"top_k\":-1",
+    b"\"top_p\":0",
+    b"\"seed\":18446744073709551615",
+    b"\"stream\":true",
+    b"\"stream_options\":{\"include_usage\":true}",
+    b"\"n\":2",
+    b"\"model\":\"x\"",
+    b"<|im_start|>",
+    b"\xff",
+];
+
+fn http_seeds() -> Vec<Vec<u8>> {
+    [
+        &b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n"[..],
+        b"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET / HTTP/1.0\n\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect()
+}
+
+fn json_seeds() -> Vec<Vec<u8>> {
+    [
+        &br#"{"prompt":"Hello","max_tokens":8,"temperature":0,"stop":["\n"],"stream":true}"#[..],
+        br#"{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"top_p":0.9,"top_k":40,"min_p":0.05,"seed":3}"#,
+        br#"{"prompt":[1,2,3],"max_completion_tokens":4,"n":1,"return_tokens":true,"model":"m"}"#,
+        br#"[1,-2.5e3,"\u00e9\ud83d\ude00",{"a":{"b":[null,true,false]}}]"#,
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect()
+}
+
+/// Byte mutations plus insertions of `snippets`, and splices from the corpus.
+fn mutate_with(rng: &mut Rng, b: &mut Vec<u8>, corpus: &[Vec<u8>], snippets: &[&[u8]]) {
+    let p = rng.below(b.len() + 1);
+    match rng.below(8) {
+        0 if !b.is_empty() => {
+            let i = rng.below(b.len());
+            b[i] ^= 1 << rng.below(8);
+        }
+        1 | 2 => {
+            let s = rng.pick(snippets);
+            b.splice(p..p, s.iter().copied());
+        }
+        3 if !b.is_empty() => {
+            let n = 1 + rng.below(16.min(b.len() - p.min(b.len() - 1)));
+            let p = p.min(b.len() - 1);
+            b.drain(p..(p + n).min(b.len()));
+        }
+        4 => {
+            let other = rng.pick(corpus);
+            let q = rng.below(other.len() + 1);
+            b.truncate(p);
+            b.extend_from_slice(&other[q..]);
+        }
+        5 if !b.is_empty() && b.len() < 8192 => {
+            let n = 1 + rng.below(64.min(b.len() - p.min(b.len() - 1)));
+            let p = p.min(b.len() - 1);
+            let piece: Vec<u8> = b[p..(p + n).min(b.len())].to_vec();
+            b.splice(p..p, piece);
+        }
+        6 => b.truncate(p),
+        _ => {
+            let s = rng.pick(snippets);
+            b.extend_from_slice(s);
+        }
+    }
+    b.truncate(MAX_TEXT_INPUT);
+}
+
+/// Reads requests off the bytes until one fails; each that is read must respect the limits.
+fn check_http(b: &[u8]) -> Result<String, Failure> {
+    run_case(|| {
+        let mut input = b;
+        let mut sent = Vec::new();
+        let mut sig = String::new();
+        for _ in 0..8 {
+            match locus::serve::http::read_request(&mut input, &mut sent, &HTTP_LIMITS) {
+                Ok(r) => {
+                    if r.body.len() > HTTP_LIMITS.max_body
+                        || !r.path.starts_with('/')
+                        || r.method.is_empty()
+                    {
+                        return Err(Failure::Property(format!("accepted {r:?}")));
+                    }
+                    sig.push_str(&format!("ok:{}:{} ", r.method, r.keep_alive));
+                }
+                Err(e) => {
+                    sig.push_str(&format!("err:{:?}", e.status()));
+                    break;
+                }
+            }
+        }
+        Ok(sig)
+    })
+}
+
+/// Parses the bytes as JSON (a value must write back to itself) and reads them as both kinds
+/// of generation request; neither may panic.
+fn check_json(b: &[u8], cx: &locus::serve::api::Context) -> Result<String, Failure> {
+    use locus::serve::api::{Generate, Kind};
+    use locus::serve::json::Json;
+    run_case(|| {
+        let sig = match Json::parse(b) {
+            Ok(v) => {
+                let again = Json::parse(v.to_string().as_bytes())
+                    .map_err(|e| Failure::Property(format!("{v} does not parse back: {e}")))?;
+                if again != v {
+                    return Err(Failure::Property(format!("{v} parses back as {again}")));
+                }
+                format!("json:{}", v.kind())
+            }
+            Err(e) => format!("bad:{}", e.what),
+        };
+        let mut out = sig;
+        for kind in [Kind::Completion, Kind::Chat] {
+            match Generate::read(kind, b, cx) {
+                Ok(g) => {
+                    if g.prompt.is_empty() || g.prompt.len() >= cx.ctx {
+                        return Err(Failure::Property(format!(
+                            "accepted a prompt of {} tokens",
+                            g.prompt.len()
+                        )));
+                    }
+                    out.push_str(" ok");
+                }
+                Err(e) => out.push_str(&format!(" {}:{:?}", e.status, e.param)),
+            }
+        }
+        Ok(out)
+    })
+}
+
+#[test]
+fn fuzz_http() {
+    fuzz_loop(
+        "http",
+        http_seeds(),
+        &mut |rng, b, corpus| mutate_with(rng, b, corpus, HTTP_SNIPPETS),
+        &check_http,
+    );
+}
+
+/// The tokenizer and chat template the API reader fuzz uses: SmolLM2's where downloaded
+/// (ChatML), else the synthetic BPE vocabulary's (no template: chat requests are refused).
+fn api_tokenizer() -> (Tokenizer, Result<locus::model::chat::ChatTemplate, String>) {
+    let tok = load_vocab("SmolLM2-135M-Instruct.Q4_1.gguf").unwrap_or_else(|| {
+        let synth = synth_model(&SynthSpec::tiny(GgmlType::Q8_0)).to_bytes();
+        Tokenizer::from_gguf(&Gguf::parse(&synth).unwrap()).unwrap()
+    });
+    let t = locus::model::chat::ChatTemplate::choose(None, tok.chat_template())
+        .map_err(|e| e.to_string());
+    (tok, t)
+}
+
+#[test]
+fn fuzz_json() {
+    let (tok, template) = api_tokenizer();
+    let names = ["m".to_string()];
+    let cx = locus::serve::api::Context {
+        tokenizer: &tok,
+        template: template.as_ref().map_err(Clone::clone),
+        model_names: &names,
+        ctx: 64,
+    };
+    fuzz_loop(
+        "json",
+        json_seeds(),
+        &mut |rng, b, corpus| mutate_with(rng, b, corpus, JSON_SNIPPETS),
+        &|b| check_json(b, &cx),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Replays, and deterministic cases for what random mutation rarely reaches.
 
 /// Every committed seed and every saved regression passes its target's checks.
@@ -1453,6 +1685,41 @@ fn corpus_and_regressions_replay() {
             if let Err(f) = check_text(&vocabs, &b, mode) {
                 bad.push(format!("{} (mode {mode}): {f}", p.display()));
             }
+        }
+    }
+    let (tok, template) = api_tokenizer();
+    let names = ["m".to_string()];
+    let cx = locus::serve::api::Context {
+        tokenizer: &tok,
+        template: template.as_ref().map_err(Clone::clone),
+        model_names: &names,
+        ctx: 64,
+    };
+    for p in &regressions {
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let b = std::fs::read(p).unwrap();
+        let r = if name.starts_with("http-") {
+            check_http(&b)
+        } else if name.starts_with("json-") {
+            check_json(&b, &cx)
+        } else {
+            continue;
+        };
+        n += 1;
+        if let Err(f) = r {
+            bad.push(format!("{}: {f}", p.display()));
+        }
+    }
+    for b in http_seeds() {
+        n += 1;
+        if let Err(f) = check_http(&b) {
+            bad.push(format!("http seed: {f}"));
+        }
+    }
+    for b in json_seeds() {
+        n += 1;
+        if let Err(f) = check_json(&b, &cx) {
+            bad.push(format!("json seed: {f}"));
         }
     }
     eprintln!(

@@ -8,6 +8,7 @@ Usage: locus <COMMAND> [OPTIONS]
 
 Commands:
   run         generate text from a prompt (llama.cpp's flags)
+  serve       an OpenAI-compatible HTTP server with continuous batching (llama-server's flags)
   perplexity  score a text file as llama-perplexity does
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights as llama-quantize does (Q4_K_M, Q8_0, F16, ...)
@@ -80,6 +81,44 @@ Options:
 ",
     numa_options_help!(),
     "  -v, --verbose           print model, kernel tier, placement and its audit to stderr
+  -h, --help              this help
+"
+);
+
+pub const SERVE: &str = concat!(
+    "\
+Usage: locus serve -m FILE [--host ADDR] [--port N] [-np SLOTS] [-c CTX] [OPTIONS]
+
+Serves the model over HTTP/1.1 with OpenAI's API: POST /v1/chat/completions and
+/v1/completions (streamed as server-sent events with \"stream\": true), GET /v1/models,
+GET /health (503 while loading or shutting down, 200 when ready), GET /metrics (Prometheus
+text), POST /tokenize and /detokenize. Each step decodes a token for every busy slot and feeds
+waiting prompts in chunks; a request at temperature 0 (or with a seed) gets the same tokens
+alone or beside others, and the same as `locus run`. SIGTERM or SIGINT: stop accepting,
+finish the running streams (10 s at most), exit 0.
+
+Options:
+  -m, --model FILE        GGUF model file
+      --host ADDR         address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)
+      --port N            TCP port (default: 8080; 0 = any free port, printed on stderr)
+  -np, --parallel N       sequence slots served at once, 1-256 (default: 1)
+  -c, --ctx-size N        tokens per slot (default: 4096, or the training context if smaller;
+                          0 = the training context)
+  -t, --threads N         worker threads, 1-1024 (default: the CPUs this process may use)
+      --api-key KEY       require `Authorization: Bearer KEY` on every endpoint but /health
+      --timeout S         seconds a request may take to arrive, an idle connection may stay
+                          open, and a client may leave a response unread (default: 60)
+      --queue N           requests that may wait for a slot; beyond: 503 with Retry-After
+                          (default: 64)
+      --max-connections N open connections at most; beyond: 503 and close (default: 256)
+      --max-body BYTES    largest request body (default: 8388608)
+  -a, --alias NAME        the model's name in /v1/models (default: the file name)
+      --chat-template NAME  chat format instead of the model's template (names as for run)
+  -ctk, --cache-type-k T  KV cache type: f16 (default), f32 or q8_0
+  -ctv, --cache-type-v T  (must equal -ctk)
+",
+    numa_options_help!(),
+    "  -v, --verbose           print the placement plan to stderr
   -h, --help              this help
 "
 );

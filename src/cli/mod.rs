@@ -9,6 +9,7 @@
 
 mod generate;
 mod help;
+mod serve;
 mod tools;
 
 use std::ffi::{OsStr, OsString};
@@ -271,13 +272,14 @@ pub fn print_help(text: &str) -> Result<(), CliError> {
 /// Runs the command `argv[1]` with the rest of `argv`.
 pub fn dispatch(argv: Vec<OsString>) -> Result<(), CliError> {
     let Some(cmd) = argv.get(1).map(|c| shown(c)) else {
-        return err("no command given (commands: run, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit; see `locus --help`)");
+        return err("no command given (commands: run, serve, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit; see `locus --help`)");
     };
     let args = Args::new(argv, 2);
     match cmd.as_str() {
         "-h" | "--help" | "help" => print_help(help::MAIN),
         "-V" | "--version" | "version" => print_help(&format!("locus {}\n", env!("CARGO_PKG_VERSION"))),
         "run" => generate::run(args),
+        "serve" => serve::serve(args),
         "perplexity" => generate::perplexity(args),
         "tokenize" => generate::tokenize(args),
         "quantize" => tools::quantize(args),
@@ -287,7 +289,7 @@ pub fn dispatch(argv: Vec<OsString>) -> Result<(), CliError> {
         "topo" => tools::topo(args),
         "audit" => tools::audit(args),
         other => err(format!(
-            "unknown command {} (commands: run, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit)",
+            "unknown command {} (commands: run, serve, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit)",
             quote(other)
         )),
     }

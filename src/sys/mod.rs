@@ -10,6 +10,7 @@ pub mod ids;
 pub mod memory;
 pub mod mempolicy;
 pub mod numa_maps;
+pub mod poll;
 pub mod probe;
 pub mod signal;
 pub mod topology;

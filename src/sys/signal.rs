@@ -111,6 +111,16 @@ pub fn catch_sigint() -> Result<(), SysError> {
     set_handler(libc::SIGINT, on_sigint as *const () as libc::sighandler_t)
 }
 
+/// A server's shutdown signals: SIGTERM and SIGINT both set the flag [`interrupted`] reads
+/// (the server stops accepting and finishes its streams); a second one of either exits at once
+/// with status 130.
+pub fn catch_shutdown() -> Result<(), SysError> {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        set_handler(sig, on_sigint as *const () as libc::sighandler_t)?;
+    }
+    Ok(())
+}
+
 /// Whether SIGINT arrived since [`catch_sigint`].
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)

@@ -1,0 +1,87 @@
+//! `locus serve`: the server's flags (llama-server's names where it has them).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use locus::model::forward::KvType;
+use locus::placement;
+use locus::serve::ServeOptions;
+
+use super::{err, help, int, numa_flag, print_help, set_kv, threads, unknown, Args, CliError};
+
+/// The most slots `-np` accepts (each holds a whole context's cache).
+const MAX_SLOTS: usize = 256;
+
+/// `locus serve`.
+pub fn serve(mut a: Args) -> Result<(), CliError> {
+    let mut o = ServeOptions {
+        model: PathBuf::new(),
+        host: "127.0.0.1".into(),
+        port: 8080,
+        slots: 1,
+        ctx: None,
+        numa: placement::Options::default(),
+        api_key: None,
+        timeout: Duration::from_secs(60),
+        kv_type: KvType::F16,
+        queue: 64,
+        max_connections: 256,
+        max_body: 8 << 20,
+        alias: None,
+        chat_template: None,
+        verbose: false,
+    };
+    let (mut model, mut kv) = (None, None);
+    while let Some((flag, inline)) = a.next_flag() {
+        if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::SERVE),
+            "-m" | "--model" => model = Some(a.path(f, inline)?),
+            "--host" => o.host = a.value(f, inline)?,
+            "--port" => o.port = int(f, &a.value(f, inline)?, 0, u16::MAX)?,
+            "-np" | "--parallel" => o.slots = int(f, &a.value(f, inline)?, 1, MAX_SLOTS)?,
+            "-c" | "--ctx-size" => {
+                o.ctx = Some(int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?)
+            }
+            "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
+            "--api-key" => {
+                let k = a.text(f, inline)?;
+                if k.is_empty() {
+                    return err("--api-key: the key is empty");
+                }
+                o.api_key = Some(k);
+            }
+            "--timeout" | "-to" => {
+                o.timeout = Duration::from_secs(int(f, &a.value(f, inline)?, 1, 86_400)?)
+            }
+            "--queue" => o.queue = int(f, &a.value(f, inline)?, 0, 1 << 20)?,
+            "--max-connections" => o.max_connections = int(f, &a.value(f, inline)?, 1, 1 << 20)?,
+            "--max-body" => o.max_body = int(f, &a.value(f, inline)?, 1, 1 << 30)?,
+            "-a" | "--alias" => o.alias = Some(a.text(f, inline)?),
+            "--chat-template" => {
+                let v = a.value(f, inline)?;
+                o.chat_template = Some(locus::model::chat::ChatFormat::from_name(&v).ok_or_else(
+                    || {
+                        CliError::Message(format!(
+                            "{f}: unknown template {}; one of: {}",
+                            super::quote(&v),
+                            locus::model::chat::ChatFormat::NAMES.join(", ")
+                        ))
+                    },
+                )?);
+            }
+            "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
+                set_kv(&mut kv, f, &a.value(f, inline)?)?
+            }
+            "-v" | "--verbose" => o.verbose = true,
+            other => return Err(unknown("serve", other)),
+        }
+    }
+    o.kv_type = kv.unwrap_or(KvType::F16);
+    o.model = model.ok_or_else(|| CliError::Message("serve: -m FILE is required".into()))?;
+    locus::serve::run(&o)?;
+    Ok(())
+}

@@ -1,0 +1,555 @@
+//! The OpenAI-compatible request bodies and responses: reading `/v1/completions` and
+//! `/v1/chat/completions` requests into a prompt and [`Params`], and writing the response
+//! objects and stream chunks. Every wrong field is an [`ApiError`] naming it.
+
+use super::engine::{Finish, Params};
+use super::json::Json;
+use crate::model::chat::{ChatTemplate, Role};
+use crate::model::sampler::SamplerConfig;
+use crate::model::tokenizer::Tokenizer;
+
+/// A request the API refuses: the HTTP status and OpenAI's error object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+    /// The request field at fault, where there is one.
+    pub param: Option<String>,
+    pub kind: &'static str,
+}
+
+impl ApiError {
+    pub fn bad(param: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 400,
+            message: message.into(),
+            param: Some(param.to_string()),
+            kind: "invalid_request_error",
+        }
+    }
+
+    pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            param: None,
+            kind,
+        }
+    }
+
+    /// `{"error": {"message", "type", "param", "code"}}`.
+    pub fn body(&self) -> String {
+        Json::obj([(
+            "error",
+            Json::obj([
+                ("message", Json::str(self.message.clone())),
+                ("type", Json::str(self.kind)),
+                ("param", self.param.clone().map_or(Json::Null, Json::Str)),
+                ("code", Json::num(self.status)),
+            ]),
+        )])
+        .to_string()
+    }
+}
+
+/// Which endpoint a generation request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Completion,
+    Chat,
+}
+
+/// A generation request, read and checked.
+#[derive(Clone, Debug)]
+pub struct Generate {
+    pub kind: Kind,
+    pub prompt: Vec<u32>,
+    pub params: Params,
+    pub stream: bool,
+    /// `stream_options.include_usage`: a last chunk carries the usage.
+    pub stream_usage: bool,
+    /// locus's extension: the response lists the generated token ids (`tokens`).
+    pub return_tokens: bool,
+}
+
+/// What the reader needs to know of the server.
+pub struct Context<'a> {
+    pub tokenizer: &'a Tokenizer,
+    /// The chat format, or why there is none.
+    pub template: Result<&'a ChatTemplate, String>,
+    /// The names a request's `model` may give.
+    pub model_names: &'a [String],
+    /// Tokens each slot holds.
+    pub ctx: usize,
+}
+
+fn field<'j>(body: &'j Json, name: &str) -> Option<&'j Json> {
+    body.get(name).filter(|v| **v != Json::Null)
+}
+
+fn number(body: &Json, name: &str) -> Result<Option<f64>, ApiError> {
+    match field(body, name) {
+        None => Ok(None),
+        Some(Json::Num(n)) => Ok(Some(*n)),
+        Some(v) => Err(ApiError::bad(
+            name,
+            format!("{name} must be a number, not {}", v.kind()),
+        )),
+    }
+}
+
+fn integer(body: &Json, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
+    match number(body, name)? {
+        None => Ok(None),
+        Some(n) if n.fract() == 0.0 && n >= lo as f64 && n <= hi as f64 => Ok(Some(n as i64)),
+        Some(n) => Err(ApiError::bad(
+            name,
+            format!("{name} must be a whole number from {lo} to {hi}, not {n}"),
+        )),
+    }
+}
+
+fn boolean(body: &Json, name: &str) -> Result<bool, ApiError> {
+    match field(body, name) {
+        None => Ok(false),
+        Some(Json::Bool(b)) => Ok(*b),
+        Some(v) => Err(ApiError::bad(
+            name,
+            format!("{name} must be true or false, not {}", v.kind()),
+        )),
+    }
+}
+
+/// Most stop strings a request may give.
+pub const MAX_STOPS: usize = 16;
+
+impl Generate {
+    /// Reads a request body of `kind`.
+    pub fn read(kind: Kind, body: &[u8], cx: &Context) -> Result<Generate, ApiError> {
+        let body = Json::parse(body).map_err(|e| {
+            ApiError::new(
+                400,
+                "invalid_request_error",
+                format!("the body is not JSON: {e}"),
+            )
+        })?;
+        if !matches!(body, Json::Obj(_)) {
+            return Err(ApiError::new(
+                400,
+                "invalid_request_error",
+                "the body must be a JSON object",
+            ));
+        }
+        if let Some(m) = field(&body, "model") {
+            let Json::Str(m) = m else {
+                return Err(ApiError::bad("model", "model must be a string"));
+            };
+            if !cx.model_names.iter().any(|n| n == m) {
+                return Err(ApiError {
+                    status: 400,
+                    message: format!(
+                        "unknown model {m:?}; this server has {:?}",
+                        cx.model_names[0]
+                    ),
+                    param: Some("model".into()),
+                    kind: "invalid_request_error",
+                });
+            }
+        }
+        if let Some(n) = integer(&body, "n", 1, 1_000_000)? {
+            if n != 1 {
+                return Err(ApiError::bad("n", "only n = 1 is served"));
+            }
+        }
+        let (prompt, prompt_field) = match kind {
+            Kind::Completion => (completion_prompt(&body, cx.tokenizer)?, "prompt"),
+            Kind::Chat => {
+                let text = chat_prompt(&body, cx)?;
+                (cx.tokenizer.encode(&text, true, true), "messages")
+            }
+        };
+        if prompt.is_empty() {
+            return Err(ApiError::bad(
+                prompt_field,
+                "the prompt is empty after tokenization",
+            ));
+        }
+        if prompt.len() >= cx.ctx {
+            return Err(ApiError::bad(
+                prompt_field,
+                format!(
+                    "the prompt is {} tokens and a slot holds {} (-c); shorten it or start the server with a larger -c",
+                    prompt.len(),
+                    cx.ctx
+                ),
+            ));
+        }
+        let max_name = if field(&body, "max_completion_tokens").is_some() {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        let max_tokens = match integer(&body, max_name, -1, i64::MAX)? {
+            None | Some(-1) => None,
+            Some(0) => {
+                return Err(ApiError::bad(
+                    max_name,
+                    format!("{max_name} must be at least 1"),
+                ))
+            }
+            Some(n) => Some(n as usize),
+        };
+        if let Some(m) = max_tokens {
+            if prompt.len() + m > cx.ctx {
+                return Err(ApiError::bad(
+                    max_name,
+                    format!(
+                        "{} prompt tokens and {max_name} {m} exceed a slot's context of {} tokens (-c)",
+                        prompt.len(),
+                        cx.ctx
+                    ),
+                ));
+            }
+        }
+        let d = SamplerConfig::default();
+        let temp = number(&body, "temperature")?.unwrap_or(d.temp as f64);
+        if !(0.0..=100.0).contains(&temp) {
+            return Err(ApiError::bad(
+                "temperature",
+                "temperature must be from 0 to 100",
+            ));
+        }
+        let top_p = number(&body, "top_p")?.unwrap_or(d.top_p as f64);
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(ApiError::bad("top_p", "top_p must be in (0, 1]"));
+        }
+        let min_p = number(&body, "min_p")?.unwrap_or(d.min_p as f64);
+        if !(0.0..=1.0).contains(&min_p) {
+            return Err(ApiError::bad("min_p", "min_p must be in [0, 1]"));
+        }
+        let top_k = integer(&body, "top_k", -1, i64::MAX)?.map_or(d.top_k, |k| k.max(0) as usize);
+        let repeat_penalty = number(&body, "repeat_penalty")?.unwrap_or(1.0);
+        if !(repeat_penalty > 0.0 && repeat_penalty.is_finite()) {
+            return Err(ApiError::bad(
+                "repeat_penalty",
+                "repeat_penalty must be positive (1 = off)",
+            ));
+        }
+        let seed = match integer(&body, "seed", -1, i64::MAX)? {
+            None | Some(-1) => random_seed(),
+            Some(s) => s as u64,
+        };
+        let stop = match field(&body, "stop") {
+            None => Vec::new(),
+            Some(Json::Str(s)) => vec![s.clone()],
+            Some(Json::Arr(a)) if a.len() <= MAX_STOPS => a
+                .iter()
+                .map(|v| match v {
+                    Json::Str(s) => Ok(s.clone()),
+                    v => Err(ApiError::bad(
+                        "stop",
+                        format!("stop must hold strings, not {}", v.kind()),
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(Json::Arr(_)) => {
+                return Err(ApiError::bad(
+                    "stop",
+                    format!("at most {MAX_STOPS} stop strings"),
+                ))
+            }
+            Some(v) => {
+                return Err(ApiError::bad(
+                    "stop",
+                    format!(
+                        "stop must be a string or an array of strings, not {}",
+                        v.kind()
+                    ),
+                ))
+            }
+        };
+        let stream_usage = match field(&body, "stream_options") {
+            None => false,
+            Some(o @ Json::Obj(_)) => boolean(o, "include_usage").map_err(|_| {
+                ApiError::bad("stream_options", "include_usage must be true or false")
+            })?,
+            Some(_) => {
+                return Err(ApiError::bad(
+                    "stream_options",
+                    "stream_options must be an object",
+                ))
+            }
+        };
+        Ok(Generate {
+            kind,
+            prompt,
+            params: Params {
+                sampling: SamplerConfig {
+                    temp: temp as f32,
+                    top_k,
+                    top_p: top_p as f32,
+                    min_p: min_p as f32,
+                    repeat_penalty: repeat_penalty as f32,
+                    seed,
+                    ..d
+                },
+                max_tokens,
+                stop,
+                ignore_eos: boolean(&body, "ignore_eos")?,
+            },
+            stream: boolean(&body, "stream")?,
+            stream_usage,
+            return_tokens: boolean(&body, "return_tokens")?,
+        })
+    }
+}
+
+/// A seed for a request that gives none (or -1): from the clock.
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    (t as u64) & u64::from(u32::MAX)
+}
+
+/// `prompt`: a string (or an array of one), or an array of token ids.
+fn completion_prompt(body: &Json, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
+    let text = match field(body, "prompt") {
+        None => return Err(ApiError::bad("prompt", "prompt is required")),
+        Some(Json::Str(s)) => s,
+        Some(Json::Arr(a)) => match &a[..] {
+            [Json::Str(s)] => s,
+            ids if ids.iter().all(|v| matches!(v, Json::Num(_))) && !ids.is_empty() => {
+                return ids
+                    .iter()
+                    .map(|v| match v {
+                        Json::Num(n)
+                            if n.fract() == 0.0 && *n >= 0.0 && (*n as usize) < tok.n_vocab() =>
+                        {
+                            Ok(*n as u32)
+                        }
+                        _ => Err(ApiError::bad(
+                            "prompt",
+                            format!("token ids must be whole numbers below {}", tok.n_vocab()),
+                        )),
+                    })
+                    .collect();
+            }
+            _ => {
+                return Err(ApiError::bad(
+                    "prompt",
+                    "prompt must be a string, an array of one string, or an array of token ids",
+                ))
+            }
+        },
+        Some(v) => {
+            return Err(ApiError::bad(
+                "prompt",
+                format!("prompt must be a string, not {}", v.kind()),
+            ))
+        }
+    };
+    Ok(tok.encode(text, true, true))
+}
+
+/// The chat prompt text of `messages` in the model's format.
+fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
+    let Some(Json::Arr(msgs)) = field(body, "messages") else {
+        return Err(ApiError::bad(
+            "messages",
+            "messages must be an array of {role, content} objects",
+        ));
+    };
+    let mut turns = Vec::with_capacity(msgs.len());
+    let mut texts = Vec::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = match m.get("role") {
+            Some(Json::Str(r)) => match r.as_str() {
+                "system" | "developer" => Role::System,
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                r => {
+                    return Err(ApiError::bad(
+                        &format!("{at}.role"),
+                        format!("unknown role {r:?} (system, user, assistant)"),
+                    ))
+                }
+            },
+            _ => {
+                return Err(ApiError::bad(
+                    &format!("{at}.role"),
+                    "role must be a string",
+                ))
+            }
+        };
+        let content = match m.get("content") {
+            Some(Json::Str(s)) => s.clone(),
+            // Content parts: only text ones.
+            Some(Json::Arr(parts)) => {
+                let mut s = String::new();
+                for p in parts {
+                    match (p.get("type"), p.get("text")) {
+                        (Some(Json::Str(t)), Some(Json::Str(x))) if t == "text" => s.push_str(x),
+                        _ => {
+                            return Err(ApiError::bad(
+                                &format!("{at}.content"),
+                                "only text content parts are served",
+                            ))
+                        }
+                    }
+                }
+                s
+            }
+            _ => {
+                return Err(ApiError::bad(
+                    &format!("{at}.content"),
+                    "content must be a string",
+                ))
+            }
+        };
+        turns.push(role);
+        texts.push(content);
+    }
+    let template = cx.template.as_ref().map_err(|e| {
+        ApiError::new(
+            400,
+            "invalid_request_error",
+            format!("chat is not available: {e}"),
+        )
+    })?;
+    let msgs: Vec<(Role, &str)> = turns
+        .into_iter()
+        .zip(texts.iter().map(String::as_str))
+        .collect();
+    template
+        .render_messages(&msgs)
+        .map_err(|e| ApiError::bad("messages", e))
+}
+
+/// The parts of every response object that do not change along a request.
+pub struct Envelope<'a> {
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+    pub kind: Kind,
+}
+
+pub fn usage(prompt: usize, completion: usize, cached: usize) -> Json {
+    Json::obj([
+        ("prompt_tokens", Json::num(prompt as f64)),
+        ("completion_tokens", Json::num(completion as f64)),
+        ("total_tokens", Json::num((prompt + completion) as f64)),
+        (
+            "prompt_tokens_details",
+            Json::obj([("cached_tokens", Json::num(cached as f64))]),
+        ),
+    ])
+}
+
+impl Envelope<'_> {
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.kind, chunk) {
+            (Kind::Completion, _) => "text_completion",
+            (Kind::Chat, false) => "chat.completion",
+            (Kind::Chat, true) => "chat.completion.chunk",
+        }
+    }
+
+    fn wrap(&self, chunk: bool, choice: Json, usage: Option<Json>) -> Json {
+        let mut m = vec![
+            ("id".to_string(), Json::str(self.id)),
+            ("object".to_string(), Json::str(self.object(chunk))),
+            ("created".to_string(), Json::num(self.created as f64)),
+            ("model".to_string(), Json::str(self.model)),
+            ("choices".to_string(), Json::Arr(vec![choice])),
+        ];
+        if let Some(u) = usage {
+            m.push(("usage".to_string(), u));
+        }
+        Json::Obj(m)
+    }
+
+    /// The whole response of a request that did not stream.
+    pub fn response(
+        &self,
+        text: &str,
+        finish: Finish,
+        usage: Json,
+        tokens: Option<&[u32]>,
+    ) -> Json {
+        let mut choice = match self.kind {
+            Kind::Completion => vec![
+                ("text".to_string(), Json::str(text)),
+                ("index".to_string(), Json::num(0)),
+                ("logprobs".to_string(), Json::Null),
+            ],
+            Kind::Chat => vec![
+                ("index".to_string(), Json::num(0)),
+                (
+                    "message".to_string(),
+                    Json::obj([
+                        ("role", Json::str("assistant")),
+                        ("content", Json::str(text)),
+                    ]),
+                ),
+            ],
+        };
+        choice.push(("finish_reason".to_string(), Json::str(finish.name())));
+        if let Some(t) = tokens {
+            choice.push(("tokens".to_string(), token_list(t)));
+        }
+        self.wrap(false, Json::Obj(choice), Some(usage))
+    }
+
+    /// One stream chunk: new text (`finish` on the last), the chat's first chunk carrying the
+    /// role.
+    pub fn chunk(
+        &self,
+        text: Option<&str>,
+        first: bool,
+        finish: Option<Finish>,
+        tokens: Option<&[u32]>,
+    ) -> Json {
+        let reason = finish.map_or(Json::Null, |f| Json::str(f.name()));
+        let mut choice = match self.kind {
+            Kind::Completion => vec![
+                ("text".to_string(), Json::str(text.unwrap_or(""))),
+                ("index".to_string(), Json::num(0)),
+                ("logprobs".to_string(), Json::Null),
+            ],
+            Kind::Chat => {
+                let mut delta = Vec::new();
+                if first {
+                    delta.push(("role".to_string(), Json::str("assistant")));
+                }
+                if let Some(t) = text {
+                    delta.push(("content".to_string(), Json::str(t)));
+                }
+                vec![
+                    ("index".to_string(), Json::num(0)),
+                    ("delta".to_string(), Json::Obj(delta)),
+                ]
+            }
+        };
+        choice.push(("finish_reason".to_string(), reason));
+        if let Some(t) = tokens {
+            choice.push(("tokens".to_string(), token_list(t)));
+        }
+        self.wrap(true, Json::Obj(choice), None)
+    }
+
+    /// The usage chunk a stream with `include_usage` ends with (no choices).
+    pub fn usage_chunk(&self, usage: Json) -> Json {
+        let mut j = self.wrap(true, Json::Null, Some(usage));
+        if let Json::Obj(m) = &mut j {
+            m[4].1 = Json::Arr(Vec::new());
+        }
+        j
+    }
+}
+
+fn token_list(t: &[u32]) -> Json {
+    Json::Arr(t.iter().map(|&x| Json::num(x)).collect())
+}

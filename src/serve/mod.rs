@@ -1,0 +1,682 @@
+//! `locus serve`: an OpenAI-compatible HTTP server over one placed model.
+//!
+//! Threads: the main thread loads the model and then runs the [`engine`]'s step loop (it is
+//! the worker pool's pinned thread 0); one thread accepts connections; each connection has a
+//! thread that reads requests ([`http`]), checks them ([`api`]), hands generation jobs to the
+//! engine through a channel and writes what comes back. The port is open from the start:
+//! `/health` answers 503 while the model loads.
+//!
+//! Limits: the request head and body sizes, a deadline for each request to arrive and for an
+//! idle keep-alive connection, a write timeout, a cap on open connections and on queued
+//! requests (503 with `Retry-After` beyond it). SIGTERM or SIGINT: stop accepting, refuse what
+//! is queued, give running streams [`SHUTDOWN_GRACE`] to finish (then end them cleanly with
+//! `finish_reason: "length"`), exit 0.
+
+pub mod api;
+pub mod engine;
+pub mod http;
+pub mod json;
+pub mod metrics;
+
+use std::io::{self, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::app::AppError;
+use crate::model::chat::{ChatFormat, ChatTemplate};
+use crate::model::forward::KvType;
+use crate::model::tokenizer::Tokenizer;
+use crate::model::ModelFile;
+use api::{ApiError, Context, Envelope, Generate, Kind};
+use engine::{EngineOptions, Event, Job};
+use json::Json;
+use metrics::Metrics;
+
+/// Running streams get this long to finish after SIGTERM or SIGINT.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Options of `locus serve`.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub model: PathBuf,
+    pub host: String,
+    pub port: u16,
+    /// Sequence slots (`-np`).
+    pub slots: usize,
+    /// Tokens per slot (`-c`); `None`: as `locus run` chooses.
+    pub ctx: Option<usize>,
+    pub numa: crate::placement::Options,
+    pub api_key: Option<String>,
+    /// Each request must arrive within this long; idle connections close after it; a client
+    /// that reads nothing for this long is dropped.
+    pub timeout: Duration,
+    pub kv_type: KvType,
+    /// Requests that may wait for a slot.
+    pub queue: usize,
+    pub max_connections: usize,
+    pub max_body: usize,
+    pub alias: Option<String>,
+    pub chat_template: Option<ChatFormat>,
+    pub verbose: bool,
+}
+
+/// The largest request head.
+pub const MAX_HEAD: usize = 16 << 10;
+
+/// What the connections need once the model is loaded.
+struct Ready {
+    tokenizer: &'static Tokenizer,
+    template: Result<ChatTemplate, String>,
+    names: Vec<String>,
+    ctx: usize,
+    n_ctx_train: usize,
+}
+
+/// Shared by every thread; lives as long as the process.
+struct Server {
+    opts: ServeOptions,
+    ready: OnceLock<Ready>,
+    metrics: Metrics,
+    /// Taken (set to `None`) when shutdown begins.
+    jobs: Mutex<Option<Sender<Job>>>,
+    shutdown: &'static AtomicBool,
+    next_id: AtomicU64,
+}
+
+/// Runs the server until SIGTERM or SIGINT; returns once it has shut down.
+pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
+    if let Err(e) = crate::sys::signal::catch_shutdown() {
+        crate::diagln!(
+            "locus: warning: cannot catch SIGTERM/SIGINT ({e}); they will end the server at once"
+        );
+    }
+    let listener = TcpListener::bind((opts.host.as_str(), opts.port)).map_err(|e| {
+        AppError::Usage(format!(
+            "serve: cannot listen on {}:{}: {e} (another server on that port? try --port)",
+            opts.host, opts.port
+        ))
+    })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| AppError::Usage(format!("serve: {e}")))?;
+    let (tx, rx) = mpsc::channel();
+    // The process's own state: leaked, so every thread may hold it until exit.
+    let server: &'static Server = Box::leak(Box::new(Server {
+        opts: opts.clone(),
+        ready: OnceLock::new(),
+        metrics: Metrics::new(opts.slots),
+        jobs: Mutex::new(Some(tx)),
+        shutdown: crate::sys::signal::interrupt_flag(),
+        next_id: AtomicU64::new(1),
+    }));
+    crate::diagln!(
+        "locus: listening on http://{addr} (loading {})",
+        opts.model.display()
+    );
+    let acceptor = std::thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || accept_loop(server, listener))
+        .map_err(|e| AppError::Usage(format!("serve: cannot start the accepting thread: {e}")))?;
+
+    let started = Instant::now();
+    let file: &'static ModelFile = Box::leak(Box::new(ModelFile::open(&opts.model)?));
+    let placement = Box::leak(Box::new(crate::app::place(file, &opts.numa, opts.verbose)?));
+    let loaded = Box::leak(Box::new(crate::app::Loaded::load_placed(
+        file, placement, started,
+    )?));
+    let pool = crate::app::pool_of(placement)?;
+    let audit = crate::placement::audit::audit(placement, &loaded.llama.weights, file);
+    server
+        .metrics
+        .set_placement(placement.plan.mode.name().to_string(), audit.locality);
+    let ctx = crate::app::generate::context_size(loaded, opts.ctx);
+    crate::app::generate::warn_beyond_training(loaded, ctx);
+    let eopts = EngineOptions {
+        slots: opts.slots,
+        ctx,
+        grace: SHUTDOWN_GRACE,
+    };
+    let mut engine = engine::Engine::new(
+        &loaded.llama,
+        &loaded.tokenizer,
+        &pool,
+        rx,
+        &server.metrics,
+        eopts,
+        opts.kv_type,
+    )?;
+    let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
+        .map_err(|e| e.to_string());
+    let mut names = Vec::new();
+    names.extend(opts.alias.clone());
+    if let Some(f) = opts
+        .model
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+    {
+        names.push(f.clone());
+        if let Some(stem) = f.strip_suffix(".gguf") {
+            names.push(stem.to_string());
+        }
+    }
+    if names.is_empty() {
+        names.push("model".into());
+    }
+    let _ = server.ready.set(Ready {
+        tokenizer: &loaded.tokenizer,
+        template,
+        names,
+        ctx,
+        n_ctx_train: loaded.llama.config.n_ctx_train,
+    });
+    crate::diagln!(
+        "locus: ready in {:.1} s: {} slots of {ctx} tokens, {} threads, numa {} (locality {}), on http://{addr}",
+        started.elapsed().as_secs_f64(),
+        opts.slots,
+        pool.threads(),
+        placement.plan.mode.name(),
+        audit.locality.map_or("unknown".to_string(), |l| format!("{:.2}", l))
+    );
+    engine.run(server.shutdown);
+    // Shutdown: no new jobs; the connections finish writing what the engine sent them.
+    drop(server.jobs.lock().unwrap_or_else(|e| e.into_inner()).take());
+    let _ = acceptor.join();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while server.metrics.open_connections() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crate::diagln!("locus: server stopped");
+    Ok(())
+}
+
+/// Accepts connections until shutdown, one thread each, up to the connection cap (beyond it:
+/// 503 and close).
+fn accept_loop(server: &'static Server, listener: TcpListener) {
+    while !server.shutdown.load(Ordering::SeqCst) {
+        match crate::sys::poll::wait_readable(&listener, Duration::from_millis(100)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                crate::diagln!("locus: warning: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        }
+        let Ok((stream, _)) = listener.accept() else {
+            continue;
+        };
+        let Some(guard) = server.metrics.open_connection(server.opts.max_connections) else {
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let e = ApiError::new(
+                503,
+                "unavailable_error",
+                "too many open connections; retry later",
+            );
+            let mut s = &stream;
+            let _ = send_error(&mut s, &e, false);
+            server.metrics.answered("-", 503);
+            continue;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("conn".into())
+            .spawn(move || {
+                let _guard = guard;
+                connection(server, stream);
+            });
+        if let Err(e) = spawned {
+            crate::diagln!("locus: warning: cannot start a connection thread: {e}");
+        }
+    }
+}
+
+fn send_error(w: &mut impl Write, e: &ApiError, keep: bool) -> io::Result<()> {
+    let mut headers = Vec::new();
+    if e.status == 503 {
+        headers.push(("Retry-After", "1".to_string()));
+    }
+    if e.status == 401 {
+        headers.push(("WWW-Authenticate", "Bearer".to_string()));
+    }
+    http::write_response(
+        w,
+        e.status,
+        &headers,
+        "application/json",
+        e.body().as_bytes(),
+        keep,
+    )
+}
+
+fn send_json(w: &mut impl Write, status: u16, j: &Json, keep: bool) -> io::Result<()> {
+    http::write_response(
+        w,
+        status,
+        &[],
+        "application/json",
+        j.to_string().as_bytes(),
+        keep,
+    )
+}
+
+/// Serves one connection's requests until it closes, fails or times out.
+fn connection(server: &'static Server, stream: TcpStream) {
+    let o = &server.opts;
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(o.timeout));
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let limits = http::Limits {
+        max_head: MAX_HEAD,
+        max_body: o.max_body,
+        timeout: o.timeout,
+    };
+    loop {
+        let mut w = &stream;
+        let req = match http::read_request(&mut reader, &mut w, &limits) {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(status) = e.status() {
+                    let kind = if status == 408 {
+                        "timeout_error"
+                    } else {
+                        "invalid_request_error"
+                    };
+                    let _ = send_error(&mut w, &ApiError::new(status, kind, e.message()), false);
+                    server.metrics.answered("-", status);
+                }
+                return;
+            }
+        };
+        let keep = req.keep_alive && !server.shutdown.load(Ordering::SeqCst);
+        let (endpoint, result) = route(server, &req, &stream, keep);
+        match result {
+            Ok(status) => server.metrics.answered(endpoint, status),
+            Err(_) => return,
+        }
+        if !keep {
+            return;
+        }
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// Answers one request; returns the endpoint's name (for the metrics) and the status sent.
+fn route(
+    server: &'static Server,
+    req: &http::Request,
+    stream: &TcpStream,
+    keep: bool,
+) -> (&'static str, io::Result<u16>) {
+    let mut w = stream;
+    let path = req.path.trim_end_matches('/');
+    let endpoint: &'static str = match path {
+        "/health" => "/health",
+        "/v1/models" | "/models" => "/v1/models",
+        "/metrics" => "/metrics",
+        "/v1/completions" | "/completions" => "/v1/completions",
+        "/v1/chat/completions" | "/chat/completions" => "/v1/chat/completions",
+        "/tokenize" => "/tokenize",
+        "/detokenize" => "/detokenize",
+        _ => "other",
+    };
+    let fail =
+        |w: &mut &TcpStream, e: ApiError| (endpoint, send_error(w, &e, keep).map(|_| e.status));
+    let post = matches!(
+        endpoint,
+        "/v1/completions" | "/v1/chat/completions" | "/tokenize" | "/detokenize"
+    );
+    if endpoint == "other" {
+        return fail(
+            &mut w,
+            ApiError::new(404, "not_found_error", format!("no endpoint {}", req.path)),
+        );
+    }
+    let method_ok = if post {
+        req.method == "POST"
+    } else {
+        req.method == "GET" || req.method == "HEAD"
+    };
+    if !method_ok {
+        let want = if post { "POST" } else { "GET" };
+        return fail(
+            &mut w,
+            ApiError::new(
+                405,
+                "invalid_request_error",
+                format!("{} takes {want}", endpoint),
+            ),
+        );
+    }
+    if endpoint == "/health" {
+        let (status, what) = if server.shutdown.load(Ordering::SeqCst) {
+            (503, "shutting down")
+        } else if server.ready.get().is_some() {
+            (200, "ok")
+        } else {
+            (503, "loading model")
+        };
+        let j = Json::obj([("status", Json::str(what))]);
+        return (
+            endpoint,
+            send_json(&mut w, status, &j, keep).map(|_| status),
+        );
+    }
+    if let Some(key) = &server.opts.api_key {
+        let given = req
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !same_secret(given.trim().as_bytes(), key.as_bytes()) {
+            return fail(
+                &mut w,
+                ApiError::new(
+                    401,
+                    "authentication_error",
+                    "a valid API key is required (Authorization: Bearer KEY)",
+                ),
+            );
+        }
+    }
+    if endpoint == "/metrics" {
+        let text = server.metrics.render();
+        let r = http::write_response(
+            &mut w,
+            200,
+            &[],
+            "text/plain; version=0.0.4",
+            text.as_bytes(),
+            keep,
+        );
+        return (endpoint, r.map(|_| 200));
+    }
+    let Some(ready) = server.ready.get() else {
+        return fail(
+            &mut w,
+            ApiError::new(503, "unavailable_error", "the model is loading"),
+        );
+    };
+    let r = match endpoint {
+        "/v1/models" => {
+            let j = Json::obj([
+                ("object", Json::str("list")),
+                (
+                    "data",
+                    Json::Arr(vec![Json::obj([
+                        ("id", Json::str(ready.names[0].clone())),
+                        ("object", Json::str("model")),
+                        ("created", Json::num(unix_now() as f64)),
+                        ("owned_by", Json::str("locus")),
+                        (
+                            "meta",
+                            Json::obj([
+                                ("n_ctx_slot", Json::num(ready.ctx as f64)),
+                                ("n_ctx_train", Json::num(ready.n_ctx_train as f64)),
+                                ("n_vocab", Json::num(ready.tokenizer.n_vocab() as f64)),
+                                ("slots", Json::num(server.opts.slots as f64)),
+                            ]),
+                        ),
+                    ])]),
+                ),
+            ]);
+            send_json(&mut w, 200, &j, keep).map(|_| 200)
+        }
+        "/tokenize" | "/detokenize" => match tokens_endpoint(endpoint, &req.body, ready) {
+            Ok(j) => send_json(&mut w, 200, &j, keep).map(|_| 200),
+            Err(e) => send_error(&mut w, &e, keep).map(|_| e.status),
+        },
+        _ => {
+            let kind = if endpoint == "/v1/completions" {
+                Kind::Completion
+            } else {
+                Kind::Chat
+            };
+            generate(server, ready, req, stream, kind, keep)
+        }
+    };
+    (endpoint, r)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `/tokenize` (`{"content", "add_special", "with_pieces"}`) and `/detokenize` (`{"tokens"}`),
+/// as llama-server has them.
+fn tokens_endpoint(endpoint: &str, body: &[u8], ready: &Ready) -> Result<Json, ApiError> {
+    let body = Json::parse(body).map_err(|e| {
+        ApiError::new(
+            400,
+            "invalid_request_error",
+            format!("the body is not JSON: {e}"),
+        )
+    })?;
+    let tok = ready.tokenizer;
+    let flag = |name: &str| match body.get(name) {
+        None | Some(Json::Null) => Ok(false),
+        Some(Json::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad(name, format!("{name} must be true or false"))),
+    };
+    if endpoint == "/tokenize" {
+        let Some(Json::Str(text)) = body.get("content") else {
+            return Err(ApiError::bad("content", "content must be a string"));
+        };
+        let ids = tok.encode(text, flag("add_special")?, true);
+        let list = if flag("with_pieces")? {
+            ids.iter()
+                .map(|&id| {
+                    let piece = String::from_utf8_lossy(&tok.token_to_piece(id, true)).to_string();
+                    Json::obj([("id", Json::num(id)), ("piece", Json::Str(piece))])
+                })
+                .collect()
+        } else {
+            ids.iter().map(|&id| Json::num(id)).collect()
+        };
+        return Ok(Json::obj([("tokens", Json::Arr(list))]));
+    }
+    let Some(Json::Arr(items)) = body.get("tokens") else {
+        return Err(ApiError::bad(
+            "tokens",
+            "tokens must be an array of token ids",
+        ));
+    };
+    let ids = items
+        .iter()
+        .map(|v| match v {
+            Json::Num(n) if n.fract() == 0.0 && *n >= 0.0 && (*n as usize) < tok.n_vocab() => {
+                Ok(*n as u32)
+            }
+            _ => Err(ApiError::bad(
+                "tokens",
+                format!("token ids must be whole numbers below {}", tok.n_vocab()),
+            )),
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    let text = String::from_utf8_lossy(&tok.decode(&ids, true)).to_string();
+    Ok(Json::obj([("content", Json::Str(text))]))
+}
+
+/// Sets the job's cancel flag when the connection's handler ends, however it ends.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How often a waiting connection checks that its client is still there.
+const PEER_CHECK: Duration = Duration::from_millis(200);
+
+/// One server-sent event carrying `j`.
+fn out_send(j: &Json) -> Vec<u8> {
+    format!("data: {j}\n\n").into_bytes()
+}
+
+/// A completion or chat request: queued for the engine, answered whole or streamed.
+fn generate(
+    server: &'static Server,
+    ready: &Ready,
+    req: &http::Request,
+    stream: &TcpStream,
+    kind: Kind,
+    keep: bool,
+) -> io::Result<u16> {
+    let mut w = stream;
+    let cx = Context {
+        tokenizer: ready.tokenizer,
+        template: ready.template.as_ref().map_err(Clone::clone),
+        model_names: &ready.names,
+        ctx: ready.ctx,
+    };
+    let g = match Generate::read(kind, &req.body, &cx) {
+        Ok(g) => g,
+        Err(e) => return send_error(&mut w, &e, keep).map(|_| e.status),
+    };
+    let busy = ApiError::new(
+        503,
+        "unavailable_error",
+        "every slot is busy and the queue is full; retry later",
+    );
+    if !server.metrics.try_enqueue(server.opts.queue) {
+        return send_error(&mut w, &busy, keep).map(|_| 503);
+    }
+    let (tx, rx) = mpsc::channel();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let _cancel = CancelOnDrop(cancelled.clone());
+    let job = Job {
+        prompt: g.prompt.clone(),
+        params: g.params.clone(),
+        events: tx,
+        cancelled,
+        queued_at: Instant::now(),
+    };
+    let sent = server
+        .jobs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|s| s.send(job).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        server.metrics.dequeued();
+        let e = ApiError::new(503, "unavailable_error", "the server is shutting down");
+        return send_error(&mut w, &e, false).map(|_| 503);
+    }
+    let id = format!(
+        "{}-{}",
+        if kind == Kind::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        },
+        server.next_id.fetch_add(1, Ordering::Relaxed)
+    );
+    let model = &ready.names[0];
+    let env = Envelope {
+        id: &id,
+        created: unix_now(),
+        model,
+        kind,
+    };
+    // Waits for the next event, checking that the client is still there meanwhile.
+    let next = || loop {
+        match rx.recv_timeout(PEER_CHECK) {
+            Ok(ev) => return Ok(ev),
+            Err(RecvTimeoutError::Timeout) => {
+                if http::peer_closed(stream) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "client gone",
+                    ));
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Ok(Event::Refused("the engine stopped".into()));
+            }
+        }
+    };
+    if !g.stream {
+        let (mut text, mut tokens) = (String::new(), Vec::new());
+        loop {
+            match next()? {
+                Event::Text {
+                    text: t,
+                    tokens: ids,
+                } => {
+                    text.push_str(&t);
+                    tokens.extend(ids);
+                }
+                Event::Done {
+                    finish,
+                    prompt_tokens,
+                    completion_tokens,
+                    cached_tokens,
+                } => {
+                    let usage = api::usage(prompt_tokens, completion_tokens, cached_tokens);
+                    let j =
+                        env.response(&text, finish, usage, g.return_tokens.then_some(&tokens[..]));
+                    return send_json(&mut w, 200, &j, keep).map(|_| 200);
+                }
+                Event::Refused(why) => {
+                    let e = ApiError::new(503, "unavailable_error", why);
+                    return send_error(&mut w, &e, false).map(|_| 503);
+                }
+            }
+        }
+    }
+    let mut out = http::Chunked::start(&mut w, "text/event-stream", keep)?;
+    let mut first = true;
+    loop {
+        match next()? {
+            Event::Text { text, tokens } => {
+                let j = env.chunk(
+                    Some(&text),
+                    first,
+                    None,
+                    g.return_tokens.then_some(&tokens[..]),
+                );
+                first = false;
+                out.send(&out_send(&j))?;
+            }
+            Event::Done {
+                finish,
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens,
+            } => {
+                let j = env.chunk(None, first, Some(finish), None);
+                out.send(&out_send(&j))?;
+                if g.stream_usage {
+                    let u = api::usage(prompt_tokens, completion_tokens, cached_tokens);
+                    out.send(&out_send(&env.usage_chunk(u)))?;
+                }
+                out.send(b"data: [DONE]\n\n")?;
+                out.finish()?;
+                return Ok(200);
+            }
+            Event::Refused(why) => {
+                let e = ApiError::new(503, "unavailable_error", why);
+                out.send(format!("data: {}\n\n", e.body()).as_bytes())?;
+                out.send(b"data: [DONE]\n\n")?;
+                out.finish()?;
+                return Ok(503);
+            }
+        }
+    }
+}
