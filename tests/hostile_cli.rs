@@ -317,7 +317,7 @@ fn llama_cpp_sentinels_and_flags() {
     // No command at all: one line naming the commands (not the whole help on stderr).
     let e = one_error_line(&locus_os::<&str>(&[]), "no command");
     assert!(
-        e.contains("no command given") && e.contains("run, perplexity"),
+        e.contains("no command given") && e.contains("run, serve, perplexity"),
         "{e}"
     );
     // -p with -f, NaN and infinity are errors.

@@ -565,3 +565,68 @@ fn readme_curl_examples_work_as_written() {
     assert!(outputs.contains("{\"status\":\"ok\"}"), "{outputs}");
     assert!(outputs.contains("locus_requests_total"), "{outputs}");
 }
+
+/// Resident memory of a process, in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// tools/serve/load.py's summary of a run against `srv`.
+fn load(srv: &Server, clients: usize, requests: usize, max_tokens: usize) -> Json {
+    let out = Command::new("python3")
+        .arg(common::repo_path("tools/serve/load.py"))
+        .args(["--url", &format!("http://{}", srv.addr)])
+        .args([
+            "--clients",
+            &clients.to_string(),
+            "--requests",
+            &requests.to_string(),
+        ])
+        .args(["--max-tokens", &max_tokens.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Json::parse(out.stdout.trim_ascii()).unwrap()
+}
+
+/// 16 clients for a fixed number of streamed requests: none fails, and afterwards no slot,
+/// queue place or connection is held and resident memory has not grown.
+#[test]
+fn a_bounded_load_leaves_nothing_behind() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-np", "8", "-c", "512", "-t", "2"]);
+    // A first round touches every slot's cache and the buffers; the second is measured.
+    let warm = load(&srv, 16, 16, 32);
+    assert_eq!(text_of(&warm, &["failed"]), "0", "{warm}");
+    let before = rss_kib(srv.child.id());
+    let r = load(&srv, 16, 48, 32);
+    let after = rss_kib(srv.child.id());
+    eprintln!("load: {r}; RSS {before} KiB before, {after} KiB after");
+    assert_eq!(text_of(&r, &["failed"]), "0", "{r}");
+    assert_eq!(text_of(&r, &["tokens"]), (48 * 32).to_string(), "{r}");
+    assert!(
+        after <= before + 4096,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    assert_eq!(srv.metric("locus_slots_busy"), 0.0);
+    assert_eq!(srv.metric("locus_queue_depth"), 0.0);
+    let t0 = Instant::now();
+    while srv.metric("locus_open_connections") > 1.0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "connections left open"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -222,6 +222,7 @@ fn guest_script(topo: &Topo) -> String {
     let run = run_args("/small.gguf", topo.total_cpus()).join("' '");
     // The model's name from the shell loop's $t, spliced between the single-quoted words.
     let run_seam = run_args("/'\"$t\"'.gguf", topo.total_cpus()).join("' '");
+    let serve_body = format!(r#"{{"prompt":"{PROMPT}","max_tokens":{N_PREDICT},"temperature":0}}"#);
     format!(
         r#"cd /sys/devices/system/node
 echo "== online"; cat online
@@ -266,8 +267,23 @@ locus audit -m /model.gguf --numa mirror --hugepages --poll 0 --json >/tmp/huge.
 st=$?; echo "== huge_status"; echo $st
 echo "== huge"; cat /tmp/huge.json; echo
 echo "== huge_err"; cat /tmp/huge.err
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+for m in {serve_modes}; do
+  locus serve -m /small.gguf --numa $m --poll 0 -t {threads} --port 8080 2>/tmp/serve.err &
+  pid=$!
+  i=0; while ! wget -q -O /dev/null http://127.0.0.1:8080/health 2>/dev/null; do
+    i=$((i+1)); [ $i -gt 300 ] && break; sleep 1
+  done
+  wget -q -O /tmp/serve.json --post-data '{serve_body}' http://127.0.0.1:8080/v1/completions
+  echo "== serve $m"; cat /tmp/serve.json; echo
+  echo "== serve_metrics $m"; wget -q -O - http://127.0.0.1:8080/metrics | grep '^locus_placement'
+  kill -TERM $pid; wait $pid; st=$?; echo "== serve_exit $m"; echo $st
+  echo "== serve_err $m"; cat /tmp/serve.err
+done
 echo "== end"
 "#,
+        serve_modes = SERVE_MODES.join(" "),
+        threads = topo.total_cpus(),
         modes = MODES.join(" "),
         seam_modes = SEAM_MODES.join(" "),
         seam_tags = seam_models()
@@ -542,7 +558,42 @@ fn check_topology(name: &str, topo: &Topo) {
     );
     let a = json::parse(get("huge")).expect("hugepages audit JSON");
     check_audit(name, "mirror", topo, &a);
+
+    // (7) `locus serve` in the placement modes that keep one copy per node or one shard per
+    // node: the host's tokens over HTTP, locality 1.0 in /metrics, exit 0 on SIGTERM.
+    for m in SERVE_MODES {
+        let key = |k: &str| get(&format!("{k} {m}"));
+        assert_eq!(
+            key("serve_exit"),
+            "0",
+            "vm {name}: serve --numa {m}: {}",
+            key("serve_err")
+        );
+        let r = json::parse(key("serve"))
+            .unwrap_or_else(|e| panic!("vm {name}: serve --numa {m}: {e}: {}", key("serve_err")));
+        let text = r
+            .get("choices")
+            .and_then(Json::as_array)
+            .and_then(|c| c.first())
+            .and_then(|c| c.get("text"))
+            .and_then(Json::as_str)
+            .unwrap_or_else(|| panic!("vm {name}: serve --numa {m}: no text in {}", key("serve")));
+        assert_eq!(
+            text,
+            String::from_utf8_lossy(&host),
+            "vm {name}: serve --numa {m}: tokens"
+        );
+        let metrics = key("serve_metrics");
+        assert!(
+            metrics.contains(&format!("locus_placement_info{{mode=\"{m}\"}} 1"))
+                && metrics.lines().any(|l| l == "locus_placement_locality 1"),
+            "vm {name}: serve --numa {m}: /metrics says {metrics}"
+        );
+    }
 }
+
+/// The placement modes the VM tests serve in.
+const SERVE_MODES: [&str; 2] = ["mirror", "shard"];
 
 /// Node ids of the spec with CPUs, and with memory (all of them).
 fn cpu_nodes(topo: &Topo) -> Vec<u32> {
