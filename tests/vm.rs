@@ -276,7 +276,7 @@ for m in {serve_modes}; do
   done
   wget -q -O /tmp/serve.json --post-data '{serve_body}' http://127.0.0.1:8080/v1/completions
   echo "== serve $m"; cat /tmp/serve.json; echo
-  echo "== serve_metrics $m"; wget -q -O - http://127.0.0.1:8080/metrics | grep '^locus_placement'
+  echo "== serve_metrics $m"; wget -q -O - http://127.0.0.1:8080/metrics | grep -e '^locus_placement' -e '^locus_kv_cache'
   kill -TERM $pid; wait $pid; st=$?; echo "== serve_exit $m"; echo $st
   echo "== serve_err $m"; cat /tmp/serve.err
 done
@@ -560,7 +560,9 @@ fn check_topology(name: &str, topo: &Topo) {
     check_audit(name, "mirror", topo, &a);
 
     // (7) `locus serve` in the placement modes that keep one copy per node or one shard per
-    // node: the host's tokens over HTTP, locality 1.0 in /metrics, exit 0 on SIGTERM.
+    // node: the host's tokens over HTTP, locality 1.0 in /metrics for the weights and for the
+    // KV cache (each head's keys and values on the node whose threads write them), exit 0 on
+    // SIGTERM.
     for m in SERVE_MODES {
         let key = |k: &str| get(&format!("{k} {m}"));
         assert_eq!(
@@ -586,7 +588,8 @@ fn check_topology(name: &str, topo: &Topo) {
         let metrics = key("serve_metrics");
         assert!(
             metrics.contains(&format!("locus_placement_info{{mode=\"{m}\"}} 1"))
-                && metrics.lines().any(|l| l == "locus_placement_locality 1"),
+                && metrics.lines().any(|l| l == "locus_placement_locality 1")
+                && metrics.lines().any(|l| l == "locus_kv_cache_locality 1"),
             "vm {name}: serve --numa {m}: /metrics says {metrics}"
         );
     }

@@ -132,6 +132,33 @@ impl State {
         self.stopped
     }
 
+    /// The cache's bytes as one block per layer, keys or values, and KV head (every layer's
+    /// keys and values are head-major), each with the pool group whose threads write it: the
+    /// group that owns the head ([`crate::pool::rows_of_group`] over the KV heads). Placement
+    /// puts each block on its group's node, and the audit checks it is there.
+    pub fn kv_head_blocks(&self, model: &Model, pool: &Pool) -> Vec<(&[u8], usize)> {
+        let heads = model.config.n_head_kv;
+        let owner: Vec<usize> = (0..heads)
+            .map(|h| {
+                (0..pool.groups().len())
+                    .find(|&g| {
+                        let (a, b) = rows_of_group(heads, &pool.groups()[g], pool.threads());
+                        (a..b).contains(&h)
+                    })
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = Vec::new();
+        for buf in self.k.iter().chain(&self.v) {
+            let bytes = buf.as_bytes();
+            let per = bytes.len() / heads.max(1);
+            for (h, &g) in owner.iter().enumerate() {
+                out.push((&bytes[h * per..(h + 1) * per], g));
+            }
+        }
+        out
+    }
+
     /// Polls the stop flag; true (and `stopped` from now on) once it is set.
     fn check_stop(&mut self) -> bool {
         if !self.stopped && self.stop.is_some_and(|f| f.load(Ordering::Relaxed)) {

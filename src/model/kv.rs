@@ -212,6 +212,22 @@ impl KvBuf {
         })
     }
 
+    /// The buffer's bytes (for placing and auditing its pages).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: u16 and f32 have no padding or invalid bit patterns as bytes; the slice
+            // covers exactly the vector's initialised elements and borrows it.
+            KvBuf::F16(b) => unsafe {
+                std::slice::from_raw_parts(b.as_ptr().cast::<u8>(), std::mem::size_of_val(&b[..]))
+            },
+            // SAFETY: as above.
+            KvBuf::F32(b) => unsafe {
+                std::slice::from_raw_parts(b.as_ptr().cast::<u8>(), std::mem::size_of_val(&b[..]))
+            },
+            KvBuf::Quant { bytes, .. } => bytes,
+        }
+    }
+
     /// The values the buffer holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

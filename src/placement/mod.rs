@@ -8,6 +8,7 @@
 //! Placement is a property of the views, never an `if mode` in the model code.
 
 pub mod audit;
+pub mod cache;
 pub mod plan;
 pub mod store;
 

@@ -166,6 +166,15 @@ impl<'m> Engine<'m> {
         })
     }
 
+    /// Every slot's cache as blocks, each with the pool group that writes it
+    /// ([`State::kv_head_blocks`]).
+    pub fn kv_blocks(&self) -> Vec<(&[u8], usize)> {
+        self.slots
+            .iter()
+            .flat_map(|s| s.state.kv_head_blocks(self.model, self.pool))
+            .collect()
+    }
+
     /// Runs until `shutdown` is set and the in-flight requests are done (or the grace period
     /// has passed), or until every sender of jobs is gone.
     pub fn run(&mut self, shutdown: &AtomicBool) {

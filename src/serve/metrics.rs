@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::placement::cache::{CacheAudit, CacheRegion};
 
 /// Upper bounds (seconds) of the time-to-first-token histogram's buckets.
 pub const TTFT_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
@@ -29,7 +31,14 @@ pub struct Metrics {
     /// The placement mode, and its audited locality at load (`None`: nothing located); set
     /// once the weights are placed.
     placement: OnceLock<(String, Option<f64>)>,
+    /// The slots' caches, and their last audit (refreshed at most every [`KV_AUDIT_EVERY`]).
+    kv: OnceLock<Vec<CacheRegion>>,
+    kv_audit: Mutex<Option<(Instant, CacheAudit)>>,
 }
+
+/// The KV cache's pages are located again at most this often (a scrape every second must not
+/// cost a page walk every second).
+pub const KV_AUDIT_EVERY: Duration = Duration::from_secs(2);
 
 impl Metrics {
     pub fn new(slots: usize) -> Metrics {
@@ -46,6 +55,26 @@ impl Metrics {
             ttft_sum: AtomicU64::new(0),
             open_connections: AtomicUsize::new(0),
             placement: OnceLock::new(),
+            kv: OnceLock::new(),
+            kv_audit: Mutex::new(None),
+        }
+    }
+
+    /// Records where the slots' caches are (once).
+    pub fn set_kv_cache(&self, regions: Vec<CacheRegion>) {
+        let _ = self.kv.set(regions);
+    }
+
+    fn kv_audit(&self) -> Option<CacheAudit> {
+        let regions = self.kv.get()?;
+        let mut last = self.kv_audit.lock().unwrap_or_else(|e| e.into_inner());
+        match &*last {
+            Some((at, a)) if at.elapsed() < KV_AUDIT_EVERY => Some(a.clone()),
+            _ => {
+                let a = crate::placement::cache::audit(regions);
+                *last = Some((Instant::now(), a.clone()));
+                Some(a)
+            }
         }
     }
 
@@ -237,6 +266,30 @@ impl Metrics {
                 out,
                 "locus_placement_locality {}",
                 locality.map_or("NaN".to_string(), |l| l.to_string())
+            );
+        }
+        if let Some(a) = self.kv_audit() {
+            head(
+                &mut out,
+                "kv_cache_bytes",
+                "gauge",
+                "KV cache bytes written so far, by the node their pages are on (all slots).",
+            );
+            for (n, b) in &a.bytes_by_node {
+                let _ = writeln!(out, "locus_kv_cache_bytes{{node=\"{n}\"}} {b}");
+            }
+            head(
+                &mut out,
+                "kv_cache_unlocated_bytes",
+                "gauge",
+                "KV cache bytes whose pages are not located (not written yet).",
+            );
+            let _ = writeln!(out, "locus_kv_cache_unlocated_bytes {}", a.unlocated_bytes);
+            head(&mut out, "kv_cache_locality", "gauge", "Share of the located KV cache bytes on the node of the threads that write them (NaN: none located).");
+            let _ = writeln!(
+                out,
+                "locus_kv_cache_locality {}",
+                a.locality.map_or("NaN".to_string(), |l| l.to_string())
             );
         }
         out

@@ -149,6 +149,18 @@ pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
         eopts,
         opts.kv_type,
     )?;
+    // Each slot's cache on the nodes whose threads write it, audited by /metrics.
+    let nodes: Vec<_> = placement.plan.slots.iter().map(|s| s.node).collect();
+    let blocks: Vec<_> = engine
+        .kv_blocks()
+        .into_iter()
+        .map(|(b, g)| (b, nodes.get(g).copied().flatten()))
+        .collect();
+    let (regions, refused) = crate::placement::cache::place(&blocks);
+    if let (Some(e), true) = (refused, nodes.iter().flatten().count() > 1) {
+        crate::diagln!("locus: warning: the KV cache cannot be bound to its nodes ({e}); its pages are placed by first touch from the pinned threads");
+    }
+    server.metrics.set_kv_cache(regions);
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
     let mut names = Vec::new();
@@ -174,9 +186,10 @@ pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
         n_ctx_train: loaded.llama.config.n_ctx_train,
     });
     crate::diagln!(
-        "locus: ready in {:.1} s: {} slots of {ctx} tokens, {} threads, numa {} (locality {}), on http://{addr}",
+        "locus: ready in {:.1} s: {} slot{} of {ctx} tokens, {} threads, numa {} (locality {}), on http://{addr}",
         started.elapsed().as_secs_f64(),
         opts.slots,
+        if opts.slots == 1 { "" } else { "s" },
         pool.threads(),
         placement.plan.mode.name(),
         audit.locality.map_or("unknown".to_string(), |l| format!("{:.2}", l))

@@ -1,0 +1,131 @@
+//! Caches the pool's threads write (a sequence's keys and values): each block is bound to the
+//! node of the threads that write it, and audited where its pages are.
+//!
+//! Placing: `mbind(MPOL_PREFERRED, MPOL_MF_MOVE)` on the whole pages inside each block, so
+//! pages already present (a small buffer from a reused heap page) move and later faults land
+//! on the node, without failing where that node runs short. Where `mbind` is refused
+//! (seccomp), first touch by the writing threads places them, as before. Pages straddling two
+//! blocks of different nodes are left to first touch and not audited.
+//!
+//! Auditing reads page locations by address with `move_pages` status queries, which only
+//! look the pages up, so it may run while other threads write the cache.
+
+use std::collections::BTreeMap;
+
+use crate::sys::mempolicy::{self, PageStatus, MPOL_MF_MOVE, MPOL_PREFERRED};
+use crate::sys::{memory, NodeId, NodeMask, SysError};
+
+/// One block's whole pages and the node its writers run on.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheRegion {
+    pub addr: usize,
+    pub len: usize,
+    pub node: Option<NodeId>,
+}
+
+/// The whole pages inside `block`, as a region for `node`; `None` when it holds no whole page.
+fn region_of(block: &[u8], node: Option<NodeId>) -> Option<CacheRegion> {
+    let page = memory::page_size();
+    let a = block.as_ptr() as usize;
+    let start = a.div_ceil(page) * page;
+    let end = (a + block.len()) / page * page;
+    (end > start).then_some(CacheRegion {
+        addr: start,
+        len: end - start,
+        node,
+    })
+}
+
+/// Binds each block's whole pages to its node; returns the regions for [`audit`]. The first
+/// refusal is returned as the error (the rest are not tried), with the regions still usable.
+pub fn place(blocks: &[(&[u8], Option<NodeId>)]) -> (Vec<CacheRegion>, Option<SysError>) {
+    let page = memory::page_size();
+    let mut regions = Vec::with_capacity(blocks.len());
+    let mut err = None;
+    for &(b, node) in blocks {
+        let Some(r) = region_of(b, node) else {
+            continue;
+        };
+        if let (Some(n), None) = (node, err) {
+            let off = r.addr - b.as_ptr() as usize;
+            let whole = &b[off..off + r.len];
+            debug_assert_eq!(whole.as_ptr() as usize % page, 0);
+            let mask: NodeMask = std::iter::once(n).collect();
+            if let Err(e) = mempolicy::mbind(whole, MPOL_PREFERRED, Some(&mask), MPOL_MF_MOVE) {
+                err = Some(e);
+            }
+        }
+        regions.push(r);
+    }
+    (regions, err)
+}
+
+/// Where a cache's pages are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CacheAudit {
+    pub bytes_by_node: BTreeMap<u32, u64>,
+    /// Pages not located: never written yet (no page), or the query refused.
+    pub unlocated_bytes: u64,
+    /// Of the located bytes of blocks with a node, the share on that node (`None`: none).
+    pub locality: Option<f64>,
+}
+
+/// Pages asked about per `move_pages` call.
+const QUERY_BATCH: usize = 1 << 14;
+
+/// Locates every page of `regions`.
+pub fn audit(regions: &[CacheRegion]) -> CacheAudit {
+    let page = memory::page_size();
+    let mut a = CacheAudit::default();
+    let (mut known, mut local) = (0u64, 0u64);
+    for r in regions {
+        let addrs: Vec<*mut libc::c_void> = (0..r.len / page)
+            .map(|i| (r.addr + i * page) as *mut libc::c_void)
+            .collect();
+        for chunk in addrs.chunks(QUERY_BATCH) {
+            let st = mempolicy::move_pages(chunk, None, 0)
+                .unwrap_or_else(|_| vec![PageStatus::Unknown { errno: 0 }; chunk.len()]);
+            for s in st {
+                match s {
+                    PageStatus::Node(n) => {
+                        *a.bytes_by_node.entry(n.0).or_insert(0) += page as u64;
+                        if let Some(want) = r.node {
+                            known += page as u64;
+                            if n == want {
+                                local += page as u64;
+                            }
+                        }
+                    }
+                    PageStatus::Unknown { .. } => a.unlocated_bytes += page as u64,
+                }
+            }
+        }
+    }
+    a.locality = (known > 0).then(|| local as f64 / known as f64);
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_pages_are_located_and_unwritten_ones_are_not() {
+        let page = memory::page_size();
+        let mut buf = vec![0u8; 8 * page];
+        let here = mempolicy::getcpu().map(|(_, n)| n).ok();
+        let (regions, _) = place(&[(&buf[..], here)]);
+        assert_eq!(regions.len(), 1);
+        assert!(regions[0].len >= 6 * page && regions[0].addr % page == 0);
+        buf.iter_mut().step_by(page).for_each(|b| *b = 1);
+        let a = audit(&regions);
+        let located: u64 = a.bytes_by_node.values().sum();
+        assert_eq!(located + a.unlocated_bytes, regions[0].len as u64);
+        if located > 0 && here.is_some() {
+            assert_eq!(a.locality, Some(1.0), "{a:?}");
+        }
+        // A block smaller than a page holds no whole page.
+        assert!(place(&[(&buf[1..page / 2], here)]).0.is_empty());
+        std::hint::black_box(&buf);
+    }
+}
