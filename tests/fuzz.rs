@@ -1630,22 +1630,28 @@ fn api_tokenizer() -> (Tokenizer, Result<locus::model::chat::ChatTemplate, Strin
     (tok, t)
 }
 
-#[test]
-fn fuzz_json() {
+/// Runs `f` with the API reader's context over [`api_tokenizer`] (a 64-token slot).
+fn with_api_context<R>(f: impl FnOnce(&locus::serve::api::Context) -> R) -> R {
     let (tok, template) = api_tokenizer();
     let names = ["m".to_string()];
-    let cx = locus::serve::api::Context {
+    f(&locus::serve::api::Context {
         tokenizer: &tok,
         template: template.as_ref().map_err(Clone::clone),
         model_names: &names,
         ctx: 64,
-    };
-    fuzz_loop(
-        "json",
-        json_seeds(),
-        &mut |rng, b, corpus| mutate_with(rng, b, corpus, JSON_SNIPPETS),
-        &|b| check_json(b, &cx),
-    );
+    })
+}
+
+#[test]
+fn fuzz_json() {
+    with_api_context(|cx| {
+        fuzz_loop(
+            "json",
+            json_seeds(),
+            &mut |rng, b, corpus| mutate_with(rng, b, corpus, JSON_SNIPPETS),
+            &|b| check_json(b, cx),
+        )
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1687,39 +1693,33 @@ fn corpus_and_regressions_replay() {
             }
         }
     }
-    let (tok, template) = api_tokenizer();
-    let names = ["m".to_string()];
-    let cx = locus::serve::api::Context {
-        tokenizer: &tok,
-        template: template.as_ref().map_err(Clone::clone),
-        model_names: &names,
-        ctx: 64,
-    };
-    for p in &regressions {
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        let b = std::fs::read(p).unwrap();
-        let r = if name.starts_with("http-") {
-            check_http(&b)
-        } else if name.starts_with("json-") {
-            check_json(&b, &cx)
-        } else {
-            continue;
-        };
-        n += 1;
-        if let Err(f) = r {
-            bad.push(format!("{}: {f}", p.display()));
+    with_api_context(|cx| {
+        for p in &regressions {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            let b = std::fs::read(p).unwrap();
+            let r = if name.starts_with("http-") {
+                check_http(&b)
+            } else if name.starts_with("json-") {
+                check_json(&b, cx)
+            } else {
+                continue;
+            };
+            n += 1;
+            if let Err(f) = r {
+                bad.push(format!("{}: {f}", p.display()));
+            }
         }
-    }
+        for b in json_seeds() {
+            n += 1;
+            if let Err(f) = check_json(&b, cx) {
+                bad.push(format!("json seed: {f}"));
+            }
+        }
+    });
     for b in http_seeds() {
         n += 1;
         if let Err(f) = check_http(&b) {
             bad.push(format!("http seed: {f}"));
-        }
-    }
-    for b in json_seeds() {
-        n += 1;
-        if let Err(f) = check_json(&b, &cx) {
-            bad.push(format!("json seed: {f}"));
         }
     }
     eprintln!(

@@ -68,13 +68,7 @@ fn chat_and_completions_give_the_text_of_locus_run() {
         r#"{{"messages":[{{"role":"user","content":{}}}],"max_tokens":64,"temperature":0,"stream":true,"stream_options":{{"include_usage":true}}}}"#,
         json(QUESTION)
     );
-    let r = request(
-        &mut srv.connect(),
-        "POST",
-        "/v1/chat/completions",
-        &[],
-        body.as_bytes(),
-    );
+    let r = srv.post_raw("/v1/chat/completions", &body);
     assert_eq!(r.status, 200, "{body}: {}", r.body_text());
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     let events = r.events();
@@ -155,13 +149,7 @@ fn tokens(srv: &Server, prompt: &str, n: usize, stream: bool, sampling: &str) ->
         r#"{{"prompt":{},"max_tokens":{n},{sampling},"return_tokens":true,"stream":{stream},"ignore_eos":true}}"#,
         json(prompt)
     );
-    let r = request(
-        &mut srv.connect(),
-        "POST",
-        "/v1/completions",
-        &[],
-        body.as_bytes(),
-    );
+    let r = srv.post_raw("/v1/completions", &body);
     assert_eq!(r.status, 200, "{}", r.body_text());
     if !stream {
         return tokens_of(&Json::parse(&r.body).unwrap());

@@ -28,6 +28,15 @@ impl ApiError {
         }
     }
 
+    /// A body that is not JSON.
+    pub fn not_json(e: super::json::JsonError) -> ApiError {
+        ApiError::new(
+            400,
+            "invalid_request_error",
+            format!("the body is not JSON: {e}"),
+        )
+    }
+
     pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
@@ -126,13 +135,7 @@ pub const MAX_STOPS: usize = 16;
 impl Generate {
     /// Reads a request body of `kind`.
     pub fn read(kind: Kind, body: &[u8], cx: &Context) -> Result<Generate, ApiError> {
-        let body = Json::parse(body).map_err(|e| {
-            ApiError::new(
-                400,
-                "invalid_request_error",
-                format!("the body is not JSON: {e}"),
-            )
-        })?;
+        let body = Json::parse(body).map_err(ApiError::not_json)?;
         if !matches!(body, Json::Obj(_)) {
             return Err(ApiError::new(
                 400,

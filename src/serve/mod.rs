@@ -472,13 +472,7 @@ fn unix_now() -> u64 {
 /// `/tokenize` (`{"content", "add_special", "with_pieces"}`) and `/detokenize` (`{"tokens"}`),
 /// as llama-server has them.
 fn tokens_endpoint(endpoint: &str, body: &[u8], ready: &Ready) -> Result<Json, ApiError> {
-    let body = Json::parse(body).map_err(|e| {
-        ApiError::new(
-            400,
-            "invalid_request_error",
-            format!("the body is not JSON: {e}"),
-        )
-    })?;
+    let body = Json::parse(body).map_err(ApiError::not_json)?;
     let tok = ready.tokenizer;
     let flag = |name: &str| match body.get(name) {
         None | Some(Json::Null) => Ok(false),

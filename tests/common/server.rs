@@ -91,6 +91,13 @@ impl Server {
         (r.status, r.body_text())
     }
 
+    /// POSTs a body as it is; the response.
+    pub fn post_raw(&self, path: &str, body: &str) -> Response {
+        let h = self.auth();
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        request(&mut self.connect(), "POST", path, &h, body.as_bytes())
+    }
+
     /// POSTs a JSON body; the status and the parsed body.
     pub fn post(&self, path: &str, body: &str) -> (u16, Json) {
         let h = self.auth();
