@@ -501,7 +501,9 @@ fn flush(a: &mut Active, last: bool) -> Result<(), ()> {
     if end <= a.sent && a.unsent_tokens.is_empty() {
         return Ok(());
     }
-    let text = a.text[a.sent..end.max(a.sent)].to_string();
+    // `sent` never passes a stop string's start (a partial one is held back), so the range is
+    // always there; should it not be, nothing is sent rather than the engine panicking.
+    let text = a.text.get(a.sent..end).unwrap_or("").to_string();
     a.sent = end.max(a.sent);
     let tokens = std::mem::take(&mut a.unsent_tokens);
     a.job
