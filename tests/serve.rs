@@ -16,6 +16,18 @@ const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const SMOL_KQ: &str = "SmolLM2-135M-Instruct.Q4_K_M.gguf";
 const QUESTION: &str = "What is the capital of France? Answer in one sentence.";
 
+/// Polls `done` every 20 ms; fails naming `what` after `secs` seconds.
+fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "waited {secs} s for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `locus run`'s stdout for these arguments.
 fn run_text(model: &std::path::Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_locus"))
@@ -366,14 +378,9 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
             .status
         }
     });
-    let t0 = Instant::now();
-    while srv.metric("locus_queue_depth") < 1.0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the second request never queued"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the second request to queue", 10, || {
+        srv.metric("locus_queue_depth") >= 1.0
+    });
     let r = call(
         "POST",
         "/v1/completions",
@@ -384,14 +391,9 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
     assert_eq!(r.header("retry-after"), Some("1"));
     drop(holder);
     assert_eq!(waiting.join().unwrap(), 200);
-    let t0 = Instant::now();
-    while srv.metric("locus_cancelled_total") < 1.0 || srv.metric("locus_slots_busy") > 0.0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the dropped stream's slot was not freed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the dropped stream's slot to be freed", 10, || {
+        srv.metric("locus_cancelled_total") >= 1.0 && srv.metric("locus_slots_busy") == 0.0
+    });
     let r = call(
         "POST",
         "/v1/completions",
@@ -428,17 +430,12 @@ fn sigterm_finishes_streams_cleanly_and_exits_0() {
         rest.contains("data: [DONE]") && rest.ends_with("0\r\n\r\n"),
         "{rest}"
     );
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = srv.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "the server did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut status = None;
+    wait_for("the server to exit", 20, || {
+        status = srv.child.try_wait().unwrap();
+        status.is_some()
+    });
+    let status = status.unwrap();
     assert!(
         status.success(),
         "{status:?}: {:?}",
@@ -609,12 +606,7 @@ fn a_bounded_load_leaves_nothing_behind() {
     );
     assert_eq!(srv.metric("locus_slots_busy"), 0.0);
     assert_eq!(srv.metric("locus_queue_depth"), 0.0);
-    let t0 = Instant::now();
-    while srv.metric("locus_open_connections") > 1.0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "connections left open"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the connections to close", 5, || {
+        srv.metric("locus_open_connections") <= 1.0
+    });
 }

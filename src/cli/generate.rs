@@ -7,7 +7,7 @@ use locus::app::perplexity::PerplexityOptions;
 use locus::app::tokenize::{ChatOptions, TextSource, TokenizeOptions};
 use locus::model::chat::ChatFormat;
 use locus::model::forward::KvType;
-use locus::model::sampler::SamplerConfig;
+use locus::model::sampler::{random_seed, SamplerConfig};
 use locus::placement;
 
 use super::{
@@ -146,16 +146,6 @@ fn chat_format(flag: &str, name: &str) -> Result<ChatFormat, CliError> {
             ChatFormat::NAMES.join(", ")
         ))
     })
-}
-
-/// A seed from the clock and the process id (`-s -1`, the default).
-fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    // u32, as llama.cpp's seeds are: a seed printed for replay stays short.
-    ((t as u64) ^ ((std::process::id() as u64) << 16)) & u64::from(u32::MAX)
 }
 
 /// `locus perplexity`.

@@ -142,7 +142,7 @@ impl State {
             .map(|h| {
                 (0..pool.groups().len())
                     .find(|&g| {
-                        let (a, b) = rows_of_group(heads, &pool.groups()[g], pool.threads());
+                        let (a, b) = model.kv_heads_of_group(pool, g);
                         (a..b).contains(&h)
                     })
                     .unwrap_or(0)
@@ -776,19 +776,13 @@ impl<'a> Model<'a> {
     ) -> Result<State, super::ModelError> {
         let mut w = self.try_new_state(1, n_threads, kv_type)?;
         let scratch_cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
-        let too_big = super::ModelError::ContextTooLarge {
+        let too_big = || super::ModelError::ContextTooLarge {
             ctx: n_ctx,
             bytes: None,
             n_ctx_train: self.config.n_ctx_train,
         };
-        let stride = self.scratch_stride(scratch_cells).ok_or(too_big)?;
-        w.scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * stride).ok_or(
-            super::ModelError::ContextTooLarge {
-                ctx: n_ctx,
-                bytes: None,
-                n_ctx_train: self.config.n_ctx_train,
-            },
-        )?;
+        let stride = self.scratch_stride(scratch_cells).ok_or_else(too_big)?;
+        w.scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * stride).ok_or_else(too_big)?;
         w.scratch_stride = stride;
         w.scratch_cells = scratch_cells;
         w.n_ctx = n_ctx;

@@ -69,6 +69,16 @@ impl Rng {
     }
 }
 
+/// A seed from the clock and the process id, for a run or request that asks for a random one
+/// (`-s -1`). A u32, as llama.cpp's seeds are: a seed printed for replay stays short.
+pub fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    ((t as u64) ^ ((std::process::id() as u64) << 16)) & u64::from(u32::MAX)
+}
+
 pub struct Sampler {
     pub cfg: SamplerConfig,
     rng: Rng,

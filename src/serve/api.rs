@@ -2,7 +2,7 @@
 //! `/v1/chat/completions` requests into a prompt and [`Params`], and writing the response
 //! objects and stream chunks. Every wrong field is an [`ApiError`] naming it.
 
-use super::engine::{Finish, Params};
+use super::engine::{Finish, Params, Usage};
 use super::json::Json;
 use crate::model::chat::{ChatTemplate, Role};
 use crate::model::sampler::SamplerConfig;
@@ -239,7 +239,7 @@ impl Generate {
             ));
         }
         let seed = match integer(&body, "seed", -1, i64::MAX)? {
-            None | Some(-1) => random_seed(),
+            None | Some(-1) => crate::model::sampler::random_seed(),
             Some(s) => s as u64,
         };
         let stop = match field(&body, "stop") {
@@ -307,15 +307,6 @@ impl Generate {
     }
 }
 
-/// A seed for a request that gives none (or -1): from the clock.
-fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    (t as u64) & u64::from(u32::MAX)
-}
-
 /// `prompt`: a string (or an array of one), or an array of token ids.
 fn completion_prompt(body: &Json, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
     let text = match field(body, "prompt") {
@@ -364,8 +355,7 @@ fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
             "messages must be an array of {role, content} objects",
         ));
     };
-    let mut turns = Vec::with_capacity(msgs.len());
-    let mut texts = Vec::with_capacity(msgs.len());
+    let mut turns: Vec<(Role, String)> = Vec::with_capacity(msgs.len());
     for (i, m) in msgs.iter().enumerate() {
         let at = format!("messages[{i}]");
         let role = match m.get("role") {
@@ -412,8 +402,7 @@ fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
                 ))
             }
         };
-        turns.push(role);
-        texts.push(content);
+        turns.push((role, content));
     }
     let template = cx.template.as_ref().map_err(|e| {
         ApiError::new(
@@ -422,10 +411,7 @@ fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
             format!("chat is not available: {e}"),
         )
     })?;
-    let msgs: Vec<(Role, &str)> = turns
-        .into_iter()
-        .zip(texts.iter().map(String::as_str))
-        .collect();
+    let msgs: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
     template
         .render_messages(&msgs)
         .map_err(|e| ApiError::bad("messages", e))
@@ -439,14 +425,15 @@ pub struct Envelope<'a> {
     pub kind: Kind,
 }
 
-pub fn usage(prompt: usize, completion: usize, cached: usize) -> Json {
+/// OpenAI's `usage` object.
+pub fn usage(u: Usage) -> Json {
     Json::obj([
-        ("prompt_tokens", Json::num(prompt as f64)),
-        ("completion_tokens", Json::num(completion as f64)),
-        ("total_tokens", Json::num((prompt + completion) as f64)),
+        ("prompt_tokens", Json::num(u.prompt as f64)),
+        ("completion_tokens", Json::num(u.completion as f64)),
+        ("total_tokens", Json::num((u.prompt + u.completion) as f64)),
         (
             "prompt_tokens_details",
-            Json::obj([("cached_tokens", Json::num(cached as f64))]),
+            Json::obj([("cached_tokens", Json::num(u.cached as f64))]),
         ),
     ])
 }

@@ -64,18 +64,27 @@ impl Finish {
     }
 }
 
+/// A finished request's token counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt: usize,
+    pub completion: usize,
+    /// Prompt tokens taken from the slot's cache instead of evaluated.
+    pub cached: usize,
+}
+
 /// What the engine tells a request's connection.
 #[derive(Clone, Debug)]
 pub enum Event {
     /// New text (held back while it could still be the start of a stop string) and the
     /// tokens generated since the last event.
-    Text { text: String, tokens: Vec<u32> },
+    Text {
+        text: String,
+        tokens: Vec<u32>,
+    },
     Done {
         finish: Finish,
-        prompt_tokens: usize,
-        completion_tokens: usize,
-        /// Prompt tokens taken from the slot's cache instead of evaluated.
-        cached_tokens: usize,
+        usage: Usage,
     },
     /// The request could not run (the server is shutting down before it started).
     Refused(String),
@@ -114,8 +123,17 @@ struct Active {
     /// All text generated; `sent` bytes of it have gone out.
     text: String,
     sent: usize,
-    started: Instant,
     first_token: bool,
+}
+
+impl Active {
+    fn usage(&self) -> Usage {
+        Usage {
+            prompt: self.job.prompt.len(),
+            completion: self.generated.len(),
+            cached: self.reused,
+        }
+    }
 }
 
 /// The step loop over `slots` slots, fed by `jobs`.
@@ -212,10 +230,8 @@ impl<'m> Engine<'m> {
             let decoded = self.step();
             rate.add(decoded);
             self.metrics.set_decode_rate(rate.per_second());
-            self.metrics.set_busy(
-                self.slots.iter().filter(|s| s.active.is_some()).count(),
-                self.queue.len(),
-            );
+            self.metrics
+                .set_busy(self.slots.iter().filter(|s| s.active.is_some()).count());
         }
     }
 
@@ -256,7 +272,6 @@ impl<'m> Engine<'m> {
                 stream: Utf8Stream::new(),
                 text: String::new(),
                 sent: 0,
-                started: job.queued_at,
                 first_token: false,
                 job,
             });
@@ -379,16 +394,14 @@ impl<'m> Engine<'m> {
         let finish = sample_one(a, self.tokenizer, slot.state.pos, ctx);
         if !a.first_token {
             a.first_token = true;
-            self.metrics.first_token(a.started.elapsed());
+            self.metrics.first_token(a.job.queued_at.elapsed());
         }
         let gone = flush(a, finish.is_some()).is_err();
         if let Some(f) = finish {
             self.metrics.generated_tokens(a.generated.len());
             let _ = a.job.events.send(Event::Done {
                 finish: f,
-                prompt_tokens: a.job.prompt.len(),
-                completion_tokens: a.generated.len(),
-                cached_tokens: a.reused,
+                usage: a.usage(),
             });
             slot.active = None;
         } else if gone {
@@ -418,9 +431,7 @@ impl<'m> Engine<'m> {
                 let _ = flush(&mut a, true);
                 let _ = a.job.events.send(Event::Done {
                     finish: Finish::Length,
-                    prompt_tokens: a.job.prompt.len(),
-                    completion_tokens: a.generated.len(),
-                    cached_tokens: a.reused,
+                    usage: a.usage(),
                 });
             }
         }

@@ -120,7 +120,7 @@ impl Metrics {
         self.queued.load(Ordering::SeqCst)
     }
 
-    pub fn set_busy(&self, busy: usize, _queue: usize) {
+    pub fn set_busy(&self, busy: usize) {
         self.busy_slots.store(busy, Ordering::Relaxed);
     }
 

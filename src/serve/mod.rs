@@ -629,15 +629,13 @@ fn generate(
                     text.push_str(&t);
                     tokens.extend(ids);
                 }
-                Event::Done {
-                    finish,
-                    prompt_tokens,
-                    completion_tokens,
-                    cached_tokens,
-                } => {
-                    let usage = api::usage(prompt_tokens, completion_tokens, cached_tokens);
-                    let j =
-                        env.response(&text, finish, usage, g.return_tokens.then_some(&tokens[..]));
+                Event::Done { finish, usage } => {
+                    let j = env.response(
+                        &text,
+                        finish,
+                        api::usage(usage),
+                        g.return_tokens.then_some(&tokens[..]),
+                    );
                     return send_json(&mut w, 200, &j, keep).map(|_| 200);
                 }
                 Event::Refused(why) => {
@@ -661,17 +659,11 @@ fn generate(
                 first = false;
                 out.send(&out_send(&j))?;
             }
-            Event::Done {
-                finish,
-                prompt_tokens,
-                completion_tokens,
-                cached_tokens,
-            } => {
+            Event::Done { finish, usage } => {
                 let j = env.chunk(None, first, Some(finish), None);
                 out.send(&out_send(&j))?;
                 if g.stream_usage {
-                    let u = api::usage(prompt_tokens, completion_tokens, cached_tokens);
-                    out.send(&out_send(&env.usage_chunk(u)))?;
+                    out.send(&out_send(&env.usage_chunk(api::usage(usage))))?;
                 }
                 out.send(b"data: [DONE]\n\n")?;
                 out.finish()?;

@@ -82,7 +82,7 @@ impl Rows {
 impl Model<'_> {
     /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
     /// node's threads store (first touch: on their node) and read their heads' cache.
-    fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
+    pub(super) fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
         rows_of_group(self.config.n_head_kv, &pool.groups()[group], pool.threads())
     }
 
