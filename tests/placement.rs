@@ -167,6 +167,22 @@ fn check_audit(mode: &str, a: &Json, container: bool) {
     if !multi || ["mirror", "shard", "isolate"].contains(&effective) {
         assert_eq!(locality, 1.0, "{mode}: locality");
     }
+    // The KV cache a run would use, after one token: each head's pages on its writers' node,
+    // or (where move_pages is refused) honestly not located.
+    let kv = a.get("kv_cache").expect("kv_cache");
+    let written: f64 = match kv.get("bytes_by_node") {
+        Some(Json::Object(m)) => m.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
+        other => panic!("{mode}: kv_cache bytes_by_node {other:?}"),
+    };
+    if container {
+        assert_eq!(written, 0.0, "{mode}: KV pages located without move_pages");
+        assert_eq!(kv.get("locality"), Some(&Json::Null), "{mode}: {kv:?}");
+    } else {
+        assert!(written > 0.0, "{mode}: no KV page written: {kv:?}");
+        if !multi || ["mirror", "shard", "isolate"].contains(&effective) {
+            assert_eq!(num(kv, "locality"), 1.0, "{mode}: KV locality: {kv:?}");
+        }
+    }
     let source = if container { "numa_maps" } else { "move_pages" };
     assert_eq!(
         a.get("page_source"),

@@ -630,6 +630,24 @@ fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
     );
     let copies = a.get("copies").and_then(Json::as_array).expect("copies");
     assert!(!copies.is_empty(), "vm {name}: audit {mode}: no copies");
+    // The KV cache: where threads run on known nodes, every written page is on the node of
+    // the threads that compute its head.
+    if matches!(want, "mirror" | "shard" | "isolate") {
+        let kv = a.get("kv_cache").expect("audit JSON has kv_cache");
+        let written: f64 = match kv.get("bytes_by_node") {
+            Some(Json::Object(m)) => m.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
+            other => panic!("vm {name}: kv_cache bytes_by_node {other:?}"),
+        };
+        assert!(
+            written > 0.0,
+            "vm {name}: {mode}: no KV page written: {kv:?}"
+        );
+        assert_eq!(
+            num(kv, "locality"),
+            Some(1.0),
+            "vm {name}: {mode}: KV cache locality: {kv:?}"
+        );
+    }
     let locality = num(a, "locality");
     let on_own_node = |kind: &str| {
         let mut nodes_seen = std::collections::BTreeSet::new();

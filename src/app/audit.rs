@@ -14,6 +14,7 @@ use crate::kernels::Layout;
 use crate::model::forward::KvType;
 use crate::model::ModelFile;
 use crate::placement::audit::{audit, Audit, CopyReport};
+use crate::placement::cache::CacheAudit;
 use crate::placement::Placement;
 
 /// Options of `locus audit`.
@@ -22,12 +23,16 @@ pub struct AuditOptions {
     pub model: PathBuf,
     pub numa: crate::placement::Options,
     pub json: bool,
+    /// The context of the KV cache audited (`run`'s default when `None`).
+    pub ctx: Option<usize>,
 }
 
 /// The audit plus what it was taken of.
 pub struct AuditRun {
     pub audit: Audit,
     pub placement_summary: String,
+    /// Where the pages of a `run`'s KV cache are after its first token.
+    pub kv: CacheAudit,
     pub json: String,
 }
 
@@ -38,24 +43,48 @@ pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
     let p = super::place(&file, &o.numa, false)?;
     let l = Loaded::load_placed(&file, &p, started)?;
     let pool = super::pool_of(&p)?;
-    if p.plan.store == crate::placement::Store::File {
-        // Weights read from the page cache land where they are first read: read them once.
-        let mut state = l.llama.try_new_state(1, pool.threads(), KvType::F16)?;
-        let tok = l.tokenizer.bos().unwrap_or(0);
-        l.llama.forward(&pool, &mut state, tok, true);
-    }
+    // A run's cache, placed as `run` places it; one token evaluated writes every head block's
+    // first page (and faults in the weights that come from the page cache where a run would).
+    let n_ctx = super::generate::context_size(&l, o.ctx);
+    let mut state = l.llama.try_new_state(n_ctx, pool.threads(), KvType::F16)?;
+    let regions = super::place_cache(&p, state.kv_head_blocks(&l.llama, &pool));
+    let tok = l.tokenizer.bos().unwrap_or(0);
+    l.llama.forward(&pool, &mut state, tok, true);
+    let kv = crate::placement::cache::audit(&regions);
+    let kv_bytes = regions.iter().map(|r| r.len as u64).sum();
     let a = audit(&p, &l.llama.weights, &file);
-    let json = render_json(&p, &a);
+    let json = render_json(&p, &a, &kv, kv_bytes);
     if o.json {
         super::write_stdout(&format!("{json}\n"))?;
     } else {
-        super::write_stdout(&render_text(&p, &a))?;
+        let mut text = render_text(&p, &a);
+        let _ = writeln!(
+            text,
+            "kv cache ({n_ctx} tokens, f16, {:.1} MiB in whole pages): {}",
+            mib(kv_bytes),
+            cache_line(&kv)
+        );
+        super::write_stdout(&text)?;
     }
     Ok(AuditRun {
         placement_summary: p.summary(),
         audit: a,
+        kv,
         json,
     })
+}
+
+/// `node 0: 1.2 MiB, node 1: 1.2 MiB, not yet written 90.0 MiB, locality 100.0%`: where a
+/// cache's pages are.
+pub fn cache_line(a: &CacheAudit) -> String {
+    let mut parts: Vec<String> = a
+        .bytes_by_node
+        .iter()
+        .map(|(n, b)| format!("node {n}: {:.1} MiB", mib(*b)))
+        .collect();
+    parts.push(format!("not yet written {:.1} MiB", mib(a.unlocated_bytes)));
+    parts.push(format!("locality {}", pct(a.locality)));
+    parts.join(", ")
 }
 
 fn mib(b: u64) -> f64 {
@@ -201,7 +230,7 @@ fn json_node_map(o: &mut String, m: &std::collections::BTreeMap<u32, u64>) {
 }
 
 /// One JSON object: mode, nodes, slots, copies, totals, page cache, locality, warnings.
-pub fn render_json(p: &Placement, a: &Audit) -> String {
+pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> String {
     let mut o = String::from("{\"mode\":");
     json_string(&mut o, p.plan.mode.name());
     o.push_str(",\"requested\":");
@@ -281,6 +310,19 @@ pub fn render_json(p: &Placement, a: &Audit) -> String {
             let _ = write!(o, "{v:.6}");
         }
         None => o.push_str("null"),
+    }
+    let _ = write!(o, ",\"kv_cache\":{{\"bytes\":{kv_bytes},\"bytes_by_node\":");
+    json_node_map(&mut o, &kv.bytes_by_node);
+    let _ = write!(
+        o,
+        ",\"unlocated_bytes\":{},\"locality\":",
+        kv.unlocated_bytes
+    );
+    match kv.locality {
+        Some(v) => {
+            let _ = write!(o, "{v:.6}}}");
+        }
+        None => o.push_str("null}"),
     }
     o.push_str(",\"warnings\":[");
     for (i, w) in p.warnings.iter().chain(&a.warnings).enumerate() {

@@ -13,6 +13,7 @@ use crate::model::forward::KvType;
 use crate::model::sampler::{Sampler, SamplerConfig};
 use crate::model::tokenizer::Utf8Stream;
 use crate::model::{ModelError, ModelFile};
+use crate::placement::Placement;
 use crate::pool::Pool;
 
 /// Where the prompt comes from.
@@ -66,6 +67,8 @@ pub struct RunReport {
     pub interrupted: bool,
     /// A mixture of experts' tokens per expert and layer (`n_layer × n_expert`), for `-v`.
     pub expert_counts: Vec<u64>,
+    /// Where the KV cache's written pages are, after generation (`-v`).
+    pub kv_audit: Option<crate::placement::cache::CacheAudit>,
 }
 
 /// `run`'s context when `-c` is not given (llama.cpp's default), unless the model was trained
@@ -147,13 +150,15 @@ pub fn describe(t: &ChatTemplate) -> String {
 pub fn generate(
     l: &Loaded,
     pool: &Pool,
+    placement: &Placement,
     opts: &RunOptions,
     out: &mut dyn Write,
 ) -> Result<RunReport, AppError> {
     let n_ctx = context_size(l, opts.ctx);
     // The cache first: a context no memory holds fails here, before a prompt file sized by it
-    // is read.
+    // is read. Each head's block is bound to the node of the threads that write it.
     let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    let kv_regions = super::place_cache(placement, state.kv_head_blocks(&l.llama, pool));
     if opts.verbose {
         let bytes = l.llama.state_bytes(n_ctx, pool.threads(), opts.kv_type);
         crate::diagln!(
@@ -260,6 +265,7 @@ pub fn generate(
         last.copy_from_slice(state.logits(0));
     }
     report.expert_counts = state.expert_counts().unwrap_or_default().to_vec();
+    report.kv_audit = Some(crate::placement::cache::audit(&kv_regions));
     let rest = stream.finish();
     if out_ok && !rest.is_empty() {
         write(out, rest.as_bytes())?;
@@ -295,13 +301,16 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
-    let report = generate(&l, &pool, opts, &mut lock)?;
+    let report = generate(&l, &pool, &placement, opts, &mut lock)?;
     drop(lock);
     crate::diagln!();
     if opts.verbose {
         // After generation: every weight page a run reads has been read once.
         let a = crate::placement::audit::audit(&placement, &l.llama.weights, &file);
         crate::diagln!("locus: audit: {}", super::audit::one_line(&a));
+        if let Some(kv) = &report.kv_audit {
+            crate::diagln!("locus: kv cache: {}", super::audit::cache_line(kv));
+        }
         if let Some(moe) = l.llama.config.moe {
             for line in expert_lines(&report.expert_counts, moe.n_expert) {
                 crate::diagln!("locus: {line}");

@@ -334,6 +334,26 @@ pub fn place(
     Ok(p)
 }
 
+/// Binds a sequence cache's blocks (each with the pool group whose threads write it, as
+/// [`crate::model::forward::State::kv_head_blocks`] gives them) to that group's node, and
+/// returns the regions for [`crate::placement::cache::audit`]. Where binding is refused on a
+/// host with several nodes it says so once: first touch by the pinned writers places the pages.
+pub fn place_cache(
+    p: &Placement,
+    blocks: Vec<(&[u8], usize)>,
+) -> Vec<crate::placement::cache::CacheRegion> {
+    let nodes: Vec<_> = p.plan.slots.iter().map(|s| s.node).collect();
+    let blocks: Vec<_> = blocks
+        .into_iter()
+        .map(|(b, g)| (b, nodes.get(g).copied().flatten()))
+        .collect();
+    let (regions, refused) = crate::placement::cache::place(&blocks);
+    if let (Some(e), true) = (refused, nodes.iter().flatten().count() > 1) {
+        crate::diagln!("locus: warning: the KV cache cannot be bound to its nodes ({e}); its pages are placed by first touch from the pinned threads");
+    }
+    regions
+}
+
 /// The placement's pinned pool; pinning failures go to stderr, a thread that cannot be
 /// started is an error.
 pub fn pool_of(p: &Placement) -> Result<crate::pool::Pool, AppError> {

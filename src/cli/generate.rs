@@ -16,7 +16,7 @@ use super::{
 
 /// The largest context `-c` accepts before any size is computed from it (llama.cpp keeps
 /// `n_ctx` in 32 bits); the KV cache's real limit is the machine's memory, checked on load.
-const MAX_CTX: usize = u32::MAX as usize;
+pub const MAX_CTX: usize = u32::MAX as usize;
 
 /// Records a prompt source, refusing a second one (`-p` with `-f`).
 fn set_prompt<T>(slot: &mut Option<T>, flag: &str, v: T) -> Result<(), CliError> {

@@ -317,21 +317,25 @@ Options:
 
 pub const AUDIT: &str = concat!(
     "\
-Usage: locus audit -m FILE [--numa MODE] [-t N] [--json]
+Usage: locus audit -m FILE [--numa MODE] [-t N] [-c N] [--json]
 
-Places the model exactly as `locus run` would (reading one token's weights where they come from
-the file mapping), then reports per tensor and
-copy the pages on each node (move_pages, or /proc/self/numa_maps where that is refused), totals
-per node, how much of the model file is still in the page cache, and locality: the share of the
-weight bytes each thread reads per token that sit on its own node.
+Places the model and a KV cache exactly as `locus run` would and evaluates one token, then
+reports per tensor and copy the pages on each node (move_pages, or /proc/self/numa_maps where
+that is refused), totals per node, how much of the model file is still in the page cache, and
+locality: the share of the weight bytes each thread reads per token that sit on its own node.
+Last, the KV cache: each KV head's block is bound to the node of the threads that compute that
+head; its written pages per node, the bytes not yet written, and the share of written pages on
+their writers' node.
 
 Options:
   -m, --model FILE        GGUF model file
   -t, --threads N         worker threads (default: the CPUs of the nodes in use)
+  -c, --ctx-size N        the KV cache's context (default: as `locus run`: 4096, or the
+                          training context where less; 0 = the training context)
 ",
     numa_options_help!(),
     "      --json              print one JSON object (mode, nodes, copies, page_cache_bytes,
-                          locality, warnings, ...)
+                          locality, kv_cache, warnings, ...)
   -h, --help              this help
 "
 );

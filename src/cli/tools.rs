@@ -346,6 +346,7 @@ pub fn audit(mut a: Args) -> Result<(), CliError> {
         model: PathBuf::new(),
         numa: placement::Options::default(),
         json: false,
+        ctx: None,
     };
     while let Some((flag, inline)) = a.next_flag() {
         if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
@@ -357,6 +358,9 @@ pub fn audit(mut a: Args) -> Result<(), CliError> {
             "-m" | "--model" => model = Some(a.path(f, inline)?),
             "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
             "--json" => o.json = true,
+            "-c" | "--ctx-size" => {
+                o.ctx = Some(int(f, &a.value(f, inline)?, 0, super::generate::MAX_CTX)?)
+            }
             other => return Err(unknown("audit", other)),
         }
     }

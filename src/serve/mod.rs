@@ -150,16 +150,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
         opts.kv_type,
     )?;
     // Each slot's cache on the nodes whose threads write it, audited by /metrics.
-    let nodes: Vec<_> = placement.plan.slots.iter().map(|s| s.node).collect();
-    let blocks: Vec<_> = engine
-        .kv_blocks()
-        .into_iter()
-        .map(|(b, g)| (b, nodes.get(g).copied().flatten()))
-        .collect();
-    let (regions, refused) = crate::placement::cache::place(&blocks);
-    if let (Some(e), true) = (refused, nodes.iter().flatten().count() > 1) {
-        crate::diagln!("locus: warning: the KV cache cannot be bound to its nodes ({e}); its pages are placed by first touch from the pinned threads");
-    }
+    let regions = crate::app::place_cache(placement, engine.kv_blocks());
     server.metrics.set_kv_cache(regions);
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
