@@ -10,8 +10,8 @@ use std::time::Instant;
 use super::{AppError, Loaded};
 use crate::model::chat::{ChatFormat, ChatTemplate};
 use crate::model::forward::KvType;
-use crate::model::sampler::{Sampler, SamplerConfig};
-use crate::model::tokenizer::Utf8Stream;
+use crate::model::generation::{Finish, Params, Sequence};
+use crate::model::sampler::SamplerConfig;
 use crate::model::{ModelError, ModelFile};
 use crate::placement::Placement;
 use crate::pool::Pool;
@@ -183,29 +183,31 @@ pub fn generate(
     }
     warn_beyond_training(l, n_ctx);
     state.set_stop(crate::sys::signal::interrupt_flag());
-    let mut sampling = opts.sampling.clone();
-    // `--repeat-last-n -1` is the whole context; no window is longer than the context.
-    sampling.repeat_last_n = sampling.repeat_last_n.min(n_ctx);
-    if opts.random_seed && sampling.temp > 0.0 {
+    if opts.random_seed && opts.sampling.temp > 0.0 {
         crate::diagln!(
             "locus: seed {} (random; -s {} replays this run)",
-            sampling.seed,
-            sampling.seed
+            opts.sampling.seed,
+            opts.sampling.seed
         );
     }
-    let mut sampler = Sampler::new(sampling);
+    let params = Params {
+        sampling: opts.sampling.clone(),
+        max_tokens: opts.n_predict,
+        stop: Vec::new(),
+        ignore_eos: opts.ignore_eos,
+    };
+    let mut seq = Sequence::new(prompt.clone(), params, 0, n_ctx, l.llama.config.n_vocab);
     let mut report = RunReport {
-        prompt_tokens: prompt.clone(),
+        prompt_tokens: prompt,
         load_ms: l.load_ms,
         ..Default::default()
     };
 
+    // The prompt, a forward step at a time (the step API `locus serve` runs its slots on).
     let t0 = Instant::now();
-    let mut last = vec![0f32; l.llama.config.n_vocab];
-    l.llama
-        .eval(pool, &mut state, &prompt, prompt.len() - 1, |_, lg| {
-            last.copy_from_slice(lg)
-        });
+    while !seq.decoding() && !state.stopped() {
+        seq.feed_prompt(&l.llama, pool, &mut state);
+    }
     report.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.prompt_evaluated = state.pos;
     if state.stopped() {
@@ -213,13 +215,8 @@ pub fn generate(
         report.interrupted = true;
         return Ok(report);
     }
-    for &tok in &prompt {
-        sampler.accept(tok);
-    }
 
     let t1 = Instant::now();
-    let mut stream = Utf8Stream::new();
-    let limit = opts.n_predict.unwrap_or(usize::MAX);
     // A reader that went away (EPIPE where SIGPIPE is ignored) ends generation quietly; any
     // other write error (a full disk, a closed descriptor) is an error naming stdout.
     let write = |out: &mut dyn Write, text: &[u8]| -> Result<bool, AppError> {
@@ -230,45 +227,42 @@ pub fn generate(
         }
     };
     let mut out_ok = true;
-    while report.generated.len() < limit {
-        if crate::sys::signal::interrupted() {
-            report.interrupted = true;
-            break;
-        }
-        let next = sampler.sample(&mut last);
-        if l.tokenizer.is_eog(next) && !opts.ignore_eos {
-            report.stopped_by_eog = true;
-            break;
-        }
-        report.generated.push(next);
-        sampler.accept(next);
-        let piece = l.tokenizer.token_to_piece(next, false);
-        let text = stream.push(&piece);
-        if !text.is_empty() && out_ok {
-            out_ok = write(out, text.as_bytes())?;
-            if !out_ok {
+    let limit = opts.n_predict.unwrap_or(usize::MAX);
+    if limit > 0 {
+        loop {
+            if crate::sys::signal::interrupted() {
+                report.interrupted = true;
                 break;
             }
+            let finish = seq.sample(&l.tokenizer, state.pos, n_ctx);
+            report.stopped_by_eog = finish == Some(Finish::Stop);
+            if let Some((text, _)) = seq.output(finish.is_some()) {
+                if !text.is_empty() {
+                    out_ok = write(out, text.as_bytes())?;
+                }
+            }
+            if !out_ok || finish.is_some() {
+                if finish == Some(Finish::Length) && seq.generated().len() < limit {
+                    crate::diagln!("\nlocus: the context of {n_ctx} tokens is full; stopping (raise -c to generate more)");
+                }
+                break;
+            }
+            let next = seq.last_token().expect("a token was sampled");
+            l.llama.forward(pool, &mut state, next, true);
+            if state.stopped() {
+                report.interrupted = true;
+                break;
+            }
+            seq.logits_mut().copy_from_slice(state.logits(0));
         }
-        if report.generated.len() >= limit {
-            break;
-        }
-        if state.pos >= n_ctx {
-            crate::diagln!("\nlocus: the context of {n_ctx} tokens is full; stopping (raise -c to generate more)");
-            break;
-        }
-        l.llama.forward(pool, &mut state, next, true);
-        if state.stopped() {
-            report.interrupted = true;
-            break;
-        }
-        last.copy_from_slice(state.logits(0));
     }
+    report.generated = seq.generated().to_vec();
     report.expert_counts = state.expert_counts().unwrap_or_default().to_vec();
     report.kv_audit = Some(crate::placement::cache::audit(&kv_regions));
-    let rest = stream.finish();
-    if out_ok && !rest.is_empty() {
-        write(out, rest.as_bytes())?;
+    if out_ok && report.interrupted {
+        if let Some((text, _)) = seq.output(true) {
+            write(out, text.as_bytes())?;
+        }
     }
     report.gen_ms = t1.elapsed().as_secs_f64() * 1e3;
     Ok(report)

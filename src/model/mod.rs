@@ -5,6 +5,7 @@ pub mod chat;
 pub mod config;
 pub mod error;
 pub mod forward;
+pub mod generation;
 pub mod gguf;
 pub mod gguf_write;
 pub mod kv;

@@ -20,21 +20,10 @@ use std::time::{Duration, Instant};
 
 use super::metrics::Metrics;
 use crate::model::forward::{Model, State, MAX_BATCH};
-use crate::model::sampler::{Sampler, SamplerConfig};
-use crate::model::tokenizer::{Tokenizer, Utf8Stream};
+use crate::model::generation::Sequence;
+pub use crate::model::generation::{Finish, Params};
+use crate::model::tokenizer::Tokenizer;
 use crate::pool::Pool;
-
-/// What a request asks of generation.
-#[derive(Clone, Debug)]
-pub struct Params {
-    pub sampling: SamplerConfig,
-    /// Tokens to generate at most; `None`: until end of generation or the slot's context is full.
-    pub max_tokens: Option<usize>,
-    /// Generation ends before the first of these strings; none of it is sent.
-    pub stop: Vec<String>,
-    /// Keep generating past end-of-generation tokens (llama-server's `ignore_eos`).
-    pub ignore_eos: bool,
-}
 
 /// A request handed to the engine.
 pub struct Job {
@@ -44,24 +33,6 @@ pub struct Job {
     /// Set by the connection when its client went away: the slot is freed at the next step.
     pub cancelled: Arc<AtomicBool>,
     pub queued_at: Instant,
-}
-
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// An end-of-generation token or a stop string.
-    Stop,
-    /// `max_tokens`, the context's end, or the server shutting down.
-    Length,
-}
-
-impl Finish {
-    pub fn name(self) -> &'static str {
-        match self {
-            Finish::Stop => "stop",
-            Finish::Length => "length",
-        }
-    }
 }
 
 /// A finished request's token counts.
@@ -111,27 +82,30 @@ struct Slot {
 /// A request being served.
 struct Active {
     job: Job,
-    sampler: Sampler,
-    /// Prompt tokens in the cache (reused or evaluated).
-    done: usize,
+    seq: Sequence,
+    /// Prompt tokens taken from the slot's cache.
     reused: usize,
-    logits: Vec<f32>,
-    generated: Vec<u32>,
-    /// Tokens generated but not yet reported.
-    unsent_tokens: Vec<u32>,
-    stream: Utf8Stream,
-    /// All text generated; `sent` bytes of it have gone out.
-    text: String,
-    sent: usize,
     first_token: bool,
 }
 
 impl Active {
     fn usage(&self) -> Usage {
         Usage {
-            prompt: self.job.prompt.len(),
-            completion: self.generated.len(),
+            prompt: self.seq.prompt().len(),
+            completion: self.seq.generated().len(),
             cached: self.reused,
+        }
+    }
+
+    /// Sends what is new; an error where the connection is gone.
+    fn flush(&mut self, last: bool) -> Result<(), ()> {
+        match self.seq.output(last) {
+            Some((text, tokens)) => self
+                .job
+                .events
+                .send(Event::Text { text, tokens })
+                .map_err(|_| ()),
+            None => Ok(()),
         }
     }
 }
@@ -260,18 +234,17 @@ impl<'m> Engine<'m> {
             slot.state.reset();
             slot.cached.truncate(reused);
             slot.state.pos = reused;
-            let mut sampling = job.params.sampling.clone();
-            sampling.repeat_last_n = sampling.repeat_last_n.min(self.opts.ctx);
-            slot.active = Some(Active {
-                sampler: Sampler::new(sampling),
-                done: reused,
+            let mut job = job;
+            let seq = Sequence::new(
+                std::mem::take(&mut job.prompt),
+                job.params.clone(),
                 reused,
-                logits: vec![0.0; self.model.config.n_vocab],
-                generated: Vec::new(),
-                unsent_tokens: Vec::new(),
-                stream: Utf8Stream::new(),
-                text: String::new(),
-                sent: 0,
+                self.opts.ctx,
+                self.model.config.n_vocab,
+            );
+            slot.active = Some(Active {
+                seq,
+                reused,
                 first_token: false,
                 job,
             });
@@ -315,13 +288,13 @@ impl<'m> Engine<'m> {
                 self.slots[i]
                     .active
                     .as_ref()
-                    .is_some_and(|a| a.done == a.job.prompt.len())
+                    .is_some_and(|a| a.seq.decoding())
             })
             .collect();
         if !decoding.is_empty() {
             let mut tokens = Vec::with_capacity(decoding.len());
             let mut states: Vec<&mut State> = Vec::with_capacity(decoding.len());
-            let mut outs: Vec<&mut Vec<f32>> = Vec::with_capacity(decoding.len());
+            let mut outs: Vec<&mut [f32]> = Vec::with_capacity(decoding.len());
             for (i, slot) in self.slots.iter_mut().enumerate() {
                 let Slot {
                     state,
@@ -329,14 +302,14 @@ impl<'m> Engine<'m> {
                     active,
                 } = slot;
                 if let (true, Some(a)) = (decoding.contains(&i), active.as_mut()) {
-                    let last = *a
-                        .generated
-                        .last()
+                    let last = a
+                        .seq
+                        .last_token()
                         .expect("a decoding slot has sampled a token");
                     tokens.push(last);
                     cached.push((last, model.token_signature(1, 0)));
                     states.push(state);
-                    outs.push(&mut a.logits);
+                    outs.push(a.seq.logits_mut());
                 }
             }
             for ((states, tokens), outs) in states
@@ -358,25 +331,16 @@ impl<'m> Engine<'m> {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
-            let prompt = &a.job.prompt;
-            let n = prompt.len();
-            if a.done == n || decoding.contains(&i) {
+            if a.seq.decoding() || decoding.contains(&i) {
                 continue;
             }
-            let start = a.done;
-            let logits = &mut a.logits;
-            let end = model.eval_chunk(pool, &mut slot.state, prompt, start, n - 1, &mut |_, l| {
-                logits.copy_from_slice(l)
-            });
-            for (j, &t) in prompt.iter().enumerate().take(end).skip(start) {
-                slot.cached.push((t, model.token_signature(n, j)));
+            let fed = a.seq.feed_prompt(model, pool, &mut slot.state);
+            let (prompt, n) = (a.seq.prompt(), a.seq.prompt().len());
+            for j in fed {
+                slot.cached.push((prompt[j], model.token_signature(n, j)));
             }
-            a.done = end;
-            if end == n {
+            if a.seq.decoding() {
                 self.metrics.prompt_tokens(n - a.reused);
-                for &t in prompt.iter() {
-                    a.sampler.accept(t);
-                }
                 self.emit(i);
             }
         }
@@ -391,21 +355,21 @@ impl<'m> Engine<'m> {
         let Some(a) = slot.active.as_mut() else {
             return;
         };
-        let finish = sample_one(a, self.tokenizer, slot.state.pos, ctx);
+        let finish = a.seq.sample(self.tokenizer, slot.state.pos, ctx);
         if !a.first_token {
             a.first_token = true;
             self.metrics.first_token(a.job.queued_at.elapsed());
         }
-        let gone = flush(a, finish.is_some()).is_err();
+        let gone = a.flush(finish.is_some()).is_err();
         if let Some(f) = finish {
-            self.metrics.generated_tokens(a.generated.len());
+            self.metrics.generated_tokens(a.seq.generated().len());
             let _ = a.job.events.send(Event::Done {
                 finish: f,
                 usage: a.usage(),
             });
             slot.active = None;
         } else if gone {
-            self.metrics.generated_tokens(a.generated.len());
+            self.metrics.generated_tokens(a.seq.generated().len());
             self.metrics.cancelled();
             slot.active = None;
         }
@@ -428,7 +392,7 @@ impl<'m> Engine<'m> {
     fn cut_all(&mut self) {
         for s in &mut self.slots {
             if let Some(mut a) = s.active.take() {
-                let _ = flush(&mut a, true);
+                let _ = a.flush(true);
                 let _ = a.job.events.send(Event::Done {
                     finish: Finish::Length,
                     usage: a.usage(),
@@ -436,91 +400,6 @@ impl<'m> Engine<'m> {
             }
         }
     }
-}
-
-/// Samples the next token from `a.logits` and records it; `Some` where generation ends here
-/// (the token itself is then not part of the output when it is an end-of-generation token).
-fn sample_one(a: &mut Active, tok: &Tokenizer, pos: usize, ctx: usize) -> Option<Finish> {
-    let next = a.sampler.sample(&mut a.logits);
-    if tok.is_eog(next) && !a.job.params.ignore_eos {
-        return Some(Finish::Stop);
-    }
-    a.generated.push(next);
-    a.unsent_tokens.push(next);
-    a.sampler.accept(next);
-    let piece = tok.token_to_piece(next, false);
-    a.text.push_str(&a.stream.push(&piece));
-    if let Some(cut) = stop_at(&a.text, a.sent, &a.job.params.stop) {
-        a.text.truncate(cut);
-        return Some(Finish::Stop);
-    }
-    if a.job
-        .params
-        .max_tokens
-        .is_some_and(|m| a.generated.len() >= m)
-        || pos >= ctx
-    {
-        return Some(Finish::Length);
-    }
-    None
-}
-
-/// Where the first stop string begins in `text`, looking only where it could not have been
-/// seen before (`sent` bytes went out without one).
-fn stop_at(text: &str, sent: usize, stops: &[String]) -> Option<usize> {
-    let longest = stops.iter().map(String::len).max()?;
-    let mut from = sent.saturating_sub(longest);
-    while !text.is_char_boundary(from) {
-        from -= 1;
-    }
-    stops
-        .iter()
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| text[from..].find(s.as_str()).map(|i| from + i))
-        .min()
-}
-
-/// The end of the text that can go out now: all of it at the end, else all but a tail that
-/// could be the start of a stop string.
-fn safe_end(text: &str, stops: &[String]) -> usize {
-    let mut end = text.len();
-    for s in stops {
-        for k in (1..s.len().min(text.len() + 1)).rev() {
-            if s.is_char_boundary(k) && text.ends_with(&s[..k]) {
-                end = end.min(text.len() - k);
-                break;
-            }
-        }
-    }
-    end
-}
-
-/// Sends what is new; an error where the connection is gone.
-fn flush(a: &mut Active, last: bool) -> Result<(), ()> {
-    if last {
-        let rest = std::mem::take(&mut a.stream).finish();
-        a.text.push_str(&rest);
-        if let Some(cut) = stop_at(&a.text, a.sent, &a.job.params.stop) {
-            a.text.truncate(cut);
-        }
-    }
-    let end = if last {
-        a.text.len()
-    } else {
-        safe_end(&a.text, &a.job.params.stop)
-    };
-    if end <= a.sent && a.unsent_tokens.is_empty() {
-        return Ok(());
-    }
-    // `sent` never passes a stop string's start (a partial one is held back), so the range is
-    // always there; should it not be, nothing is sent rather than the engine panicking.
-    let text = a.text.get(a.sent..end).unwrap_or("").to_string();
-    a.sent = end.max(a.sent);
-    let tokens = std::mem::take(&mut a.unsent_tokens);
-    a.job
-        .events
-        .send(Event::Text { text, tokens })
-        .map_err(|_| ())
 }
 
 /// Decoded tokens per second over the last few seconds.
@@ -558,19 +437,6 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stop_strings_are_found_across_pieces_and_held_back_while_partial() {
-        let stops = vec!["\nUser:".to_string(), "END".to_string()];
-        assert_eq!(stop_at("hello\nUs", 0, &stops), None);
-        assert_eq!(safe_end("hello\nUs", &stops), 5);
-        assert_eq!(safe_end("hello E", &stops), 6);
-        assert_eq!(safe_end("hello", &stops), 5);
-        assert_eq!(stop_at("hello\nUser: hi", 5, &stops), Some(5));
-        assert_eq!(stop_at("abcEND", 3, &stops), Some(3));
-        assert_eq!(stop_at("héllo", 3, &["x".into()]), None);
-        assert_eq!(stop_at("anything", 0, &[]), None);
-    }
 
     #[test]
     fn the_rate_counts_tokens_after_the_first_step_of_its_window() {
