@@ -244,18 +244,7 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
     );
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
-    // A packed group is one stretch of memory: the next group's lines are requested while this
-    // one is computed (a few tokens leave too little work per block to hide the stream).
-    let pf = if PACKED {
-        Prefetch::new(&std::array::from_fn::<_, PANEL_ROWS, _>(|r| {
-            &packed[r * n..(r + 1) * n]
-        }))
-        .into_l1()
-    } else {
-        Prefetch::NONE
-    };
     for i in 0..n {
-        pf.at(i);
         let (x, dw) = if PACKED {
             packed_block16(packed, i)
         } else {
