@@ -1075,6 +1075,24 @@ impl Kernels {
     /// # Panics
     /// If `out.len() != PACK_ROWS * acts.len()`, or as [`Kernels::gemv_in`] does.
     pub fn dot_tile_packed(&self, group: &[u8], acts: &[ActRow], out: &mut [f32]) {
+        self.dot_tile_packed_run(group, 1, acts, out, |_, _| {});
+    }
+
+    /// [`Kernels::dot_tile_packed`] of `count` packed groups back to back in `groups`, each
+    /// computed into `out` and handed to `each(g, out)` in order. The activations' panel
+    /// views are built once for the run, not once per group.
+    ///
+    /// # Panics
+    /// If `groups` is not `count` whole groups of the activations' length, or as
+    /// [`Kernels::dot_tile_packed`] does.
+    pub fn dot_tile_packed_run(
+        &self,
+        groups: &[u8],
+        count: usize,
+        acts: &[ActRow],
+        out: &mut [f32],
+        mut each: impl FnMut(usize, &[f32]),
+    ) {
         assert_eq!(
             out.len(),
             PACK_ROWS * acts.len(),
@@ -1084,27 +1102,44 @@ impl Kernels {
             return;
         };
         let n = first.len() / QK;
-        let mut done = 0;
-        if let Some(panel) = self.q4_0_packed_panel {
-            let w = checked_blocks::<BlockQ4_0>(group, PACK_ROWS * n);
-            done = acts.len() / PANEL_TOKENS * PANEL_TOKENS;
-            let steps = acts[..done].chunks(MAX_PANEL_TOKENS);
-            for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
-                let groups = Q8Group::all(ac, n);
-                let o = &mut out[t0 * PACK_ROWS..(t0 + ac.len()) * PACK_ROWS];
-                panel(w, &groups[..ac.len() / PANEL_TOKENS], o);
+        let step = PACK_ROWS * n * std::mem::size_of::<BlockQ4_0>();
+        assert_eq!(
+            groups.len(),
+            count * step,
+            "packed groups of {n}-block rows"
+        );
+        let panel = self.q4_0_packed_panel;
+        let done = if panel.is_some() {
+            acts.len() / PANEL_TOKENS * PANEL_TOKENS
+        } else {
+            0
+        };
+        let views: Vec<(usize, [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS])> = acts[..done]
+            .chunks(MAX_PANEL_TOKENS)
+            .enumerate()
+            .map(|(c, ac)| (c * MAX_PANEL_TOKENS, Q8Group::all(ac, n)))
+            .collect();
+        for (g, group) in groups.chunks_exact(step).enumerate() {
+            if let Some(panel) = panel {
+                let w = checked_blocks::<BlockQ4_0>(group, PACK_ROWS * n);
+                for (t0, views) in &views {
+                    let k = (done - t0).min(MAX_PANEL_TOKENS);
+                    let o = &mut out[t0 * PACK_ROWS..(t0 + k) * PACK_ROWS];
+                    panel(w, &views[..k / PANEL_TOKENS], o);
+                }
             }
-        }
-        for (t, a) in acts.iter().enumerate().skip(done) {
-            let o = &mut out[t * PACK_ROWS..(t + 1) * PACK_ROWS];
-            self.gemv_in(
-                Layout::Q4_0x16,
-                GgmlType::Q4_0,
-                SumOrder::BlockChain,
-                group,
-                a,
-                o,
-            );
+            for (t, a) in acts.iter().enumerate().skip(done) {
+                let o = &mut out[t * PACK_ROWS..(t + 1) * PACK_ROWS];
+                self.gemv_in(
+                    Layout::Q4_0x16,
+                    GgmlType::Q4_0,
+                    SumOrder::BlockChain,
+                    group,
+                    a,
+                    o,
+                );
+            }
+            each(g, out);
         }
     }
 

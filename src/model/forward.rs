@@ -656,12 +656,12 @@ impl<'a> Model<'a> {
                 if t.layout == Layout::Q4_0x16 {
                     // Whole packed groups (c0 and c1 are group boundaries), each against all
                     // n tokens.
-                    for r0 in (c0..c1).step_by(PACK_ROWS) {
-                        let step = &mut step[..PACK_ROWS * n];
-                        kernels.dot_tile_packed(t.rows_bytes(r0, r0 + PACK_ROWS), act, step);
+                    let groups = (c1 - c0) / PACK_ROWS;
+                    let step = &mut step[..PACK_ROWS * n];
+                    kernels.dot_tile_packed_run(t.rows_bytes(c0, c1), groups, act, step, |g, o| {
                         // SAFETY: this thread alone claimed rows c0..c1.
-                        unsafe { scatter(out, t.rows, r0, PACK_ROWS, step) };
-                    }
+                        unsafe { scatter(out, t.rows, c0 + g * PACK_ROWS, PACK_ROWS, o) };
+                    });
                     return;
                 }
                 // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
