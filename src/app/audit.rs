@@ -229,6 +229,16 @@ fn json_node_map(o: &mut String, m: &std::collections::BTreeMap<u32, u64>) {
     o.push('}');
 }
 
+/// A share to six places, or `null` where there is none.
+fn json_share(o: &mut String, v: Option<f64>) {
+    match v {
+        Some(v) => {
+            let _ = write!(o, "{v:.6}");
+        }
+        None => o.push_str("null"),
+    }
+}
+
 /// One JSON object: mode, nodes, slots, copies, totals, page cache, locality, warnings.
 pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> String {
     let mut o = String::from("{\"mode\":");
@@ -305,12 +315,7 @@ pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> 
         );
     }
     o.push_str("],\"locality\":");
-    match a.locality {
-        Some(v) => {
-            let _ = write!(o, "{v:.6}");
-        }
-        None => o.push_str("null"),
-    }
+    json_share(&mut o, a.locality);
     let _ = write!(o, ",\"kv_cache\":{{\"bytes\":{kv_bytes},\"bytes_by_node\":");
     json_node_map(&mut o, &kv.bytes_by_node);
     let _ = write!(
@@ -318,12 +323,8 @@ pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> 
         ",\"unlocated_bytes\":{},\"locality\":",
         kv.unlocated_bytes
     );
-    match kv.locality {
-        Some(v) => {
-            let _ = write!(o, "{v:.6}}}");
-        }
-        None => o.push_str("null}"),
-    }
+    json_share(&mut o, kv.locality);
+    o.push('}');
     o.push_str(",\"warnings\":[");
     for (i, w) in p.warnings.iter().chain(&a.warnings).enumerate() {
         if i > 0 {

@@ -93,15 +93,6 @@ impl Sequence {
         &self.prompt
     }
 
-    pub fn params(&self) -> &Params {
-        &self.params
-    }
-
-    /// Prompt tokens in the cache.
-    pub fn prompt_done(&self) -> usize {
-        self.done
-    }
-
     /// Whether the whole prompt is in the cache (the next step decodes).
     pub fn decoding(&self) -> bool {
         self.done == self.prompt.len()

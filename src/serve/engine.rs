@@ -81,8 +81,11 @@ struct Slot {
 
 /// A request being served.
 struct Active {
-    job: Job,
     seq: Sequence,
+    /// The request's connection (its prompt and parameters are now the sequence's).
+    events: Sender<Event>,
+    cancelled: Arc<AtomicBool>,
+    queued_at: Instant,
     /// Prompt tokens taken from the slot's cache.
     reused: usize,
     first_token: bool,
@@ -101,7 +104,6 @@ impl Active {
     fn flush(&mut self, last: bool) -> Result<(), ()> {
         match self.seq.output(last) {
             Some((text, tokens)) => self
-                .job
                 .events
                 .send(Event::Text { text, tokens })
                 .map_err(|_| ()),
@@ -234,19 +236,26 @@ impl<'m> Engine<'m> {
             slot.state.reset();
             slot.cached.truncate(reused);
             slot.state.pos = reused;
-            let mut job = job;
-            let seq = Sequence::new(
-                std::mem::take(&mut job.prompt),
-                job.params.clone(),
-                reused,
-                self.opts.ctx,
-                self.model.config.n_vocab,
-            );
+            let Job {
+                prompt,
+                params,
+                events,
+                cancelled,
+                queued_at,
+            } = job;
             slot.active = Some(Active {
-                seq,
+                seq: Sequence::new(
+                    prompt,
+                    params,
+                    reused,
+                    self.opts.ctx,
+                    self.model.config.n_vocab,
+                ),
+                events,
+                cancelled,
+                queued_at,
                 reused,
                 first_token: false,
-                job,
             });
         }
     }
@@ -277,7 +286,7 @@ impl<'m> Engine<'m> {
             if slot
                 .active
                 .as_ref()
-                .is_some_and(|a| a.job.cancelled.load(Ordering::Relaxed))
+                .is_some_and(|a| a.cancelled.load(Ordering::Relaxed))
             {
                 self.metrics.cancelled();
                 slot.active = None;
@@ -358,12 +367,12 @@ impl<'m> Engine<'m> {
         let finish = a.seq.sample(self.tokenizer, slot.state.pos, ctx);
         if !a.first_token {
             a.first_token = true;
-            self.metrics.first_token(a.job.queued_at.elapsed());
+            self.metrics.first_token(a.queued_at.elapsed());
         }
         let gone = a.flush(finish.is_some()).is_err();
         if let Some(f) = finish {
             self.metrics.generated_tokens(a.seq.generated().len());
-            let _ = a.job.events.send(Event::Done {
+            let _ = a.events.send(Event::Done {
                 finish: f,
                 usage: a.usage(),
             });
@@ -393,7 +402,7 @@ impl<'m> Engine<'m> {
         for s in &mut self.slots {
             if let Some(mut a) = s.active.take() {
                 let _ = a.flush(true);
-                let _ = a.job.events.send(Event::Done {
+                let _ = a.events.send(Event::Done {
                     finish: Finish::Length,
                     usage: a.usage(),
                 });
