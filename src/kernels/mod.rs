@@ -16,11 +16,12 @@
 //! (each weight block unpacked once for several tokens, each activation block loaded once for
 //! several rows); for one token (decoding, [`Kernels::gemv`] over a run of rows), [`TILE_ROWS`]
 //! rows per pass (the activation block and the scale conversions shared among the rows, the
-//! next rows prefetched). Q4_0 in the block-chain order has wider panels on the AVX-512 tier:
-//! [`PANEL_ROWS`] rows in the lanes of one vector × up to [`MAX_PANEL_TOKENS`] tokens for a
-//! batch, each block of the rows unpacked once for all of them, and the same sixteen rows × one
-//! token for decoding. The outputs' independent accumulator chains overlap. Every output keeps
-//! its own float operations, so a tile is bit-identical to its single dots.
+//! next rows prefetched). Q4_0 in the block-chain order has wider panels on the AVX2 and
+//! AVX-512 tiers: [`PANEL_ROWS`] rows in the lanes of vectors (one 512-bit vector, or two
+//! 256-bit halves) × up to [`MAX_PANEL_TOKENS`] tokens for a batch, each block of the rows
+//! unpacked once for all of them, and sixteen (AVX-512, or packed) or eight rows × one token for
+//! decoding. The outputs' independent accumulator chains overlap. Every output keeps its own
+//! float operations, so a tile is bit-identical to its single dots.
 //!
 //! Those panels also read Q4_0 packed ([`pack`], [`Layout::Q4_0x16`]): each block of sixteen
 //! rows as one sequential 288-byte step, scales and nibbles already in vector order, where the
@@ -401,9 +402,9 @@ const BATCH_TILE_ROWS: usize = 2;
 pub const TILE_TOKENS: usize = 4;
 
 /// Tokens whose block sums run side by side in a panel kernel (one group; a panel takes up to
-/// [`MAX_PANEL_TOKENS`] in whole groups). Only the Q4_0 block-chain order has panels (on the
-/// AVX-512 tier): its chains keep one f32 per output, so [`PANEL_ROWS`] rows share the lanes
-/// of one vector and the integer block sums need no horizontal reduction.
+/// [`MAX_PANEL_TOKENS`]; a last group may be padded). Only the Q4_0 block-chain order has
+/// panels (on the AVX2 and AVX-512 tiers): its chains keep one f32 per output, so the rows
+/// share the lanes of vectors and the integer block sums need no horizontal reduction.
 pub const PANEL_TOKENS: usize = 8;
 /// Most tokens one panel pass takes (the model's batch): each block of the rows is unpacked
 /// once for all of them.
@@ -429,9 +430,10 @@ const _: () = assert!(PACK_ROWS == PANEL_ROWS);
 type Tile<W, A> = fn(&[&[W]; BATCH_TILE_ROWS], &[&[A]; TILE_TOKENS], &mut TileOut);
 /// A tile's outputs, token-major.
 type TileOut = [[f32; BATCH_TILE_ROWS]; TILE_TOKENS];
-/// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and a
-/// whole number of [`PANEL_TOKENS`] groups, at most [`MAX_PANEL_TOKENS`] tokens.
-type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[Q8Group], &mut [f32]);
+/// A panel kernel: `out[t * PANEL_ROWS + r] = dot(w[r], a[t])` for [`PANEL_ROWS`] rows and
+/// the first `tokens` tokens of the groups (`tokens.div_ceil(PANEL_TOKENS)` of them, at most
+/// [`MAX_PANEL_TOKENS`] tokens; a last group's padding is not written).
+type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[Q8Group], usize, &mut [f32]);
 /// A single-token panel: `out[r] = dot(row r, a)` for `rows` rows held back to back
 /// (`out.len() == rows`).
 #[derive(Clone, Copy)]
@@ -443,7 +445,7 @@ struct GemvPanel {
 /// [`PACK_ROWS`] rows.
 type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
 /// A panel over one packed group: as [`Panel`], the rows from the group's bytes.
-type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], &mut [f32]);
+type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], usize, &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -520,15 +522,11 @@ pub(crate) struct Q8Group<'a> {
 }
 
 impl<'a> Q8Group<'a> {
-    /// The groups of up to [`MAX_PANEL_TOKENS`] tokens `acts` (whole groups of
-    /// [`PANEL_TOKENS`]; the array's groups past them repeat the last), each `n` blocks.
+    /// The groups of up to [`MAX_PANEL_TOKENS`] tokens `acts` (at least one), each `n` blocks:
+    /// group g holds tokens 8g..8g + 8, a last partial group padded with its last token, and
+    /// the array's groups past them repeat the last token.
     fn all(acts: &'a [ActRow], n: usize) -> [Q8Group<'a>; MAX_PANEL_TOKENS / PANEL_TOKENS] {
-        std::array::from_fn(|g| {
-            Q8Group::new(
-                &acts[(g * PANEL_TOKENS).min(acts.len() - PANEL_TOKENS)..],
-                n,
-            )
-        })
+        std::array::from_fn(|g| Q8Group::new(&acts[(g * PANEL_TOKENS).min(acts.len() - 1)..], n))
     }
 
     /// The group of `acts` (at least one; past the end the last repeats), each `n` blocks.
@@ -574,6 +572,9 @@ pub struct Kernels {
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
     q4_0_chain_panel: Option<Panel>,
+    /// The fewest tokens past the last whole [`PANEL_TOKENS`] group that go through the panels
+    /// in a padded group rather than through the tiles (above `PANEL_TOKENS - 1`: never).
+    q4_0_panel_pad: usize,
     q4_0_chain_gemv: Option<GemvPanel>,
     /// The single-token panel and the panel over one packed group ([`Layout::Q4_0x16`]); a
     /// table with them asks for packed copies ([`Kernels::preferred_layout`]).
@@ -637,6 +638,7 @@ impl Kernels {
             q4_1_tile: scalar::tile_q4_1_q8_1,
             q8_0_tile: scalar::tile_q8_0_q8_0,
             q4_0_chain_panel: None,
+            q4_0_panel_pad: PANEL_TOKENS,
             q4_0_chain_gemv: None,
             q4_0_packed_gemv: None,
             q4_0_packed_panel: None,
@@ -693,6 +695,11 @@ impl Kernels {
                     rows: TILE_ROWS,
                     run: x86_64::avx2::gemv8_q4_0_q8_0_chain,
                 }),
+                q4_0_chain_panel: Some(x86_64::avx2_panel::panel_q4_0_q8_0_chain),
+                // Its panels skip a padded group's empty passes of tokens.
+                q4_0_panel_pad: 1,
+                q4_0_packed_gemv: Some(x86_64::avx2_panel::gemv16_q4_0_q8_0_packed),
+                q4_0_packed_panel: Some(x86_64::avx2_panel::panel_q4_0_q8_0_packed),
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,
                 quantize_q8_k: x86_64::kavx2::quantize_act_q8_k,
@@ -707,6 +714,7 @@ impl Kernels {
                 q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
                 q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
                 q4_0_chain_panel: Some(x86_64::avx512::panel_q4_0_q8_0_chain),
+                q4_0_panel_pad: PANEL_TOKENS,
                 q4_0_chain_gemv: Some(GemvPanel {
                     rows: PANEL_ROWS,
                     run: x86_64::avx512::gemv16_q4_0_q8_0_chain,
@@ -934,7 +942,8 @@ impl Kernels {
     /// packs the copies it makes into it (the file's own mapping stays as it is).
     /// [`Layout::Q4_0x16`] for block-chain Q4_0, and for the types of the generic path the
     /// layout of the entry's packed kernel ([`Entry::packed`]) where decode sums in its
-    /// variant: where the tier has packed kernels (AVX-512); [`Layout::Rows`] otherwise.
+    /// variant: where the tier has packed kernels (Q4_0 on AVX2 and AVX-512, the others on
+    /// AVX-512); [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
         match (ty, order.plain()) {
             (GgmlType::Q4_0, SumOrder::BlockChain) if self.q4_0_packed_gemv.is_some() => {
@@ -1110,7 +1119,7 @@ impl Kernels {
         );
         let panel = self.q4_0_packed_panel;
         let done = if panel.is_some() {
-            acts.len() / PANEL_TOKENS * PANEL_TOKENS
+            self.panel_tokens(acts.len())
         } else {
             0
         };
@@ -1125,7 +1134,7 @@ impl Kernels {
                 for (t0, views) in &views {
                     let k = (done - t0).min(MAX_PANEL_TOKENS);
                     let o = &mut out[t0 * PACK_ROWS..(t0 + k) * PACK_ROWS];
-                    panel(w, &views[..k / PANEL_TOKENS], o);
+                    panel(w, &views[..k.div_ceil(PANEL_TOKENS)], k, o);
                 }
             }
             for (t, a) in acts.iter().enumerate().skip(done) {
@@ -1226,6 +1235,17 @@ impl Kernels {
         }
     }
 
+    /// How many of `n` tokens the Q4_0 panels take: the whole [`PANEL_TOKENS`] groups, and a
+    /// last partial group where it holds at least the table's `q4_0_panel_pad` tokens.
+    fn panel_tokens(&self, n: usize) -> usize {
+        let whole = n / PANEL_TOKENS * PANEL_TOKENS;
+        if n - whole >= self.q4_0_panel_pad {
+            n
+        } else {
+            whole
+        }
+    }
+
     /// Runs the panel kernel, where `ty` and `order` have one on this tier, over the first
     /// whole multiple of [`PANEL_TOKENS`] tokens and every row ([`PANEL_ROWS`] at a time, the
     /// last rows padded with copies whose outputs are dropped); returns how many tokens it
@@ -1241,10 +1261,10 @@ impl Kernels {
         if let (Some(wide), GgmlType::Q8_0, SumOrder::Lanes) = (self.q8_0_wide, ty, order) {
             return wide_tiles(wide, rows, acts, out);
         }
-        let whole = acts.len() / PANEL_TOKENS * PANEL_TOKENS;
         let Some(panel) = self.q4_0_chain_panel else {
             return 0;
         };
+        let whole = self.panel_tokens(acts.len());
         if (ty, order) != (GgmlType::Q4_0, SumOrder::BlockChain) || whole == 0 {
             return 0;
         }
@@ -1254,11 +1274,11 @@ impl Kernels {
         let steps = acts[..whole].chunks(MAX_PANEL_TOKENS);
         for (t0, ac) in (0..).step_by(MAX_PANEL_TOKENS).zip(steps) {
             let groups = Q8Group::all(ac, n);
-            let groups = &groups[..ac.len() / PANEL_TOKENS];
+            let groups = &groups[..ac.len().div_ceil(PANEL_TOKENS)];
             let o = &mut o[..ac.len() * PANEL_ROWS];
             for (r0, rc) in (0..).step_by(PANEL_ROWS).zip(rows.chunks(PANEL_ROWS)) {
                 let w = std::array::from_fn(|r| checked_blocks(rc[r.min(rc.len() - 1)], n));
-                panel(&w, groups, o);
+                panel(&w, groups, ac.len(), o);
                 for (t, ot) in o.chunks_exact(PANEL_ROWS).enumerate() {
                     let at = (t0 + t) * n_rows + r0;
                     out[at..at + rc.len()].copy_from_slice(&ot[..rc.len()]);

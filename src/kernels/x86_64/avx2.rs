@@ -10,6 +10,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_panel::{block_sums, nibble_groups};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::gelu;
 use crate::kernels::{
@@ -905,12 +906,11 @@ pub(super) unsafe fn q8_block(a: &Q8Row, i: usize) -> (&[i8; 32], i32, f32) {
 
 /// Single-token Q4_0·Q8_0 (block-chain order) over [`TILE_ROWS`] rows held back to back in `w`
 /// (decode's path), the rows in the lanes of one vector as the AVX-512 panel holds them: each
-/// block's nibble bytes transposed in registers ([`transpose_qs`]), then per group of four
-/// values one `maddubs` (unsigned nibble × signed activation, pairs within ±3840) and one
-/// `madd` by ones form four-sums for all eight rows, with no horizontal sums. The activation's
-/// block sum and scale come precomputed (`Q8Row`):
+/// block's nibble bytes transposed in registers ([`transpose_qs`]), then the block sums of
+/// the AVX2 panels (`avx2_panel`: `maddubs` pairs added in i16, one `madd`), with no horizontal
+/// sums. The activation's block sum and scale come precomputed (`Q8Row`):
 /// ```text
-/// isum[r] = −8·Σy + Σ_k four-sums(nibbles_k[r], y)      = Σ (q − 8)·y, exact in i32
+/// isum[r] = −8·Σy + Σ_k pairs(nibbles_k[r], y)          = Σ (q − 8)·y, exact in i32
 /// acc[r]  = fma((f32) isum[r], d_w[r] · d_y, acc[r])      row r's single chain, bit for bit
 /// ```
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -927,7 +927,6 @@ fn gemv8_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; TILE_R
         *row = &w[r * n..(r + 1) * n];
     }
     let pf = Prefetch::new(&rows);
-    let (low, ones) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi16(1));
     let mut acc = _mm256_setzero_ps();
     for i in 0..n {
         pf.at(i);
@@ -935,20 +934,8 @@ fn gemv8_q4_0_q8_0_chain_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; TILE_R
         let x = transpose_qs(rows.map(|w| &w[i].qs));
         // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
         let (y, sum, dy) = unsafe { q8_block(a, i) };
-        // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
-        let mut s0 = _mm256_set1_epi32(-i32::from(Q4_0_OFFSET) * sum);
-        let mut s1 = _mm256_setzero_si256();
-        for (k, xk) in x.iter().enumerate() {
-            let lo = _mm256_and_si256(*xk, low);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(*xk), low);
-            let (ylo, yhi) = (
-                _mm256_set1_epi32(group(y, 4 * k)),
-                _mm256_set1_epi32(group(y, 16 + 4 * k)),
-            );
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), ones));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), ones));
-        }
-        let isum = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+        let [[isum]] = block_sums(&[nibble_groups(x)], [y], [sum]);
+        let isum = _mm256_cvtepi32_ps(isum);
         acc = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(dy)), acc);
     }
     *out = lanes(acc);

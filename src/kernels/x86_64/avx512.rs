@@ -211,16 +211,16 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
     packed: &[BlockQ4_0],
     a: &[Q8Group],
+    tokens: usize,
     out: &mut [f32],
 ) {
     const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
     let groups = a.len();
-    assert!(groups > 0 && groups * PANEL_TOKENS <= MAX_PANEL_TOKENS);
-    assert_eq!(
-        out.len(),
-        groups * PANEL_TOKENS * PANEL_ROWS,
-        "panel output size mismatch"
+    assert!(
+        groups > 0 && groups == tokens.div_ceil(PANEL_TOKENS) && tokens <= MAX_PANEL_TOKENS,
+        "panel: {groups} groups for {tokens} tokens"
     );
+    assert_eq!(out.len(), tokens * PANEL_ROWS, "panel output size mismatch");
     let n = a[0].blocks[0].len();
     let same = |g: &Q8Group| {
         g.blocks.iter().all(|b| b.len() == n)
@@ -396,16 +396,22 @@ pub(in crate::kernels) fn wide_q8_0_q8_0(
 pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
     a: &[Q8Group],
+    tokens: usize,
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<false>(w, &[], a, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<false>(w, &[], a, tokens, out) }
 }
 
 /// [`panel_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
-pub(in crate::kernels) fn panel_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &[Q8Group], out: &mut [f32]) {
+pub(in crate::kernels) fn panel_q4_0_q8_0_packed(
+    w: &[BlockQ4_0],
+    a: &[Q8Group],
+    tokens: usize,
+    out: &mut [f32],
+) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<true>(&[&[]; PANEL_ROWS], w, a, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<true>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
 }
 
 /// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k

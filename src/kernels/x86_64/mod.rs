@@ -3,6 +3,7 @@
 //! table built after feature detection.
 
 pub(super) mod avx2;
+pub(super) mod avx2_panel;
 pub(super) mod avx512;
 pub(super) mod kavx2;
 pub(super) mod kavx2_k;
