@@ -6,7 +6,7 @@
 
 use locus::kernels::{GgmlType, Kernels};
 use locus::model::arch::Arch;
-use locus::model::forward::{KvType, Model, State};
+use locus::model::forward::{KvType, Model, Part, State};
 use locus::model::sampler::argmax;
 use locus::model::synth::{synth_model, SynthSpec};
 use locus::model::weights::Weights;
@@ -17,8 +17,13 @@ fn spec(arch: Arch, ty: GgmlType, kv: KvType) -> SynthSpec {
     let mut s = SynthSpec::tiny(ty);
     s.arch = arch;
     s.tied = false;
-    // K-quant rows are 256 wide; a Q8_0 cache keeps heads of whole 32-value blocks.
-    if ty.block_size() > 64 || kv == KvType::Q8_0 {
+    // K-quant rows are 256 wide (three and four super-blocks here, so that the orders of the
+    // repacked gemm and gemv differ in their bits); a Q8_0 cache keeps heads of whole 32-value
+    // blocks.
+    if ty.block_size() > 64 {
+        s.n_embd = 768;
+        s.n_ff = 1024;
+    } else if kv == KvType::Q8_0 {
         s.n_embd = 256;
         s.n_ff = 512;
     }
@@ -44,23 +49,48 @@ fn prompts(n_vocab: u32) -> Vec<Vec<u32>> {
 
 const STEPS: usize = 12;
 
-/// Each sequence alone: its prompt by `eval`, then greedy decoding by `forward`; the logits
-/// bits of every step.
-fn alone(model: &Model, pool: &Pool, prompt: &[u32], kv: KvType) -> (Vec<u32>, Vec<Vec<u32>>) {
+/// What a sequence gives alone: its greedy tokens, the logits bits after its prompt, and those
+/// of every decode step.
+struct Alone {
+    toks: Vec<u32>,
+    prompt_bits: Vec<u32>,
+    bits: Vec<Vec<u32>>,
+}
+
+fn bits(l: &[f32]) -> Vec<u32> {
+    l.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Each sequence alone: its prompt by `eval`, then greedy decoding by `forward`.
+fn alone(model: &Model, pool: &Pool, prompt: &[u32], kv: KvType) -> Alone {
     let mut s = model.new_state(128, pool.threads(), kv);
     let mut last = Vec::new();
     model.eval(pool, &mut s, prompt, prompt.len() - 1, |_, l| {
         last = l.to_vec()
     });
-    let (mut toks, mut bits) = (Vec::new(), Vec::new());
+    let prompt_bits = bits(&last);
+    let (mut toks, mut all) = (Vec::new(), Vec::new());
     for _ in 0..STEPS {
         let t = argmax(&last);
         toks.push(t);
         model.forward(pool, &mut s, t, true);
         last = s.logits(0).to_vec();
-        bits.push(last.iter().map(|v| v.to_bits()).collect());
+        all.push(bits(&last));
     }
-    (toks, bits)
+    Alone {
+        toks,
+        prompt_bits,
+        bits: all,
+    }
+}
+
+/// Where each sequence stands in the shared steps.
+#[derive(Clone, Copy, Default)]
+struct Progress {
+    /// Prompt tokens in its cache.
+    fed: usize,
+    /// Tokens decoded.
+    steps: usize,
 }
 
 fn check(arch: Arch, ty: GgmlType, kv: KvType) {
@@ -71,71 +101,123 @@ fn check(arch: Arch, ty: GgmlType, kv: KvType) {
     let model = Model::new(c.clone(), w, Kernels::detect().unwrap());
     let pool = Pool::new(2, |_| {});
     let prompts = prompts(c.n_vocab as u32);
-    let want: Vec<_> = prompts
+    let want: Vec<Alone> = prompts
         .iter()
         .map(|p| alone(&model, &pool, p, kv))
         .collect();
 
-    // Together: sequence k starts decoding at step k (its prompt fed a chunk at a time, the
-    // first 2 tokens of the longest taken from another state's cache), all decoding in shared
-    // steps; the last one leaves early.
+    // Together, in mixed steps (`Model::forward_mixed`): sequence k joins at step k, its prompt
+    // fed in chunks of uneven sizes (cut to the room the step has left) beside the other
+    // sequences' decoded tokens and prompt chunks; the last one leaves early. The shortest
+    // prompt goes in one token at a time, through `eval_chunk` on its own.
     let mut states: Vec<State> = (0..prompts.len())
         .map(|_| model.new_state(128, pool.threads(), kv))
         .collect();
     let mut work = model.try_new_workspace(128, pool.threads(), kv).unwrap();
-    let mut fed = vec![0usize; prompts.len()];
-    let mut logits: Vec<Vec<f32>> = vec![Vec::new(); prompts.len()];
-    let mut steps = vec![0usize; prompts.len()];
+    let mut at = vec![Progress::default(); prompts.len()];
     let label = format!("{arch:?} {ty:?} {kv:?}");
-    for step in 0..STEPS + prompts.len() {
-        let mut idx = Vec::new();
-        let mut toks = Vec::new();
-        for k in 0..prompts.len() {
-            let limit = if k == 2 { STEPS - 3 } else { STEPS };
-            if fed[k] == prompts[k].len() && steps[k] < limit && step >= k {
-                idx.push(k);
-                toks.push(want[k].0[steps[k]]);
+    let limit = |k: usize| if k == 2 { STEPS - 3 } else { STEPS };
+    // Steps that held a decoded token beside a prompt chunk of several tokens.
+    let mut mixed_steps = 0;
+    for step in 0..3 * STEPS {
+        // (sequence, most tokens) of this step, in an order that changes from step to step.
+        let mut members: Vec<(usize, usize)> = Vec::new();
+        let mut room = 13 + step % 7;
+        for j in 0..prompts.len() {
+            let k = (j + step) % prompts.len();
+            let (p, a) = (&prompts[k], at[k]);
+            if step < k || room == 0 || a.steps >= limit(k) {
+                continue;
             }
-        }
-        let mut refs: Vec<&mut State> = states
-            .iter_mut()
-            .enumerate()
-            .filter(|(k, _)| idx.contains(k))
-            .map(|(_, s)| s)
-            .collect();
-        if !refs.is_empty() {
-            model.forward_multi(&pool, &mut work, &mut refs, &toks);
-            for (j, &k) in idx.iter().enumerate() {
-                let got: Vec<u32> = work.logits(j).iter().map(|v| v.to_bits()).collect();
-                assert!(
-                    got == want[k].1[steps[k]],
-                    "{label}: sequence {k}, step {}: logits differ from decoding alone ({} in a step of {})",
-                    steps[k],
-                    idx.len(),
-                    idx.len()
-                );
-                steps[k] += 1;
-            }
-        }
-        for k in 0..prompts.len() {
-            let p = &prompts[k];
-            if fed[k] < p.len() && step >= k {
+            if a.fed == p.len() {
+                members.push((k, 1));
+                room -= 1;
+            } else if k == 0 {
                 let s = &mut states[k];
-                let last = &mut logits[k];
-                fed[k] = model.eval_chunk(&pool, s, p, fed[k], p.len() - 1, &mut |_, l| {
-                    *last = l.to_vec()
-                });
-                if fed[k] == p.len() {
-                    assert_eq!(
-                        argmax(last),
-                        want[k].0[0],
-                        "{label}: sequence {k}'s first token"
+                let mut last = Vec::new();
+                at[k].fed =
+                    model.eval_chunk(&pool, s, p, a.fed, p.len() - 1, &mut |_, l| last = bits(l));
+                if at[k].fed == p.len() {
+                    assert_eq!(last, want[k].prompt_bits, "{label}: sequence {k}'s prompt");
+                }
+            } else {
+                let most = (1 + (step * 5 + k * 3) % 9).min(room);
+                members.push((k, most));
+                room -= most.min(p.len() - a.fed);
+            }
+        }
+        if members.is_empty() {
+            continue;
+        }
+        // Each decoding member's next token (what it gave alone).
+        let decoded: Vec<[u32; 1]> = members
+            .iter()
+            .map(|&(k, _)| [want[k].toks[at[k].steps.min(STEPS - 1)]])
+            .collect();
+        let parts: Vec<Part> = members
+            .iter()
+            .zip(&decoded)
+            .map(|(&(k, most), d)| {
+                let (p, a) = (&prompts[k], at[k]);
+                if a.fed == p.len() {
+                    Part::decode(d)
+                } else {
+                    Part {
+                        tokens: p,
+                        start: a.fed,
+                        logits_from: p.len() - 1,
+                        most,
+                    }
+                }
+            })
+            .collect();
+        let outs: Vec<usize> = parts.iter().map(|p| model.part_outputs(p)).collect();
+        let chunk = |p: &Part| model.part_end(p) - p.start;
+        if parts.iter().any(|p| p.tokens.len() == 1) && parts.iter().any(|p| chunk(p) > 1) {
+            mixed_steps += 1;
+        }
+        // The members' states, in member order.
+        let mut by_seq: Vec<Option<&mut State>> = states.iter_mut().map(Some).collect();
+        let mut refs: Vec<&mut State> = members
+            .iter()
+            .map(|&(k, _)| by_seq[k].take().unwrap())
+            .collect();
+        let ends = model.forward_mixed(&pool, &mut work, &mut refs, &parts);
+        drop(refs);
+        let mut o = 0;
+        for (j, &(k, _)) in members.iter().enumerate() {
+            let got = (outs[j] > 0).then(|| bits(work.logits(o + outs[j] - 1)));
+            o += outs[j];
+            let a = &mut at[k];
+            if a.fed == prompts[k].len() {
+                assert!(
+                    got.as_ref() == Some(&want[k].bits[a.steps]),
+                    "{label}: sequence {k}, step {}: logits differ from decoding alone (a step of {} parts)",
+                    a.steps,
+                    members.len()
+                );
+                a.steps += 1;
+            } else {
+                a.fed = ends[j];
+                let done = a.fed == prompts[k].len();
+                assert_eq!(
+                    got.is_some(),
+                    done,
+                    "{label}: sequence {k}: logits only at its prompt's end"
+                );
+                if let Some(g) = got {
+                    assert!(
+                        g == want[k].prompt_bits,
+                        "{label}: sequence {k}'s prompt (mixed)"
                     );
                 }
             }
         }
     }
-    assert!(steps[0] == STEPS && steps[1] == STEPS, "{label}: {steps:?}");
+    for (k, a) in at.iter().enumerate() {
+        assert_eq!(a.steps, limit(k), "{label}: sequence {k} did not finish");
+    }
+    assert!(mixed_steps >= 3, "{label}: only {mixed_steps} mixed steps");
 }
 
 #[test]

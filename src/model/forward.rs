@@ -17,6 +17,7 @@
 //! read from, so outputs are identical for any thread count and placement.
 
 mod attention;
+mod mixed;
 mod moe;
 
 use super::arch::{FfnAct, RopeStyle};
@@ -29,6 +30,8 @@ use crate::kernels::ops::{self, Rope};
 use crate::kernels::{pack, ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
 use attention::Rows;
+pub use mixed::Part;
+use mixed::{chunk_plan, Mixed, MixedPlan};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Tokens evaluated together in one batch (weight reuse factor for prefill).
@@ -193,9 +196,35 @@ struct Items {
     step: usize,
 }
 
-/// The runs `(b0, b1, order)` of the step's `n` tokens (rows `at.1..` of a matmul over `at.0`)
-/// that llama.cpp computes with `t` in one order.
-fn token_runs(t: &Tensor, n: usize, at: (usize, usize)) -> Vec<(usize, usize, SumOrder)> {
+/// Where the tokens of a step's matmul sit in llama.cpp's matmuls: token `b` at `(m, i)`, the
+/// `i`-th row of a matmul over `m` tokens (which of its kernels computes the token's outputs,
+/// and so in which order, depends on it: `SumOrder::for_token`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum At<'p> {
+    /// Consecutive rows of one matmul: token b at `(m, i + b)`.
+    Run(usize, usize),
+    /// Token b at `each[b]` (a step mixing several sequences' tokens).
+    Each(&'p [(usize, usize)]),
+}
+
+impl<'p> At<'p> {
+    /// The place of a step's tokens from where `micro`'s pair `(m, i)` says they start.
+    fn run((m, i): (usize, usize)) -> At<'p> {
+        At::Run(m, i)
+    }
+
+    /// Token `b`'s `(m, i)`.
+    fn of(self, b: usize) -> (usize, usize) {
+        match self {
+            At::Run(m, i) => (m, i + b),
+            At::Each(each) => each[b],
+        }
+    }
+}
+
+/// The runs `(b0, b1, order)` of the step's `n` tokens (placed as `at` says) that llama.cpp
+/// computes with `t` in one order.
+fn token_runs(t: &Tensor, n: usize, at: At) -> Vec<(usize, usize, SumOrder)> {
     let order = |b: usize| token_order(t, at, b);
     let mut runs = Vec::new();
     let mut b0 = 0;
@@ -208,16 +237,11 @@ fn token_runs(t: &Tensor, n: usize, at: (usize, usize)) -> Vec<(usize, usize, Su
     runs
 }
 
-/// The order of token `b` of a step whose tokens are rows `at.1..` of a matmul over `at.0`
-/// ([`SINGLES`]: every token a matmul of its own).
-fn token_order(t: &Tensor, at: (usize, usize), b: usize) -> SumOrder {
-    let i = if at == SINGLES { 0 } else { at.1 + b };
-    SumOrder::for_token(t.ty, t.order, at.0, i)
+/// The order of token `b` of a step whose tokens are placed as `at` says.
+fn token_order(t: &Tensor, at: At, b: usize) -> SumOrder {
+    let (m, i) = at.of(b);
+    SumOrder::for_token(t.ty, t.order, m, i)
 }
-
-/// A step's place in llama.cpp's micro-batch when each of its tokens is a decoded token of its
-/// own sequence: a matmul over one token, every token its first.
-const SINGLES: (usize, usize) = (1, 0);
 
 /// Exchanges two states' caches (keys, values, sliding-window cells, the batch's cells), so one
 /// state's buffers can run a step on the other's sequence.
@@ -240,6 +264,15 @@ struct Micro {
     /// (tokens of the micro-batch with logits, index of the step's first such token among
     /// them): the rows of the last layer's FFN and of the output head.
     outputs: (usize, usize),
+}
+
+impl Micro {
+    /// The micro-batch a mixed step passes (each of its segments has its own).
+    const UNUSED: Micro = Micro {
+        arith: Arith::Single,
+        tokens: (1, 0),
+        outputs: (0, 0),
+    };
 }
 
 /// The batch's input rows quantized once for each activation format a group of matmuls needs,
@@ -601,7 +634,7 @@ impl<'a> Model<'a> {
         pool: &Pool,
         acts: &mut BatchActs,
         x: &[f32],
-        (n, at): (usize, (usize, usize)),
+        (n, at): (usize, At),
         jobs: [(&Matrix, &mut [f32]); N],
     ) {
         const { assert!(N <= MAX_JOBS) };
@@ -749,21 +782,8 @@ impl<'a> Model<'a> {
         tokens: &[u32],
     ) {
         assert_eq!(seqs.len(), tokens.len(), "one token per sequence");
-        if self.config.moe.is_some() {
-            for (j, (seq, &t)) in seqs.iter_mut().zip(tokens).enumerate() {
-                self.forward(pool, seq, t, true);
-                let n = seq.logits.len() / MAX_BATCH;
-                work.logits[j * n..(j + 1) * n].copy_from_slice(seq.logits(0));
-            }
-            work.n_logits = tokens.len();
-            return;
-        }
-        let micro = Micro {
-            arith: Arith::Single,
-            tokens: SINGLES,
-            outputs: SINGLES,
-        };
-        self.forward_batch(pool, work, Some(seqs), tokens, 0, micro);
+        let parts: Vec<Part> = tokens.chunks(1).map(Part::decode).collect();
+        self.forward_mixed(pool, work, seqs, &parts);
     }
 
     /// A state to serve as [`Model::forward_multi`]'s buffers for sequences of up to `n_ctx`
@@ -825,19 +845,8 @@ impl<'a> Model<'a> {
         sink: &mut impl FnMut(usize, &mut [f32]),
     ) -> usize {
         assert!(start < tokens.len(), "eval_chunk past the tokens");
-        let u0 = start / UBATCH * UBATCH;
-        let ulen = (tokens.len() - u0).min(UBATCH);
-        let end = ((start / MAX_BATCH + 1) * MAX_BATCH).min(u0 + ulen);
+        let (end, micro, from) = chunk_plan(tokens.len(), start, logits_from, MAX_BATCH);
         let chunk = &tokens[start..end];
-        // The micro-batch's first token with logits, and how many have them.
-        let out0 = logits_from.clamp(u0, u0 + ulen);
-        let n_out = u0 + ulen - out0;
-        let from = logits_from.saturating_sub(start).min(chunk.len());
-        let micro = Micro {
-            arith: Arith::for_ubatch(ulen),
-            tokens: (ulen, start - u0),
-            outputs: (n_out, (start + from).saturating_sub(out0)),
-        };
         self.forward_batch(pool, s, None, chunk, from, micro);
         if !s.stopped {
             for i in from..chunk.len() {
@@ -891,19 +900,19 @@ impl<'a> Model<'a> {
     /// layer's FFN runs only for the tokens whose logits are wanted (the others' states are
     /// not needed past their keys and values).
     ///
-    /// With `seqs`, token `b` is the next token of sequence `seqs[b]` (each a batch of one:
-    /// `micro` says so) and `s` lends only its buffers.
+    /// With `mixed`, the tokens are its segments' one after another, each segment consecutive
+    /// tokens of its own sequence placed as the segment's micro-batch says (`micro` and
+    /// `logits_from` are not read), and `s` lends only its buffers. The tokens with logits
+    /// (each segment's from its `from`) have them in `s.logits(0..)` in batch order.
     fn forward_batch(
         &self,
         pool: &Pool,
         s: &mut State,
-        mut seqs: Option<&mut [&mut State]>,
+        mut mixed: Option<Mixed>,
         tokens: &[u32],
         logits_from: usize,
         micro: Micro,
     ) {
-        let arith = micro.arith;
-        let at = micro.tokens;
         let c = &self.config;
         let w = &self.weights;
         let n = tokens.len();
@@ -911,13 +920,22 @@ impl<'a> Model<'a> {
         if s.check_stop() {
             return;
         }
-        match seqs.as_deref() {
+        match &mixed {
             None => assert!(s.pos + n <= s.n_ctx, "forward past the end of the context"),
-            Some(q) => assert!(
-                q.len() == n && q.iter().all(|q| q.pos < q.n_ctx && q.n_ctx <= s.n_ctx),
+            Some(m) => assert!(
+                m.seqs.len() == m.segs.len()
+                    && m.segs.iter().map(|g| g.count).sum::<usize>() == n
+                    && m.seqs.iter().zip(m.segs).all(|(q, g)| {
+                        g.count > 0 && q.pos + g.count <= q.n_ctx && q.n_ctx <= s.n_ctx
+                    })
+                    && c.moe.is_none(),
                 "forward past the end of a context"
             ),
         }
+        let plan = mixed.as_ref().map(|m| MixedPlan::new(m));
+        let at = plan
+            .as_ref()
+            .map_or(At::run(micro.tokens), |p| At::Each(&p.places));
         let (e, ff) = (c.n_embd, c.n_ff);
         for (b, &tok) in tokens.iter().enumerate() {
             assert!((tok as usize) < c.n_vocab, "token id {tok} out of range");
@@ -932,23 +950,27 @@ impl<'a> Model<'a> {
             }
         }
         // The cells of the batch: a new micro-batch first takes its sliding-window cells.
-        let fill = |q: &mut State, n: usize| {
+        let fill = |q: &mut State, n: usize, (m, i0): (usize, usize)| {
             q.rows[0].fill_linear(q.n_ctx, q.pos, n);
             if let Some(swa) = &mut q.swa {
-                if at.1 == 0 {
-                    swa.place(q.pos, at.0);
+                if i0 == 0 {
+                    swa.place(q.pos, m);
                 }
-                q.rows[1].fill_ring(swa, at.1, q.pos, n);
+                q.rows[1].fill_ring(swa, i0, q.pos, n);
             }
         };
-        match seqs.as_deref_mut() {
-            None => fill(s, n),
-            Some(q) => q.iter_mut().for_each(|q| fill(q, 1)),
+        match mixed.as_mut() {
+            None => fill(s, n, micro.tokens),
+            Some(m) => {
+                for (q, g) in m.seqs.iter_mut().zip(m.segs) {
+                    fill(q, g.count, g.micro.tokens);
+                }
+            }
         }
         s.rope_cache.clear();
         s.rope_cache_local.clear();
         for b in 0..n {
-            let pos = seqs.as_deref().map_or(s.pos + b, |q| q[b].pos);
+            let pos = plan.as_ref().map_or(s.pos + b, |p| p.pos[b]);
             self.rope.append_cache(pos, &mut s.rope_cache);
             if let Some(r) = &self.rope_local {
                 r.append_cache(pos, &mut s.rope_cache_local);
@@ -980,18 +1002,20 @@ impl<'a> Model<'a> {
             );
             let local = c.recipe.is_local(li);
             self.qkv_steps(pool, s, layer, local, n);
-            match seqs.as_deref_mut() {
+            match mixed.as_mut() {
                 None => {
                     self.store_kv(pool, s, li, (0, n), local);
-                    self.attention(pool, s, li, (0, n), arith, local);
+                    self.attention(pool, s, li, (0, n), micro.arith, local);
                 }
-                // Each sequence's cache lent to the buffers for its token.
-                Some(q) => {
-                    for (b, q) in q.iter_mut().enumerate() {
+                // Each sequence's cache lent to the buffers for its segment.
+                Some(m) => {
+                    let mut b0 = 0;
+                    for (q, g) in m.seqs.iter_mut().zip(m.segs) {
                         swap_cache(s, q);
-                        self.store_kv(pool, s, li, (b, 1), local);
-                        self.attention(pool, s, li, (b, 1), arith, local);
+                        self.store_kv(pool, s, li, (b0, g.count), local);
+                        self.attention(pool, s, li, (b0, g.count), g.micro.arith, local);
                         swap_cache(s, q);
+                        b0 += g.count;
                     }
                 }
             }
@@ -1036,12 +1060,23 @@ impl<'a> Model<'a> {
             if s.check_stop() {
                 return;
             }
-            // The last layer's FFN: only the tokens with logits (rows b0.. of the batch), as
-            // rows of a matmul over the micro-batch's outputs.
-            let (b0, nf, at) = if li + 1 == w.layers.len() {
-                (logits_from.min(n), n - logits_from.min(n), micro.outputs)
-            } else {
-                (0, n, at)
+            // The last layer's FFN: only the tokens with logits (rows b0.. of the batch, where a
+            // mixed step first moves them), as rows of a matmul over the micro-batch's outputs.
+            let (b0, nf, at) = match (li + 1 == w.layers.len(), &plan) {
+                (false, _) => (0, n, at),
+                (true, None) => {
+                    let b0 = logits_from.min(n);
+                    (b0, n - b0, At::run(micro.outputs))
+                }
+                (true, Some(p)) => {
+                    let nf = p.outs.len();
+                    for (j, &b) in p.outs.iter().enumerate().rev() {
+                        let to = n - nf + j;
+                        s.x.copy_within(b * e..(b + 1) * e, to * e);
+                        s.xn.copy_within(b * e..(b + 1) * e, to * e);
+                    }
+                    (n - nf, nf, At::Each(&p.out_places))
+                }
             };
             if nf == 0 {
                 continue;
@@ -1079,11 +1114,19 @@ impl<'a> Model<'a> {
             self.matmuls(pool, &mut s.acts, &s.gate, (nf, at), [(w_down, &mut s.tmp)]);
             self.ffn_residual(pool, s, layer, b0, nf, n);
         }
-        match seqs {
-            None => s.pos += n,
-            Some(q) => q.iter_mut().for_each(|q| q.pos += 1),
-        }
-        s.n_logits = n - logits_from.min(n);
+        let logits_from = match mixed {
+            None => {
+                s.pos += n;
+                logits_from.min(n)
+            }
+            Some(m) => {
+                for (q, g) in m.seqs.iter_mut().zip(m.segs) {
+                    q.pos += g.count;
+                }
+                n - plan.as_ref().map_or(0, |p| p.outs.len())
+            }
+        };
+        s.n_logits = n - logits_from;
         if s.n_logits > 0 {
             for b in logits_from..n {
                 let i = b - logits_from;
@@ -1098,7 +1141,9 @@ impl<'a> Model<'a> {
             if s.check_stop() {
                 return;
             }
-            let at = micro.outputs;
+            let at = plan
+                .as_ref()
+                .map_or(At::run(micro.outputs), |p| At::Each(&p.out_places));
             self.matmuls(
                 pool,
                 &mut s.acts,

@@ -1,11 +1,11 @@
 //! Generation as a step API: one [`Sequence`] per request, advanced by whoever runs the
 //! forward steps. `locus run` drives one sequence with [`Model::eval_chunk`] and
-//! [`Model::forward`]; `locus serve` drives many, decoding them together with
-//! [`Model::forward_multi`]. Both take their tokens and text from the same code here, so a
+//! [`Model::forward`]; `locus serve` drives many, their decoded tokens and prompt chunks
+//! together in [`Model::forward_mixed`] steps. Both take their tokens and text from the same code here, so a
 //! request's output is decided in one place: prompt chunks, sampling, end of generation, stop
 //! strings (held back while they could still be forming), the UTF-8 stream.
 
-use super::forward::{Model, State};
+use super::forward::{Model, Part, State};
 use super::sampler::{Sampler, SamplerConfig};
 use super::tokenizer::{Tokenizer, Utf8Stream};
 use crate::pool::Pool;
@@ -136,6 +136,43 @@ impl Sequence {
             }
         }
         start..end
+    }
+
+    /// This sequence's part of a mixed step ([`Model::forward_mixed`]): the next chunk of its
+    /// prompt, at most `most` tokens, or, once the prompt is in, its last sampled token.
+    ///
+    /// # Panics
+    /// Where the sequence decodes but has sampled nothing yet.
+    pub fn part(&self, most: usize) -> Part<'_> {
+        if self.decoding() {
+            let n = self.generated.len();
+            assert!(n > 0, "a decoding sequence has sampled a token");
+            return Part::decode(&self.generated[n - 1..]);
+        }
+        Part {
+            tokens: &self.prompt,
+            start: self.done,
+            logits_from: self.prompt.len() - 1,
+            most,
+        }
+    }
+
+    /// Records that a mixed step evaluated this sequence's [`Sequence::part`] up to `end`
+    /// (decoding: 1), with `logits` the logits of its last token where the part had them.
+    /// Once the prompt's last token is in, the sampler has seen the prompt.
+    pub fn advance(&mut self, end: usize, logits: Option<&[f32]>) {
+        if let Some(l) = logits {
+            self.logits.copy_from_slice(l);
+        }
+        if self.decoding() {
+            return;
+        }
+        self.done = end;
+        if end == self.prompt.len() {
+            for &t in &self.prompt {
+                self.sampler.accept(t);
+            }
+        }
     }
 
     /// Samples the next token from the logits and records it. `Some` where generation ends

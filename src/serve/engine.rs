@@ -277,11 +277,13 @@ impl<'m> Engine<'m> {
             .count()
     }
 
-    /// One step: a decoded token for every slot past its prompt, all in one forward step
-    /// (each weight row read once for all), then a prompt chunk for every slot still reading
-    /// its prompt. Returns the tokens decoded.
+    /// One step: a decoded token for every slot past its prompt and, in the room left in the
+    /// last forward step (of [`MAX_BATCH`] tokens), prompt chunks of the slots still reading
+    /// their prompts, oldest slot index first: every weight row read once for all of them
+    /// ([`Model::forward_mixed`]). A prompt that finds no room waits for the next step.
+    /// Returns the tokens decoded.
     fn step(&mut self) -> usize {
-        let (model, pool) = (self.model, self.pool);
+        let model = self.model;
         for slot in &mut self.slots {
             if slot
                 .active
@@ -292,68 +294,89 @@ impl<'m> Engine<'m> {
                 slot.active = None;
             }
         }
-        let decoding: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| {
+        let (decoding, prompting): (Vec<usize>, Vec<usize>) = (0..self.slots.len())
+            .filter(|&i| self.slots[i].active.is_some())
+            .partition(|&i| {
                 self.slots[i]
                     .active
                     .as_ref()
                     .is_some_and(|a| a.seq.decoding())
-            })
-            .collect();
-        if !decoding.is_empty() {
-            let mut tokens = Vec::with_capacity(decoding.len());
-            let mut states: Vec<&mut State> = Vec::with_capacity(decoding.len());
-            let mut outs: Vec<&mut [f32]> = Vec::with_capacity(decoding.len());
-            for (i, slot) in self.slots.iter_mut().enumerate() {
-                let Slot {
-                    state,
-                    cached,
-                    active,
-                } = slot;
-                if let (true, Some(a)) = (decoding.contains(&i), active.as_mut()) {
-                    let last = a
-                        .seq
-                        .last_token()
-                        .expect("a decoding slot has sampled a token");
-                    tokens.push(last);
-                    cached.push((last, model.token_signature(1, 0)));
-                    states.push(state);
-                    outs.push(a.seq.logits_mut());
+            });
+        let mut rest = decoding.as_slice();
+        loop {
+            let (now, later) = rest.split_at(rest.len().min(MAX_BATCH));
+            rest = later;
+            // (slot, most tokens it may take)
+            let mut members: Vec<(usize, usize)> = now.iter().map(|&i| (i, 1)).collect();
+            let mut room = MAX_BATCH - now.len();
+            if rest.is_empty() {
+                for &i in &prompting {
+                    if room == 0 {
+                        break;
+                    }
+                    let seq = &self.slots[i].active.as_ref().expect("an active slot").seq;
+                    let part = seq.part(room);
+                    members.push((i, room));
+                    room -= model.part_end(&part) - part.start;
                 }
             }
-            for ((states, tokens), outs) in states
-                .chunks_mut(MAX_BATCH)
-                .zip(tokens.chunks(MAX_BATCH))
-                .zip(outs.chunks_mut(MAX_BATCH))
-            {
-                model.forward_multi(pool, &mut self.work, states, tokens);
-                for (j, out) in outs.iter_mut().enumerate() {
-                    out.copy_from_slice(self.work.logits(j));
-                }
+            if members.is_empty() {
+                break;
             }
-            for &i in &decoding {
-                self.emit(i);
+            self.run_step(&members);
+            if rest.is_empty() {
+                break;
             }
         }
-        for i in 0..self.slots.len() {
-            let slot = &mut self.slots[i];
-            let Some(a) = slot.active.as_mut() else {
+        decoding.len()
+    }
+
+    /// One forward step over `members` (slot, most tokens), then what each slot makes of it:
+    /// the tokens its cache now holds, its logits, a sampled token where it decodes (or has
+    /// just read its whole prompt).
+    fn run_step(&mut self, members: &[(usize, usize)]) {
+        let (model, pool) = (self.model, self.pool);
+        let mut states: Vec<&mut State> = Vec::with_capacity(members.len());
+        let mut parts = Vec::with_capacity(members.len());
+        let mut who = Vec::with_capacity(members.len());
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(&(_, most)) = members.iter().find(|m| m.0 == i) else {
                 continue;
             };
-            if a.seq.decoding() || decoding.contains(&i) {
+            let Slot { state, active, .. } = slot;
+            let a = active.as_ref().expect("an active slot");
+            parts.push(a.seq.part(most));
+            states.push(state);
+            who.push(i);
+        }
+        let starts: Vec<usize> = parts.iter().map(|p| p.start).collect();
+        let outs: Vec<usize> = parts.iter().map(|p| model.part_outputs(p)).collect();
+        let ends = model.forward_mixed(pool, &mut self.work, &mut states, &parts);
+        drop((states, parts));
+        let mut k = 0;
+        for (j, &i) in who.iter().enumerate() {
+            let logits = (outs[j] > 0).then(|| &*self.work.logits(k + outs[j] - 1));
+            k += outs[j];
+            let slot = &mut self.slots[i];
+            let a = slot.active.as_mut().expect("an active slot");
+            if a.seq.decoding() {
+                let last = a.seq.last_token().expect("a decoding slot has sampled");
+                slot.cached.push((last, model.token_signature(1, 0)));
+                a.seq.advance(ends[j], logits);
+                self.emit(i);
                 continue;
             }
-            let fed = a.seq.feed_prompt(model, pool, &mut slot.state);
-            let (prompt, n) = (a.seq.prompt(), a.seq.prompt().len());
-            for j in fed {
-                slot.cached.push((prompt[j], model.token_signature(n, j)));
+            let n = a.seq.prompt().len();
+            for t in starts[j]..ends[j] {
+                let sig = model.token_signature(n, t);
+                slot.cached.push((a.seq.prompt()[t], sig));
             }
+            a.seq.advance(ends[j], logits);
             if a.seq.decoding() {
                 self.metrics.prompt_tokens(n - a.reused);
                 self.emit(i);
             }
         }
-        decoding.len()
     }
 
     /// Samples slot `i`'s next token from its logits and sends what is new; frees the slot

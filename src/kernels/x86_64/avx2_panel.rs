@@ -25,9 +25,11 @@ use crate::kernels::{Q8Group, Q8Row, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS,
 
 /// Eight-row halves of a panel's rows.
 const HALVES: usize = PANEL_ROWS / TILE_ROWS;
-/// Tokens whose sums one inner pass keeps in registers: four sums, eight nibble vectors and a
-/// broadcast fill the sixteen vector registers.
-const PASS_TOKENS: usize = 4;
+/// Tokens whose sums one inner pass keeps in registers, for both halves: four i16 sums, the
+/// two halves' nibble vectors of one group and a broadcast, the other nibble vectors reloaded
+/// from L1. Four tokens (eight sums) ran no faster (pp64, 1B Q4_0, two alternating rounds on
+/// Zen 3) and spilled more.
+const PASS_TOKENS: usize = 2;
 /// Groups of four nibble values in a block: the low and the high nibbles of four byte groups.
 const NIBBLE_GROUPS: usize = 8;
 /// Bytes of the scales at the start of a packed block step (sixteen f16 values).

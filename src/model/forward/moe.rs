@@ -4,7 +4,7 @@
 //! chosen experts, and every node works on each of them); each token's outputs are weighted
 //! and added in its slot order, as llama.cpp adds them.
 
-use super::{per_token, Model, Out, State, MAX_BATCH};
+use super::{per_token, At, Model, Out, State, MAX_BATCH};
 use crate::model::config::MoeShape;
 use crate::model::moe::route;
 use crate::model::weights::Experts;
@@ -55,7 +55,7 @@ impl Model<'_> {
         pool: &Pool,
         s: &mut State,
         (layer, x): (usize, &Experts),
-        (b0, n, at): (usize, usize, (usize, usize)),
+        (b0, n, at): (usize, usize, At),
     ) {
         let c = &self.config;
         let (e, k) = (c.n_embd, x.n_used);
@@ -96,7 +96,7 @@ impl Model<'_> {
             // llama.cpp's expert matmul: vec_dot (or the repacked gemv) for every token,
             // except the tiled K-quant kernel once `m` tokens chose the expert (rows m.. of
             // a matmul over m: see `SumOrder::for_token`).
-            let at = (m, m);
+            let at = At::Run(m, m);
             self.matmuls(
                 pool,
                 &mut s.acts,
