@@ -36,8 +36,13 @@ const NIBBLE_GROUPS: usize = 8;
 const PACKED_SCALES: usize = 2 * PANEL_ROWS;
 /// Bytes each half takes of a packed 64-byte vector (and, halved, of the scales).
 const HALF_BYTES: usize = 32;
-/// How many block steps ahead the packed panel requests its lines (as the AVX-512 panel).
-const PANEL_PREFETCH_STEPS: usize = 4;
+/// How many block steps ahead the packed panels (this tier's and AVX-512's) request their
+/// lines. A panel of eight tokens spends so long on each step that the out-of-order window
+/// reaches barely one step ahead and the hardware prefetchers leave the next step's loads
+/// waiting on memory: with four steps (1152 bytes) ahead, eight sequences decoding together
+/// (the 1B Q4_0 model, 2 threads, Zen 4, AVX-512 panel) took 38–48 ms a step instead of
+/// 51–70 ms, in three alternating rounds.
+pub(super) const PANEL_PREFETCH_STEPS: usize = 4;
 
 const _: () = assert!(HALVES == 2 && PANEL_TOKENS.is_multiple_of(PASS_TOKENS));
 
@@ -146,13 +151,54 @@ fn packed_half(w: &[BlockQ4_0], i: usize, h: usize) -> ([__m256i; 4], __m256) {
 /// anything): a prefetch never faults.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn prefetch_packed_step(w: &[BlockQ4_0], i: usize) {
+pub(super) fn prefetch_packed_step(w: &[BlockQ4_0], i: usize) {
     let step = std::mem::size_of::<BlockQ4_0>() * PANEL_ROWS;
     let base = w.as_ptr().cast::<u8>().wrapping_add(i * step);
     for l in 0..step.div_ceil(64) + 1 {
         // `wrapping_add` and a prefetch never dereference.
         _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * l).cast());
     }
+}
+
+/// Checks a panel call's arguments (both tiers' panels take the same) and returns the rows'
+/// block count: `a` holds `tokens.div_ceil(PANEL_TOKENS)` groups (at most
+/// [`MAX_PANEL_TOKENS`] tokens) of activations of one length, `out` one output per row and
+/// token, and the weights are `packed`, one packed group of that length, or else `w`'s rows.
+///
+/// # Panics
+/// Where any of that does not hold.
+pub(super) fn check_panel(
+    packed: Option<&[BlockQ4_0]>,
+    w: &[&[BlockQ4_0]; PANEL_ROWS],
+    a: &[Q8Group],
+    tokens: usize,
+    out: &[f32],
+) -> usize {
+    let groups = a.len();
+    assert!(
+        groups > 0 && groups == tokens.div_ceil(PANEL_TOKENS) && tokens <= MAX_PANEL_TOKENS,
+        "panel: {groups} groups for {tokens} tokens"
+    );
+    assert_eq!(out.len(), tokens * PANEL_ROWS, "panel output size mismatch");
+    let n = a[0].blocks[0].len();
+    let same = |g: &Q8Group| {
+        g.blocks.iter().all(|b| b.len() == n)
+            && g.sums.iter().all(|s| s.len() == n)
+            && g.scales.iter().all(|s| s.len() == n)
+    };
+    assert!(a.iter().all(same), "panel activations of unequal lengths");
+    match packed {
+        Some(p) => assert_eq!(
+            p.len(),
+            PANEL_ROWS * n,
+            "panel: a packed group of {n}-block rows"
+        ),
+        None => assert!(
+            w.iter().all(|r| r.len() == n),
+            "panel: weight rows of {n} blocks"
+        ),
+    }
+    n
 }
 
 /// The panel (see the module documentation) over [`PANEL_ROWS`] rows and the first `tokens`
@@ -169,31 +215,7 @@ fn panel_impl<const PACKED: bool>(
     tokens: usize,
     out: &mut [f32],
 ) {
-    let groups = a.len();
-    assert!(
-        groups > 0 && groups == tokens.div_ceil(PANEL_TOKENS) && tokens <= MAX_PANEL_TOKENS,
-        "panel: {groups} groups for {tokens} tokens"
-    );
-    assert_eq!(out.len(), tokens * PANEL_ROWS, "panel output size mismatch");
-    let n = a[0].blocks[0].len();
-    let same = |g: &Q8Group| {
-        g.blocks.iter().all(|b| b.len() == n)
-            && g.sums.iter().all(|s| s.len() == n)
-            && g.scales.iter().all(|s| s.len() == n)
-    };
-    assert!(a.iter().all(same), "panel activations of unequal lengths");
-    if PACKED {
-        assert_eq!(
-            packed.len(),
-            PANEL_ROWS * n,
-            "panel: a packed group of {n}-block rows"
-        );
-    } else {
-        assert!(
-            w.iter().all(|r| r.len() == n),
-            "panel: weight rows of {n} blocks"
-        );
-    }
+    let n = check_panel(PACKED.then_some(packed), w, a, tokens, out);
     let mut acc = [[_mm256_setzero_ps(); HALVES]; MAX_PANEL_TOKENS];
     for i in 0..n {
         if PACKED {

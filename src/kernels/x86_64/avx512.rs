@@ -23,6 +23,7 @@ use super::avx2::{
     q8_block, reduce16, row_scales, scale8, scale_products, spill, Prefetch, Q4_0_OFFSET,
     TILE_LANES,
 };
+use super::avx2_panel::{check_panel, prefetch_packed_step, PANEL_PREFETCH_STEPS};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
     Q8Group, Q8Row, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
@@ -215,25 +216,8 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
     out: &mut [f32],
 ) {
     const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
-    let groups = a.len();
-    assert!(
-        groups > 0 && groups == tokens.div_ceil(PANEL_TOKENS) && tokens <= MAX_PANEL_TOKENS,
-        "panel: {groups} groups for {tokens} tokens"
-    );
-    assert_eq!(out.len(), tokens * PANEL_ROWS, "panel output size mismatch");
-    let n = a[0].blocks[0].len();
-    let same = |g: &Q8Group| {
-        g.blocks.iter().all(|b| b.len() == n)
-            && g.sums.iter().all(|s| s.len() == n)
-            && g.scales.iter().all(|s| s.len() == n)
-    };
-    assert!(a.iter().all(same), "panel activations of unequal lengths");
+    let n = check_panel(PACKED.then_some(packed), w, a, tokens, out);
     let w = if PACKED {
-        assert_eq!(
-            packed.len(),
-            PANEL_ROWS * n,
-            "panel: a packed group of {n}-block rows"
-        );
         [&packed[..0]; PANEL_ROWS]
     } else {
         exact(w, n)
@@ -558,27 +542,6 @@ fn packed_block16(w: &[BlockQ4_0], i: usize) -> ([__m512i; 4], __m512) {
 
 /// Bytes of the scales at the start of a packed block step (sixteen f16 values).
 const PACKED_SCALES: usize = 2 * PANEL_ROWS;
-
-/// How many block steps ahead the packed panel requests its lines. A panel of eight tokens
-/// spends so long on each step that the out-of-order window reaches barely one step ahead and
-/// the hardware prefetchers leave the next step's loads waiting on memory: with four steps
-/// (1152 bytes) ahead, eight sequences decoding together (the 1B Q4_0 model, 2 threads,
-/// Zen 4) took 38–48 ms a step instead of 51–70 ms, in three alternating rounds.
-const PANEL_PREFETCH_STEPS: usize = 4;
-
-/// Requests, into L1, the lines of block step `i` of a packed group (288 bytes: six lines
-/// cover it wherever it starts). Past the group's end the addresses are the next group's (or
-/// anything): a prefetch never faults.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn prefetch_packed_step(w: &[BlockQ4_0], i: usize) {
-    let step = std::mem::size_of::<BlockQ4_0>() * PANEL_ROWS;
-    let base = w.as_ptr().cast::<u8>().wrapping_add(i * step);
-    for l in 0..step.div_ceil(64) + 1 {
-        // `wrapping_add` and a prefetch never dereference.
-        _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * l).cast());
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Elementwise exponentials in 512-bit vectors: `ggml_math::expf` (ggml's own vectorised
