@@ -31,6 +31,14 @@ fn spec(arch: Arch, ty: GgmlType, kv: KvType) -> SynthSpec {
         s.sliding_window = 8;
         s.swa_pattern = 2;
     }
+    if arch == Arch::Qwen3Moe {
+        // A mixture of experts: `forward_mixed` runs its parts one by one, each prompt chunk
+        // whole (as `eval` cuts it), beside the others' decoded tokens.
+        s.n_embd = 512;
+        s.n_expert = 4;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 256;
+    }
     s
 }
 
@@ -232,6 +240,7 @@ fn shared_decode_steps_give_each_sequence_its_own_bits() {
         (Arch::Qwen2, GgmlType::Q5K),
         (Arch::Llama, GgmlType::Iq4Xs),
         (Arch::Gemma3, GgmlType::Q8_0),
+        (Arch::Qwen3Moe, GgmlType::Q4K),
     ] {
         check(arch, ty, KvType::F16);
     }

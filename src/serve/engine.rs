@@ -280,7 +280,8 @@ impl<'m> Engine<'m> {
     /// One step: a decoded token for every slot past its prompt and, in the room left in the
     /// last forward step (of [`MAX_BATCH`] tokens), prompt chunks of the slots still reading
     /// their prompts, oldest slot index first: every weight row read once for all of them
-    /// ([`Model::forward_mixed`]). A prompt that finds no room waits for the next step.
+    /// ([`Model::forward_mixed`]). A prompt that finds no room waits for the next step; where
+    /// decoding fills the last forward step, the prompts get one more of their own.
     /// Returns the tokens decoded.
     fn step(&mut self) -> usize {
         let model = self.model;
@@ -310,6 +311,13 @@ impl<'m> Engine<'m> {
             let mut members: Vec<(usize, usize)> = now.iter().map(|&i| (i, 1)).collect();
             let mut room = MAX_BATCH - now.len();
             if rest.is_empty() {
+                if room == 0 && !prompting.is_empty() {
+                    // Decoding filled the last step: the prompts get one of their own rather
+                    // than waiting for as long as the decoding lasts.
+                    self.run_step(&members);
+                    members.clear();
+                    room = MAX_BATCH;
+                }
                 for &i in &prompting {
                     if room == 0 {
                         break;
@@ -317,7 +325,8 @@ impl<'m> Engine<'m> {
                     let seq = &self.slots[i].active.as_ref().expect("an active slot").seq;
                     let part = seq.part(room);
                     members.push((i, room));
-                    room -= model.part_end(&part) - part.start;
+                    // A mixture of experts takes a whole chunk (`Part`), room or not.
+                    room = room.saturating_sub(model.part_end(&part) - part.start);
                 }
             }
             if members.is_empty() {

@@ -10,7 +10,9 @@ use crate::pool::Pool;
 /// One sequence's share of a mixed step: `tokens[start..]`, at most `most` of them, evaluated
 /// as [`Model::eval`] of all of `tokens` evaluates them (`tokens[..start]` already in the
 /// sequence's cache), with logits for the tokens from index `logits_from` on. A decoded token
-/// is a part of one token: `tokens` just that token, `start` and `logits_from` 0.
+/// is a part of one token: `tokens` just that token, `start` and `logits_from` 0. A mixture of
+/// experts ignores `most` and takes `eval`'s whole chunk (a token's expert matmuls depend on
+/// which tokens of its chunk chose the same experts).
 #[derive(Clone, Copy, Debug)]
 pub struct Part<'t> {
     pub tokens: &'t [u32],
@@ -115,14 +117,24 @@ pub(super) fn chunk_plan(
 }
 
 impl Model<'_> {
+    /// The chunk of a part (see [`chunk_plan`]), whole for a mixture of experts.
+    fn part_plan(&self, p: &Part) -> (usize, Micro, usize) {
+        let most = if self.config.moe.is_some() {
+            MAX_BATCH
+        } else {
+            p.most
+        };
+        chunk_plan(p.tokens.len(), p.start, p.logits_from, most)
+    }
+
     /// Where a part's chunk ends (see [`Part`]).
     pub fn part_end(&self, p: &Part) -> usize {
-        chunk_plan(p.tokens.len(), p.start, p.logits_from, p.most).0
+        self.part_plan(p).0
     }
 
     /// How many of a part's tokens have logits.
     pub fn part_outputs(&self, p: &Part) -> usize {
-        let (end, _, from) = chunk_plan(p.tokens.len(), p.start, p.logits_from, p.most);
+        let (end, _, from) = self.part_plan(p);
         end - p.start - from
     }
 
@@ -134,8 +146,9 @@ impl Model<'_> {
     /// sums differently when several tokens chose it).
     ///
     /// # Panics
-    /// Where the parts' tokens outnumber [`MAX_BATCH`], a sequence would pass its context, or
-    /// the counts of `seqs` and `parts` differ.
+    /// Where the parts' tokens outnumber [`MAX_BATCH`] (but for a mixture of experts, whose
+    /// parts run one by one; its work buffers hold [`MAX_BATCH`] outputs), a sequence would pass
+    /// its context, or the counts of `seqs` and `parts` differ.
     pub fn forward_mixed(
         &self,
         pool: &Pool,
@@ -144,12 +157,7 @@ impl Model<'_> {
         parts: &[Part],
     ) -> Vec<usize> {
         assert_eq!(seqs.len(), parts.len(), "one part per sequence");
-        let plans: Vec<(usize, Micro, usize)> = parts
-            .iter()
-            .map(|p| chunk_plan(p.tokens.len(), p.start, p.logits_from, p.most))
-            .collect();
-        let n: usize = parts.iter().zip(&plans).map(|(p, pl)| pl.0 - p.start).sum();
-        assert!(n <= MAX_BATCH, "a step of {n} tokens");
+        let plans: Vec<(usize, Micro, usize)> = parts.iter().map(|p| self.part_plan(p)).collect();
         let ends = plans.iter().map(|&(end, ..)| end).collect();
         if self.config.moe.is_some() {
             let mut at = 0;
@@ -162,6 +170,8 @@ impl Model<'_> {
             work.n_logits = at;
             return ends;
         }
+        let n: usize = parts.iter().zip(&plans).map(|(p, pl)| pl.0 - p.start).sum();
+        assert!(n <= MAX_BATCH, "a step of {n} tokens");
         let tokens: Vec<u32> = parts
             .iter()
             .zip(&plans)
