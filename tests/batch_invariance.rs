@@ -1,7 +1,7 @@
-//! A step that decodes for several sequences at once (`Model::forward_multi`, what `locus
-//! serve` runs each step) gives every sequence the logits and cache bits of decoding it alone
-//! (`Model::forward`), and a prompt fed a chunk at a time or after a cached prefix
-//! (`Model::eval_chunk`) gives those of `Model::eval`. Synthetic models of several families
+//! A step over several sequences at once (`Model::forward_mixed`, what `locus serve` runs each
+//! step: decoded tokens beside prompt chunks) gives every sequence the logits and cache bits
+//! of running it alone (`Model::eval` of its prompt, then `Model::forward`), and so does a
+//! prompt fed a chunk at a time by `Model::eval_chunk`. Synthetic models of several families
 //! and weight types, sequences of different lengths joining and leaving.
 
 use locus::kernels::{GgmlType, Kernels};

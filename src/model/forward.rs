@@ -763,30 +763,7 @@ impl<'a> Model<'a> {
         self.forward_batch(pool, s, None, &[token], 1 - outs, micro);
     }
 
-    /// Decodes one token for each of several sequences in one step: `tokens[j]` at position
-    /// `seqs[j].pos` of sequence `j`, with `work`'s buffers (a state from
-    /// [`Model::try_new_workspace`]); every weight row is read once for all of them. Each
-    /// token's arithmetic is that of [`Model::forward`] on its sequence alone, so the logits
-    /// (`work.logits(j)`) and caches are the same bits. A mixture of experts runs the
-    /// sequences one after another (an expert's matmul sums differently when several tokens
-    /// chose it).
-    ///
-    /// # Panics
-    /// Where the sequences outnumber [`MAX_BATCH`], one is full, or they are not all distinct
-    /// from `work`.
-    pub fn forward_multi(
-        &self,
-        pool: &Pool,
-        work: &mut State,
-        seqs: &mut [&mut State],
-        tokens: &[u32],
-    ) {
-        assert_eq!(seqs.len(), tokens.len(), "one token per sequence");
-        let parts: Vec<Part> = tokens.chunks(1).map(Part::decode).collect();
-        self.forward_mixed(pool, work, seqs, &parts);
-    }
-
-    /// A state to serve as [`Model::forward_multi`]'s buffers for sequences of up to `n_ctx`
+    /// A state to serve as [`Model::forward_mixed`]'s buffers for sequences of up to `n_ctx`
     /// tokens: scratch for `n_threads`, and no cache of its own.
     pub fn try_new_workspace(
         &self,

@@ -1,9 +1,9 @@
 //! Generation as a step API: one [`Sequence`] per request, advanced by whoever runs the
 //! forward steps. `locus run` drives one sequence with [`Model::eval_chunk`] and
 //! [`Model::forward`]; `locus serve` drives many, their decoded tokens and prompt chunks
-//! together in [`Model::forward_mixed`] steps. Both take their tokens and text from the same code here, so a
-//! request's output is decided in one place: prompt chunks, sampling, end of generation, stop
-//! strings (held back while they could still be forming), the UTF-8 stream.
+//! together in [`Model::forward_mixed`] steps. Both take their tokens and text from the same
+//! code here, so a request's output is decided in one place: prompt chunks, sampling, end of
+//! generation, stop strings (held back while they could still be forming), the UTF-8 stream.
 
 use super::forward::{Model, Part, State};
 use super::sampler::{Sampler, SamplerConfig};
@@ -129,12 +129,7 @@ impl Sequence {
         if state.stopped() {
             return start..start;
         }
-        self.done = end;
-        if end == n {
-            for &t in &self.prompt {
-                self.sampler.accept(t);
-            }
-        }
+        self.advance(end, None);
         start..end
     }
 
