@@ -15,8 +15,8 @@ use locus::kernels::gelu;
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::ops::Rope;
 use locus::kernels::{
-    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS, PANEL_ROWS,
-    PANEL_TOKENS, TILE_ROWS,
+    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, Queries, SumOrder, Tier, PACK_ROWS,
+    PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
 };
 use quickcheck::{Arbitrary, Gen};
 
@@ -697,6 +697,73 @@ fn attention_decode_row_dots_equal_scalar_single_dots() {
                         got.to_bits(),
                         want.to_bits(),
                         "tier {} len {len} n_pad {n_pad} row {r} of {rows}: {got} != {want}",
+                        k.tier
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The query heads of a KV head against the same rows at once (`att_dot_decode_heads`, each
+/// cache row widened once for all of them) give every head's single dots bit for bit in every
+/// tier: head counts around the kernel's sets of four (a short last set), row counts around
+/// its sixteen-row reduction, lengths around its steps, pads past and short of the row, and a
+/// row of zeros against negative zeros (the sign of a zero sum depends on the order).
+#[test]
+fn attention_decode_head_sets_equal_single_dots() {
+    let scalar = Kernels::scalar();
+    let mut all = vec![scalar];
+    all.extend(tiers());
+    for (len, rows, heads) in [
+        (64usize, 16usize, 8usize),
+        (64, 33, 4),
+        (64, 7, 3),
+        (1, 5, 2),
+        (17, 15, 5),
+        (130, 17, 8),
+        (250, 64, 6),
+        (3434, 64, 8),
+        (1000, 16, 8),
+    ] {
+        let stride = len + 5;
+        let mut x: Vec<u16> = (0..rows * stride)
+            .map(|i| f32_to_f16(((i * 7919) % 1013) as f32 * 0.013 - 6.5))
+            .collect();
+        x[..len].fill(0);
+        let y_stride = len + 3;
+        let ys: Vec<f32> = (0..heads * y_stride)
+            .map(|i| match i % 11 {
+                0 => -0.0,
+                _ => ((i * 104729) % 997) as f32 * 0.002 - 1.0,
+            })
+            .collect();
+        let queries = Queries {
+            ys: &ys,
+            len,
+            stride: y_stride,
+            count: heads,
+        };
+        let out_stride = rows + 2;
+        for n_pad in [len, len.div_ceil(64) * 64, 256, len / 2] {
+            for k in &all {
+                let mut out = vec![f32::NAN; heads * out_stride];
+                k.att_dot_decode_heads(&x, (stride, rows), queries, n_pad, &mut out, out_stride);
+                for j in 0..heads {
+                    let mut want = vec![0f32; rows];
+                    scalar.att_dot_decode_rows(&x, stride, queries.get(j), n_pad, &mut want);
+                    let got = &out[j * out_stride..j * out_stride + rows];
+                    assert!(
+                        same_bits(got, &want),
+                        "tier {} len {len} n_pad {n_pad} head {j} of {heads}, {rows} rows: \
+                         {got:?} != {want:?}",
+                        k.tier
+                    );
+                    assert!(
+                        out[j * out_stride + rows..(j + 1) * out_stride]
+                            .iter()
+                            .all(|v| v.is_nan()),
+                        "tier {}: wrote past head {j}'s rows",
                         k.tier
                     );
                 }

@@ -365,6 +365,29 @@ type RopeFn = fn(&[(f32, f32)], &mut [f32], usize);
 type AttGemv = fn(&[u16], &[f32], usize) -> f32;
 /// [`AttGemv`] of rows `x[r * stride..][..y.len()]` into `out[r]`.
 type AttGemvRows = fn(&[u16], usize, &[f32], usize, &mut [f32]);
+/// [`AttGemvRows`] of several queries against the same rows: `(x, (stride, rows), queries,
+/// n_pad, out, out_stride)`, query j's row r into `out[j * out_stride + r]`.
+type AttGemvHeads = fn(&[u16], (usize, usize), Queries<'_>, usize, &mut [f32], usize);
+
+/// Query vectors that read the same cache rows (the query heads of one KV head): `count`
+/// vectors of `len` f32, vector j at `ys[j * stride..][..len]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Queries<'a> {
+    pub ys: &'a [f32],
+    pub len: usize,
+    pub stride: usize,
+    pub count: usize,
+}
+
+impl<'a> Queries<'a> {
+    /// Query j.
+    ///
+    /// # Panics
+    /// If query j runs past the end of `ys`.
+    pub fn get(&self, j: usize) -> &'a [f32] {
+        &self.ys[j * self.stride..j * self.stride + self.len]
+    }
+}
 
 /// [`AttGemvRows`] by one `dot` per row (the tiers without a many-row kernel).
 fn att_gemv_each_row(
@@ -558,6 +581,9 @@ pub struct Kernels {
     bf16: DotU16,
     att_gemv: AttGemv,
     att_gemv_rows: AttGemvRows,
+    /// A tier's kernel for [`Kernels::att_dot_decode_heads`] that converts each cache row once
+    /// for all the queries; without one, the queries go one at a time through `att_gemv_rows`.
+    att_gemv_heads: Option<AttGemvHeads>,
     att_gemm: DotU16,
     att_gemm_rows: fn(&[f32], usize, &[f32], &mut [f32]),
     widen_f16: fn(&[u16], &mut [f32]),
@@ -615,6 +641,7 @@ impl Kernels {
             att_gemv_rows: |x, stride, y, n_pad, out| {
                 att_gemv_each_row(ggml_math::dot_f16_gemv, x, stride, y, n_pad, out)
             },
+            att_gemv_heads: None,
             att_gemm: ggml_math::dot_f16_gemm,
             att_gemm_rows: |x, stride, y, out| {
                 for (r, o) in out.iter_mut().enumerate() {
@@ -727,6 +754,7 @@ impl Kernels {
                 softmax: x86_64::avx512::softmax,
                 att_gemv: x86_64::avx512::att_gemv,
                 att_gemv_rows: x86_64::avx512::att_gemv_rows,
+                att_gemv_heads: Some(x86_64::avx512::att_gemv_heads),
                 q4_0_rows: x86_64::avx512::rows_q4_0_q8_0,
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,
@@ -1415,6 +1443,31 @@ impl Kernels {
         out: &mut [f32],
     ) {
         (self.att_gemv_rows)(x, stride, y, n_pad, out)
+    }
+
+    /// [`Kernels::att_dot_decode_rows`] of every query in `queries` against the same `rows`
+    /// rows (row r at `x[r * stride..][..queries.len]`): query j's row r into
+    /// `out[j * out_stride + r]`, bit for bit as one query at a time gives it. The query heads
+    /// of a KV head read its keys and values this way, each f16 row widened once for all.
+    ///
+    /// # Panics
+    /// If a row runs past the end of `x`, a query past its buffer, or an output past `out`.
+    pub fn att_dot_decode_heads(
+        &self,
+        x: &[u16],
+        (stride, rows): (usize, usize),
+        queries: Queries<'_>,
+        n_pad: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        if let Some(f) = self.att_gemv_heads {
+            return f(x, (stride, rows), queries, n_pad, out, out_stride);
+        }
+        for j in 0..queries.count {
+            let o = &mut out[j * out_stride..j * out_stride + rows];
+            (self.att_gemv_rows)(x, stride, queries.get(j), n_pad, o);
+        }
     }
 
     /// Softmax of `x · scale` with ggml's arithmetic (see `ggml_math::softmax`).

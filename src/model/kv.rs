@@ -194,6 +194,14 @@ pub(crate) enum KvBuf {
 }
 
 impl KvBuf {
+    /// The f16 cache's elements (`None` for the other kinds).
+    pub(crate) fn as_f16(&self) -> Option<&[u16]> {
+        match self {
+            KvBuf::F16(b) => Some(b),
+            _ => None,
+        }
+    }
+
     /// A zeroed buffer of `len` elements in rows of `row_len` values, or `None` where memory
     /// runs out.
     pub(crate) fn try_new(ty: KvType, len: usize, row_len: usize) -> Option<KvBuf> {

@@ -26,8 +26,8 @@ use super::avx2::{
 use super::avx2_panel::{check_panel, prefetch_packed_step, PANEL_PREFETCH_STEPS};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{
-    Q8Group, Q8Row, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
-    TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
+    Q8Group, Q8Row, Queries, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS,
+    TILE_ROWS, TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
 };
 
 /// The offset that maps an i8 weight onto u8 (`x + 128`, the top bit flipped).
@@ -755,6 +755,128 @@ fn att_gemv_rows_impl(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &m
         }
         r0 += k;
     }
+}
+
+/// Queries that share one widened cache row in [`att_gemv_heads_impl`] (their 16 accumulators
+/// and the row's four vectors fill 20 of the 32 registers).
+const HEADS_AT_ONCE: usize = 4;
+
+/// [`att_gemv_lanes`] of one row against [`HEADS_AT_ONCE`] queries: the row's f16 values are
+/// widened once per 16 and multiplied into every query's accumulators, each query's lanes
+/// formed by the same operations, in the same order, as its own `att_gemv_lanes`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn att_gemv_lanes_heads(
+    x: &[u16],
+    y: &[&[f32]; HEADS_AT_ONCE],
+    m: usize,
+) -> [__m512; HEADS_AT_ONCE] {
+    assert!(m <= x.len() && y.iter().all(|y| m <= y.len()));
+    let mask = |k: usize| -> __mmask16 {
+        if k >= 16 {
+            !0
+        } else {
+            (1u16 << k) - 1
+        }
+    };
+    let load_x = |i: usize, k: usize| {
+        // SAFETY: the mask selects the k ≤ 16 elements from i, all below m ≤ the row's length.
+        unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(k), x.as_ptr().add(i).cast())) }
+    };
+    let load_y = |h: usize, i: usize, k: usize| {
+        // SAFETY: as for the row: all below m ≤ every query's length.
+        unsafe { _mm512_maskz_loadu_ps(mask(k), y[h].as_ptr().add(i)) }
+    };
+    let mut acc = [[_mm512_setzero_ps(); 4]; HEADS_AT_ONCE];
+    let full = m / 64 * 64;
+    for i in (0..full).step_by(64) {
+        let xv: [__m512; 4] = std::array::from_fn(|j| load_x(i + 16 * j, 16));
+        for (h, a) in acc.iter_mut().enumerate() {
+            for (j, aj) in a.iter_mut().enumerate() {
+                *aj = _mm512_fmadd_ps(xv[j], load_y(h, i + 16 * j, 16), *aj);
+            }
+        }
+    }
+    for j in 0..4 {
+        let at = full + 16 * j;
+        if at < m {
+            let xv = load_x(at, m - at);
+            for (h, a) in acc.iter_mut().enumerate() {
+                a[j] = _mm512_fmadd_ps(xv, load_y(h, at, m - at), a[j]);
+            }
+        }
+    }
+    acc.map(|a| _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])))
+}
+
+/// [`att_gemv_rows_impl`] of every query against the same rows, [`HEADS_AT_ONCE`] queries at a
+/// time (a last short set repeats its last query and drops those results): sixteen rows'
+/// lanes per query reduced together, each result its single dot's bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn att_gemv_heads_impl(
+    x: &[u16],
+    (stride, rows): (usize, usize),
+    q: Queries<'_>,
+    n_pad: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let n = q.len;
+    if rows == 0 || q.count == 0 {
+        return;
+    }
+    assert!(
+        (rows - 1) * stride + n <= x.len(),
+        "attention rows past the cache"
+    );
+    assert!(
+        (q.count - 1) * out_stride + rows <= out.len(),
+        "attention outputs past their buffer"
+    );
+    let m = n.min(n_pad / 64 * 64);
+    for j0 in (0..q.count).step_by(HEADS_AT_ONCE) {
+        let hk = (q.count - j0).min(HEADS_AT_ONCE);
+        let y: [&[f32]; HEADS_AT_ONCE] = std::array::from_fn(|h| q.get(j0 + h.min(hk - 1)));
+        let mut r0 = 0;
+        while r0 < rows {
+            let k = (rows - r0).min(16);
+            let mut v = [[_mm512_setzero_ps(); 16]; HEADS_AT_ONCE];
+            for jr in 0..k {
+                let at = (r0 + jr) * stride;
+                let lanes = att_gemv_lanes_heads(&x[at..at + n], &y, m);
+                for (vh, l) in v.iter_mut().zip(lanes) {
+                    vh[jr] = l;
+                }
+            }
+            for (h, vh) in v.iter().enumerate().take(hk) {
+                let mut sums = [0f32; 16];
+                // SAFETY: sums is 16 writable f32s; the store is unaligned.
+                unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16x16(vh)) };
+                let o = &mut out[(j0 + h) * out_stride + r0..][..k];
+                for (jr, o) in o.iter_mut().enumerate() {
+                    let mut sum = sums[4 * (jr % 4) + jr / 4] as f64;
+                    let row = &x[(r0 + jr) * stride..];
+                    for i in m..n {
+                        sum += (crate::kernels::half::f16_to_f32(row[i]) * y[h][i]) as f64;
+                    }
+                    *o = sum as f32;
+                }
+            }
+            r0 += k;
+        }
+    }
+}
+
+pub(in crate::kernels) fn att_gemv_heads(
+    x: &[u16],
+    rows: (usize, usize),
+    q: Queries<'_>,
+    n_pad: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { att_gemv_heads_impl(x, rows, q, n_pad, out, out_stride) }
 }
 
 /// `ggml_math::reduce16` of one vector (`avx2::reduce16` of its halves).

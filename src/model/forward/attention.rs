@@ -8,7 +8,7 @@
 //! sums run in llama.cpp's order.
 
 use super::{Items, Model, Out, State};
-use crate::kernels::SumOrder;
+use crate::kernels::{Kernels, Queries, SumOrder};
 use crate::model::kv::{Arith, KvType, KV_PAD};
 use crate::model::swa::SwaCells;
 use crate::pool::{rows_of_group, split, Pool};
@@ -138,13 +138,13 @@ impl Model<'_> {
     /// The (token, query head) items of thread `tid` in an attention step over `n` tokens: its
     /// group's KV heads' query heads, KV-head-major, dealt round-robin among the group's threads
     /// (a later token attends over more keys, so contiguous shares would leave the first
-    /// threads idle); `None` when it has none.
-    fn attention_items(&self, pool: &Pool, tid: usize, n: usize) -> Option<Items> {
-        let c = &self.config;
+    /// threads idle); `per_kv` items per token and KV head (its query heads, or sets of them);
+    /// `None` when it has none.
+    fn attention_items(&self, pool: &Pool, tid: usize, n: usize, per_kv: usize) -> Option<Items> {
         let grp = pool.group_of(tid);
         let (g0, g1) = self.kv_heads_of_group(pool, grp);
         let threads = &pool.groups()[grp];
-        let count = n * (g1 - g0) * (c.n_head / c.n_head_kv);
+        let count = n * (g1 - g0) * per_kv;
         let first = tid - threads.start;
         (first < count).then_some(Items {
             g0,
@@ -214,7 +214,7 @@ impl Model<'_> {
         let scratch = Out::new(&mut s.scratch);
         let kernels = &self.kernels;
         pool.run(&|tid| {
-            let Some(it) = self.attention_items(pool, tid, n) else {
+            let Some(it) = self.attention_items(pool, tid, n, group) else {
                 return;
             };
             // SAFETY: each thread uses its own scratch row.
@@ -280,12 +280,43 @@ impl Model<'_> {
         let att = Out::new(&mut s.att);
         let scratch = Out::new(&mut s.scratch);
         let kernels = &self.kernels;
+        // Decode's arithmetic over an f16 cache: the query heads of a KV head can read its
+        // rows together, each row widened once for a set of them (`set_of`).
+        let sets = arith == Arith::Single && kq_arith == Arith::Single && kv_type == KvType::F16;
+        let set_of = |grp: usize| {
+            let (g0, g1) = self.kv_heads_of_group(pool, grp);
+            let threads = pool.groups()[grp].len();
+            // The sets' scores and queries must fit the thread's scratch.
+            let fits = |k: usize| (k - 1) * (cells + hd) <= 2 * cells * hd;
+            (2..=MAX_HEAD_SET.min(group))
+                .rev()
+                .find(|&k| {
+                    group.is_multiple_of(k) && n * (g1 - g0) * (group / k) >= threads && fits(k)
+                })
+                .unwrap_or(1)
+        };
         pool.run(&|tid| {
-            let Some(it) = self.attention_items(pool, tid, n) else {
+            let set = if sets { set_of(pool.group_of(tid)) } else { 1 };
+            let Some(it) = self.attention_items(pool, tid, n, group / set) else {
                 return;
             };
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
+            if set > 1 {
+                let (k, v) = (kc.as_f16(), vc.as_f16());
+                let (Some(k), Some(v)) = (k, v) else {
+                    unreachable!("an f16 cache holds f16 rows");
+                };
+                let heads = HeadSets {
+                    n,
+                    set,
+                    group,
+                    cells,
+                    b0,
+                    scale,
+                };
+                return self.attend_head_sets(kernels, heads, rows, (k, v), q, &it, mine, &att);
+            }
             let (sc, rest) = mine.split_at_mut(cells);
             let (q16, rest) = rest.split_at_mut(hd);
             let (kf, vf) = rest.split_at_mut(cells * hd);
@@ -337,6 +368,104 @@ impl Model<'_> {
                 }
             }
         });
+    }
+}
+
+/// The most query heads that read a KV head's rows together. A set is the largest divisor of
+/// the heads per KV head up to this that still leaves every thread of the group an item (a
+/// single token's decode on a many-thread node takes smaller sets, or none).
+const MAX_HEAD_SET: usize = 8;
+
+/// What [`Model::attend_head_sets`] needs besides the buffers: heads per set and per KV head,
+/// the batch's tokens, the scratch's score cells per head, the batch's first row and the
+/// softmax scale.
+#[derive(Clone, Copy)]
+struct HeadSets {
+    n: usize,
+    set: usize,
+    group: usize,
+    cells: usize,
+    b0: usize,
+    scale: f32,
+}
+
+impl Model<'_> {
+    /// One thread's attention items in sets of query heads (decode's arithmetic, f16 cache):
+    /// per (token, set) the set's queries against the KV head's keys, a softmax per head, and
+    /// the set's probabilities against its values, each cache row widened once for the set
+    /// ([`Kernels::att_dot_decode_heads`]: every head's bits as alone).
+    #[allow(clippy::too_many_arguments)]
+    fn attend_head_sets(
+        &self,
+        kernels: &Kernels,
+        hs: HeadSets,
+        rows: &Rows,
+        (kc, vc): (&[u16], &[u16]),
+        q: &[f32],
+        it: &Items,
+        mine: &mut [f32],
+        att: &Out,
+    ) {
+        let c = &self.config;
+        let (hd, q_dim) = (c.head_dim, c.q_dim());
+        let (set, cells) = (hs.set, hs.cells);
+        let (cap, kv_pad) = (rows.cap, rows.kv_pad);
+        let per_token = hs.group / set;
+        let per_kv_head = hs.n * per_token;
+        let (scores, rest) = mine.split_at_mut(set * cells);
+        let q16 = &mut rest[..set * hd];
+        for item in (it.first..it.count).step_by(it.step) {
+            let g = it.g0 + item / per_kv_head;
+            let (b, h0) = (
+                item % per_kv_head / per_token,
+                g * hs.group + item % per_token * set,
+            );
+            let row0 = (hs.b0 + b) * q_dim + h0 * hd;
+            for (d, &v) in q16.iter_mut().zip(&q[row0..row0 + set * hd]) {
+                *d = KvType::F16.round(v);
+            }
+            let len = rows.len[b];
+            let runs = rows.runs(b);
+            if runs.len() != 1 || runs[0] != (0, len) {
+                // As in the one-head path: cells the token does not see are −∞.
+                for j in 0..set {
+                    scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
+                }
+            }
+            let queries = Queries {
+                ys: q16,
+                len: hd,
+                stride: hd,
+                count: set,
+            };
+            for &(lo, hi) in runs {
+                let keys = &kc[g * cap * hd + lo * hd..];
+                kernels.att_dot_decode_heads(
+                    keys,
+                    (hd, hi - lo),
+                    queries,
+                    hd,
+                    &mut scores[lo..],
+                    cells,
+                );
+            }
+            for j in 0..set {
+                let sc = &mut scores[j * cells..j * cells + len];
+                kernels.softmax(sc, hs.scale);
+                for p in sc.iter_mut() {
+                    *p = KvType::F16.round(*p);
+                }
+            }
+            // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
+            let out = unsafe { att.slice(row0, row0 + set * hd) };
+            let probs = Queries {
+                ys: scores,
+                len,
+                stride: cells,
+                count: set,
+            };
+            kernels.att_dot_decode_heads(&vc[g * hd * cap..], (cap, hd), probs, kv_pad, out, hd);
+        }
     }
 }
 
