@@ -337,8 +337,52 @@ fn prompt_packed_k(c: &mut Criterion) {
     group.finish();
 }
 
+/// One thread's packed Q4_0 panel (`Kernels::dot_tile_packed_run`, decode's block-chain order)
+/// for a serving step of 8 sequences' decoded tokens and for a 32-token step, 2048 columns,
+/// over 16 groups that stay in L2. Throughput in weight bytes per token-pass.
+fn panel_packed_q4_0(c: &mut Criterion) {
+    let n = 2048;
+    let mut group = c.benchmark_group("panel_packed_q4_0");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    let rows: Vec<Vec<u8>> = (0..PACK_ROWS)
+        .map(|r| quantize_row(GgmlType::Q4_0, &values(n, r as u32)))
+        .collect();
+    let mut one = vec![0u8; rows.concat().len()];
+    pack::pack_group(Layout::Q4_0x16, &rows.concat(), n / 32, &mut one);
+    let groups = 16;
+    let bytes = one.repeat(groups);
+    for tier in [Tier::Avx2, Tier::Avx512] {
+        let Ok(k) = Kernels::for_tier(tier) else {
+            eprintln!("panel_packed_q4_0: SKIPPED: no {tier} tier on this CPU");
+            continue;
+        };
+        for tokens in [8usize, 32] {
+            let acts: Vec<ActRow> = (0..tokens)
+                .map(|t| {
+                    let mut a = ActRow::new_for(GgmlType::Q4_0);
+                    a.set(&values(n, 100 + t as u32));
+                    a
+                })
+                .collect();
+            let mut out = vec![0f32; PACK_ROWS * acts.len()];
+            group.throughput(Throughput::Bytes((bytes.len() * tokens) as u64));
+            group.bench_function(BenchmarkId::new(format!("{tier}"), tokens), |b| {
+                b.iter(|| {
+                    k.dot_tile_packed_run(black_box(&bytes), groups, &acts, &mut out, |_, _| {});
+                    black_box(&mut out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    panel_packed_q4_0,
     kernels,
     decode,
     decode_stream,

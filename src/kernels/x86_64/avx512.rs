@@ -761,16 +761,12 @@ fn att_gemv_rows_impl(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &m
 /// and the row's four vectors fill 20 of the 32 registers).
 const HEADS_AT_ONCE: usize = 4;
 
-/// [`att_gemv_lanes`] of one row against [`HEADS_AT_ONCE`] queries: the row's f16 values are
+/// [`att_gemv_lanes`] of one row against `H` (at most [`HEADS_AT_ONCE`]) queries: the row's f16 values are
 /// widened once per 16 and multiplied into every query's accumulators, each query's lanes
 /// formed by the same operations, in the same order, as its own `att_gemv_lanes`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn att_gemv_lanes_heads(
-    x: &[u16],
-    y: &[&[f32]; HEADS_AT_ONCE],
-    m: usize,
-) -> [__m512; HEADS_AT_ONCE] {
+fn att_gemv_lanes_heads<const H: usize>(x: &[u16], y: &[&[f32]; H], m: usize) -> [__m512; H] {
     assert!(m <= x.len() && y.iter().all(|y| m <= y.len()));
     let mask = |k: usize| -> __mmask16 {
         if k >= 16 {
@@ -787,7 +783,7 @@ fn att_gemv_lanes_heads(
         // SAFETY: as for the row: all below m ≤ every query's length.
         unsafe { _mm512_maskz_loadu_ps(mask(k), y[h].as_ptr().add(i)) }
     };
-    let mut acc = [[_mm512_setzero_ps(); 4]; HEADS_AT_ONCE];
+    let mut acc = [[_mm512_setzero_ps(); 4]; H];
     let full = m / 64 * 64;
     for i in (0..full).step_by(64) {
         let xv: [__m512; 4] = std::array::from_fn(|j| load_x(i + 16 * j, 16));
@@ -810,8 +806,8 @@ fn att_gemv_lanes_heads(
 }
 
 /// [`att_gemv_rows_impl`] of every query against the same rows, [`HEADS_AT_ONCE`] queries at a
-/// time (a last short set repeats its last query and drops those results): sixteen rows'
-/// lanes per query reduced together, each result its single dot's bits.
+/// time (fewer in a last set): sixteen rows' lanes per query reduced together, each result its
+/// single dot's bits.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn att_gemv_heads_impl(
     x: &[u16],
@@ -834,36 +830,56 @@ fn att_gemv_heads_impl(
         "attention outputs past their buffer"
     );
     let m = n.min(n_pad / 64 * 64);
+    let rows_of = |j0: usize, out: &mut [f32]| match (q.count - j0).min(HEADS_AT_ONCE) {
+        1 => heads_rows::<1>(x, (stride, rows), q, j0, m, out, out_stride),
+        2 => heads_rows::<2>(x, (stride, rows), q, j0, m, out, out_stride),
+        3 => heads_rows::<3>(x, (stride, rows), q, j0, m, out, out_stride),
+        _ => heads_rows::<HEADS_AT_ONCE>(x, (stride, rows), q, j0, m, out, out_stride),
+    };
     for j0 in (0..q.count).step_by(HEADS_AT_ONCE) {
-        let hk = (q.count - j0).min(HEADS_AT_ONCE);
-        let y: [&[f32]; HEADS_AT_ONCE] = std::array::from_fn(|h| q.get(j0 + h.min(hk - 1)));
-        let mut r0 = 0;
-        while r0 < rows {
-            let k = (rows - r0).min(16);
-            let mut v = [[_mm512_setzero_ps(); 16]; HEADS_AT_ONCE];
-            for jr in 0..k {
-                let at = (r0 + jr) * stride;
-                let lanes = att_gemv_lanes_heads(&x[at..at + n], &y, m);
-                for (vh, l) in v.iter_mut().zip(lanes) {
-                    vh[jr] = l;
-                }
+        rows_of(j0, out);
+    }
+}
+
+/// Queries `j0..j0 + H` of [`att_gemv_heads_impl`] against every row.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn heads_rows<const H: usize>(
+    x: &[u16],
+    (stride, rows): (usize, usize),
+    q: Queries<'_>,
+    j0: usize,
+    m: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let n = q.len;
+    let y: [&[f32]; H] = std::array::from_fn(|h| q.get(j0 + h));
+    let mut r0 = 0;
+    while r0 < rows {
+        let k = (rows - r0).min(16);
+        let mut v = [[_mm512_setzero_ps(); 16]; H];
+        for jr in 0..k {
+            let at = (r0 + jr) * stride;
+            let lanes = att_gemv_lanes_heads::<H>(&x[at..at + n], &y, m);
+            for (vh, l) in v.iter_mut().zip(lanes) {
+                vh[jr] = l;
             }
-            for (h, vh) in v.iter().enumerate().take(hk) {
-                let mut sums = [0f32; 16];
-                // SAFETY: sums is 16 writable f32s; the store is unaligned.
-                unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16x16(vh)) };
-                let o = &mut out[(j0 + h) * out_stride + r0..][..k];
-                for (jr, o) in o.iter_mut().enumerate() {
-                    let mut sum = sums[4 * (jr % 4) + jr / 4] as f64;
-                    let row = &x[(r0 + jr) * stride..];
-                    for i in m..n {
-                        sum += (crate::kernels::half::f16_to_f32(row[i]) * y[h][i]) as f64;
-                    }
-                    *o = sum as f32;
-                }
-            }
-            r0 += k;
         }
+        for (h, vh) in v.iter().enumerate() {
+            let mut sums = [0f32; 16];
+            // SAFETY: sums is 16 writable f32s; the store is unaligned.
+            unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16x16(vh)) };
+            let o = &mut out[(j0 + h) * out_stride + r0..][..k];
+            for (jr, o) in o.iter_mut().enumerate() {
+                let mut sum = sums[4 * (jr % 4) + jr / 4] as f64;
+                let row = &x[(r0 + jr) * stride..];
+                for i in m..n {
+                    sum += (crate::kernels::half::f16_to_f32(row[i]) * y[h][i]) as f64;
+                }
+                *o = sum as f32;
+            }
+        }
+        r0 += k;
     }
 }
 

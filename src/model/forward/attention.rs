@@ -288,11 +288,12 @@ impl Model<'_> {
             let threads = pool.groups()[grp].len();
             // The sets' scores and queries must fit the thread's scratch.
             let fits = |k: usize| (k - 1) * (cells + hd) <= 2 * cells * hd;
-            (2..=MAX_HEAD_SET.min(group))
+            // Query heads on the busiest thread when sets of k are dealt round-robin.
+            let busiest = |k: usize| (n * (g1 - g0) * (group / k)).div_ceil(threads) * k;
+            (1..=MAX_HEAD_SET.min(group))
                 .rev()
-                .find(|&k| {
-                    group.is_multiple_of(k) && n * (g1 - g0) * (group / k) >= threads && fits(k)
-                })
+                .filter(|&k| group.is_multiple_of(k) && fits(k))
+                .min_by_key(|&k| busiest(k))
                 .unwrap_or(1)
         };
         pool.run(&|tid| {
@@ -372,8 +373,9 @@ impl Model<'_> {
 }
 
 /// The most query heads that read a KV head's rows together. A set is the largest divisor of
-/// the heads per KV head up to this that still leaves every thread of the group an item (a
-/// single token's decode on a many-thread node takes smaller sets, or none).
+/// the heads per KV head up to this that leaves the busiest thread of the group no more heads
+/// than sets of one would (a single token's decode on a many-thread node takes smaller sets,
+/// or none).
 const MAX_HEAD_SET: usize = 8;
 
 /// What [`Model::attend_head_sets`] needs besides the buffers: heads per set and per KV head,
