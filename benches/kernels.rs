@@ -17,8 +17,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use locus::kernels::{
-    pack, set_stream_target, ActRow, GgmlType, Kernels, Layout, StreamTarget, SumOrder, Tier,
-    PACK_ROWS, PANEL_ROWS,
+    pack, set_stream_target, ActRow, GgmlType, Kernels, Layout, Queries, StreamTarget, SumOrder,
+    Tier, PACK_ROWS, PANEL_ROWS,
 };
 use locus::model::quantize::quantize_row;
 use std::hint::black_box;
@@ -380,8 +380,70 @@ fn panel_packed_q4_0(c: &mut Criterion) {
     group.finish();
 }
 
+/// Decode attention of the eight query heads of one KV head over a 3072-token f16 cache, one
+/// head at a time (`att_dot_decode_rows`) against all eight at once (`att_dot_decode_heads`):
+/// the keys (3072 rows of 64) and the values (64 rows of 3072). One thread, from L2.
+fn attention_heads(c: &mut Criterion) {
+    let (cells, hd, heads) = (3072usize, 64usize, 8usize);
+    let f16 = |n: usize, seed: u32| -> Vec<u16> {
+        values(n, seed)
+            .iter()
+            .map(|&v| locus::kernels::half::f32_to_f16(v))
+            .collect()
+    };
+    let (keys, vals) = (f16(cells * hd, 1), f16(hd * cells, 2));
+    let q = values(heads * hd, 3);
+    let p: Vec<f32> = values(heads * cells, 4).iter().map(|v| v.abs()).collect();
+    let mut group = c.benchmark_group("attention_heads");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for tier in [Tier::Avx2, Tier::Avx512] {
+        let Ok(k) = Kernels::for_tier(tier) else {
+            eprintln!("attention_heads: SKIPPED: no {tier} tier on this CPU");
+            continue;
+        };
+        for (side, x, stride, rows, ys, len) in [
+            ("keys", &keys, hd, cells, &q, hd),
+            ("values", &vals, cells, hd, &p, cells),
+        ] {
+            let queries = Queries {
+                ys,
+                len,
+                stride: len,
+                count: heads,
+            };
+            let mut out = vec![0f32; heads * rows];
+            group.bench_function(BenchmarkId::new(format!("{tier}/{side}"), "each"), |b| {
+                b.iter(|| {
+                    for (j, o) in out.chunks_exact_mut(rows).enumerate() {
+                        k.att_dot_decode_rows(black_box(x), stride, queries.get(j), len, o);
+                    }
+                    black_box(&mut out);
+                })
+            });
+            group.bench_function(BenchmarkId::new(format!("{tier}/{side}"), "heads"), |b| {
+                b.iter(|| {
+                    k.att_dot_decode_heads(
+                        black_box(x),
+                        (stride, rows),
+                        queries,
+                        len,
+                        &mut out,
+                        rows,
+                    );
+                    black_box(&mut out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    attention_heads,
     panel_packed_q4_0,
     kernels,
     decode,
