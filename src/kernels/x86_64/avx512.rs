@@ -761,9 +761,10 @@ fn att_gemv_rows_impl(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &m
 /// and the row's four vectors fill 20 of the 32 registers).
 const HEADS_AT_ONCE: usize = 4;
 
-/// [`att_gemv_lanes`] of one row against `H` (at most [`HEADS_AT_ONCE`]) queries: the row's f16 values are
-/// widened once per 16 and multiplied into every query's accumulators, each query's lanes
-/// formed by the same operations, in the same order, as its own `att_gemv_lanes`.
+/// [`att_gemv_lanes`] of one row against `H` (at most [`HEADS_AT_ONCE`]) queries: the row's
+/// f16 values are widened once per 16 and multiplied into every query's accumulators, each
+/// query's lanes formed by the same operations, in the same order, as its own
+/// `att_gemv_lanes`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn att_gemv_lanes_heads<const H: usize>(x: &[u16], y: &[&[f32]; H], m: usize) -> [__m512; H] {

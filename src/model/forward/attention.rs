@@ -441,6 +441,11 @@ impl Model<'_> {
                 count: set,
             };
             for &(lo, hi) in runs {
+                // As `sc[lo..hi]` checks in the one-head path: a run stays in the token's row.
+                assert!(
+                    hi <= len,
+                    "attention run {lo}..{hi} past the row's {len} cells"
+                );
                 let keys = &kc[g * cap * hd + lo * hd..];
                 kernels.att_dot_decode_heads(
                     keys,
