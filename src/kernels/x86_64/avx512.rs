@@ -642,34 +642,8 @@ fn softmax_impl(x: &mut [f32], scale: f32) {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn att_gemv_lanes(x: &[u16], y: &[f32], m: usize) -> __m512 {
-    assert!(m <= x.len() && m <= y.len());
-    // Sixteen values from i, masked to the first `k` (the rest read as zeros).
-    let load = |i: usize, k: usize| {
-        let mask: __mmask16 = if k >= 16 { !0 } else { (1u16 << k) - 1 };
-        // SAFETY: the mask selects the k ≤ 16 elements from i, all below m ≤ both lengths.
-        unsafe {
-            (
-                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, x.as_ptr().add(i).cast())),
-                _mm512_maskz_loadu_ps(mask, y.as_ptr().add(i)),
-            )
-        }
-    };
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let full = m / 64 * 64;
-    for i in (0..full).step_by(64) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            let (xv, yv) = load(i + 16 * j, 16);
-            *a = _mm512_fmadd_ps(xv, yv, *a);
-        }
-    }
-    for (j, a) in acc.iter_mut().enumerate() {
-        let at = full + 16 * j;
-        if at < m {
-            let (xv, yv) = load(at, m - at);
-            *a = _mm512_fmadd_ps(xv, yv, *a);
-        }
-    }
-    _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]))
+    let [lanes] = att_gemv_lanes_heads::<1>(x, &[y], m);
+    lanes
 }
 
 /// `ggml_math::dot_f16_gemv` (same operation order) with one 16-lane accumulator per quarter
@@ -726,35 +700,13 @@ fn reduce16x16(v: &[__m512; 16]) -> __m512 {
 /// rows' sums reduced together ([`reduce16x16`]); each result is its single dot's bits.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn att_gemv_rows_impl(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &mut [f32]) {
-    let n = y.len();
-    if let Some(last) = out.len().checked_sub(1) {
-        assert!(
-            last * stride + n <= x.len(),
-            "attention rows past the cache"
-        );
-    }
-    let m = n.min(n_pad / 64 * 64);
-    let mut r0 = 0;
-    while r0 < out.len() {
-        let k = (out.len() - r0).min(16);
-        let mut v = [_mm512_setzero_ps(); 16];
-        for (j, vj) in v.iter_mut().enumerate().take(k) {
-            let at = (r0 + j) * stride;
-            *vj = att_gemv_lanes(&x[at..at + n], y, m);
-        }
-        let mut sums = [0f32; 16];
-        // SAFETY: sums is 16 writable f32s; the store is unaligned.
-        unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16x16(&v)) };
-        for (j, o) in out[r0..r0 + k].iter_mut().enumerate() {
-            let mut sum = sums[4 * (j % 4) + j / 4] as f64;
-            let row = &x[(r0 + j) * stride..];
-            for i in m..n {
-                sum += (crate::kernels::half::f16_to_f32(row[i]) * y[i]) as f64;
-            }
-            *o = sum as f32;
-        }
-        r0 += k;
-    }
+    let q = Queries {
+        ys: y,
+        len: y.len(),
+        stride: y.len(),
+        count: 1,
+    };
+    att_gemv_heads_impl(x, (stride, out.len()), q, n_pad, out, 0);
 }
 
 /// Queries that share one widened cache row in [`att_gemv_heads_impl`] (their 16 accumulators

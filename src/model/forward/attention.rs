@@ -308,14 +308,7 @@ impl Model<'_> {
                 let (Some(k), Some(v)) = (k, v) else {
                     unreachable!("an f16 cache holds f16 rows");
                 };
-                let heads = HeadSets {
-                    n,
-                    set,
-                    group,
-                    cells,
-                    b0,
-                    scale,
-                };
+                let heads = HeadSets { n, set, cells, b0 };
                 return self.attend_head_sets(kernels, heads, rows, (k, v), q, &it, mine, &att);
             }
             let (sc, rest) = mine.split_at_mut(cells);
@@ -378,17 +371,14 @@ impl Model<'_> {
 /// or none).
 const MAX_HEAD_SET: usize = 8;
 
-/// What [`Model::attend_head_sets`] needs besides the buffers: heads per set and per KV head,
-/// the batch's tokens, the scratch's score cells per head, the batch's first row and the
-/// softmax scale.
+/// What [`Model::attend_head_sets`] needs besides the buffers: the batch's tokens, heads per
+/// set, the scratch's score cells per head and the batch's first row.
 #[derive(Clone, Copy)]
 struct HeadSets {
     n: usize,
     set: usize,
-    group: usize,
     cells: usize,
     b0: usize,
-    scale: f32,
 }
 
 impl Model<'_> {
@@ -409,10 +399,10 @@ impl Model<'_> {
         att: &Out,
     ) {
         let c = &self.config;
-        let (hd, q_dim) = (c.head_dim, c.q_dim());
-        let (set, cells) = (hs.set, hs.cells);
+        let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
+        let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());
         let (cap, kv_pad) = (rows.cap, rows.kv_pad);
-        let per_token = hs.group / set;
+        let per_token = group / set;
         let per_kv_head = hs.n * per_token;
         let (scores, rest) = mine.split_at_mut(set * cells);
         let q16 = &mut rest[..set * hd];
@@ -420,7 +410,7 @@ impl Model<'_> {
             let g = it.g0 + item / per_kv_head;
             let (b, h0) = (
                 item % per_kv_head / per_token,
-                g * hs.group + item % per_token * set,
+                g * group + item % per_token * set,
             );
             let row0 = (hs.b0 + b) * q_dim + h0 * hd;
             for (d, &v) in q16.iter_mut().zip(&q[row0..row0 + set * hd]) {
@@ -458,7 +448,7 @@ impl Model<'_> {
             }
             for j in 0..set {
                 let sc = &mut scores[j * cells..j * cells + len];
-                kernels.softmax(sc, hs.scale);
+                kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
                     *p = KvType::F16.round(*p);
                 }
