@@ -441,8 +441,46 @@ fn attention_heads(c: &mut Criterion) {
     group.finish();
 }
 
+/// Packing at load: sixteen-row groups of 2048 columns in each packed layout, from a 64 MiB
+/// source into a 64 MiB destination (both beyond the caches, as a copy's build streams them).
+/// Throughput is in bytes packed; `rows` is a plain copy, the yardstick.
+fn pack_groups(c: &mut Criterion) {
+    const BYTES: usize = 64 << 20;
+    let cols = 2048usize;
+    let mut group = c.benchmark_group("pack_groups");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    // The file's layout (a plain copy of Q4_0 rows) is the yardstick.
+    for layout in std::iter::once(Layout::Rows).chain(Layout::PACKED) {
+        let ty = layout.holds().unwrap_or(GgmlType::Q4_0);
+        let n = cols / layout.block_elems();
+        let group_bytes = PACK_ROWS * n * ty.block_bytes();
+        let groups = BYTES / group_bytes;
+        let src: Vec<u8> = (0..groups * group_bytes)
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
+        let mut dst = vec![0u8; src.len()];
+        group.throughput(Throughput::Bytes(src.len() as u64));
+        group.bench_function(BenchmarkId::new(layout.name(), cols), |b| {
+            b.iter(|| {
+                for (s, d) in src
+                    .chunks_exact(group_bytes)
+                    .zip(dst.chunks_exact_mut(group_bytes))
+                {
+                    pack::pack_group(layout, black_box(s), n, d);
+                }
+                black_box(&mut dst);
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    pack_groups,
     attention_heads,
     panel_packed_q4_0,
     kernels,

@@ -129,6 +129,10 @@ impl Layout {
 /// Packs [`PACK_ROWS`] rows of `n` blocks each (back to back in `rows`, the file's layout) into
 /// `layout`, in `out` (the same size). [`Layout::Rows`] copies.
 ///
+/// Runs at load over every byte of a packed copy, so it moves each field of the sixteen rows'
+/// blocks as one sweep over the packed step's lines (written in order, read from sixteen
+/// places) rather than run by run as [`unpack_group`] does; both follow the same field table.
+///
 /// # Panics
 /// If either slice is not `PACK_ROWS · n` blocks of the layout's type.
 pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
@@ -136,9 +140,33 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
         return out.copy_from_slice(rows);
     }
     check_sizes("pack", layout, rows, out, n);
-    walk(layout, n, |file, at, len| {
-        out[at..at + len].copy_from_slice(&rows[file..file + len])
-    });
+    let (fields, block) = fields(layout);
+    let row_bytes = n * block;
+    for (i, step) in out.chunks_exact_mut(block * PACK_ROWS).enumerate() {
+        let src: [&[u8]; PACK_ROWS] =
+            std::array::from_fn(|r| &rows[r * row_bytes + i * block..][..block]);
+        for f in fields {
+            match f.unit {
+                1 => move_field::<1>(&src, f, step),
+                2 => move_field::<2>(&src, f, step),
+                4 => move_field::<4>(&src, f, step),
+                u => unreachable!("no field moves {u}-byte units"),
+            }
+        }
+    }
+}
+
+/// Writes field `f` of the sixteen blocks `src` into its place in the packed `step`, line by
+/// line: `U`-byte unit `j` of row `r` at `f.packed + U·(PACK_ROWS·j + r)`.
+#[inline(always)]
+fn move_field<const U: usize>(src: &[&[u8]; PACK_ROWS], f: &Field, step: &mut [u8]) {
+    let lines = &mut step[f.packed..f.packed + U * PACK_ROWS * f.count];
+    for (j, line) in lines.chunks_exact_mut(U * PACK_ROWS).enumerate() {
+        let at = f.file + U * j;
+        for (cell, row) in line.chunks_exact_mut(U).zip(src) {
+            cell.copy_from_slice(&row[at..at + U]);
+        }
+    }
 }
 
 /// The inverse of [`pack_group`]: the file's layout of a packed group.
@@ -150,23 +178,73 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
         return out.copy_from_slice(packed);
     }
     check_sizes("unpack", layout, packed, out, n);
-    walk(layout, n, |file, at, len| {
-        out[file..file + len].copy_from_slice(&packed[at..at + len])
-    });
+    let (fields, block) = fields(layout);
+    let row_bytes = n * block;
+    for i in 0..n {
+        let step = i * block * PACK_ROWS;
+        for r in 0..PACK_ROWS {
+            let file = r * row_bytes + i * block;
+            for f in fields {
+                for j in 0..f.count {
+                    let (from, to) = (file + f.file + f.unit * j, step + f.place(j, r));
+                    out[from..from + f.unit].copy_from_slice(&packed[to..to + f.unit]);
+                }
+            }
+        }
+    }
 }
 
-/// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every run
-/// of bytes packing sixteen rows of `n` blocks into the packed `layout` moves. Unpacking moves
-/// the same runs back.
-#[inline(always)]
-fn walk(layout: Layout, n: usize, mv: impl FnMut(usize, usize, usize)) {
+/// One field of a block as packing moves it: `count` units of `unit` bytes starting at byte
+/// `file` of each row's block; unit `j` of row `r` lands at `packed + unit·(PACK_ROWS·j + r)`
+/// of the group's step for that block.
+struct Field {
+    file: usize,
+    unit: usize,
+    count: usize,
+    packed: usize,
+}
+
+impl Field {
+    const fn new(file: usize, unit: usize, count: usize, packed: usize) -> Field {
+        Field {
+            file,
+            unit,
+            count,
+            packed,
+        }
+    }
+
+    /// Where unit `j` of row `r` lands in the step.
+    fn place(&self, j: usize, r: usize) -> usize {
+        self.packed + self.unit * (PACK_ROWS * j + r)
+    }
+}
+
+/// True when `fields` cover a `block`-byte block exactly once, in order, and their packed
+/// places tile the step (`PACK_ROWS` blocks) in the same order: packing is a permutation.
+const fn tiles(fields: &[Field], block: usize) -> bool {
+    let (mut file, mut packed, mut i) = (0, 0, 0);
+    while i < fields.len() {
+        let f = &fields[i];
+        if f.file != file || f.packed != packed || !matches!(f.unit, 1 | 2 | 4) {
+            return false;
+        }
+        file += f.unit * f.count;
+        packed += f.unit * f.count * PACK_ROWS;
+        i += 1;
+    }
+    file == block && packed == block * PACK_ROWS
+}
+
+/// The field table of a packed layout, and the bytes of one block of its type.
+fn fields(layout: Layout) -> (&'static [Field], usize) {
     match layout {
         Layout::Rows => unreachable!("the file's layout moves nothing"),
-        Layout::Q4_0x16 => walk_q4_0(n, mv),
-        Layout::Q4Kx16 => walk_q4_k(n, mv),
-        Layout::Iq4XsX16 => walk_words::<IQ4_XS_BLOCK>(n, mv),
-        Layout::Q6Kx16 => walk_words::<Q6_K_BLOCK>(n, mv),
-        Layout::Q5Kx16 => walk_words::<Q5_K_BLOCK>(n, mv),
+        Layout::Q4_0x16 => (&Q4_0_FIELDS, BLOCK),
+        Layout::Q4Kx16 => (&Q4_K_FIELDS, K_BLOCK),
+        Layout::Iq4XsX16 => (&IQ4_XS_FIELDS, IQ4_XS_BLOCK),
+        Layout::Q6Kx16 => (&Q6_K_FIELDS, Q6_K_BLOCK),
+        Layout::Q5Kx16 => (&Q5_K_FIELDS, Q5_K_BLOCK),
     }
 }
 
@@ -183,37 +261,33 @@ fn check_sizes(what: &str, layout: Layout, a: &[u8], b: &[u8], n: usize) {
     );
 }
 
+/// Q4_0: the f16 scale, then the nibbles in four-byte groups.
+const Q4_0_FIELDS: [Field; 2] = [
+    Field::new(0, 2, 1, 0),
+    Field::new(2, GROUP, QS / GROUP, SCALES),
+];
+const _: () = assert!(tiles(&Q4_0_FIELDS, BLOCK));
+
 /// Bytes of one IQ4_XS block: whole words.
 const IQ4_XS_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockIq4Xs>();
-const _: () = assert!(IQ4_XS_BLOCK.is_multiple_of(GROUP));
+/// IQ4_XS: word by word.
+const IQ4_XS_FIELDS: [Field; 1] = [Field::new(0, GROUP, IQ4_XS_BLOCK / GROUP, 0)];
+const _: () = assert!(tiles(&IQ4_XS_FIELDS, IQ4_XS_BLOCK));
 /// Bytes of one Q6_K block: 52 words and a 2-byte tail (its `d`).
 const Q6_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ6K>();
-/// Bytes of one Q5_K block: whole words.
-const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
-const _: () = assert!(Q5_K_BLOCK.is_multiple_of(GROUP));
 /// Where a packed Q6_K step keeps its rows' f16 scales `d` (after the 52 word vectors).
 pub const Q6_K_D_AT: usize = Q6_K_BLOCK / GROUP * GROUP * PACK_ROWS;
-
-/// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every word
-/// (4 bytes) of sixteen rows of `n` blocks of `B` bytes, interleaved word by word, and for the
-/// blocks' last `B mod 4` bytes, which follow the words as one run per row.
-#[inline(always)]
-fn walk_words<const B: usize>(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
-    let (words, tail) = (B / GROUP, B % GROUP);
-    let row_bytes = n * B;
-    for i in 0..n {
-        for r in 0..PACK_ROWS {
-            let (file, step) = (r * row_bytes + i * B, i * B * PACK_ROWS);
-            for w in 0..words {
-                mv(file + GROUP * w, step + GROUP * (PACK_ROWS * w + r), GROUP);
-            }
-            if tail > 0 {
-                let at = step + GROUP * PACK_ROWS * words + tail * r;
-                mv(file + GROUP * words, at, tail);
-            }
-        }
-    }
-}
+/// Q6_K: word by word, then the rows' `d` side by side.
+const Q6_K_FIELDS: [Field; 2] = [
+    Field::new(0, GROUP, Q6_K_BLOCK / GROUP, 0),
+    Field::new(Q6_K_BLOCK / GROUP * GROUP, Q6_K_BLOCK % GROUP, 1, Q6_K_D_AT),
+];
+const _: () = assert!(tiles(&Q6_K_FIELDS, Q6_K_BLOCK));
+/// Bytes of one Q5_K block: whole words.
+const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
+/// Q5_K: word by word.
+const Q5_K_FIELDS: [Field; 1] = [Field::new(0, GROUP, Q5_K_BLOCK / GROUP, 0)];
+const _: () = assert!(tiles(&Q5_K_FIELDS, Q5_K_BLOCK));
 
 /// Bytes of one Q4_K super-block.
 const K_BLOCK: usize = std::mem::size_of::<BlockQ4K>();
@@ -227,51 +301,14 @@ pub const K_QS_AT: usize = K_SCALES_AT + K_SCALE_SIZE * PACK_ROWS;
 const K_FILE_DMIN: usize = 2;
 const K_FILE_SCALES: usize = 4;
 const K_FILE_QS: usize = K_FILE_SCALES + K_SCALE_SIZE;
-const _: () = assert!(K_QS_AT + PACK_ROWS * (K_BLOCK - K_FILE_QS) == K_STEP);
-
-/// [`walk_q4_0`] for Q4_K: every run of bytes its packing moves, for sixteen rows of `n`
-/// super-blocks.
-#[inline(always)]
-fn walk_q4_k(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
-    let row_bytes = n * K_BLOCK;
-    for i in 0..n {
-        for r in 0..PACK_ROWS {
-            let (file, step) = (r * row_bytes + i * K_BLOCK, i * K_STEP);
-            mv(file, step + 2 * r, 2);
-            mv(file + K_FILE_DMIN, step + K_DMIN_AT + 2 * r, 2);
-            for p in 0..K_SCALE_SIZE {
-                mv(
-                    file + K_FILE_SCALES + p,
-                    step + K_SCALES_AT + PACK_ROWS * p + r,
-                    1,
-                );
-            }
-            for k in 0..(K_BLOCK - K_FILE_QS) / GROUP {
-                let at = step + K_QS_AT + k * GROUP * PACK_ROWS + GROUP * r;
-                mv(file + K_FILE_QS + GROUP * k, at, GROUP);
-            }
-        }
-    }
-}
-
-/// Calls `mv(offset in the file's layout, offset in the packed layout, length)` for every run of
-/// bytes packing moves, for sixteen rows of `n` blocks (plain loops with constant lengths, which
-/// compile to plain moves: packing runs at load, over every byte of a copy). Unpacking moves the
-/// same runs back.
-#[inline(always)]
-fn walk_q4_0(n: usize, mut mv: impl FnMut(usize, usize, usize)) {
-    let row_bytes = n * BLOCK;
-    for i in 0..n {
-        for r in 0..PACK_ROWS {
-            let (file, step) = (r * row_bytes + i * BLOCK, i * STEP);
-            mv(file, step + 2 * r, 2);
-            for k in 0..QS / GROUP {
-                let at = step + SCALES + k * GROUP * PACK_ROWS + GROUP * r;
-                mv(file + 2 + GROUP * k, at, GROUP);
-            }
-        }
-    }
-}
+/// Q4_K: d, dmin, the twelve scale bytes one by one, then the nibbles in four-byte groups.
+const Q4_K_FIELDS: [Field; 4] = [
+    Field::new(0, 2, 1, 0),
+    Field::new(K_FILE_DMIN, 2, 1, K_DMIN_AT),
+    Field::new(K_FILE_SCALES, 1, K_SCALE_SIZE, K_SCALES_AT),
+    Field::new(K_FILE_QS, GROUP, (K_BLOCK - K_FILE_QS) / GROUP, K_QS_AT),
+];
+const _: () = assert!(tiles(&Q4_K_FIELDS, K_BLOCK));
 
 #[cfg(test)]
 mod tests {
