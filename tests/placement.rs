@@ -544,3 +544,106 @@ fn packed_copies_of_every_packed_type_give_the_file_tokens() {
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 }
+
+/// The pages of `path` now in the page cache (`mincore` over a mapping this test never reads).
+fn resident_bytes(map: &memmap2::Mmap) -> usize {
+    let page = 4096usize;
+    let mut vec = vec![0u8; map.len().div_ceil(page)];
+    // SAFETY: the mapping is `map.len()` bytes from a page-aligned start, and `vec` has one
+    // byte per page of it, as mincore writes.
+    let r = unsafe {
+        libc::mincore(
+            map.as_ptr() as *mut libc::c_void,
+            map.len(),
+            vec.as_mut_ptr(),
+        )
+    };
+    assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+    vec.iter().filter(|&&b| b & 1 != 0).count() * page
+}
+
+/// A copy drops the file's pages as it passes them: loading a model whose pages are not
+/// cached, the page cache never holds more than a small share of the file at once (the
+/// matrices being copied and the read-ahead), where a copy that dropped them only at the end
+/// held the whole file just before. The file is polled with `mincore` while `locus run`
+/// places a mirror copy of a 60 MiB model of many small matrices; the poll must also see the
+/// weights' pages come and go (more than the header resident at some point), or it proves
+/// nothing.
+#[test]
+fn a_copy_drops_the_files_pages_as_it_passes_them() {
+    let path = common::temp_dir("placement-passing").join("m.gguf");
+    let p = path.to_str().unwrap();
+    let args = [
+        "gen-model",
+        p,
+        "--type",
+        "Q4_0",
+        "--dim",
+        "1024",
+        "--layers",
+        "12",
+        "--ffn",
+        "2048",
+        "--heads",
+        "8",
+        "--kv-heads",
+        "4",
+        "--vocab",
+        "512",
+        "--untied",
+    ];
+    let out = common::locus(&args);
+    assert!(out.status.success(), "gen-model: {out:?}");
+    let file = std::fs::File::open(&path).unwrap();
+    // SAFETY: the file is this test's own and nothing writes it while mapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let header = {
+        use std::os::fd::AsRawFd;
+        // SAFETY: advice on an open descriptor.
+        let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(r, 0, "posix_fadvise");
+        let g = locus::model::gguf::Gguf::parse(&map).expect("the generated file parses");
+        g.data_offset as usize
+    };
+    let cold = resident_bytes(&map);
+    assert!(cold < map.len() / 10, "the file stays cached: {cold} bytes");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_locus"))
+        .args([
+            "run", "-m", p, "-p", "Hi", "-n", "1", "--numa", "mirror", "-t", "2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot start locus");
+    let (mut peak, mut polls) = (0usize, 0usize);
+    let status = loop {
+        peak = peak.max(resident_bytes(&map));
+        polls += 1;
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "locus run: {err}");
+    let after = resident_bytes(&map);
+    let what = format!(
+        "{} byte file, {header} byte header: peak {peak}, after {after}, {polls} polls",
+        map.len()
+    );
+    assert!(
+        peak > header + (1 << 20),
+        "the poll never saw the weights read: {what}"
+    );
+    assert!(
+        peak < map.len() / 4,
+        "the page cache held most of the file: {what}"
+    );
+    assert!(
+        after < map.len() / 20,
+        "the file's pages stayed cached: {what}"
+    );
+    drop(map);
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}

@@ -77,6 +77,21 @@ impl Placement {
         opts: &Options,
         topo: Topology,
     ) -> Result<Placement, PlacementError> {
+        // The fill asks for what it reads next (WILLNEED) and drops what it has copied; the
+        // kernel's read-around (up to the disk's read_ahead_kb: 8 MiB here) would pull most of
+        // a small file in ahead of it, so the mapping reads only what is touched until the
+        // copies are built. Advice, best effort both ways.
+        let _ = memory::madvise(file.bytes(), memory::MADV_RANDOM);
+        let built = Placement::build_copies(file, opts, topo);
+        let _ = memory::madvise(file.bytes(), memory::MADV_NORMAL);
+        built
+    }
+
+    fn build_copies(
+        file: &ModelFile,
+        opts: &Options,
+        topo: Topology,
+    ) -> Result<Placement, PlacementError> {
         let caps = Capabilities::probe(topo.node_mask_bits());
         let g = file.gguf().map_err(PlacementError::Model)?;
         let config = Config::from_gguf(&g).map_err(PlacementError::Model)?;
@@ -101,11 +116,18 @@ impl Placement {
         }
         let mut o = opts.clone();
         let mut plan = Plan::new(&topo, &o, need).map_err(PlacementError::Plan)?;
+        let release = |span: &[u8]| drop_whole_pages(file, span);
+        let will_need = |addrs: std::ops::Range<usize>| ask_for(file, addrs);
+        let hooks = store::FileHooks {
+            will_need: &will_need,
+            release: &release,
+        };
         let store = loop {
             let host = store::Host {
                 topo: &topo,
                 caps: &caps,
                 kernels: kernels.as_ref(),
+                file: Some(&hooks),
             };
             match WeightStore::build(&plan, &host, &mats, true) {
                 Ok(s) => break s,
@@ -273,6 +295,36 @@ pub(crate) fn fault(kind: &str) -> Option<String> {
         Some(v) => Some(v.to_string()),
         None if rest.is_empty() => Some(String::new()),
         None => None,
+    }
+}
+
+/// Drops the whole pages of `span`, bytes of `file`'s mapping whose copies are all built, from
+/// this process and the page cache, while the rest of the model is still being copied. The
+/// pages it shares with its neighbours stay until [`Placement::release_file_pages`]. Best
+/// effort: what this cannot drop, that call drops (and reports).
+fn drop_whole_pages(file: &ModelFile, span: &[u8]) {
+    let page = memory::page_size();
+    let base = file.bytes().as_ptr() as usize;
+    let at = span.as_ptr() as usize;
+    let (lo, hi) = (at.div_ceil(page) * page, (at + span.len()) / page * page);
+    if hi <= lo || at < base {
+        return;
+    }
+    // SAFETY: `span` lies in the model file's private read-only mapping (the mapping starts
+    // on a page, so `lo - base` is the file offset of `lo`); nobody writes it, and pages
+    // read again refault unchanged.
+    let _ =
+        unsafe { memory::drop_file_pages(&span[lo - at..hi - at], file.fd(), (lo - base) as u64) };
+}
+
+/// Starts reading `addrs`, addresses in `file`'s mapping, into the page cache (advice).
+fn ask_for(file: &ModelFile, addrs: std::ops::Range<usize>) {
+    let base = file.bytes().as_ptr() as usize;
+    let len = file.bytes().len();
+    let lo = addrs.start.saturating_sub(base).min(len);
+    let hi = addrs.end.saturating_sub(base).min(len);
+    if hi > lo {
+        let _ = memory::fadvise_willneed(file.fd(), lo as u64, (hi - lo) as u64);
     }
 }
 

@@ -94,7 +94,20 @@ pub struct Host<'a> {
     /// The kernels that will read the copies: each copy is packed in the layout they read
     /// fastest ([`Kernels::preferred_layout`]); `None` keeps the file's layout.
     pub kernels: Option<&'a Kernels>,
+    /// How the fill streams the file (`None`: it only reads the mapping).
+    pub file: Option<&'a FileHooks<'a>>,
 }
+
+/// What the fill tells the file it copies from; both are best effort (advice).
+pub struct FileHooks<'a> {
+    /// The fill is about to read these addresses of the file's mapping: start reading them.
+    pub will_need: &'a (dyn Fn(Range<usize>) + Sync + 'a),
+    /// Every copy of this matrix's bytes is built: drop them from the page cache.
+    pub release: &'a (dyn Fn(&[u8]) + Sync + 'a),
+}
+
+/// How far ahead of its copying each filler asks for the file's bytes.
+const READ_AHEAD: usize = 4 << 20;
 
 impl WeightStore {
     /// Copies `mats` as `plan` says. `Store::File` plans need no store (returns an empty one).
@@ -243,8 +256,21 @@ impl WeightStore {
                     .into(),
             );
         }
-        let bytes = fill(plan, mats, &mut regions, &pieces, mbind_ok, progress);
-        pack_pieces(plan, mats, &mut regions, &pieces);
+        // Packed pieces are packed straight from the file as they are filled (one pass over
+        // their pages), except where pages are interleaved by touch: there each page's filler
+        // is chosen by address, so those copies are filled in the file's layout and packed
+        // in place afterwards.
+        let fused = mbind_ok || !matches!(plan.store, Store::Interleaved(_));
+        let fill_opts = FillOpts {
+            mbind_ok,
+            progress,
+            fused,
+            file: host.file,
+        };
+        let bytes = fill(plan, mats, &mut regions, &pieces, &fill_opts);
+        if !fused {
+            pack_pieces(plan, mats, &mut regions, &pieces);
+        }
         let mut by_tensor: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, p) in pieces.iter().enumerate() {
             by_tensor.entry(p.tensor.clone()).or_default().push(i);
@@ -326,11 +352,32 @@ fn free_huge_bytes(topo: &Topology, store: &Store, node: Option<NodeId>) -> u64 
     }
 }
 
-/// A copy job: `len` bytes from `src` to `dst`, done by a thread of `slot` (or any thread).
+/// A copy job: `len` bytes from `src` to `dst`, done by a thread of `slot` (or any thread),
+/// packed on the way where `pack` says so. `matrix` indexes the job's matrix in the fill.
 struct Job {
     dst: *mut u8,
     src: *const u8,
     len: usize,
+    pack: Option<PackJob>,
+    matrix: usize,
+}
+
+/// How a job packs: whole groups of `group` bytes, `blocks` blocks per row, into `layout`.
+#[derive(Clone, Copy)]
+struct PackJob {
+    layout: Layout,
+    blocks: usize,
+    group: usize,
+}
+
+/// How [`fill`] runs.
+struct FillOpts<'a> {
+    mbind_ok: bool,
+    progress: bool,
+    /// Pack packed pieces while copying them (else they are copied in the file's layout, and
+    /// packing reads the file again, so nothing is released as the fill passes).
+    fused: bool,
+    file: Option<&'a FileHooks<'a>>,
 }
 
 /// Copies the file's bytes into the pieces with threads pinned to each piece's node. Returns
@@ -340,22 +387,27 @@ fn fill(
     mats: &[&Matrix],
     regions: &mut [Region],
     pieces: &[Piece],
-    mbind_ok: bool,
-    progress: bool,
+    opts: &FillOpts,
 ) -> u64 {
-    let by_name: HashMap<&str, &Matrix> = mats.iter().map(|m| (m.name.as_str(), *m)).collect();
+    let by_name: HashMap<&str, usize> = mats
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.name.as_str(), i))
+        .collect();
     let page = memory::page_size();
-    let interleave_by_touch = matches!(plan.store, Store::Interleaved(_)) && !mbind_ok;
+    let interleave_by_touch = matches!(plan.store, Store::Interleaved(_)) && !opts.mbind_ok;
     let nslots = plan.slots.len();
     let bases: Vec<*mut u8> = regions
         .iter_mut()
         .map(|r| r.as_mut_slice().as_mut_ptr())
         .collect();
-    // Per filler thread: its jobs.
+    // Per filler thread: its jobs; per matrix: how many jobs read it.
     let mut jobs: Vec<Vec<Job>> = (0..plan.threads).map(|_| Vec::new()).collect();
+    let jobs_of: Vec<AtomicUsize> = mats.iter().map(|_| AtomicUsize::new(0)).collect();
     let mut total = 0u64;
     for p in pieces {
-        let m = by_name[p.tensor.as_str()];
+        let matrix = by_name[p.tensor.as_str()];
+        let m = mats[matrix];
         let src = m.file.rows_bytes(p.rows.start, p.rows.end);
         assert_eq!(src.len(), p.len, "piece and source sizes differ");
         total += p.len as u64;
@@ -366,6 +418,14 @@ fn fill(
             Some(s) => plan.slots[s].threads.clone(),
             None => 0..plan.threads,
         };
+        let mut push = |t: usize, lo: usize, hi: usize, pack: Option<PackJob>| {
+            // SAFETY: lo..hi lies inside both the piece and the source (same length).
+            let mut j = unsafe { job(base, src.as_ptr(), lo, hi) };
+            j.pack = pack;
+            j.matrix = matrix;
+            jobs[t].push(j);
+            jobs_of[matrix].fetch_add(1, Ordering::Relaxed);
+        };
         if interleave_by_touch {
             // Page i (by address) goes to slot i % nslots: that slot's threads touch it.
             let first_page = base as usize / page;
@@ -374,10 +434,23 @@ fn fill(
                 let end = ((off / page + 1) * page).min(len);
                 let s = (first_page + off / page) % nslots;
                 let ts = &plan.slots[s].threads;
-                let t = ts.start + (off / page) % ts.len();
-                // SAFETY: off..end lies inside both the piece and the source (same length).
-                jobs[t].push(unsafe { job(base, src.as_ptr(), off, end) });
+                push(ts.start + (off / page) % ts.len(), off, end, None);
                 off = end;
+            }
+        } else if opts.fused && p.layout != Layout::Rows {
+            // Whole packed groups per thread; a page two threads share is on their node.
+            let group = PACK_ROWS * m.file.row_bytes;
+            let pack = PackJob {
+                layout: p.layout,
+                blocks: m.file.cols / p.layout.block_elems(),
+                group,
+            };
+            let (groups, k) = (len / group, threads.len());
+            for (j, t) in threads.enumerate() {
+                let (lo, hi) = (groups * j / k * group, groups * (j + 1) / k * group);
+                if hi > lo {
+                    push(t, lo, hi, Some(pack));
+                }
             }
         } else {
             let k = threads.len();
@@ -389,8 +462,7 @@ fn fill(
                     (len * (j + 1) / k) / page * page
                 };
                 if hi > lo {
-                    // SAFETY: lo..hi lies inside both the piece and the source.
-                    jobs[t].push(unsafe { job(base, src.as_ptr(), lo, hi) });
+                    push(t, lo, hi, None);
                 }
             }
         }
@@ -401,6 +473,13 @@ fn fill(
     // Bytes copied by the threads of each slot (one slot's threads fill its node's copy).
     let done_by_slot: &Vec<AtomicU64> = &plan.slots.iter().map(|_| AtomicU64::new(0)).collect();
     let finished = &AtomicUsize::new(0);
+    let read = &Read {
+        jobs_of,
+        mats,
+        file: opts.file,
+        release: opts.fused,
+    };
+    let progress = opts.progress;
     let t0 = Instant::now();
     std::thread::scope(|scope| {
         // A thread that cannot be started (a pids limit) leaves its jobs to this one, which
@@ -428,7 +507,7 @@ fn fill(
                         let _ = affinity::set_affinity(&c);
                     }
                     let list = mine.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    run_fill_jobs(list, done, finished);
+                    run_fill_jobs(list, done, finished, read);
                 })
             };
             if spawned.is_err() {
@@ -437,7 +516,7 @@ fn fill(
             }
         }
         for (list, done) in leftover {
-            run_fill_jobs(list, done, finished);
+            run_fill_jobs(list, done, finished, read);
         }
         if progress {
             let nthreads = plan.threads;
@@ -476,19 +555,72 @@ fn fill(
     total
 }
 
-/// Copies one thread's fill jobs, counting the bytes in `done` and the thread in `finished`.
-fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsize) {
-    for j in list.iter().flat_map(|l| &l.0) {
-        let mut off = 0;
-        while off < j.len {
-            let n = FILL_CHUNK.min(j.len - off);
-            // SAFETY: every job covers a range of its region no other job covers, the source
-            // is the mapped file's tensor bytes of the same length, and the regions outlive
-            // the fill's scope, which this call runs within.
-            unsafe { std::ptr::copy_nonoverlapping(j.src.add(off), j.dst.add(off), n) };
-            off += n;
-            done.fetch_add(n as u64, Ordering::Relaxed);
+/// The matrices a fill reads, with how many of their jobs are still to run.
+struct Read<'a> {
+    jobs_of: Vec<AtomicUsize>,
+    mats: &'a [&'a Matrix<'a>],
+    file: Option<&'a FileHooks<'a>>,
+    /// Release each matrix's file bytes once its last job is done.
+    release: bool,
+}
+
+impl Read<'_> {
+    /// Counts job `j` done; the last one of its matrix releases the matrix's file bytes.
+    fn job_done(&self, j: &Job) {
+        if self.jobs_of[j.matrix].fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let (Some(f), true) = (self.file, self.release) {
+                (f.release)(self.mats[j.matrix].file.data);
+            }
         }
+    }
+
+    /// Asks for job `j`'s source (and what follows it, up to [`READ_AHEAD`]) unless the window
+    /// already asked for covers it.
+    fn read_ahead(&self, j: &Job, window: &mut Range<usize>) {
+        let Some(f) = self.file else { return };
+        let (lo, hi) = (j.src as usize, j.src as usize + j.len);
+        if lo < window.start || hi > window.end {
+            *window = lo..hi.max(lo + READ_AHEAD);
+            (f.will_need)(window.clone());
+        }
+    }
+}
+
+/// Copies (or packs) one thread's fill jobs, counting the bytes in `done`, each job in `read`
+/// and the thread in `finished`. The next job's source is asked for before this one is
+/// copied, so the file streams in while the copy runs.
+fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsize, read: &Read) {
+    let jobs = list.as_ref().map_or(&[][..], |l| &l.0[..]);
+    let mut window = 0..0;
+    for (i, j) in jobs.iter().enumerate() {
+        read.read_ahead(j, &mut window);
+        if let Some(next) = jobs.get(i + 1) {
+            read.read_ahead(next, &mut window);
+        }
+        // SAFETY: every job covers a range of its region no other job covers, the source is
+        // the mapped file's tensor bytes of the same length, and the regions outlive the
+        // fill's scope, which this call runs within.
+        let (src, dst) = unsafe {
+            (
+                std::slice::from_raw_parts(j.src, j.len),
+                std::slice::from_raw_parts_mut(j.dst, j.len),
+            )
+        };
+        match j.pack {
+            Some(p) => {
+                for (s, d) in src.chunks_exact(p.group).zip(dst.chunks_exact_mut(p.group)) {
+                    pack::pack_group(p.layout, s, p.blocks, d);
+                    done.fetch_add(p.group as u64, Ordering::Relaxed);
+                }
+            }
+            None => {
+                for (s, d) in src.chunks(FILL_CHUNK).zip(dst.chunks_mut(FILL_CHUNK)) {
+                    d.copy_from_slice(s);
+                    done.fetch_add(s.len() as u64, Ordering::Relaxed);
+                }
+            }
+        }
+        read.job_done(j);
     }
     finished.fetch_add(1, Ordering::Release);
 }
@@ -581,6 +713,8 @@ unsafe fn job(base: *mut u8, src: *const u8, lo: usize, hi: usize) -> Job {
         // SAFETY: in bounds by the caller's promise.
         src: unsafe { src.add(lo) },
         len: hi - lo,
+        pack: None,
+        matrix: 0,
     }
 }
 

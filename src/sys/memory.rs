@@ -13,8 +13,13 @@ use super::errno::SysError;
 pub const MADV_DONTNEED: i32 = libc::MADV_DONTNEED;
 pub const MADV_HUGEPAGE: i32 = libc::MADV_HUGEPAGE;
 pub const MADV_NOHUGEPAGE: i32 = libc::MADV_NOHUGEPAGE;
+/// File mappings: read only the faulting page (no read-around), and the default again.
+pub const MADV_RANDOM: i32 = libc::MADV_RANDOM;
+pub const MADV_NORMAL: i32 = libc::MADV_NORMAL;
 /// `posix_fadvise` advice: drop the range from the page cache.
 pub const POSIX_FADV_DONTNEED: i32 = libc::POSIX_FADV_DONTNEED;
+/// `posix_fadvise` advice: start reading the range into the page cache.
+pub const POSIX_FADV_WILLNEED: i32 = libc::POSIX_FADV_WILLNEED;
 
 /// The base page size (`sysconf(_SC_PAGESIZE)`).
 pub fn page_size() -> usize {
@@ -175,7 +180,10 @@ impl Drop for Region {
 /// region is rounded out to whole pages. Only advice that keeps the contents
 /// (`MADV_HUGEPAGE`, `MADV_NOHUGEPAGE`) is offered here; see [`drop_file_pages`].
 pub fn madvise(region: &[u8], advice: i32) -> Result<(), SysError> {
-    if !matches!(advice, MADV_HUGEPAGE | MADV_NOHUGEPAGE) {
+    if !matches!(
+        advice,
+        MADV_HUGEPAGE | MADV_NOHUGEPAGE | MADV_RANDOM | MADV_NORMAL
+    ) {
         return Err(SysError {
             call: "madvise",
             errno: libc::EINVAL,
@@ -233,6 +241,27 @@ pub unsafe fn drop_file_pages(
 pub fn fadvise_dontneed(fd: libc::c_int) -> Result<(), SysError> {
     // SAFETY: advice about an open descriptor; no memory is touched.
     let r = unsafe { libc::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) };
+    if r != 0 {
+        return Err(SysError {
+            call: "posix_fadvise",
+            errno: r,
+        });
+    }
+    Ok(())
+}
+
+/// `posix_fadvise(fd, offset, len, POSIX_FADV_WILLNEED)` — starts reading a range of a file
+/// into the page cache without waiting for it.
+pub fn fadvise_willneed(fd: libc::c_int, offset: u64, len: u64) -> Result<(), SysError> {
+    // SAFETY: advice about an open descriptor; no memory is touched.
+    let r = unsafe {
+        libc::posix_fadvise(
+            fd,
+            offset as libc::off_t,
+            len as libc::off_t,
+            POSIX_FADV_WILLNEED,
+        )
+    };
     if r != 0 {
         return Err(SysError {
             call: "posix_fadvise",
