@@ -283,8 +283,9 @@ struct BatchActs {
     claims: Vec<Claims>,
 }
 
-/// Most matrices one matmul step computes (q, k and v together).
-const MAX_JOBS: usize = 3;
+/// Most matrices one matmul step computes (q, k and v together; or gate and up of each of a
+/// token's experts, up to sixteen of them).
+const MAX_JOBS: usize = 32;
 
 /// Per pool thread, the chunks taken from its run of each matrix of a step ([`Shares`]), on
 /// its own cache lines (only its group's threads touch them).

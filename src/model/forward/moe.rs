@@ -4,11 +4,14 @@
 //! chosen experts, and every node works on each of them); each token's outputs are weighted
 //! and added in its slot order, as llama.cpp adds them.
 
-use super::{per_token, At, Model, Out, State, MAX_BATCH};
+use super::{pack_floor, MAX_JOBS};
+use super::{per_token, token_order, At, BatchActs, Claims, Model, Out, State, MAX_BATCH};
+use crate::kernels::{ActType, Layout, PANEL_ROWS as STEP};
 use crate::model::config::MoeShape;
 use crate::model::moe::route;
-use crate::model::weights::Experts;
-use crate::pool::Pool;
+use crate::model::weights::{Experts, Matrix};
+use crate::pool::{rows_of_group, Pool, Shares};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// A state's buffers for the experts (sized by the model's [`MoeShape`]).
 pub(super) struct MoeBufs {
@@ -77,6 +80,11 @@ impl Model<'_> {
                 &mut bufs.w[b * k..(b + 1) * k],
             );
         }
+        if n == 1 && 2 * k <= MAX_JOBS {
+            self.one_token_experts(pool, s, (layer, x), b0, &mut bufs);
+            s.moe = Some(bufs);
+            return;
+        }
         for ex in 0..ne {
             bufs.routed.clear();
             for (i, &sel) in bufs.sel[..n * k].iter().enumerate() {
@@ -140,4 +148,120 @@ impl Model<'_> {
         }
         s.moe = Some(bufs);
     }
+
+    /// The experts of one token (decode), each run as its own single-token matmul as above,
+    /// but all of them in one parallel step for gate and up and one for down: a step per
+    /// matrix would cost the pool's wake-up and barrier sixteen times a layer, on matrices of
+    /// a few hundred kilobytes. Writes `s.tmp[0]`.
+    fn one_token_experts(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        (layer, x): (usize, &Experts),
+        b0: usize,
+        bufs: &mut MoeBufs,
+    ) {
+        let (e, k, ne) = (self.config.n_embd, x.n_used, x.gate.len());
+        let ff = x.gate[0].rows();
+        let sel = &bufs.sel[..k];
+        for &ex in sel {
+            bufs.counts[layer * ne + ex] += 1;
+        }
+        let xn = &s.xn[b0 * e..(b0 + 1) * e];
+        let (gate_of, up_of) = (|i: usize| &x.gate[sel[i]], |i: usize| &x.up[sel[i]]);
+        let tensors = [&gate_of(0).file, &up_of(0).file];
+        s.acts.prepare(&self.kernels, xn, 1, e, &tensors);
+        {
+            let (gate, up) = (Out::new(&mut s.gate), Out::new(&mut s.up));
+            let jobs: Vec<Gemv> = (0..2 * k)
+                .map(|j| match j % 2 {
+                    0 => (gate_of(j / 2), 0, &gate, j / 2 * ff),
+                    _ => (up_of(j / 2), 0, &up, j / 2 * ff),
+                })
+                .collect();
+            self.gemvs(pool, &mut s.acts, &jobs);
+        }
+        {
+            let (up, gate, kernels) = (&s.up, Out::new(&mut s.gate), &self.kernels);
+            per_token(pool, k, &|i| {
+                // SAFETY: expert i's outputs are touched by this call alone.
+                let g = unsafe { gate.slice(i * ff, (i + 1) * ff) };
+                kernels.swiglu(g, &up[i * ff..(i + 1) * ff]);
+            });
+        }
+        let down_of = |i: usize| &x.down[sel[i]];
+        s.acts
+            .prepare(&self.kernels, &s.gate[..k * ff], k, ff, &[&down_of(0).file]);
+        {
+            let down = Out::new(&mut bufs.down);
+            let jobs: Vec<Gemv> = (0..k).map(|i| (down_of(i), i, &down, i * e)).collect();
+            self.gemvs(pool, &mut s.acts, &jobs);
+        }
+        let out = &mut s.tmp[..e];
+        for (slot, &wt) in bufs.w[..k].iter().enumerate() {
+            let d = &bufs.down[slot * e..(slot + 1) * e];
+            if slot == 0 {
+                out.iter_mut().zip(d).for_each(|(o, &v)| *o = v * wt);
+            } else {
+                // Each slot's weighted output, then added: ((y0 + y1) + y2) + …
+                out.iter_mut().zip(d).for_each(|(o, &v)| *o += v * wt);
+            }
+        }
+    }
+
+    /// One parallel step of single-token matmuls: job `(m, row, out, at)` multiplies `m` by
+    /// the prepared activation row `row` into `out[at..at + m.rows()]`. Each matrix's rows are
+    /// shared out per node group and among its threads as [`Model::matmuls`] does, in the
+    /// order its single-token kernel sums a lone token's row (a matmul over one token).
+    fn gemvs(&self, pool: &Pool, acts: &mut BatchActs, jobs: &[Gemv]) {
+        assert!(jobs.len() <= MAX_JOBS, "{} matmuls in one step", jobs.len());
+        acts.claims.resize_with(pool.threads(), Claims::default);
+        for c in &acts.claims {
+            c.0.iter().for_each(|a| a.store(0, Relaxed));
+        }
+        let (acts, kernels, nth) = (&*acts, &self.kernels, pool.threads());
+        pool.run(&|tid| {
+            let slot = pool.group_of(tid);
+            let threads = &pool.groups()[slot];
+            let me = tid - threads.start;
+            let share = |j: usize| {
+                let t = jobs[j].0.view(slot);
+                let (lo, hi) = rows_of_group(t.rows, threads, nth);
+                let (lo, hi) = match t.layout {
+                    Layout::Rows => (lo, hi),
+                    _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
+                };
+                (t, Shares::new(lo, hi, threads.len(), STEP))
+            };
+            let chunk = |j: usize, t: &crate::model::weights::Tensor, (c0, c1): (usize, usize)| {
+                let (_, row, out, at) = jobs[j];
+                let act = &acts.rows(ActType::for_weight(t.ty))[row];
+                // SAFETY: this thread alone claimed rows c0..c1 of job j, whose outputs are
+                // its own place in `out`, apart from every other job's.
+                let o = unsafe { out.slice(at + c0, at + c1) };
+                let order = token_order(t, At::Run(1, 1), 0);
+                kernels.gemv_in(t.layout, t.ty, order, t.rows_bytes(c0, c1), act, o);
+            };
+            for j in 0..jobs.len() {
+                let (t, shares) = share(j);
+                while let Some(c) = shares.own(me, &acts.claims[tid].0[j]) {
+                    chunk(j, t, c);
+                }
+            }
+            for j in 0..jobs.len() {
+                let (t, shares) = share(j);
+                for other in threads.clone().filter(|&o| o != tid) {
+                    while let Some(c) =
+                        shares.steal(other - threads.start, &acts.claims[other].0[j])
+                    {
+                        chunk(j, t, c);
+                    }
+                }
+            }
+        });
+    }
 }
+
+/// A single-token matmul of [`Model::gemvs`]: the matrix, the activation row it reads, and
+/// where its outputs go.
+type Gemv<'m, 'o> = (&'m Matrix<'m>, usize, &'o Out, usize);
