@@ -325,6 +325,46 @@ fn tiers_equal_scalar_oracle() {
     qc::check("tiers_equal_scalar_oracle", prop as fn(Rows) -> bool);
 }
 
+/// F32 rows of any length (not only whole blocks): the vector kernels' steps of 64, their
+/// leftovers one element at a time, and rows shorter than one step, against the scalar tier.
+/// Values of mixed signs and magnitudes, so that every change of summation order shows.
+#[test]
+fn f32_rows_of_any_length_equal_the_scalar_oracle() {
+    fn prop(seed: u64, len: u16) -> bool {
+        let n = usize::from(len) * 7 % 400;
+        let mut state = seed | 1;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            u * (1 << ((state >> 33) % 12)) as f32
+        };
+        let w: Vec<f32> = (0..n).map(|_| next()).collect();
+        let x: Vec<f32> = (0..n).map(|_| next()).collect();
+        let wb = weight_bytes(GgmlType::F32, &w);
+        let mut act = ActRow::new_for(GgmlType::F32);
+        act.set(&x);
+        let scalar = Kernels::scalar();
+        tiers().iter().all(|k| {
+            [SumOrder::Lanes, SumOrder::BlockChain].iter().all(|&o| {
+                let (got, want) = (
+                    k.dot_ordered(GgmlType::F32, o, &wb, &act),
+                    scalar.dot_ordered(GgmlType::F32, o, &wb, &act),
+                );
+                if got.to_bits() != want.to_bits() {
+                    eprintln!("F32 n={n} {o:?} tier {}: {got} != scalar {want}", k.tier);
+                }
+                got.to_bits() == want.to_bits()
+            })
+        })
+    }
+    qc::check(
+        "f32_rows_of_any_length_equal_the_scalar_oracle",
+        prop as fn(u64, u16) -> bool,
+    );
+}
+
 #[test]
 fn tiles_equal_scalar_single_dots() {
     fn prop(r: TileRows) -> bool {

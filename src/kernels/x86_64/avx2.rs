@@ -409,12 +409,46 @@ pub(in crate::kernels) fn dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32
     unsafe { dot_q8_0_q8_0_impl(x, y) }
 }
 
+/// `ggml_math::dot_f32_vec` in explicit vectors: its four 16-lane accumulators are eight
+/// 8-lane ones (vector `k` holds lanes `8(k % 2)..` of accumulator `k / 2`), each lane with the
+/// same fused multiply-adds in the same order; then the same combination, reduction and
+/// leftovers. (Left to the compiler, the lane-indexed loop ran at a fifth of memory speed.)
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_f32_vec_impl(x: &[f32], y: &[f32]) -> f32 {
-    crate::kernels::ggml_math::dot_f32_vec(x, y)
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let np = n / 64 * 64;
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for (xs, ys) in x[..np].chunks_exact(64).zip(y[..np].chunks_exact(64)) {
+        for (k, a) in acc.iter_mut().enumerate() {
+            // SAFETY: 8·k + 8 ≤ 64, the length of both chunks; the loads are unaligned.
+            let (xv, yv) = unsafe {
+                (
+                    _mm256_loadu_ps(xs.as_ptr().add(8 * k)),
+                    _mm256_loadu_ps(ys.as_ptr().add(8 * k)),
+                )
+            };
+            *a = _mm256_fmadd_ps(xv, yv, *a);
+        }
+    }
+    let mut s = [0f32; 16];
+    for (h, half) in s.chunks_exact_mut(8).enumerate() {
+        // Lanes of half h: (acc0 + acc2) + (acc1 + acc3).
+        let v = _mm256_add_ps(
+            _mm256_add_ps(acc[h], acc[4 + h]),
+            _mm256_add_ps(acc[2 + h], acc[6 + h]),
+        );
+        // SAFETY: `half` is 8 writable f32s; the store is unaligned.
+        unsafe { _mm256_storeu_ps(half.as_mut_ptr(), v) };
+    }
+    let mut sum = crate::kernels::ggml_math::reduce16(&s);
+    for i in np..n {
+        sum = x[i].mul_add(y[i], sum);
+    }
+    sum
 }
 
-/// `ggml_math::dot_f32_vec` compiled with hardware FMA (same bits).
+/// `ggml_math::dot_f32_vec` with AVX2 and hardware FMA (same bits).
 pub(in crate::kernels) fn dot_f32_vec(x: &[f32], y: &[f32]) -> f32 {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { dot_f32_vec_impl(x, y) }
