@@ -106,8 +106,12 @@ pub struct FileHooks<'a> {
     pub release: &'a (dyn Fn(&[u8]) + Sync + 'a),
 }
 
-/// How far ahead of its copying each filler asks for the file's bytes.
+/// How far ahead of its copying each filler keeps the file's bytes asked for.
 const READ_AHEAD: usize = 4 << 20;
+/// The most one request asks for: the kernel reads at most the device's read-ahead size per
+/// request (`read_ahead_kb`, 128 KiB by default) and drops the rest, which would leave holes
+/// for the copy to fault in page by page.
+const READ_STEP: usize = 128 << 10;
 
 impl WeightStore {
     /// Copies `mats` as `plan` says. `Store::File` plans need no store (returns an empty one).
@@ -574,29 +578,54 @@ impl Read<'_> {
         }
     }
 
-    /// Asks for job `j`'s source (and what follows it, up to [`READ_AHEAD`]) unless the window
-    /// already asked for covers it.
-    fn read_ahead(&self, j: &Job, window: &mut Range<usize>) {
+    /// Keeps the [`READ_AHEAD`] bytes from `pos` asked for: of the job `cur` (its source
+    /// addresses) and, past its end, of the `next` one. `asked` and `next_asked` are where what
+    /// has been asked for ends in each.
+    fn keep_ahead(
+        &self,
+        pos: usize,
+        (cur, next): (&Range<usize>, Option<&Range<usize>>),
+        asked: &mut usize,
+        next_asked: &mut usize,
+    ) {
         let Some(f) = self.file else { return };
-        let (lo, hi) = (j.src as usize, j.src as usize + j.len);
-        if lo < window.start || hi > window.end {
-            *window = lo..hi.max(lo + READ_AHEAD);
-            (f.will_need)(window.clone());
+        let until = pos + READ_AHEAD;
+        ask(f, asked, pos, until.min(cur.end));
+        if let Some(n) = next.filter(|_| until > cur.end) {
+            ask(
+                f,
+                next_asked,
+                n.start,
+                (n.start + (until - cur.end)).min(n.end),
+            );
         }
     }
 }
 
+/// Asks for the bytes from `*asked` (at least `from`) to `to`, in requests of at most
+/// [`READ_STEP`], and moves `*asked` to `to`.
+fn ask(f: &FileHooks, asked: &mut usize, from: usize, to: usize) {
+    *asked = (*asked).max(from);
+    while *asked < to {
+        let hi = (*asked + READ_STEP).min(to);
+        (f.will_need)(*asked..hi);
+        *asked = hi;
+    }
+}
+
 /// Copies (or packs) one thread's fill jobs, counting the bytes in `done`, each job in `read`
-/// and the thread in `finished`. The next job's source is asked for before this one is
-/// copied, so the file streams in while the copy runs.
+/// and the thread in `finished`. Before each chunk the next [`READ_AHEAD`] bytes of the file
+/// (into the next job) are asked for, so the file streams in while the copy runs.
 fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsize, read: &Read) {
     let jobs = list.as_ref().map_or(&[][..], |l| &l.0[..]);
-    let mut window = 0..0;
+    let span = |j: &Job| j.src as usize..j.src as usize + j.len;
+    // Where what has been asked for ends, in this job and in the next.
+    let (mut asked, mut next_asked) = (0, 0);
     for (i, j) in jobs.iter().enumerate() {
-        read.read_ahead(j, &mut window);
-        if let Some(next) = jobs.get(i + 1) {
-            read.read_ahead(next, &mut window);
-        }
+        let (cur, next) = (span(j), jobs.get(i + 1).map(span));
+        let mut ahead = |pos: usize| {
+            read.keep_ahead(pos, (&cur, next.as_ref()), &mut asked, &mut next_asked);
+        };
         // SAFETY: every job covers a range of its region no other job covers, the source is
         // the mapped file's tensor bytes of the same length, and the regions outlive the
         // fill's scope, which this call runs within.
@@ -609,18 +638,21 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsiz
         match j.pack {
             Some(p) => {
                 for (s, d) in src.chunks_exact(p.group).zip(dst.chunks_exact_mut(p.group)) {
+                    ahead(s.as_ptr() as usize);
                     pack::pack_group(p.layout, s, p.blocks, d);
                     done.fetch_add(p.group as u64, Ordering::Relaxed);
                 }
             }
             None => {
                 for (s, d) in src.chunks(FILL_CHUNK).zip(dst.chunks_mut(FILL_CHUNK)) {
+                    ahead(s.as_ptr() as usize);
                     d.copy_from_slice(s);
                     done.fetch_add(s.len() as u64, Ordering::Relaxed);
                 }
             }
         }
         read.job_done(j);
+        (asked, next_asked) = (next_asked, 0);
     }
     finished.fetch_add(1, Ordering::Release);
 }
