@@ -644,7 +644,7 @@ impl<'a> Model<'a> {
         acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
         acts.claims.resize_with(pool.threads(), Claims::default);
         for c in &acts.claims {
-            c.0.iter().for_each(|a| a.store(0, Ordering::Relaxed));
+            c.0[..N].iter().for_each(|a| a.store(0, Ordering::Relaxed));
         }
         let acts = &*acts;
         let kernels = &self.kernels;

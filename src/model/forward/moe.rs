@@ -217,7 +217,7 @@ impl Model<'_> {
         assert!(jobs.len() <= MAX_JOBS, "{} matmuls in one step", jobs.len());
         acts.claims.resize_with(pool.threads(), Claims::default);
         for c in &acts.claims {
-            c.0.iter().for_each(|a| a.store(0, Relaxed));
+            c.0[..jobs.len()].iter().for_each(|a| a.store(0, Relaxed));
         }
         let (acts, kernels, nth) = (&*acts, &self.kernels, pool.threads());
         pool.run(&|tid| {
