@@ -547,7 +547,8 @@ fn packed_copies_of_every_packed_type_give_the_file_tokens() {
 
 /// The pages of `path` now in the page cache (`mincore` over a mapping this test never reads).
 fn resident_bytes(map: &memmap2::Mmap) -> usize {
-    let page = 4096usize;
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
     let mut vec = vec![0u8; map.len().div_ceil(page)];
     // SAFETY: the mapping is `map.len()` bytes from a page-aligned start, and `vec` has one
     // byte per page of it, as mincore writes.
@@ -571,7 +572,13 @@ fn resident_bytes(map: &memmap2::Mmap) -> usize {
 /// nothing.
 #[test]
 fn a_copy_drops_the_files_pages_as_it_passes_them() {
-    let path = common::temp_dir("placement-passing").join("m.gguf");
+    // Under the build directory, not the system's temp dir: on tmpfs the file's pages are the
+    // file, and no advice drops them.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("placement-passing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.gguf");
     let p = path.to_str().unwrap();
     let args = [
         "gen-model",
@@ -597,14 +604,17 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
     let file = std::fs::File::open(&path).unwrap();
     // SAFETY: the file is this test's own and nothing writes it while mapped.
     let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    // The header is read first (its faults may read around it), then the whole file dropped.
     let header = {
+        let g = locus::model::gguf::Gguf::parse(&map).expect("the generated file parses");
+        g.data_offset as usize
+    };
+    {
         use std::os::fd::AsRawFd;
         // SAFETY: advice on an open descriptor.
         let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(r, 0, "posix_fadvise");
-        let g = locus::model::gguf::Gguf::parse(&map).expect("the generated file parses");
-        g.data_offset as usize
-    };
+    }
     let cold = resident_bytes(&map);
     assert!(cold < map.len() / 10, "the file stays cached: {cold} bytes");
     let mut child = Command::new(env!("CARGO_BIN_EXE_locus"))
@@ -645,5 +655,5 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
         "the file's pages stayed cached: {what}"
     );
     drop(map);
-    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
 }
