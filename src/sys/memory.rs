@@ -178,7 +178,8 @@ impl Drop for Region {
 
 /// `madvise(addr, len, advice)` — advice about how `region` will be used (madvise(2)). The
 /// region is rounded out to whole pages. Only advice that keeps the contents
-/// (`MADV_HUGEPAGE`, `MADV_NOHUGEPAGE`) is offered here; see [`drop_file_pages`].
+/// (`MADV_HUGEPAGE`, `MADV_NOHUGEPAGE`, `MADV_RANDOM`, `MADV_NORMAL`) is offered here; see
+/// [`drop_file_pages`].
 pub fn madvise(region: &[u8], advice: i32) -> Result<(), SysError> {
     if !matches!(
         advice,
@@ -218,50 +219,26 @@ pub unsafe fn drop_file_pages(
     if r != 0 {
         return Err(SysError::last("madvise"));
     }
-    // SAFETY: posix_fadvise only gives advice about an open descriptor.
-    let r = unsafe {
-        libc::posix_fadvise(
-            fd,
-            file_offset as libc::off_t,
-            region.len() as libc::off_t,
-            POSIX_FADV_DONTNEED,
-        )
-    };
-    if r != 0 {
-        return Err(SysError {
-            call: "posix_fadvise",
-            errno: r,
-        });
-    }
-    Ok(())
+    fadvise(fd, file_offset, region.len() as u64, POSIX_FADV_DONTNEED)
 }
 
 /// `posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)` — asks the kernel to drop a whole file's
 /// clean pages from the page cache (for cold-start benchmarks).
 pub fn fadvise_dontneed(fd: libc::c_int) -> Result<(), SysError> {
-    // SAFETY: advice about an open descriptor; no memory is touched.
-    let r = unsafe { libc::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) };
-    if r != 0 {
-        return Err(SysError {
-            call: "posix_fadvise",
-            errno: r,
-        });
-    }
-    Ok(())
+    fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
 }
 
 /// `posix_fadvise(fd, offset, len, POSIX_FADV_WILLNEED)` — starts reading a range of a file
 /// into the page cache without waiting for it.
 pub fn fadvise_willneed(fd: libc::c_int, offset: u64, len: u64) -> Result<(), SysError> {
+    fadvise(fd, offset, len, POSIX_FADV_WILLNEED)
+}
+
+/// `posix_fadvise(fd, offset, len, advice)`; it returns the error number rather than setting
+/// errno.
+fn fadvise(fd: libc::c_int, offset: u64, len: u64, advice: i32) -> Result<(), SysError> {
     // SAFETY: advice about an open descriptor; no memory is touched.
-    let r = unsafe {
-        libc::posix_fadvise(
-            fd,
-            offset as libc::off_t,
-            len as libc::off_t,
-            POSIX_FADV_WILLNEED,
-        )
-    };
+    let r = unsafe { libc::posix_fadvise(fd, offset as libc::off_t, len as libc::off_t, advice) };
     if r != 0 {
         return Err(SysError {
             call: "posix_fadvise",
