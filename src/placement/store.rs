@@ -424,10 +424,7 @@ fn fill(
         };
         let mut push = |t: usize, lo: usize, hi: usize, pack: Option<PackJob>| {
             // SAFETY: lo..hi lies inside both the piece and the source (same length).
-            let mut j = unsafe { job(base, src.as_ptr(), lo, hi) };
-            j.pack = pack;
-            j.matrix = matrix;
-            jobs[t].push(j);
+            jobs[t].push(unsafe { job((base, src.as_ptr()), (lo, hi), pack, matrix) });
             jobs_of[matrix].fetch_add(1, Ordering::Relaxed);
         };
         if interleave_by_touch {
@@ -736,17 +733,24 @@ struct SendGroups(Vec<PackGroup>);
 // packing scope, and are only read.
 unsafe impl Sync for SendGroups {}
 
+/// Bytes `lo..hi` of matrix `matrix`'s piece `base` and its source `src`, packed as `pack` says.
+///
 /// # Safety
 /// `lo..hi` must lie inside both the destination region and the source.
-unsafe fn job(base: *mut u8, src: *const u8, lo: usize, hi: usize) -> Job {
+unsafe fn job(
+    (base, src): (*mut u8, *const u8),
+    (lo, hi): (usize, usize),
+    pack: Option<PackJob>,
+    matrix: usize,
+) -> Job {
     Job {
         // SAFETY: in bounds by the caller's promise.
         dst: unsafe { base.add(lo) },
         // SAFETY: in bounds by the caller's promise.
         src: unsafe { src.add(lo) },
         len: hi - lo,
-        pack: None,
-        matrix: 0,
+        pack,
+        matrix,
     }
 }
 
