@@ -418,6 +418,42 @@ fn per_token(pool: &Pool, n: usize, f: &(dyn Fn(usize) + Sync)) {
     });
 }
 
+/// The rows of view `t` that the group of `threads` (of `nth`) computes, shared among them in
+/// steps of a panel's rows. A packed view is read in whole groups: every group's share ends on a
+/// group boundary (the same rounding for all, so the shares still cover every row once).
+fn group_share(t: &Tensor, threads: &std::ops::Range<usize>, nth: usize) -> Shares {
+    let (lo, hi) = rows_of_group(t.rows, threads, nth);
+    let (lo, hi) = match t.layout {
+        Layout::Rows => (lo, hi),
+        _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
+    };
+    Shares::new(lo, hi, threads.len(), crate::kernels::PANEL_ROWS)
+}
+
+/// Runs `chunk(j, rows)` on thread `tid` (of the group `threads`) for its own run of every
+/// matrix `j` of a step, then for what the group's other threads have not yet taken of
+/// theirs; `claims` are the step's counters, reset before it.
+fn claim_rows(
+    shares: &[Shares],
+    (tid, threads): (usize, &std::ops::Range<usize>),
+    claims: &[Claims],
+    mut chunk: impl FnMut(usize, (usize, usize)),
+) {
+    let me = tid - threads.start;
+    for (j, sh) in shares.iter().enumerate() {
+        while let Some(c) = sh.own(me, &claims[tid].0[j]) {
+            chunk(j, c);
+        }
+    }
+    for (j, sh) in shares.iter().enumerate() {
+        for other in threads.clone().filter(|&o| o != tid) {
+            while let Some(c) = sh.steal(other - threads.start, &claims[other].0[j]) {
+                chunk(j, c);
+            }
+        }
+    }
+}
+
 fn add_into(x: &mut [f32], d: &[f32]) {
     for (a, b) in x.iter_mut().zip(d) {
         *a += b;
@@ -655,28 +691,17 @@ impl<'a> Model<'a> {
             let mut step = [0f32; STEP * MAX_BATCH];
             let slot = pool.group_of(tid);
             let threads = &pool.groups()[slot];
-            let me = tid - threads.start;
             // Per matrix, the group's view and rows (stored on its node), shared among the
-            // group's threads. A packed view is read in whole groups: every group's share ends
-            // on a group boundary (the same rounding for all, so the shares still cover every
-            // row once).
+            // group's threads.
             let plan: [_; N] = std::array::from_fn(|j| {
                 let t = jobs[j].0.view(slot);
-                let (lo, hi) = rows_of_group(t.rows, threads, nth);
-                let (lo, hi) = match t.layout {
-                    Layout::Rows => (lo, hi),
-                    _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
-                };
-                (
-                    t,
-                    Shares::new(lo, hi, threads.len(), STEP),
-                    token_runs(t, n, at),
-                )
+                (t, group_share(t, threads, nth), token_runs(t, n, at))
             });
+            let shares = plan.each_ref().map(|p| p.1);
             let order = |t: &Tensor, b: usize| token_order(t, at, b);
             // A packed group in the file's layout, for the multi-token kernels.
             let mut unpacked: Vec<u8> = Vec::new();
-            let mut chunk = |j: usize, (c0, c1): (usize, usize)| {
+            let chunk = |j: usize, (c0, c1): (usize, usize)| {
                 let (t, out) = (&plan[j].0, &jobs[j].1);
                 let act = &acts.rows(ActType::for_weight(t.ty))[..n];
                 if n == 1 {
@@ -734,22 +759,7 @@ impl<'a> Model<'a> {
                     unsafe { scatter(out, t.rows, r0, k, step) };
                 }
             };
-            // This thread's own run of every matrix, then what the group's other threads have
-            // not yet taken of theirs.
-            for (j, (_, shares, _)) in plan.iter().enumerate() {
-                while let Some(c) = shares.own(me, &acts.claims[tid].0[j]) {
-                    chunk(j, c);
-                }
-            }
-            for (j, (_, shares, _)) in plan.iter().enumerate() {
-                for other in threads.clone().filter(|&o| o != tid) {
-                    while let Some(c) =
-                        shares.steal(other - threads.start, &acts.claims[other].0[j])
-                    {
-                        chunk(j, c);
-                    }
-                }
-            }
+            claim_rows(&shares, (tid, threads), &acts.claims, chunk);
         });
     }
 

@@ -4,13 +4,13 @@
 //! chosen experts, and every node works on each of them); each token's outputs are weighted
 //! and added in its slot order, as llama.cpp adds them.
 
-use super::{pack_floor, MAX_JOBS};
+use super::{claim_rows, group_share, MAX_JOBS};
 use super::{per_token, token_order, At, BatchActs, Claims, Model, Out, State, MAX_BATCH};
-use crate::kernels::{ActType, Layout, PANEL_ROWS as STEP};
+use crate::kernels::ActType;
 use crate::model::config::MoeShape;
 use crate::model::moe::route;
-use crate::model::weights::{Experts, Matrix};
-use crate::pool::{rows_of_group, Pool, Shares};
+use crate::model::weights::{Experts, Matrix, Tensor};
+use crate::pool::Pool;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// A state's buffers for the experts (sized by the model's [`MoeShape`]).
@@ -215,6 +215,9 @@ impl Model<'_> {
     /// order its single-token kernel sums a lone token's row (a matmul over one token).
     fn gemvs(&self, pool: &Pool, acts: &mut BatchActs, jobs: &[Gemv]) {
         assert!(jobs.len() <= MAX_JOBS, "{} matmuls in one step", jobs.len());
+        if jobs.is_empty() {
+            return;
+        }
         acts.claims.resize_with(pool.threads(), Claims::default);
         for c in &acts.claims {
             c.0[..jobs.len()].iter().for_each(|a| a.store(0, Relaxed));
@@ -223,41 +226,20 @@ impl Model<'_> {
         pool.run(&|tid| {
             let slot = pool.group_of(tid);
             let threads = &pool.groups()[slot];
-            let me = tid - threads.start;
-            let share = |j: usize| {
-                let t = jobs[j].0.view(slot);
-                let (lo, hi) = rows_of_group(t.rows, threads, nth);
-                let (lo, hi) = match t.layout {
-                    Layout::Rows => (lo, hi),
-                    _ => (pack_floor(lo, t.rows), pack_floor(hi, t.rows)),
-                };
-                (t, Shares::new(lo, hi, threads.len(), STEP))
-            };
-            let chunk = |j: usize, t: &crate::model::weights::Tensor, (c0, c1): (usize, usize)| {
-                let (_, row, out, at) = jobs[j];
+            // Fixed arrays (no allocation per step); past the jobs they repeat the last one.
+            let views: [&Tensor; MAX_JOBS] =
+                std::array::from_fn(|j| jobs[j.min(jobs.len() - 1)].0.view(slot));
+            let shares = views.map(|t| group_share(t, threads, nth));
+            let shares = &shares[..jobs.len()];
+            claim_rows(shares, (tid, threads), &acts.claims, |j, (c0, c1)| {
+                let (t, (_, row, out, at)) = (views[j], jobs[j]);
                 let act = &acts.rows(ActType::for_weight(t.ty))[row];
                 // SAFETY: this thread alone claimed rows c0..c1 of job j, whose outputs are
                 // its own place in `out`, apart from every other job's.
                 let o = unsafe { out.slice(at + c0, at + c1) };
                 let order = token_order(t, At::Run(1, 1), 0);
                 kernels.gemv_in(t.layout, t.ty, order, t.rows_bytes(c0, c1), act, o);
-            };
-            for j in 0..jobs.len() {
-                let (t, shares) = share(j);
-                while let Some(c) = shares.own(me, &acts.claims[tid].0[j]) {
-                    chunk(j, t, c);
-                }
-            }
-            for j in 0..jobs.len() {
-                let (t, shares) = share(j);
-                for other in threads.clone().filter(|&o| o != tid) {
-                    while let Some(c) =
-                        shares.steal(other - threads.start, &acts.claims[other].0[j])
-                    {
-                        chunk(j, t, c);
-                    }
-                }
-            }
+            });
         });
     }
 }
