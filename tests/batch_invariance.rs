@@ -6,7 +6,7 @@
 
 use locus::kernels::{GgmlType, Kernels};
 use locus::model::arch::Arch;
-use locus::model::forward::{KvType, Model, Part, State};
+use locus::model::forward::{KvType, Model, Part, State, MAX_BATCH};
 use locus::model::sampler::argmax;
 use locus::model::synth::{synth_model, SynthSpec};
 use locus::model::weights::Weights;
@@ -42,9 +42,11 @@ fn spec(arch: Arch, ty: GgmlType, kv: KvType) -> SynthSpec {
     s
 }
 
-/// Prompts of different lengths (one longer than a batch of 32, one past the sliding window).
+/// Prompts of 3, 11 and `MAX_BATCH + 13` tokens: the longest is past the sliding window and
+/// takes two of `eval`'s chunks, so a mixture of experts (whose prompts go in whole chunks)
+/// also mixes prompt chunks with decoding.
 fn prompts(n_vocab: u32) -> Vec<Vec<u32>> {
-    [3usize, 11, 45]
+    [3usize, 11, MAX_BATCH + 13]
         .iter()
         .enumerate()
         .map(|(k, &n)| {

@@ -34,8 +34,11 @@ pub use mixed::Part;
 use mixed::{chunk_plan, Mixed, MixedPlan};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Tokens evaluated together in one batch (weight reuse factor for prefill).
-pub const MAX_BATCH: usize = 32;
+/// Tokens evaluated together in one batch (weight reuse factor for prefill). 64 rather than 32:
+/// the packed K-quant prompt kernels unpack each step of sixteen rows once per batch, and on a
+/// Zen 5 VM twice the tokens per unpack raised pp128 by 7% (Q5_K_M) to 21% (Q6_K)
+/// (BENCHMARKS.md, "Prompts of 64 tokens").
+pub const MAX_BATCH: usize = 64;
 
 /// llama.cpp's default micro-batch (`n_ubatch`): a prompt is evaluated in micro-batches of
 /// this many tokens, and the size of each decides its arithmetic path ([`Arith`]).

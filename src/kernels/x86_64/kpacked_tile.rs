@@ -224,20 +224,26 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
 }
 
 /// The activation sums of sub-blocks 2k and 2k + 1 as the two i16 of one i32, for every k:
-/// for sixteen-element sub-blocks two stored `bsums` as they are, for 32-element ones each the
-/// sum of two. (The oracle adds those in 32 bits: the same value, as a sum of two `bsums` of a
-/// quantized row stays within ±2·16·127, far inside i16.)
-#[inline(always)]
+/// for sixteen-element sub-blocks two stored `bsums` as they lie, for 32-element ones each the
+/// sum of two, cut back to i16. (The oracle adds those in 32 bits: the same value, as a sum of
+/// two `bsums` of a quantized row stays within ±2·16·127, far inside i16.) One load, and for
+/// 32-element sub-blocks one `vpmaddwd` and one `vpmovdw`, per token and super-block.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
 fn bsum_pairs<const S: usize>(b: &BlockQ8K) -> [i32; MAX_SUBS / 2] {
-    let per = b.bsums.len() / S;
-    let sum = |s: usize| -> i16 { b.bsums[s * per..(s + 1) * per].iter().sum() };
-    std::array::from_fn(|k| {
-        if k < S / 2 {
-            i32::from(sum(2 * k) as u16) | (i32::from(sum(2 * k + 1) as u16) << 16)
-        } else {
-            0
-        }
-    })
+    const { assert!(S == SUBS || S == MAX_SUBS) };
+    // SAFETY: `bsums` is sixteen i16, 32 bytes; the load is unaligned.
+    let bs = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
+    let v = if S == MAX_SUBS {
+        bs
+    } else {
+        let sums = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+        _mm256_zextsi128_si256(_mm256_cvtepi32_epi16(sums))
+    };
+    let mut out = [0i32; MAX_SUBS / 2];
+    // SAFETY: `out` is eight i32, 32 bytes; the store is unaligned.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+    out
 }
 
 /// One unpacked super-block against a pass of tokens (the first `k` of `ys` real, the rest
