@@ -765,49 +765,45 @@ fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
     }
 }
 
-/// The AVX-512 tier asks placement for packed Q4_K copies where llama.cpp repacks (the
-/// repacked gemv's order) and for the file's rows where it does not, and for packed IQ4_XS, Q6_K
-/// and Q5_K in `vec_dot`'s order; the others never pack them.
+/// The SIMD tiers ask placement for packed Q4_K copies where llama.cpp repacks (the repacked
+/// gemv's order) and for the file's rows where it does not, and for packed IQ4_XS, Q6_K and
+/// Q5_K in `vec_dot`'s order (their decode order) and the file's rows in the tiled matmul's;
+/// the scalar tier never packs them.
 #[test]
-fn only_the_avx512_tier_packs_the_k_quants_and_iq4_xs_in_their_decode_orders() {
-    let ty = GgmlType::Q4K;
-    assert_eq!(
-        Kernels::scalar().preferred_layout(ty, SumOrder::BlockChain),
-        Layout::Rows
-    );
+fn the_simd_tiers_pack_the_k_quants_and_iq4_xs_in_their_decode_orders() {
+    let scalar = Kernels::scalar();
+    for (ty, _) in PACKED_TYPES {
+        for order in ORDERS {
+            assert_eq!(scalar.preferred_layout(ty, order), Layout::Rows);
+        }
+    }
     for k in tiers() {
-        let want = match k.tier {
-            Tier::Avx512 => Layout::Q4Kx16,
-            _ => Layout::Rows,
-        };
+        let q4k = GgmlType::Q4K;
         assert_eq!(
-            k.preferred_layout(ty, SumOrder::BlockChain),
-            want,
+            k.preferred_layout(q4k, SumOrder::BlockChain),
+            Layout::Q4Kx16,
             "{}",
             k.tier
         );
         assert_eq!(
-            k.preferred_layout(ty, SumOrder::Lanes),
+            k.preferred_layout(q4k, SumOrder::Lanes),
             Layout::Rows,
             "{}",
             k.tier
         );
-        let xs = match k.tier {
-            Tier::Avx512 => Layout::Iq4XsX16,
-            _ => Layout::Rows,
-        };
-        let xs_ty = GgmlType::Iq4Xs;
-        assert_eq!(k.preferred_layout(xs_ty, SumOrder::Lanes), xs, "{}", k.tier);
-        assert_eq!(k.preferred_layout(xs_ty, SumOrder::Batched), Layout::Rows);
-        let q6 = match k.tier {
-            Tier::Avx512 => Layout::Q6Kx16,
-            _ => Layout::Rows,
-        };
-        assert_eq!(
-            k.preferred_layout(GgmlType::Q6K, SumOrder::Lanes),
-            q6,
-            "{}",
-            k.tier
-        );
+        for (ty, layout) in &PACKED_TYPES[1..] {
+            assert_eq!(
+                k.preferred_layout(*ty, SumOrder::Lanes),
+                *layout,
+                "{}",
+                k.tier
+            );
+            assert_eq!(
+                k.preferred_layout(*ty, SumOrder::Batched),
+                Layout::Rows,
+                "{}",
+                k.tier
+            );
+        }
     }
 }

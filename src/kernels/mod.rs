@@ -970,8 +970,8 @@ impl Kernels {
     /// packs the copies it makes into it (the file's own mapping stays as it is).
     /// [`Layout::Q4_0x16`] for block-chain Q4_0, and for the types of the generic path the
     /// layout of the entry's packed kernel ([`Entry::packed`]) where decode sums in its
-    /// variant: where the tier has packed kernels (Q4_0 on AVX2 and AVX-512, the others on
-    /// AVX-512); [`Layout::Rows`] otherwise.
+    /// variant: where the tier has packed kernels (Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS on AVX2
+    /// and AVX-512); [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
         match (ty, order.plain()) {
             (GgmlType::Q4_0, SumOrder::BlockChain) if self.q4_0_packed_gemv.is_some() => {

@@ -171,6 +171,10 @@ fn move_field<const U: usize>(src: &[&[u8]; PACK_ROWS], f: &Field, step: &mut [u
 
 /// The inverse of [`pack_group`]: the file's layout of a packed group.
 ///
+/// Runs whenever a packed group meets a kernel that only reads the file's layout (a prompt on
+/// a tier without a packed prompt kernel: once per group and prompt step), so like
+/// [`pack_group`] it moves each field as one sweep of fixed-size units.
+///
 /// # Panics
 /// As [`pack_group`].
 pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
@@ -180,16 +184,35 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
     check_sizes("unpack", layout, packed, out, n);
     let (fields, block) = fields(layout);
     let row_bytes = n * block;
-    for i in 0..n {
-        let step = i * block * PACK_ROWS;
-        for r in 0..PACK_ROWS {
-            let file = r * row_bytes + i * block;
-            for f in fields {
-                for j in 0..f.count {
-                    let (from, to) = (file + f.file + f.unit * j, step + f.place(j, r));
-                    out[from..from + f.unit].copy_from_slice(&packed[to..to + f.unit]);
-                }
+    for (i, step) in packed.chunks_exact(block * PACK_ROWS).enumerate() {
+        for f in fields {
+            let at = i * block;
+            match f.unit {
+                1 => unmove_field::<1>(step, f, out, at, row_bytes),
+                2 => unmove_field::<2>(step, f, out, at, row_bytes),
+                4 => unmove_field::<4>(step, f, out, at, row_bytes),
+                u => unreachable!("no field moves {u}-byte units"),
             }
+        }
+    }
+}
+
+/// The inverse of [`move_field`]: field `f` of the packed `step` back into the sixteen rows'
+/// blocks, which start at byte `at` of each `row_bytes`-byte row of `out`.
+#[inline(always)]
+fn unmove_field<const U: usize>(
+    step: &[u8],
+    f: &Field,
+    out: &mut [u8],
+    at: usize,
+    row_bytes: usize,
+) {
+    let lines = &step[f.packed..f.packed + U * PACK_ROWS * f.count];
+    for (j, line) in lines.chunks_exact(U * PACK_ROWS).enumerate() {
+        let from = at + f.file + U * j;
+        for (r, cell) in line.chunks_exact(U).enumerate() {
+            let to = r * row_bytes + from;
+            out[to..to + U].copy_from_slice(cell);
         }
     }
 }
@@ -212,11 +235,6 @@ impl Field {
             count,
             packed,
         }
-    }
-
-    /// Where unit `j` of row `r` lands in the step.
-    fn place(&self, j: usize, r: usize) -> usize {
-        self.packed + self.unit * (PACK_ROWS * j + r)
     }
 }
 

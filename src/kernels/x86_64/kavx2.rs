@@ -564,6 +564,7 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         if let Some(tile) = wide::fill(e).or_else(|| kavx2_k::fill(e)) {
             e.tile = Some(tile);
         }
+        e.packed = super::kpacked2::packed(e.ty);
     }
     rows
 }

@@ -1,0 +1,659 @@
+//! The AVX2 tier's single-token kernels of copies packed in groups of sixteen rows
+//! (`kernels::pack`): the same layouts and the same sums as the AVX-512 kernels of `kpacked.rs`
+//! and `kpacked_k.rs`, each sixteen-row step read as two halves of eight rows (half h is bytes
+//! `32h..32h + 32` of every 64-byte vector, rows `8h..8h + 8` in its eight i32 lanes), so that
+//! every row stays in its own lane and nothing is reduced across lanes.
+//!
+//! Without VNNI, four-element groups are multiplied by `maddubs` (unsigned codes × signed
+//! activations, pairs in i16) and widened by `madd`, which takes the sub-block's scale at the
+//! same time (`madd(pairs, (sc, sc))` is `sc·Σ4` per lane, exact). Where the pairs of several
+//! groups of one sub-block fall in the same lane, they add up in i16 first, so one `madd`
+//! serves them all:
+//! ```text
+//! Q4_K (repacked gemv's order): per pair j of sub-blocks and half h
+//!   p_lo = Σ_o maddubs(low nibbles of vector 8j + o, y[64j + 4o ..+ 4])      |p| ≤ 8·2·15·128
+//!   p_hi = Σ_o maddubs(high nibbles,                 y[64j + 32 + 4o ..+ 4])
+//!   isum += madd(p_lo, sc[2j]) + madd(p_hi, sc[2j + 1])
+//!   imin  = Σ_k madd((m[2k], m[2k+1]), (bs[2k], bs[2k+1])),  bs[j] = bsums[2j] + bsums[2j+1]
+//!   acc   = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min);  out = acc − acc_min
+//! ```
+//! The integers are the oracle's exactly and each lane runs its row's float chain in the
+//! oracle's order, so every output is `krepack::dot_q4_k_q8_k_repacked`'s bits.
+//!
+//! On a core that issues every 256-bit integer multiply as two halves through one pipe (Zen 1),
+//! the count of `maddubs` and `madd` sets the pace: here a Q4_K super-block of one row costs
+//! eight `maddubs` and one `madd` per sub-block pair's share, where the file layout's kernel
+//! pays a `madd` per `maddubs`, a horizontal reduction per row and the scales' shuffles.
+//!
+//! The `#[target_feature]` functions are private; the table hands out the safe wrappers only
+//! after AVX2, FMA and F16C were detected.
+
+use std::arch::x86_64::*;
+
+use super::kavx2::array_of;
+use super::kavx2::iq4nl_table;
+use super::kpacked::group_out;
+use crate::kernels::entries::{Packed, Variant};
+use crate::kernels::kblocks::{BlockIq4Xs, BlockQ5K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
+use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS, Q6_K_D_AT};
+use crate::kernels::{GgmlType, Layout};
+
+/// The packed layout and kernel of `ty` on this tier, where it has one.
+pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
+    match ty {
+        GgmlType::Q4K => Some(Packed {
+            layout: Layout::Q4Kx16,
+            variant: Variant::Repacked,
+            gemv: gemv16_q4_k_packed,
+            tile: None,
+        }),
+        GgmlType::Q6K => Some(Packed {
+            layout: Layout::Q6Kx16,
+            variant: Variant::Dot,
+            gemv: gemv16_q6_k_packed,
+            tile: None,
+        }),
+        GgmlType::Q5K => Some(Packed {
+            layout: Layout::Q5Kx16,
+            variant: Variant::Dot,
+            gemv: gemv16_q5_k_packed,
+            tile: None,
+        }),
+        GgmlType::Iq4Xs => Some(Packed {
+            layout: Layout::Iq4XsX16,
+            variant: Variant::Dot,
+            gemv: gemv16_iq4_xs_packed,
+            tile: None,
+        }),
+        _ => None,
+    }
+}
+
+/// Rows of one half of a packed group: the i32 lanes of a 256-bit vector.
+const HALF: usize = 8;
+/// Halves of a packed group.
+const HALVES: usize = PACK_ROWS / HALF;
+/// Bytes a half takes of each 64-byte packed vector.
+const HALF_BYTES: usize = 32;
+/// Sub-blocks of 32 elements in a super-block.
+const SUBS: usize = 8;
+/// Pairs of sub-blocks (64 elements, 32 nibble bytes per row) in a super-block.
+const PAIRS: usize = SUBS / 2;
+/// Four-byte groups of one pair's 32 nibble bytes: one packed vector each.
+const GROUPS: usize = 8;
+/// Bytes each row gives to one packed vector.
+const GROUP: usize = 4;
+/// Elements of a sub-block, and of a pair.
+const SUB: usize = 32;
+const PAIR: usize = 2 * SUB;
+
+const _: () = assert!(HALVES == 2 && HALF * GROUP == HALF_BYTES);
+
+/// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
+    let q = &b.qs[e..e + GROUP];
+    // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
+    _mm256_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
+}
+
+/// The 32 bytes of `step` at `at`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load32(step: &[u8], at: usize) -> __m256i {
+    let v = &step[at..at + HALF_BYTES];
+    // SAFETY: 32 readable bytes (sliced above); the load is unaligned.
+    unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
+}
+
+/// The 16 bytes of `step` at `at`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load16(step: &[u8], at: usize) -> __m128i {
+    let v = &step[at..at + 16];
+    // SAFETY: 16 readable bytes (sliced above); the load is unaligned.
+    unsafe { _mm_loadu_si128(v.as_ptr().cast()) }
+}
+
+/// The eight f16 values of half `h` at `at` of `step` (sixteen, row r at `at + 2r`), as f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn half_f16(step: &[u8], at: usize, h: usize) -> __m256 {
+    _mm256_cvtph_ps(load16(step, at + HALF_BYTES / 2 * h))
+}
+
+/// The sixteen rows' 6-bit scales and mins of every sub-block j of one super-block, byte r
+/// for row r, from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn scales_mins(planes: &[u8]) -> ([__m128i; SUBS], [__m128i; SUBS]) {
+    let p: [__m128i; K_SCALE_SIZE] = std::array::from_fn(|i| load16(planes, 16 * i));
+    let six = _mm_set1_epi8(0x3f);
+    let four = _mm_set1_epi8(0x0f);
+    let two = _mm_set1_epi8(0x03);
+    // The top two bits of each byte, moved to bits 4..6.
+    let top = |v: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(v), two));
+    let mut sc = [_mm_setzero_si128(); SUBS];
+    let mut mn = sc;
+    for j in 0..SUBS {
+        (sc[j], mn[j]) = if j < 4 {
+            (_mm_and_si128(p[j], six), _mm_and_si128(p[j + 4], six))
+        } else {
+            (
+                _mm_or_si128(_mm_and_si128(p[j + 4], four), top(p[j - 4])),
+                _mm_or_si128(
+                    _mm_and_si128(_mm_srli_epi16::<4>(p[j + 4]), four),
+                    top(p[j]),
+                ),
+            )
+        };
+    }
+    (sc, mn)
+}
+
+/// How far ahead of its reads a packed kernel requests lines into L1, in bytes. A packed
+/// matrix is one stream (each group's steps, then the next group's), so one distance fits
+/// every shape. Decode of the 1B Q4_K_M model on Zen 1 (8 alternating rounds, 1 and 2
+/// threads): 4 KiB a little slower than 8–64 KiB, which read alike (BENCHMARKS.md, "K-quant
+/// copies packed for AVX2").
+const PREFETCH_AHEAD: usize = 16 << 10;
+
+/// The prefetch of a packed kernel: the lines [`PREFETCH_AHEAD`] bytes past each step's,
+/// requested a few at a time over the step's work rather than all at its start. Requested all
+/// at once at the start of each step (as the file layout's kernels do), one Zen 1 core
+/// streamed the packed Q4_K kernel at 3–4.5 GiB/s whatever the distance; spread, at 8 GiB/s.
+#[derive(Clone, Copy)]
+struct StepPrefetch {
+    ahead: *const u8,
+    step: usize,
+}
+
+impl StepPrefetch {
+    #[inline(always)]
+    fn new(group: &[u8], step: usize) -> StepPrefetch {
+        StepPrefetch {
+            ahead: group.as_ptr().wrapping_add(PREFETCH_AHEAD),
+            step,
+        }
+    }
+
+    /// Requests part `p` of `parts` of the lines due at step `i`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn part(&self, i: usize, p: usize, parts: usize) {
+        let lines = self.step.div_ceil(LINE);
+        let base = self.ahead.wrapping_add(i * self.step);
+        for l in lines * p / parts..lines * (p + 1) / parts {
+            // `wrapping_add` and a prefetch never dereference: the address may be anything.
+            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(LINE * l).cast());
+        }
+    }
+}
+
+/// The cache line.
+const LINE: usize = 64;
+
+/// A `vpshufb` control that puts byte `8h + r` of a 16-byte vector (broadcast to both 128-bit
+/// halves) in both i16 halves of i32 lane r, zero-extended: half h's rows as `madd` scales.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn dup_rows(h: usize) -> __m256i {
+    let ctl: [u8; 32] = std::array::from_fn(|i| {
+        let r = i / GROUP;
+        match i % 2 {
+            0 => (HALF * h + r) as u8,
+            // A set top bit zeroes the byte.
+            _ => 0x80,
+        }
+    });
+    load32(&ctl, 0)
+}
+
+/// `out[r]` = row r of one packed group of sixteen Q4_K rows (`group`: `y.len()` packed
+/// super-block steps) · `y`, bit for bit as `krepack::dot_q4_k_q8_k_repacked` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out = group_out("Q4_K", group, K_STEP, y, out);
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { gemv16_q4_k_impl(group, y, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv16_q4_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let pf = StepPrefetch::new(group, K_STEP);
+    let m4 = _mm256_set1_epi8(0x0f);
+    let dup = [dup_rows(0), dup_rows(1)];
+    let zero = _mm256_setzero_si256();
+    let mut acc = [_mm256_setzero_ps(); HALVES];
+    let mut acc_min = acc;
+    for (i, b) in y.iter().enumerate() {
+        let step: &[u8; K_STEP] = group[i * K_STEP..][..K_STEP]
+            .try_into()
+            .expect("a whole step");
+        let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+        // Sub-block j's scales as `madd` factors of half h's rows.
+        let scale =
+            |h: usize, j: usize| _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(sc[j]), dup[h]);
+        let qs = &step[K_QS_AT..];
+        let mut isum = [zero; HALVES];
+        for j in 0..PAIRS {
+            // [half][low, high nibbles]: i16 pair sums of the pair's two sub-blocks.
+            let mut p = [[zero; 2]; HALVES];
+            for o in 0..GROUPS {
+                let k = GROUPS * j + o;
+                pf.part(i, k, PAIRS * GROUPS);
+                let e = PAIR * j + GROUP * o;
+                let (ya, yb) = (bcast4(b, e), bcast4(b, e + SUB));
+                for (h, ph) in p.iter_mut().enumerate() {
+                    let v = load32(qs, 64 * k + HALF_BYTES * h);
+                    let lo = _mm256_and_si256(v, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                    ph[0] = _mm256_add_epi16(ph[0], _mm256_maddubs_epi16(lo, ya));
+                    ph[1] = _mm256_add_epi16(ph[1], _mm256_maddubs_epi16(hi, yb));
+                }
+            }
+            for (h, ph) in p.iter().enumerate() {
+                let lo = _mm256_madd_epi16(ph[0], scale(h, 2 * j));
+                let hi = _mm256_madd_epi16(ph[1], scale(h, 2 * j + 1));
+                isum[h] = _mm256_add_epi32(isum[h], _mm256_add_epi32(lo, hi));
+            }
+        }
+        // The min terms: each sub-block's min (in both i16 halves of its row's lane) against
+        // its two activation sums, exact for any sums.
+        let bs = |j: usize| {
+            let s = |k: usize| i32::from(b.bsums[k] as u16);
+            _mm256_set1_epi32(s(2 * j) | (s(2 * j + 1) << 16))
+        };
+        let dy = _mm256_set1_ps(b.d);
+        for h in 0..HALVES {
+            let mut imin = zero;
+            for (j, m) in mn.iter().enumerate() {
+                let m = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(*m), dup[h]);
+                imin = _mm256_add_epi32(imin, _mm256_madd_epi16(m, bs(j)));
+            }
+            let (d, dmin) = (half_f16(step, 0, h), half_f16(step, K_DMIN_AT, h));
+            acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(d, dy), acc[h]);
+            acc_min[h] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(imin),
+                _mm256_mul_ps(dmin, dy),
+                acc_min[h],
+            );
+        }
+    }
+    for h in 0..HALVES {
+        let v = _mm256_sub_ps(acc[h], acc_min[h]);
+        // SAFETY: `out` is sixteen f32; half h's eight are at 8h.
+        unsafe { _mm256_storeu_ps(out[HALF * h..].as_mut_ptr(), v) };
+    }
+}
+
+/// Lanes of ggml's `vec_dot` accumulators (each a vector over a half's eight rows here).
+const LANES: usize = 8;
+/// Bytes of one Q6_K block, and of one packed step of sixteen.
+const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
+const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
+/// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
+const Q6_QH_WORD: usize = 32;
+const Q6_SC_WORD: usize = 48;
+/// Q6_K codes are stored as `q + 32`.
+const Q6_BIAS_SHIFT: i32 = 5;
+/// Elements of one Q6_K half block (`ql` 64 bytes, `qh` 32 bytes).
+const Q6_HALF: usize = 128;
+/// Sixteen-element sub-blocks, one i8 scale each.
+const Q6_SUBS: usize = 16;
+const Q6_SUB: usize = 16;
+
+/// Half `h`'s 32 bytes of word `w` (the 64 bytes at 64w) of a packed step.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn word(step: &[u8], w: usize, h: usize) -> __m256i {
+    load32(step, 64 * w + HALF_BYTES * h)
+}
+
+/// The four code vectors of one Q6_K word triple of half `h`: block half `j`, byte group
+/// `b4` (`ql` words 16j + b4 and 16j + 8 + b4, `qh` word 32 + 8j + b4); vector k holds the
+/// 6-bit codes of elements `128j + 32k + 4·b4 ..+ 4` of every row of the half.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q6_codes(step: &[u8], h: usize, j: usize, b4: usize) -> [__m256i; 4] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m2 = _mm256_set1_epi8(0x30);
+    let l0 = word(step, 16 * j + b4, h);
+    let l1 = word(step, 16 * j + 8 + b4, h);
+    let hb = word(step, Q6_QH_WORD + 8 * j + b4, h);
+    let or_and =
+        |a: __m256i, b: __m256i| _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(b, m2));
+    [
+        or_and(l0, _mm256_slli_epi16::<4>(hb)),
+        or_and(l1, _mm256_slli_epi16::<2>(hb)),
+        or_and(_mm256_srli_epi16::<4>(l0), hb),
+        or_and(_mm256_srli_epi16::<4>(l1), _mm256_srli_epi16::<2>(hb)),
+    ]
+}
+
+/// A `vpshufb` control that puts, in every i32 lane, bytes `a` and `b` of that lane in the
+/// high byte of its two i16 halves (so an arithmetic shift right by 8 sign-extends them).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn high_bytes(a: usize, b: usize) -> __m256i {
+    let ctl: [u8; 32] = std::array::from_fn(|i| {
+        let lane = (i % 16 / GROUP * GROUP) as u8;
+        match i % GROUP {
+            0 | 2 => 0x80,
+            1 => lane + a as u8,
+            _ => lane + b as u8,
+        }
+    });
+    load32(&ctl, 0)
+}
+
+/// `hsum_float_8` of every row of a half, its eight lanes held as vectors over the rows:
+/// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, plus `extra` where given (Q5_K's
+/// `summs`), stored to `out`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn store_hsum(acc: &[__m256; LANES], extra: Option<__m256>, out: &mut [f32]) {
+    let h = |a: usize, b: usize| _mm256_add_ps(acc[a], acc[b]);
+    let sum = _mm256_add_ps(
+        _mm256_add_ps(h(0, 4), h(2, 6)),
+        _mm256_add_ps(h(1, 5), h(3, 7)),
+    );
+    let sum = extra.map_or(sum, |e| _mm256_add_ps(sum, e));
+    let out = &mut out[..HALF];
+    // SAFETY: `out` is eight f32 (sliced above).
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
+}
+
+/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` packed steps)
+/// · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out = group_out("Q6_K", group, Q6_STEP, y, out);
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { gemv16_q6_k_impl(group, y, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let pf = StepPrefetch::new(group, Q6_STEP);
+    // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
+    let dup: [__m256i; GROUP] = array_of!(GROUP, |t| high_bytes(t, t));
+    let pair: [__m256i; 2] = array_of!(2, |p| high_bytes(2 * p, 2 * p + 1));
+    let mut acc = [[_mm256_setzero_ps(); LANES]; HALVES];
+    for (i, b) in y.iter().enumerate() {
+        let step: &[u8; Q6_STEP] = group[i * Q6_STEP..][..Q6_STEP]
+            .try_into()
+            .expect("a whole step");
+        let dy = _mm256_set1_ps(b.d);
+        let bs = |k: usize| i32::from(b.bsums[k] as u16);
+        for (h, acc) in acc.iter_mut().enumerate() {
+            let sc_words: [__m256i; GROUP] = array_of!(GROUP, |w| word(step, Q6_SC_WORD + w, h));
+            // Sub-block s's scale as the same i16 in both halves of each row's lane.
+            let sc: [__m256i; Q6_SUBS] = array_of!(Q6_SUBS, |s| {
+                _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
+            });
+            let d = _mm256_mul_ps(dy, half_f16(step, Q6_K_D_AT, h));
+            for (l, acc) in acc.iter_mut().enumerate() {
+                pf.part(i, LANES * h + l, HALVES * LANES);
+                let mut s = _mm256_setzero_si256();
+                for j in 0..2 {
+                    let q = q6_codes(step, h, j, l);
+                    for (k, qk) in q.into_iter().enumerate() {
+                        let e = Q6_HALF * j + SUB * k + GROUP * l;
+                        let pairs = _mm256_maddubs_epi16(qk, bcast4(b, e));
+                        // Sub-block (e / 16): 8j + 2k + l / 4.
+                        let sub = (Q6_HALF * j + SUB * k + GROUP * l) / Q6_SUB;
+                        s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, sc[sub]));
+                    }
+                }
+                // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
+                let scp = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc_words[l / 2], pair[l % 2]));
+                let bsp = _mm256_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+                let bias = _mm256_madd_epi16(scp, bsp);
+                s = _mm256_sub_epi32(s, _mm256_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), *acc);
+            }
+        }
+    }
+    for (h, acc) in acc.iter().enumerate() {
+        store_hsum(acc, None, &mut out[HALF * h..]);
+    }
+}
+
+/// Bytes of one Q5_K block, and of one packed step of sixteen.
+const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
+const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
+/// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
+const Q5_SC_WORD: usize = 1;
+const Q5_QH_WORD: usize = 4;
+const Q5_QS_WORD: usize = 12;
+/// The fifth bit's weight.
+const FIFTH: i8 = 0x10;
+
+/// Bit `bit` of each byte of the `qh` word `h`, moved to bit 4 (a Q5_K code's fifth bit).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q5_fifth_bit(h: __m256i, bit: usize) -> __m256i {
+    let v = match bit {
+        0..4 => _mm256_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
+        _ => _mm256_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
+    };
+    _mm256_and_si256(v, _mm256_set1_epi8(FIFTH))
+}
+
+/// Byte `k` of every i32 lane of `v`, shifted right by `s` and masked by `m`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn field(v: __m256i, k: usize, s: usize, m: i32) -> __m256i {
+    let shift = _mm_cvtsi32_si128((8 * k + s) as i32);
+    _mm256_and_si256(_mm256_srl_epi32(v, shift), _mm256_set1_epi32(m))
+}
+
+/// A half's Q5_K scale and min of sub-block j (`kdequant::get_scale_min_k4` in every lane)
+/// from its three scale words.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q5_scale_min(w: &[__m256i; 3], j: usize) -> (__m256i, __m256i) {
+    const SIX: i32 = 0x3f;
+    const FOUR: i32 = 0x0f;
+    const TOP: i32 = 0x03;
+    if j < 4 {
+        (field(w[0], j, 0, SIX), field(w[1], j, 0, SIX))
+    } else {
+        let k = j - 4;
+        let top = |v: __m256i| _mm256_slli_epi32::<4>(field(v, k, 6, TOP));
+        (
+            _mm256_or_si256(field(w[2], k, 0, FOUR), top(w[0])),
+            _mm256_or_si256(field(w[2], k, 4, FOUR), top(w[1])),
+        )
+    }
+}
+
+/// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` packed steps)
+/// · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+fn gemv16_q5_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out = group_out("Q5_K", group, Q5_STEP, y, out);
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { gemv16_q5_k_impl(group, y, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let pf = StepPrefetch::new(group, Q5_STEP);
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [[_mm256_setzero_ps(); LANES]; HALVES];
+    let mut summs = [_mm256_setzero_ps(); HALVES];
+    for (i, b) in y.iter().enumerate() {
+        let step: &[u8; Q5_STEP] = group[i * Q5_STEP..][..Q5_STEP]
+            .try_into()
+            .expect("a whole step");
+        // Σ_j m_j·s_j, s_j the i16 (wrapping) sum of bsums 2j and 2j+1: pairs of mins as i16
+        // against pairs of sums.
+        let s16 = |j: usize| b.bsums[2 * j].wrapping_add(b.bsums[2 * j + 1]) as u16;
+        let spair: [__m256i; SUBS / 2] = array_of!(SUBS / 2, |k| {
+            _mm256_set1_epi32(i32::from(s16(2 * k)) | (i32::from(s16(2 * k + 1)) << 16))
+        });
+        for h in 0..HALVES {
+            let w0 = word(step, 0, h);
+            let sw: [__m256i; 3] = array_of!(3, |k| word(step, Q5_SC_WORD + k, h));
+            let mut sc = [_mm256_setzero_si256(); SUBS];
+            let mut total = _mm256_setzero_si256();
+            for k in 0..SUBS / 2 {
+                let (s0, m0) = q5_scale_min(&sw, 2 * k);
+                let (s1, m1) = q5_scale_min(&sw, 2 * k + 1);
+                // The scales (≤ 63) as the same i16 in both halves of the lane.
+                sc[2 * k] = _mm256_or_si256(s0, _mm256_slli_epi32::<16>(s0));
+                sc[2 * k + 1] = _mm256_or_si256(s1, _mm256_slli_epi32::<16>(s1));
+                let mpair = _mm256_or_si256(m0, _mm256_slli_epi32::<16>(m1));
+                total = _mm256_add_epi32(total, _mm256_madd_epi16(mpair, spair[k]));
+            }
+            for (l, acc) in acc[h].iter_mut().enumerate() {
+                pf.part(i, LANES * h + l, HALVES * LANES);
+                let hb = word(step, Q5_QH_WORD + l, h);
+                let mut s = _mm256_setzero_si256();
+                for j in 0..SUBS / 2 {
+                    let q = word(step, Q5_QS_WORD + GROUPS * j + l, h);
+                    let lo = _mm256_or_si256(_mm256_and_si256(q, m4), q5_fifth_bit(hb, 2 * j));
+                    let hi = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+                        q5_fifth_bit(hb, 2 * j + 1),
+                    );
+                    let e = PAIR * j + GROUP * l;
+                    let plo = _mm256_maddubs_epi16(lo, bcast4(b, e));
+                    let phi = _mm256_maddubs_epi16(hi, bcast4(b, e + SUB));
+                    let t = _mm256_add_epi32(
+                        _mm256_madd_epi16(plo, sc[2 * j]),
+                        _mm256_madd_epi16(phi, sc[2 * j + 1]),
+                    );
+                    s = _mm256_add_epi32(s, t);
+                }
+                let d = _mm256_mul_ps(_mm256_set1_ps(b.d), f16_low(w0));
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), *acc);
+            }
+            let dmin = _mm256_mul_ps(_mm256_set1_ps(-b.d), f16_high(w0));
+            summs[h] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(total), summs[h]);
+        }
+    }
+    for h in 0..HALVES {
+        store_hsum(&acc[h], Some(summs[h]), &mut out[HALF * h..]);
+    }
+}
+
+/// The low f16 of every i32 lane, as f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn f16_low(v: __m256i) -> __m256 {
+    // The low i16 of each lane, packed into eight (the high halves cleared first, so the
+    // unsigned saturation keeps them as they are), then in lane order again.
+    let lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+    let p = _mm256_packus_epi32(lo, lo);
+    let p = _mm256_permute4x64_epi64::<0b1000>(p);
+    _mm256_cvtph_ps(_mm256_castsi256_si128(p))
+}
+
+/// The high f16 of every i32 lane, as f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn f16_high(v: __m256i) -> __m256 {
+    f16_low(_mm256_srli_epi32::<16>(v))
+}
+
+/// Bytes of one IQ4_XS block, and of one packed step of sixteen.
+const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
+const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
+/// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
+const XS_QS_WORD: usize = 2;
+/// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
+const XS_SUB_WORDS: usize = 4;
+/// IQ4_XS scales are 6-bit codes for −32..32.
+const XS_SCALE_BIAS: i32 = 32;
+
+/// A half's IQ4_XS sub-block `sub` scales as i32 lanes: `(low 4 bits of scales_l) | (2 bits of
+/// scales_h) << 4` − 32, from the step's first two words (`w0`: d and scales_h).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn xs_scale(w0: __m256i, w1: __m256i, sub: usize) -> __m256i {
+    let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
+    let lo4 = _mm256_and_si256(_mm256_srl_epi32(w1, shift(4 * sub)), _mm256_set1_epi32(0xf));
+    let hi2 = _mm256_and_si256(
+        _mm256_srl_epi32(w0, shift(16 + 2 * sub)),
+        _mm256_set1_epi32(3),
+    );
+    let ls = _mm256_or_si256(lo4, _mm256_slli_epi32::<4>(hi2));
+    _mm256_sub_epi32(ls, _mm256_set1_epi32(XS_SCALE_BIAS))
+}
+
+/// `out[r]` = row r of one packed group of sixteen IQ4_XS rows (`group`: `y.len()` packed
+/// steps, word-interleaved) · `y`, bit for bit as `kdot::dot_iq4_xs_q8_k` of the row.
+///
+/// # Panics
+/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
+fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
+    let out = group_out("IQ4_XS", group, XS_STEP, y, out);
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { gemv16_iq4_xs_impl(group, y, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+    let pf = StepPrefetch::new(group, XS_STEP);
+    let table = _mm256_broadcastsi128_si256(iq4nl_table());
+    let low = _mm256_set1_epi8(0x0f);
+    let mut acc = [[_mm256_setzero_ps(); LANES]; HALVES];
+    for (i, b) in y.iter().enumerate() {
+        let step: &[u8; XS_STEP] = group[i * XS_STEP..][..XS_STEP]
+            .try_into()
+            .expect("a whole step");
+        for (h, acc) in acc.iter_mut().enumerate() {
+            let (w0, w1) = (word(step, 0, h), word(step, 1, h));
+            let d = _mm256_mul_ps(f16_low(w0), _mm256_set1_ps(b.d));
+            // Each sub-block's scale as the same i16 in both halves of each row's lane.
+            let ls: [__m256i; SUBS] = array_of!(SUBS, |sub| {
+                let v = xs_scale(w0, w1, sub);
+                _mm256_or_si256(
+                    _mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
+                    _mm256_slli_epi32::<16>(v),
+                )
+            });
+            // Word q of each sub-block: its low nibbles go to lane q, its high ones to q + 4.
+            for q in 0..XS_SUB_WORDS {
+                pf.part(i, XS_SUB_WORDS * h + q, HALVES * XS_SUB_WORDS);
+                let (mut s_lo, mut s_hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                for (sub, ls) in ls.iter().enumerate() {
+                    let v = word(step, XS_QS_WORD + XS_SUB_WORDS * sub + q, h);
+                    let e = SUB * sub + GROUP * q;
+                    let lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+                    let hi = _mm256_shuffle_epi8(
+                        table,
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), low),
+                    );
+                    s_lo = _mm256_add_epi32(s_lo, signed_dot(lo, bcast4(b, e), *ls));
+                    s_hi = _mm256_add_epi32(s_hi, signed_dot(hi, bcast4(b, e + SUB / 2), *ls));
+                }
+                acc[q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s_lo), acc[q]);
+                let q4 = q + XS_SUB_WORDS;
+                acc[q4] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s_hi), acc[q4]);
+            }
+        }
+    }
+    for (h, acc) in acc.iter().enumerate() {
+        store_hsum(acc, None, &mut out[HALF * h..]);
+    }
+}
+
+/// `madd(maddubs(|v|, y with v's sign), scale)`: ggml's sign trick (`vpsignb`, −128 wrapping)
+/// for signed values `v`, the pairs then scaled by the i16 pair `scale` of each lane.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn signed_dot(v: __m256i, y: __m256i, scale: __m256i) -> __m256i {
+    let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
+    _mm256_madd_epi16(pairs, scale)
+}
