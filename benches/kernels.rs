@@ -246,7 +246,11 @@ fn decode_stream_k(c: &mut Criterion) {
         let group_bytes = distinct.concat();
         let mut act = ActRow::new_for(ty);
         act.set(&values(n, 7));
-        for (label, copies) in [("l2", 256 / PANEL_ROWS), ("stream", STREAM_K_GROUPS)] {
+        for (label, copies) in [
+            ("l1", 1),
+            ("l2", 256 / PANEL_ROWS),
+            ("stream", STREAM_K_GROUPS),
+        ] {
             let file = group_bytes.repeat(copies);
             let mut out = vec![0f32; file.len() / distinct[0].len()];
             group.throughput(Throughput::Bytes(file.len() as u64));

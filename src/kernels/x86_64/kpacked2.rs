@@ -391,32 +391,46 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             .expect("a whole step");
         let dy = _mm256_set1_ps(b.d);
         let bs = |k: usize| i32::from(b.bsums[k] as u16);
-        for (h, acc) in acc.iter_mut().enumerate() {
-            let sc_words: [__m256i; GROUP] = array_of!(GROUP, |w| word(step, Q6_SC_WORD + w, h));
-            // Sub-block s's scale as the same i16 in both halves of each row's lane.
-            let sc: [__m256i; Q6_SUBS] = array_of!(Q6_SUBS, |s| {
-                _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
-            });
-            let d = _mm256_mul_ps(dy, half_f16(step, Q6_K_D_AT, h));
-            for (l, acc) in acc.iter_mut().enumerate() {
-                pf.part(i, LANES * h + l, HALVES * LANES);
-                let mut s = _mm256_setzero_si256();
-                for j in 0..2 {
+        let sc_words: [[__m256i; GROUP]; HALVES] =
+            array_of!(HALVES, |h| array_of!(GROUP, |w| word(
+                step,
+                Q6_SC_WORD + w,
+                h
+            )));
+        // Sub-block s's scale as the same i16 in both halves of each row's lane.
+        let sc: [[__m256i; Q6_SUBS]; HALVES] = array_of!(HALVES, |h| {
+            array_of!(Q6_SUBS, |s| {
+                let w = sc_words[h][s / GROUP];
+                _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, dup[s % GROUP]))
+            })
+        });
+        let d: [__m256; HALVES] =
+            array_of!(HALVES, |h| _mm256_mul_ps(dy, half_f16(step, Q6_K_D_AT, h)));
+        for l in 0..LANES {
+            pf.part(i, l, LANES);
+            let mut s = [_mm256_setzero_si256(); HALVES];
+            for j in 0..2 {
+                // The activations of the four code vectors, shared by both halves.
+                let ys: [__m256i; 4] =
+                    array_of!(4, |k| bcast4(b, Q6_HALF * j + SUB * k + GROUP * l));
+                for (h, s) in s.iter_mut().enumerate() {
                     let q = q6_codes(step, h, j, l);
                     for (k, qk) in q.into_iter().enumerate() {
-                        let e = Q6_HALF * j + SUB * k + GROUP * l;
-                        let pairs = _mm256_maddubs_epi16(qk, bcast4(b, e));
+                        let pairs = _mm256_maddubs_epi16(qk, ys[k]);
                         // Sub-block (e / 16): 8j + 2k + l / 4.
                         let sub = (Q6_HALF * j + SUB * k + GROUP * l) / Q6_SUB;
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, sc[sub]));
+                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(pairs, sc[h][sub]));
                     }
                 }
-                // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
-                let scp = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc_words[l / 2], pair[l % 2]));
-                let bsp = _mm256_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+            }
+            // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
+            let bsp = _mm256_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+            for h in 0..HALVES {
+                let scp =
+                    _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc_words[h][l / 2], pair[l % 2]));
                 let bias = _mm256_madd_epi16(scp, bsp);
-                s = _mm256_sub_epi32(s, _mm256_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
-                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), *acc);
+                let sh = _mm256_sub_epi32(s[h], _mm256_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
+                acc[h][l] = _mm256_fmadd_ps(d[h], _mm256_cvtepi32_ps(sh), acc[h][l]);
             }
         }
     }
@@ -489,7 +503,8 @@ fn gemv16_q5_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
 fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q5_STEP);
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [[_mm256_setzero_ps(); LANES]; HALVES];
+    // [lane][half]
+    let mut acc = [[_mm256_setzero_ps(); HALVES]; LANES];
     let mut summs = [_mm256_setzero_ps(); HALVES];
     for (i, b) in y.iter().enumerate() {
         let step: &[u8; Q5_STEP] = group[i * Q5_STEP..][..Q5_STEP]
@@ -501,49 +516,55 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         let spair: [__m256i; SUBS / 2] = array_of!(SUBS / 2, |k| {
             _mm256_set1_epi32(i32::from(s16(2 * k)) | (i32::from(s16(2 * k + 1)) << 16))
         });
+        let mut sc = [[_mm256_setzero_si256(); SUBS]; HALVES];
+        let mut d = [_mm256_setzero_ps(); HALVES];
         for h in 0..HALVES {
             let w0 = word(step, 0, h);
             let sw: [__m256i; 3] = array_of!(3, |k| word(step, Q5_SC_WORD + k, h));
-            let mut sc = [_mm256_setzero_si256(); SUBS];
             let mut total = _mm256_setzero_si256();
             for k in 0..SUBS / 2 {
                 let (s0, m0) = q5_scale_min(&sw, 2 * k);
                 let (s1, m1) = q5_scale_min(&sw, 2 * k + 1);
                 // The scales (≤ 63) as the same i16 in both halves of the lane.
-                sc[2 * k] = _mm256_or_si256(s0, _mm256_slli_epi32::<16>(s0));
-                sc[2 * k + 1] = _mm256_or_si256(s1, _mm256_slli_epi32::<16>(s1));
+                sc[h][2 * k] = _mm256_or_si256(s0, _mm256_slli_epi32::<16>(s0));
+                sc[h][2 * k + 1] = _mm256_or_si256(s1, _mm256_slli_epi32::<16>(s1));
                 let mpair = _mm256_or_si256(m0, _mm256_slli_epi32::<16>(m1));
                 total = _mm256_add_epi32(total, _mm256_madd_epi16(mpair, spair[k]));
             }
-            for (l, acc) in acc[h].iter_mut().enumerate() {
-                pf.part(i, LANES * h + l, HALVES * LANES);
-                let hb = word(step, Q5_QH_WORD + l, h);
-                let mut s = _mm256_setzero_si256();
-                for j in 0..SUBS / 2 {
-                    let q = word(step, Q5_QS_WORD + GROUPS * j + l, h);
-                    let lo = _mm256_or_si256(_mm256_and_si256(q, m4), q5_fifth_bit(hb, 2 * j));
-                    let hi = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
-                        q5_fifth_bit(hb, 2 * j + 1),
-                    );
-                    let e = PAIR * j + GROUP * l;
-                    let plo = _mm256_maddubs_epi16(lo, bcast4(b, e));
-                    let phi = _mm256_maddubs_epi16(hi, bcast4(b, e + SUB));
-                    let t = _mm256_add_epi32(
-                        _mm256_madd_epi16(plo, sc[2 * j]),
-                        _mm256_madd_epi16(phi, sc[2 * j + 1]),
-                    );
-                    s = _mm256_add_epi32(s, t);
-                }
-                let d = _mm256_mul_ps(_mm256_set1_ps(b.d), f16_low(w0));
-                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), *acc);
-            }
+            d[h] = _mm256_mul_ps(_mm256_set1_ps(b.d), f16_low(w0));
             let dmin = _mm256_mul_ps(_mm256_set1_ps(-b.d), f16_high(w0));
             summs[h] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(total), summs[h]);
         }
+        for (l, acc) in acc.iter_mut().enumerate() {
+            pf.part(i, l, LANES);
+            let hb: [__m256i; HALVES] = array_of!(HALVES, |h| word(step, Q5_QH_WORD + l, h));
+            let mut s = [_mm256_setzero_si256(); HALVES];
+            for j in 0..SUBS / 2 {
+                // The activations of the pair's two code vectors, shared by both halves.
+                let e = PAIR * j + GROUP * l;
+                let (ylo, yhi) = (bcast4(b, e), bcast4(b, e + SUB));
+                for (h, s) in s.iter_mut().enumerate() {
+                    let q = word(step, Q5_QS_WORD + GROUPS * j + l, h);
+                    let lo = _mm256_or_si256(_mm256_and_si256(q, m4), q5_fifth_bit(hb[h], 2 * j));
+                    let hi = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+                        q5_fifth_bit(hb[h], 2 * j + 1),
+                    );
+                    let t = _mm256_add_epi32(
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), sc[h][2 * j]),
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), sc[h][2 * j + 1]),
+                    );
+                    *s = _mm256_add_epi32(*s, t);
+                }
+            }
+            for h in 0..HALVES {
+                acc[h] = _mm256_fmadd_ps(d[h], _mm256_cvtepi32_ps(s[h]), acc[h]);
+            }
+        }
     }
     for h in 0..HALVES {
-        store_hsum(&acc[h], Some(summs[h]), &mut out[HALF * h..]);
+        let lanes = array_of!(LANES, |l| acc[l][h]);
+        store_hsum(&lanes, Some(summs[h]), &mut out[HALF * h..]);
     }
 }
 
@@ -612,35 +633,46 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
         let step: &[u8; XS_STEP] = group[i * XS_STEP..][..XS_STEP]
             .try_into()
             .expect("a whole step");
-        for (h, acc) in acc.iter_mut().enumerate() {
+        let mut d = [_mm256_setzero_ps(); HALVES];
+        // [sub-block][half]: each sub-block's scale as the same i16 in both halves of each
+        // row's lane.
+        let mut ls = [[_mm256_setzero_si256(); HALVES]; SUBS];
+        for h in 0..HALVES {
             let (w0, w1) = (word(step, 0, h), word(step, 1, h));
-            let d = _mm256_mul_ps(f16_low(w0), _mm256_set1_ps(b.d));
-            // Each sub-block's scale as the same i16 in both halves of each row's lane.
-            let ls: [__m256i; SUBS] = array_of!(SUBS, |sub| {
+            d[h] = _mm256_mul_ps(f16_low(w0), _mm256_set1_ps(b.d));
+            for (sub, ls) in ls.iter_mut().enumerate() {
                 let v = xs_scale(w0, w1, sub);
-                _mm256_or_si256(
+                ls[h] = _mm256_or_si256(
                     _mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
                     _mm256_slli_epi32::<16>(v),
-                )
-            });
-            // Word q of each sub-block: its low nibbles go to lane q, its high ones to q + 4.
-            for q in 0..XS_SUB_WORDS {
-                pf.part(i, XS_SUB_WORDS * h + q, HALVES * XS_SUB_WORDS);
-                let (mut s_lo, mut s_hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-                for (sub, ls) in ls.iter().enumerate() {
+                );
+            }
+        }
+        // Word q of each sub-block: its low nibbles go to lane q, its high ones to q + 4.
+        for q in 0..XS_SUB_WORDS {
+            pf.part(i, q, XS_SUB_WORDS);
+            let mut s_lo = [_mm256_setzero_si256(); HALVES];
+            let mut s_hi = s_lo;
+            for (sub, ls) in ls.iter().enumerate() {
+                // The activations of the two code vectors, shared by both halves.
+                let e = SUB * sub + GROUP * q;
+                let (ylo, yhi) = (bcast4(b, e), bcast4(b, e + SUB / 2));
+                for h in 0..HALVES {
                     let v = word(step, XS_QS_WORD + XS_SUB_WORDS * sub + q, h);
-                    let e = SUB * sub + GROUP * q;
                     let lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
                     let hi = _mm256_shuffle_epi8(
                         table,
                         _mm256_and_si256(_mm256_srli_epi16::<4>(v), low),
                     );
-                    s_lo = _mm256_add_epi32(s_lo, signed_dot(lo, bcast4(b, e), *ls));
-                    s_hi = _mm256_add_epi32(s_hi, signed_dot(hi, bcast4(b, e + SUB / 2), *ls));
+                    s_lo[h] = _mm256_add_epi32(s_lo[h], signed_dot(lo, ylo, ls[h]));
+                    s_hi[h] = _mm256_add_epi32(s_hi[h], signed_dot(hi, yhi, ls[h]));
                 }
-                acc[q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s_lo), acc[q]);
+            }
+            for h in 0..HALVES {
+                let acc = &mut acc[h];
+                acc[q] = _mm256_fmadd_ps(d[h], _mm256_cvtepi32_ps(s_lo[h]), acc[q]);
                 let q4 = q + XS_SUB_WORDS;
-                acc[q4] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s_hi), acc[q4]);
+                acc[q4] = _mm256_fmadd_ps(d[h], _mm256_cvtepi32_ps(s_hi[h]), acc[q4]);
             }
         }
     }
