@@ -45,46 +45,46 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             layout: Layout::Q4Kx16,
             variant: Variant::Repacked,
             gemv: gemv16_q4_k_packed,
-            tile: None,
+            tile: Some(super::kpacked2_tile::tile16_packed),
         }),
         GgmlType::Q6K => Some(Packed {
             layout: Layout::Q6Kx16,
             variant: Variant::Dot,
             gemv: gemv16_q6_k_packed,
-            tile: None,
+            tile: Some(super::kpacked2_tile::tile16_packed),
         }),
         GgmlType::Q5K => Some(Packed {
             layout: Layout::Q5Kx16,
             variant: Variant::Dot,
             gemv: gemv16_q5_k_packed,
-            tile: None,
+            tile: Some(super::kpacked2_tile::tile16_packed),
         }),
         GgmlType::Iq4Xs => Some(Packed {
             layout: Layout::Iq4XsX16,
             variant: Variant::Dot,
             gemv: gemv16_iq4_xs_packed,
-            tile: None,
+            tile: Some(super::kpacked2_tile::tile16_packed),
         }),
         _ => None,
     }
 }
 
 /// Rows of one half of a packed group: the i32 lanes of a 256-bit vector.
-const HALF: usize = 8;
+pub(super) const HALF: usize = 8;
 /// Halves of a packed group.
-const HALVES: usize = PACK_ROWS / HALF;
+pub(super) const HALVES: usize = PACK_ROWS / HALF;
 /// Bytes a half takes of each 64-byte packed vector.
-const HALF_BYTES: usize = 32;
+pub(super) const HALF_BYTES: usize = 32;
 /// Sub-blocks of 32 elements in a super-block.
-const SUBS: usize = 8;
+pub(super) const SUBS: usize = 8;
 /// Pairs of sub-blocks (64 elements, 32 nibble bytes per row) in a super-block.
 const PAIRS: usize = SUBS / 2;
 /// Four-byte groups of one pair's 32 nibble bytes: one packed vector each.
 const GROUPS: usize = 8;
 /// Bytes each row gives to one packed vector.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 /// Elements of a sub-block, and of a pair.
-const SUB: usize = 32;
+pub(super) const SUB: usize = 32;
 const PAIR: usize = 2 * SUB;
 
 const _: () = assert!(HALVES == 2 && HALF * GROUP == HALF_BYTES);
@@ -92,7 +92,7 @@ const _: () = assert!(HALVES == 2 && HALF * GROUP == HALF_BYTES);
 /// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
+pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
     let q = &b.qs[e..e + GROUP];
     // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
     _mm256_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
@@ -101,7 +101,7 @@ fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
 /// The 32 bytes of `step` at `at`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn load32(step: &[u8], at: usize) -> __m256i {
+pub(super) fn load32(step: &[u8], at: usize) -> __m256i {
     let v = &step[at..at + HALF_BYTES];
     // SAFETY: 32 readable bytes (sliced above); the load is unaligned.
     unsafe { _mm256_loadu_si256(v.as_ptr().cast()) }
@@ -119,7 +119,7 @@ fn load16(step: &[u8], at: usize) -> __m128i {
 /// The eight f16 values of half `h` at `at` of `step` (sixteen, row r at `at + 2r`), as f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn half_f16(step: &[u8], at: usize, h: usize) -> __m256 {
+pub(super) fn half_f16(step: &[u8], at: usize, h: usize) -> __m256 {
     _mm256_cvtph_ps(load16(step, at + HALF_BYTES / 2 * h))
 }
 
@@ -127,7 +127,7 @@ fn half_f16(step: &[u8], at: usize, h: usize) -> __m256 {
 /// for row r, from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn scales_mins(planes: &[u8]) -> ([__m128i; SUBS], [__m128i; SUBS]) {
+pub(super) fn scales_mins(planes: &[u8]) -> ([__m128i; SUBS], [__m128i; SUBS]) {
     let p: [__m128i; K_SCALE_SIZE] = std::array::from_fn(|i| load16(planes, 16 * i));
     let six = _mm_set1_epi8(0x3f);
     let four = _mm_set1_epi8(0x0f);
@@ -192,13 +192,13 @@ impl StepPrefetch {
 }
 
 /// The cache line.
-const LINE: usize = 64;
+pub(super) const LINE: usize = 64;
 
 /// A `vpshufb` control that puts byte `8h + r` of a 16-byte vector (broadcast to both 128-bit
 /// halves) in both i16 halves of i32 lane r, zero-extended: half h's rows as `madd` scales.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn dup_rows(h: usize) -> __m256i {
+pub(super) fn dup_rows(h: usize) -> __m256i {
     let ctl: [u8; 32] = std::array::from_fn(|i| {
         let r = i / GROUP;
         match i % 2 {
@@ -297,19 +297,19 @@ const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
 const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
 /// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
 const Q6_QH_WORD: usize = 32;
-const Q6_SC_WORD: usize = 48;
+pub(super) const Q6_SC_WORD: usize = 48;
 /// Q6_K codes are stored as `q + 32`.
 const Q6_BIAS_SHIFT: i32 = 5;
 /// Elements of one Q6_K half block (`ql` 64 bytes, `qh` 32 bytes).
 const Q6_HALF: usize = 128;
 /// Sixteen-element sub-blocks, one i8 scale each.
-const Q6_SUBS: usize = 16;
+pub(super) const Q6_SUBS: usize = 16;
 const Q6_SUB: usize = 16;
 
 /// Half `h`'s 32 bytes of word `w` (the 64 bytes at 64w) of a packed step.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn word(step: &[u8], w: usize, h: usize) -> __m256i {
+pub(super) fn word(step: &[u8], w: usize, h: usize) -> __m256i {
     load32(step, 64 * w + HALF_BYTES * h)
 }
 
@@ -318,7 +318,7 @@ fn word(step: &[u8], w: usize, h: usize) -> __m256i {
 /// 6-bit codes of elements `128j + 32k + 4·b4 ..+ 4` of every row of the half.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn q6_codes(step: &[u8], h: usize, j: usize, b4: usize) -> [__m256i; 4] {
+pub(super) fn q6_codes(step: &[u8], h: usize, j: usize, b4: usize) -> [__m256i; 4] {
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x30);
     let l0 = word(step, 16 * j + b4, h);
@@ -338,7 +338,7 @@ fn q6_codes(step: &[u8], h: usize, j: usize, b4: usize) -> [__m256i; 4] {
 /// high byte of its two i16 halves (so an arithmetic shift right by 8 sign-extends them).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn high_bytes(a: usize, b: usize) -> __m256i {
+pub(super) fn high_bytes(a: usize, b: usize) -> __m256i {
     let ctl: [u8; 32] = std::array::from_fn(|i| {
         let lane = (i % 16 / GROUP * GROUP) as u8;
         match i % GROUP {
@@ -443,16 +443,16 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
 const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
 /// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
-const Q5_SC_WORD: usize = 1;
-const Q5_QH_WORD: usize = 4;
-const Q5_QS_WORD: usize = 12;
+pub(super) const Q5_SC_WORD: usize = 1;
+pub(super) const Q5_QH_WORD: usize = 4;
+pub(super) const Q5_QS_WORD: usize = 12;
 /// The fifth bit's weight.
 const FIFTH: i8 = 0x10;
 
 /// Bit `bit` of each byte of the `qh` word `h`, moved to bit 4 (a Q5_K code's fifth bit).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn q5_fifth_bit(h: __m256i, bit: usize) -> __m256i {
+pub(super) fn q5_fifth_bit(h: __m256i, bit: usize) -> __m256i {
     let v = match bit {
         0..4 => _mm256_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
         _ => _mm256_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
@@ -472,7 +472,7 @@ fn field(v: __m256i, k: usize, s: usize, m: i32) -> __m256i {
 /// from its three scale words.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn q5_scale_min(w: &[__m256i; 3], j: usize) -> (__m256i, __m256i) {
+pub(super) fn q5_scale_min(w: &[__m256i; 3], j: usize) -> (__m256i, __m256i) {
     const SIX: i32 = 0x3f;
     const FOUR: i32 = 0x0f;
     const TOP: i32 = 0x03;
@@ -571,7 +571,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 /// The low f16 of every i32 lane, as f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn f16_low(v: __m256i) -> __m256 {
+pub(super) fn f16_low(v: __m256i) -> __m256 {
     // The low i16 of each lane, packed into eight (the high halves cleared first, so the
     // unsigned saturation keeps them as they are), then in lane order again.
     let lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
@@ -591,9 +591,9 @@ fn f16_high(v: __m256i) -> __m256 {
 const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
 const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
 /// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
-const XS_QS_WORD: usize = 2;
+pub(super) const XS_QS_WORD: usize = 2;
 /// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
-const XS_SUB_WORDS: usize = 4;
+pub(super) const XS_SUB_WORDS: usize = 4;
 /// IQ4_XS scales are 6-bit codes for −32..32.
 const XS_SCALE_BIAS: i32 = 32;
 
@@ -601,7 +601,7 @@ const XS_SCALE_BIAS: i32 = 32;
 /// scales_h) << 4` − 32, from the step's first two words (`w0`: d and scales_h).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn xs_scale(w0: __m256i, w1: __m256i, sub: usize) -> __m256i {
+pub(super) fn xs_scale(w0: __m256i, w1: __m256i, sub: usize) -> __m256i {
     let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
     let lo4 = _mm256_and_si256(_mm256_srl_epi32(w1, shift(4 * sub)), _mm256_set1_epi32(0xf));
     let hi2 = _mm256_and_si256(

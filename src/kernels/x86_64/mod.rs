@@ -10,6 +10,7 @@ pub(super) mod kavx2_k;
 pub(super) mod kavx512;
 pub(super) mod kpacked;
 pub(super) mod kpacked2;
+pub(super) mod kpacked2_tile;
 pub(super) mod kpacked_k;
 pub(super) mod kpacked_tile;
 pub(super) mod kquant_kernels;

@@ -1,0 +1,483 @@
+//! The AVX2 prompt kernels of packed copies (`kernels::pack`): sixteen rows of Q4_K, Q5_K, Q6_K
+//! or IQ4_XS against many tokens at once, in the orders llama.cpp computes prompt batches in —
+//! its tiled K-quant matmul (`ktiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
+//! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`). The AVX-512 tier's are in
+//! `kpacked_tile.rs`; the scheme is the same, the step read as two halves of eight rows.
+//!
+//! Both orders form exact integers per super-block before any float: per sub-block s the
+//! biased dot `sc_s·(Σ c·y − BIAS·bsum_s)` and the min term `m_s·bsum_s`. Each packed step is
+//! unpacked once into codes with the rows in the lanes ([`Unpacked`]: four consecutive
+//! elements of every row of a half per vector) and used for every token. Without VNNI, a
+//! four-element group costs a `maddubs` (pairs in i16); the pairs of as many groups of one
+//! sub-block as i16 holds add up there ([`Shape::run`]: eight groups of Q4_K's 4-bit codes,
+//! four of Q5_K's 5-bit, two of Q6_K's 6-bit), and one `madd` by the sub-block's scale (in both
+//! i16 halves of each lane) widens and scales them at once:
+//! ```text
+//! a     = Σ_{g in run} maddubs(codes_g, y[4g..4g + 4] broadcast)      |a| ≤ run·2·c_max·128
+//! s1   += madd(a, (sc_s, sc_s))                                         exact i32
+//! ```
+//! IQ4_XS's codes are the signed table values, taken as true products `maddubs(|y|, v·sign y)`
+//! (one group per `madd`): the oracle's `Σ (v + 128)·y − 128·bsum` for activations whose
+//! `bsums` are the sums of their quants, as every Q8_K quantizer writes them (the file layout's
+//! AVX2 kernel does the same). The bias and min terms come from the activation sums by `madd`
+//! of scale (min) pairs. The tiled order then runs `t = s1·d; t = fma(−dmin, s2, t); acc =
+//! fma(t, y.d, acc)` per row; the repacked gemm runs its two chains per pair of sub-blocks.
+//!
+//! The `#[target_feature]` functions are private; the table hands out the safe wrapper only
+//! after AVX2, FMA and F16C were detected.
+
+use std::arch::x86_64::*;
+
+use super::kavx2::{array_of, iq4nl_table};
+use super::kpacked2::{
+    bcast4, dup_rows, f16_low, half_f16, high_bytes, q5_fifth_bit, q5_scale_min, q6_codes,
+    scales_mins, word, xs_scale, GROUP, HALF, HALVES, LINE, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD,
+    Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
+};
+use crate::kernels::entries::{q8_k, Variant};
+use crate::kernels::kblocks::{BlockQ8K, QK_K};
+use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
+use crate::kernels::{ActRow, Layout};
+
+/// Four-element groups of a super-block.
+const GROUPS: usize = QK_K / GROUP;
+/// The most sub-blocks a super-block has (Q6_K's sixteen of 16 elements).
+const MAX_SUBS: usize = 16;
+/// Tokens per pass over an unpacked step: their i16 sums for both halves, the two halves' codes
+/// of a group and a broadcast stay in registers.
+const PASS: usize = 2;
+/// Steps ahead the far prefetch reads.
+const AHEAD: usize = 4;
+/// The most tokens one call takes (the forward pass's step).
+const MAX_TOKENS: usize = 64;
+
+/// One packed step (sixteen rows' super-block) unpacked, per half: `codes[h][g]` holds
+/// elements `4g..4g + 4` of row `8h + r` in lane r; each sub-block's scale in both i16 halves
+/// of each lane (`madd` factors); the scales and mins of sub-blocks 2k and 2k + 1 as the two i16
+/// of each lane, for `madd` against pairs of activation sums; the rows' f32 `d` and `dmin`.
+struct Unpacked {
+    codes: [[__m256i; GROUPS]; HALVES],
+    sc: [[__m256i; MAX_SUBS]; HALVES],
+    sc_pairs: [[__m256i; MAX_SUBS / 2]; HALVES],
+    mn_pairs: [[__m256i; MAX_SUBS / 2]; HALVES],
+    d: [__m256; HALVES],
+    dmin: [__m256; HALVES],
+}
+
+impl Unpacked {
+    /// All zero, to be filled step by step (the unpackers write into it: no copies).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn zeroed() -> Unpacked {
+        let z = _mm256_setzero_si256();
+        Unpacked {
+            codes: [[z; GROUPS]; HALVES],
+            sc: [[z; MAX_SUBS]; HALVES],
+            sc_pairs: [[z; MAX_SUBS / 2]; HALVES],
+            mn_pairs: [[z; MAX_SUBS / 2]; HALVES],
+            d: [_mm256_setzero_ps(); HALVES],
+            dmin: [_mm256_setzero_ps(); HALVES],
+        }
+    }
+
+    /// Half `h`'s scales and mins (one i32 lane per row), its `madd` factors and pairs formed
+    /// from them.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn set_scales(&mut self, h: usize, sc: &[__m256i; MAX_SUBS], mn: &[__m256i; MAX_SUBS]) {
+        let low = _mm256_set1_epi32(0xffff);
+        let pair = |a: __m256i, b: __m256i| {
+            _mm256_or_si256(_mm256_and_si256(a, low), _mm256_slli_epi32::<16>(b))
+        };
+        self.sc[h] = array_of!(MAX_SUBS, |s| pair(sc[s], sc[s]));
+        self.sc_pairs[h] = array_of!(MAX_SUBS / 2, |k| pair(sc[2 * k], sc[2 * k + 1]));
+        self.mn_pairs[h] = array_of!(MAX_SUBS / 2, |k| pair(mn[2 * k], mn[2 * k + 1]));
+    }
+}
+
+/// What a packed type's prompt kernel needs to know: its layout, its code bias and whether it
+/// has mins (its sub-blocks and runs are the parameters of [`pass`]).
+#[derive(Clone, Copy)]
+struct Shape {
+    layout: Layout,
+    bias: i32,
+    mins: bool,
+}
+
+/// Q6_K codes are stored as `q + 32` (its bias comes off through the activation sums).
+const Q6_BIAS: i32 = 32;
+
+/// The shape of a packed layout's type.
+fn shape(layout: Layout) -> Option<Shape> {
+    let s = |bias, mins| Shape { layout, bias, mins };
+    Some(match layout {
+        Layout::Q4Kx16 | Layout::Q5Kx16 => s(0, true),
+        Layout::Q6Kx16 => s(Q6_BIAS, false),
+        // True products: no bias to take off.
+        Layout::Iq4XsX16 => s(0, false),
+        _ => return None,
+    })
+}
+
+/// Groups whose `maddubs` pairs add up in i16 without overflow, per layout: the pairs of codes
+/// below 2^b against activations of magnitude ≤ 128 stay within 2·(2^b − 1)·128.
+const RUN_Q4_K: usize = 8; // 8·2·15·128 = 30720
+const RUN_Q5_K: usize = 4; // 4·2·31·128 = 31744
+const RUN_Q6_K: usize = 2; // 2·2·63·128 = 32256
+const RUN_IQ4_XS: usize = 1; // 2·128·127 = 32512
+
+/// Step `step` of `shape`'s layout, unpacked into `u`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
+    match shape.layout {
+        Layout::Q4Kx16 => unpack_q4_k(step, u),
+        Layout::Q5Kx16 => unpack_q5_k(step, u),
+        Layout::Q6Kx16 => unpack_q6_k(step, u),
+        Layout::Iq4XsX16 => unpack_iq4_xs(step, u),
+        l => unreachable!("no prompt kernel for {}", l.name()),
+    }
+}
+
+/// `out[t·16 + r]` = row r of one packed group of sixteen rows (`group`, whole steps of
+/// `layout`) against `acts[t]`, in `variant`'s order (`Batch`: the tiled matmul's; for Q4_K
+/// `RepackedGemm`: the repacked gemm's), bit for bit as the row's single dot in that order.
+/// Returns `false`, having written nothing, for a layout or variant it has no kernel for.
+///
+/// # Panics
+/// If `out` is not sixteen outputs per token, there are more than 64 tokens, or the group is
+/// not whole steps of the activations' length.
+pub(in crate::kernels) fn tile16_packed(
+    layout: Layout,
+    group: &[u8],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    let Some(shape) = shape(layout) else {
+        return false;
+    };
+    let gemm = match (layout, variant) {
+        (Layout::Q4Kx16, Variant::RepackedGemm) => true,
+        (_, Variant::Batch) => false,
+        _ => return false,
+    };
+    assert!(
+        acts.len() <= MAX_TOKENS,
+        "{} tokens in one packed tile",
+        acts.len()
+    );
+    assert_eq!(
+        out.len(),
+        PACK_ROWS * acts.len(),
+        "packed tile output size mismatch"
+    );
+    let Some(first) = acts.first() else {
+        return true;
+    };
+    let n = q8_k(first).len();
+    assert!(
+        n > 0 && group.len().is_multiple_of(n),
+        "a packed group of {} bytes",
+        group.len()
+    );
+    let ys: [&[BlockQ8K]; MAX_TOKENS] =
+        std::array::from_fn(|t| &q8_k(&acts[t.min(acts.len() - 1)])[..n]);
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
+    true
+}
+
+/// Per token and half, the chains: the tiled order's one, or the gemm's two (sums, mins).
+type Chains = [[[__m256; 2]; HALVES]; MAX_TOKENS];
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = ys[0].len();
+    let step_bytes = group.len() / n;
+    let mut acc: Chains = [[[_mm256_setzero_ps(); 2]; HALVES]; MAX_TOKENS];
+    let mut u = Unpacked::zeroed();
+    for i in 0..n {
+        // The next step's lines (after the last, the next group's first, which follows this
+        // group in the copy) come in while this one is computed: a step is the work of
+        // thousands of cycles, and its lines are read once per call.
+        let base = group.as_ptr();
+        let (near, far) = (
+            base.wrapping_add((i + 1) * step_bytes),
+            base.wrapping_add((i + AHEAD) * step_bytes),
+        );
+        for line in (0..step_bytes).step_by(LINE) {
+            // `wrapping_add` and a prefetch never dereference: the address may be anything.
+            _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast());
+            _mm_prefetch::<_MM_HINT_T1>(far.wrapping_add(line).cast());
+        }
+        unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes], &mut u);
+        let mut t0 = 0;
+        while t0 < ys.len() {
+            let k = PASS.min(ys.len() - t0);
+            let blocks: [&BlockQ8K; PASS] = std::array::from_fn(|t| &ys[t0 + t.min(k - 1)][i]);
+            let acc = &mut acc[t0..t0 + PASS.min(MAX_TOKENS - t0)];
+            match (shape.layout, gemm) {
+                (Layout::Q4Kx16, true) => {
+                    pass::<SUBS, RUN_Q4_K, true, false>(&u, shape, &blocks, k, acc)
+                }
+                (Layout::Q4Kx16, false) => {
+                    pass::<SUBS, RUN_Q4_K, false, false>(&u, shape, &blocks, k, acc)
+                }
+                (Layout::Q5Kx16, _) => {
+                    pass::<SUBS, RUN_Q5_K, false, false>(&u, shape, &blocks, k, acc)
+                }
+                (Layout::Q6Kx16, _) => {
+                    pass::<MAX_SUBS, RUN_Q6_K, false, false>(&u, shape, &blocks, k, acc)
+                }
+                (Layout::Iq4XsX16, _) => {
+                    pass::<SUBS, RUN_IQ4_XS, false, true>(&u, shape, &blocks, k, acc)
+                }
+                (l, _) => unreachable!("no prompt kernel for {}", l.name()),
+            }
+            t0 += k;
+        }
+    }
+    for (t, o) in out.chunks_exact_mut(PACK_ROWS).enumerate() {
+        for (h, o) in o.chunks_exact_mut(HALF).enumerate() {
+            let v = match gemm {
+                true => _mm256_sub_ps(acc[t][h][0], acc[t][h][1]),
+                false => acc[t][h][0],
+            };
+            // SAFETY: `o` is eight f32.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+        }
+    }
+}
+
+/// The activation sums of sub-blocks 2k and 2k + 1 as the two i16 of one i32, for every k:
+/// for sixteen-element sub-blocks two stored `bsums` as they lie, for 32-element ones each the
+/// sum of two, cut back to i16. (The oracle adds those in 32 bits: the same value, as a sum of
+/// two `bsums` of a quantized row stays within ±2·16·128, far inside i16.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn bsum_pairs<const S: usize>(b: &BlockQ8K) -> [i32; MAX_SUBS / 2] {
+    const { assert!(S == SUBS || S == MAX_SUBS) };
+    // SAFETY: `bsums` is sixteen i16, 32 bytes; the load is unaligned.
+    let bs = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
+    let v = if S == MAX_SUBS {
+        bs
+    } else {
+        let sums = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+        // Eight i32 sums (exact, small) packed to i16, in order: packs works per 128-bit half.
+        let p = _mm256_packs_epi32(sums, sums);
+        _mm256_permute4x64_epi64::<0b1000>(p)
+    };
+    let mut out = [0i32; MAX_SUBS / 2];
+    // SAFETY: `out` is eight i32, 32 bytes; the store is unaligned. (For 32-element
+    // sub-blocks only the first four are read.)
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+    out
+}
+
+/// One unpacked super-block against a pass of tokens (the first `k` of `ys` real, the rest
+/// repeats whose results are dropped), into their chains `acc`. Per sub-block s, half and
+/// token the exact `sc_s·Σ_{e∈s} c_e·y_e` (runs of `RUN` groups summed in i16, then `madd` by
+/// the scale); the bias `BIAS·Σ_s sc_s·bsum_s` and the mins `Σ_s m_s·bsum_s` by `madd` of the
+/// scale and min pairs against the token's sum pairs; then the tiled order's step on their sum
+/// (`GEMM == false`) or the repacked gemm's per pair of sub-blocks (whose types have no bias).
+/// `XS`: IQ4_XS's signed codes, as true products.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn pass<const S: usize, const RUN: usize, const GEMM: bool, const XS: bool>(
+    u: &Unpacked,
+    shape: Shape,
+    ys: &[&BlockQ8K; PASS],
+    k: usize,
+    acc: &mut [[[__m256; 2]; HALVES]],
+) {
+    let per = GROUPS / S;
+    const { assert!((GROUPS / S).is_multiple_of(RUN)) };
+    let zero = _mm256_setzero_si256();
+    let mut s1 = [[zero; HALVES]; PASS];
+    let mut pend = [[zero; HALVES]; PASS];
+    let dy: [__m256; PASS] = array_of!(PASS, |t| _mm256_set1_ps(ys[t].d));
+    let bp: [[i32; MAX_SUBS / 2]; PASS] = array_of!(PASS, |t| bsum_pairs::<S>(ys[t]));
+    for s in 0..S {
+        let mut run0 = s * per;
+        while run0 < (s + 1) * per {
+            let mut a = [[zero; HALVES]; PASS];
+            for g in run0..run0 + RUN {
+                let c = [u.codes[0][g], u.codes[1][g]];
+                for t in 0..PASS {
+                    let y = bcast4(ys[t], GROUP * g);
+                    if XS {
+                        // True products: |y| times the code with y's sign (|y| ≤ 128 unsigned).
+                        let ay = _mm256_abs_epi8(y);
+                        for h in 0..HALVES {
+                            a[t][h] = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(c[h], y));
+                        }
+                    } else {
+                        for h in 0..HALVES {
+                            a[t][h] = _mm256_add_epi16(a[t][h], _mm256_maddubs_epi16(c[h], y));
+                        }
+                    }
+                }
+            }
+            for t in 0..PASS {
+                for h in 0..HALVES {
+                    let v = _mm256_madd_epi16(a[t][h], u.sc[h][s]);
+                    s1[t][h] = _mm256_add_epi32(s1[t][h], v);
+                }
+            }
+            run0 += RUN;
+        }
+        if GEMM && s % 2 == 1 {
+            // The pair's chains: acc = fma(isum, d·d_y, acc), acc_min = fma(imin, dmin·d_y, …).
+            for t in 0..k {
+                let b = _mm256_set1_epi32(bp[t][s / 2]);
+                for h in 0..HALVES {
+                    let isum = _mm256_sub_epi32(s1[t][h], pend[t][h]);
+                    pend[t][h] = s1[t][h];
+                    let imin = _mm256_madd_epi16(u.mn_pairs[h][s / 2], b);
+                    let ds = _mm256_mul_ps(u.d[h], dy[t]);
+                    let dms = _mm256_mul_ps(u.dmin[h], dy[t]);
+                    let [a0, a1] = &mut acc[t][h];
+                    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, *a0);
+                    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dms, *a1);
+                }
+            }
+        }
+    }
+    if GEMM {
+        return;
+    }
+    for t in 0..k {
+        for h in 0..HALVES {
+            let mut bias = zero;
+            let mut s2 = zero;
+            for (p, &b) in bp[t][..S / 2].iter().enumerate() {
+                let b = _mm256_set1_epi32(b);
+                if shape.bias != 0 {
+                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(u.sc_pairs[h][p], b));
+                }
+                if shape.mins {
+                    s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(u.mn_pairs[h][p], b));
+                }
+            }
+            let s1 = _mm256_sub_epi32(
+                s1[t][h],
+                _mm256_mullo_epi32(bias, _mm256_set1_epi32(shape.bias)),
+            );
+            // t = s1·d;  t = fma(−dmin, s2, t) (types with mins);  acc = fma(t, y.d, acc).
+            let mut v = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), u.d[h]);
+            if shape.mins {
+                let neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), u.dmin[h]);
+                v = _mm256_fmadd_ps(neg_dmin, _mm256_cvtepi32_ps(s2), v);
+            }
+            acc[t][h][0] = _mm256_fmadd_ps(v, dy[t], acc[t][h][0]);
+        }
+    }
+}
+
+/// A packed Q4_K step ([`Layout::Q4Kx16`]) unpacked.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack_q4_k(step: &[u8], u: &mut Unpacked) {
+    let (sc8, mn8) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+    let low = _mm256_set1_epi8(0x0f);
+    let qs = &step[K_QS_AT..];
+    for h in 0..HALVES {
+        // Half h's rows' bytes as i32 lanes.
+        let dup = dup_rows(h);
+        let lanes = |v: __m128i| {
+            let w = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(v), dup);
+            _mm256_and_si256(w, _mm256_set1_epi32(0xffff))
+        };
+        let mut sc = [_mm256_setzero_si256(); MAX_SUBS];
+        let mut mn = sc;
+        for j in 0..SUBS {
+            (sc[j], mn[j]) = (lanes(sc8[j]), lanes(mn8[j]));
+        }
+        u.set_scales(h, &sc, &mn);
+        // Vector 8j + o holds nibble bytes 4o.. of pair j: low nibbles elements 64j + 4o..,
+        // high nibbles 64j + 32 + 4o.. (groups 16j + o and 16j + 8 + o).
+        for j in 0..SUBS / 2 {
+            for o in 0..SUB / GROUP {
+                let v = word(qs, 8 * j + o, h);
+                u.codes[h][16 * j + o] = _mm256_and_si256(v, low);
+                u.codes[h][16 * j + 8 + o] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+            }
+        }
+        u.d[h] = half_f16(step, 0, h);
+        u.dmin[h] = half_f16(step, K_DMIN_AT, h);
+    }
+}
+
+/// A packed Q5_K step ([`Layout::Q5Kx16`]) unpacked.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
+    let low = _mm256_set1_epi8(0x0f);
+    for h in 0..HALVES {
+        let sw: [__m256i; 3] = array_of!(3, |k| word(step, Q5_SC_WORD + k, h));
+        let mut sc = [_mm256_setzero_si256(); MAX_SUBS];
+        let mut mn = sc;
+        for j in 0..SUBS {
+            (sc[j], mn[j]) = q5_scale_min(&sw, j);
+        }
+        u.set_scales(h, &sc, &mn);
+        for b4 in 0..SUB / GROUP {
+            let hb = word(step, Q5_QH_WORD + b4, h);
+            for j in 0..SUBS / 2 {
+                let q = word(step, Q5_QS_WORD + 8 * j + b4, h);
+                let lo = _mm256_or_si256(_mm256_and_si256(q, low), q5_fifth_bit(hb, 2 * j));
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
+                u.codes[h][16 * j + b4] = lo;
+                u.codes[h][16 * j + 8 + b4] = _mm256_or_si256(hi, q5_fifth_bit(hb, 2 * j + 1));
+            }
+        }
+        let w0 = word(step, 0, h);
+        u.d[h] = f16_low(w0);
+        u.dmin[h] = f16_low(_mm256_srli_epi32::<16>(w0));
+    }
+}
+
+/// A packed Q6_K step ([`Layout::Q6Kx16`]) unpacked.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack_q6_k(step: &[u8], u: &mut Unpacked) {
+    let dup: [__m256i; GROUP] = array_of!(GROUP, |t| high_bytes(t, t));
+    for h in 0..HALVES {
+        for j in 0..2 {
+            for b4 in 0..SUB / GROUP {
+                // Code k of this word triple: elements 128j + 32k + 4·b4 (group 32j + 8k + b4).
+                for (k, c) in q6_codes(step, h, j, b4).into_iter().enumerate() {
+                    u.codes[h][32 * j + 8 * k + b4] = c;
+                }
+            }
+        }
+        // Scale s (signed) is byte s mod 4 of word 48 + s / 4: sign-extended into an i32 lane
+        // (its high i16 a copy, masked off by `set_scales`).
+        let sc: [__m256i; MAX_SUBS] = array_of!(MAX_SUBS, |s| {
+            let w = word(step, Q6_SC_WORD + s / GROUP, h);
+            _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, dup[s % GROUP]))
+        });
+        u.set_scales(h, &sc, &[_mm256_setzero_si256(); MAX_SUBS]);
+        u.d[h] = half_f16(step, Q6_K_D_AT, h);
+    }
+}
+
+/// A packed IQ4_XS step ([`Layout::Iq4XsX16`]) unpacked: codes the signed table values.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack_iq4_xs(step: &[u8], u: &mut Unpacked) {
+    let table = _mm256_broadcastsi128_si256(iq4nl_table());
+    let low = _mm256_set1_epi8(0x0f);
+    for h in 0..HALVES {
+        let (w0, w1) = (word(step, 0, h), word(step, 1, h));
+        let mut sc = [_mm256_setzero_si256(); MAX_SUBS];
+        for (s, sc) in sc.iter_mut().take(SUBS).enumerate() {
+            *sc = xs_scale(w0, w1, s);
+            for q in 0..XS_SUB_WORDS {
+                let v = word(step, XS_QS_WORD + XS_SUB_WORDS * s + q, h);
+                // Low nibbles: elements 32s + 4q.. (group 8s + q); high: 32s + 16 + 4q..
+                // (group 8s + 4 + q).
+                u.codes[h][8 * s + q] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+                u.codes[h][8 * s + XS_SUB_WORDS + q] = _mm256_shuffle_epi8(table, hi);
+            }
+        }
+        u.set_scales(h, &sc, &[_mm256_setzero_si256(); MAX_SUBS]);
+        u.d[h] = f16_low(w0);
+    }
+}
