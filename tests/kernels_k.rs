@@ -352,6 +352,46 @@ fn panels_equal_the_scalar_oracles() {
 /// Activations holding −128, which no quantizer writes (ggml's sign trick wraps on them in
 /// `vec_dot`, true products do not): every eleventh quant set to −128, the block sums kept
 /// consistent.
+/// The panels (sixteen tokens and more) with activations at the edges: every quant −128 or
+/// +127, block sums kept consistent. The largest sums the panels' integers meet: AVX2 adds
+/// the `maddubs` pairs of several groups in i16 before widening them, which must not overflow
+/// for any code of the type.
+#[test]
+fn panels_at_activation_extremes_equal_the_scalar_oracles() {
+    fn extreme(v: i8) -> impl Fn(&mut ActRow) {
+        move |a: &mut ActRow| match a {
+            ActRow::Q8K(r) => {
+                for b in r.iter_mut() {
+                    b.qs.iter_mut().for_each(|q| *q = v);
+                    b.bsums.iter_mut().for_each(|s| *s = 16 * i16::from(v));
+                }
+            }
+            ActRow::Q8_0(r) => {
+                for (b, s) in r.blocks.iter_mut().zip(r.sums.iter_mut()) {
+                    b.qs.iter_mut().for_each(|q| *q = v);
+                    *s = 32 * i32::from(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut g = qc::gen("panels_at_activation_extremes", 100);
+    for random in [false, true] {
+        let c = Case {
+            w: (0..9).map(|_| gen_row(&mut g, 2)).collect(),
+            x: (0..17).map(|_| gen_row(&mut g, 2)).collect(),
+            random,
+            seed: u64::arbitrary(&mut g),
+        };
+        for v in [i8::MIN, i8::MAX] {
+            assert!(
+                check_case_with(&c, extreme(v)),
+                "activations all {v}, random bytes: {random}"
+            );
+        }
+    }
+}
+
 #[test]
 fn activations_of_minus_128_equal_the_scalar_oracles() {
     fn edit(a: &mut ActRow) {

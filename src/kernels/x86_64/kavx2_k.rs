@@ -403,6 +403,20 @@ pub(super) fn q2_k_panel_row(a: &BlockQ2K) -> PanelRow<SUB16S> {
     }
 }
 
+/// A Q3_K super-block for the panels: codes `low2 | hbit << 2`, scales unbiased (signed).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn q3_k_panel_row(a: &BlockQ3K) -> PanelRow<SUB16S> {
+    let mut sc = [0i8; SUB16S];
+    // SAFETY: sc is 16 writable bytes; the store is unaligned.
+    unsafe { _mm_storeu_si128(sc.as_mut_ptr().cast(), q3_k_scales(&a.scales)) };
+    PanelRow {
+        codes: q3_k_row(a).codes,
+        sc: std::array::from_fn(|s| i32::from(sc[s])),
+        mins: [0; SUB16S],
+    }
+}
+
 /// Sub-blocks of sixteen in a Q2_K super-block (one `bsums` entry each).
 pub(super) const SUB16S: usize = 16;
 
@@ -690,6 +704,6 @@ fn split_pair(sp: __m256i) -> (__m256i, __m256i) {
 
 /// This tier's kernels over the AVX2 primitives above.
 mod kernels {
-    super::super::kquant_kernels::k_quant_kernels!("avx2,fma,f16c");
+    super::super::kquant_kernels::k_quant_kernels!("avx2,fma,f16c", i16_runs: true);
 }
 pub(super) use kernels::fill;

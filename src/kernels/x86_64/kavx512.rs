@@ -114,7 +114,8 @@ mod wide {
 /// This tier's kernels of the K-quants and IQ4_XS over the primitives above.
 mod kernels {
     super::super::kquant_kernels::k_quant_kernels!(
-        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        i16_runs: false
     );
 }
 

@@ -10,7 +10,11 @@
 /// features `$feat` over the primitives `pair_dot`, `pair_dot_b`, `bias4`, `chunk_dot` and
 /// `dpbusd` of the module that expands it (its parent module, `super`).
 macro_rules! k_quant_kernels {
-    ($feat:literal) => {
+    ($feat:literal, i16_runs: $i16:literal) => {
+        /// Whether the panels sum runs of `maddubs` pairs in i16 and scale them with one
+        /// `madd` (AVX2, whose four-sums take two instructions), or form each group's
+        /// four-sum and scale the sub-block's total with `vpmulld` (VNNI's `vpdpbusd`).
+        const I16_RUNS: bool = $i16;
         use std::arch::x86_64::*;
 
         use super::{bias4, chunk_dot, dpbusd, pair_dot, pair_dot_b};
@@ -26,14 +30,14 @@ macro_rules! k_quant_kernels {
         use crate::kernels::kblocks::QK_K;
         use crate::kernels::x86_64::kavx2::{PANEL_ROWS, PANEL_TOKENS};
         use crate::kernels::x86_64::kavx2_k::{
-            k4_panel_row, q2_k_panel_row, transpose8, PanelRow, SUB16S,
+            k4_panel_row, q2_k_panel_row, q3_k_panel_row, transpose8, PanelRow, SUB16S,
         };
         use crate::kernels::x86_64::kavx2_k::{
             bsums, hsum_i32_4, iq4_xs_row, k4_min_terms, k4_row, k4_vec_dot_mins, pair_lanes,
             part_totals, totals4,
             q2_k_row, q3_k_row, q6_k_row, row_scales, row_totals, ChainKind, Chains, K4Row,
             Sub16Row, XsRow,
-            PAIR, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
+            PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
         };
         use crate::kernels::{Entry, GgmlType};
 
@@ -563,6 +567,116 @@ macro_rules! k_quant_kernels {
             tiled_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), lanes)
         }
 
+        /// One part (sub-blocks `p·NSUB/parts ..`) of a panel token's integers from each
+        /// group's four-sum (`dpbusd`, two chains: even and odd groups), in exact wrapping i32:
+        /// `s1 = Σ_s sc_s·(raw_s − bias·bsum_s)`, `s2 = Σ_s m_s·bsum_s`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn four_sum_part<const NSUB: usize>(
+            groups: &[[__m256i; PANEL_ROWS]; RUNS],
+            b: &BlockQ8K,
+            scv: &[__m256i; NSUB],
+            mnv: &[__m256i; NSUB],
+            bias: i32,
+            mins: bool,
+            p: usize,
+            parts: usize,
+        ) -> (__m256i, __m256i) {
+            /// Elements of a group: one i32 lane's four bytes.
+            const GROUP: usize = 4;
+            /// `bsums` entries per sixteen elements.
+            const BSUM_LEN: usize = 16;
+            let sub = QK_K / NSUB;
+            let zero = _mm256_setzero_si256();
+            let (mut s1, mut s2) = (zero, zero);
+            for s in p * NSUB / parts..(p + 1) * NSUB / parts {
+                let mut raw = [zero; 2];
+                for g in 0..sub / GROUP {
+                    let e = s * sub + GROUP * g;
+                    let q = &b.qs[e..e + GROUP];
+                    let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+                    let x = groups[e / RUN][(e % RUN) / GROUP];
+                    raw[g % 2] = dpbusd(raw[g % 2], x, _mm256_set1_epi32(y4));
+                }
+                let mut raw = _mm256_add_epi32(raw[0], raw[1]);
+                let bsum = b.bsums[s * sub / BSUM_LEN..(s + 1) * sub / BSUM_LEN]
+                    .iter()
+                    .fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
+                if bias != 0 {
+                    let off = _mm256_set1_epi32(bias.wrapping_mul(bsum));
+                    raw = _mm256_sub_epi32(raw, off);
+                }
+                s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(scv[s], raw));
+                if mins {
+                    let m = _mm256_mullo_epi32(mnv[s], _mm256_set1_epi32(bsum));
+                    s2 = _mm256_add_epi32(s2, m);
+                }
+            }
+            (s1, s2)
+        }
+
+        /// One part (sub-blocks `p·NSUB/parts ..`) of a panel token's integers with i16 runs:
+        /// per sub-block the `maddubs` pairs of `IRUN` groups at a time summed in i16 (no
+        /// overflow for the type's codes: see the callers) and widened and scaled at once by
+        /// `madd` with the scale in both halves (`scd`); the bias `bias·Σ_s sc_s·bsum_s` and the
+        /// mins `Σ_s m_s·bsum_s` by `madd` of the scale and min pairs against the activation
+        /// sums in pairs. The same exact (wrapping) `(s1, s2)` as the four-sum path.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn i16_part<const NSUB: usize, const IRUN: usize>(
+            groups: &[[__m256i; PANEL_ROWS]; RUNS],
+            b: &BlockQ8K,
+            scd: &[__m256i; NSUB],
+            scp: &[__m256i; SUB16S / 2],
+            mnp: &[__m256i; SUB16S / 2],
+            bias: i32,
+            mins: bool,
+            p: usize,
+            parts: usize,
+        ) -> (__m256i, __m256i) {
+            /// Elements of a group: one i32 lane's four bytes.
+            const GROUP: usize = 4;
+            let sub = QK_K / NSUB;
+            let zero = _mm256_setzero_si256();
+            let (mut s1, mut s2, mut bt) = (zero, zero, zero);
+            let (s0, s_end) = (p * NSUB / parts, (p + 1) * NSUB / parts);
+            for s in s0..s_end {
+                for r0 in (0..sub / GROUP).step_by(IRUN) {
+                    let mut a = zero;
+                    for g in r0..r0 + IRUN {
+                        let e = s * sub + GROUP * g;
+                        let q = &b.qs[e..e + GROUP];
+                        let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+                        let x = groups[e / RUN][(e % RUN) / GROUP];
+                        a = _mm256_add_epi16(a, _mm256_maddubs_epi16(x, _mm256_set1_epi32(y4)));
+                    }
+                    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(a, scd[s]));
+                }
+            }
+            // Sub-block s's activation sum: one stored `bsums` entry (sixteen elements) or
+            // the sum of two (32, within i16 for a quantized row), paired as i16 with s + 1's.
+            let bsum = |s: usize| -> i32 {
+                let per = sub / 16;
+                b.bsums[s * per..(s + 1) * per].iter().fold(0i32, |a, &v| a + i32::from(v))
+            };
+            for k in s0 / 2..s_end / 2 {
+                let pair = (bsum(2 * k) & 0xffff) | (bsum(2 * k + 1) << 16);
+                let bp = _mm256_set1_epi32(pair);
+                if bias != 0 {
+                    bt = _mm256_add_epi32(bt, _mm256_madd_epi16(scp[k], bp));
+                }
+                if mins {
+                    s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(mnp[k], bp));
+                }
+            }
+            if bias != 0 {
+                s1 = _mm256_sub_epi32(s1, _mm256_mullo_epi32(bt, _mm256_set1_epi32(bias)));
+            }
+            (s1, s2)
+        }
+
         /// The panel kernels of the chain variants (see `kavx2::panels`): per super-block the
         /// `PANEL_ROWS` rows' blocks unpacked ([`PanelRow`]) and transposed, each group of four
         /// codes of a run with the rows in the lanes of one vector (so are the rows' scales and
@@ -576,7 +690,7 @@ macro_rules! k_quant_kernels {
         #[target_feature(enable = $feat)]
         #[inline]
         #[allow(clippy::too_many_arguments)]
-        fn panel_rows<B, const NSUB: usize>(
+        fn panel_rows<B, const NSUB: usize, const IRUN: usize>(
             w: &[&[B]; PANEL_ROWS],
             y: &[&[BlockQ8K]],
             out: &mut [[f32; PANEL_ROWS]; PANEL_TOKENS],
@@ -592,11 +706,6 @@ macro_rules! k_quant_kernels {
             let n = y[0].len();
             let w = exact(w, n);
             assert!(y.iter().all(|yt| yt.len() == n), "activation length mismatch");
-            /// Elements of a group: one i32 lane's four bytes.
-            const GROUP: usize = 4;
-            /// `bsums` entries per sixteen elements.
-            const BSUM_LEN: usize = 16;
-            let sub = QK_K / NSUB;
             let (zero, zero_ps) = (_mm256_setzero_si256(), _mm256_setzero_ps());
             let mut acc = [zero_ps; PANEL_TOKENS];
             let mut acc_min = [zero_ps; PANEL_TOKENS];
@@ -617,6 +726,18 @@ macro_rules! k_quant_kernels {
                 let groups: [[__m256i; PANEL_ROWS]; RUNS] = array_of!(RUNS, |c| transpose8(codes[c]));
                 let scv: [__m256i; NSUB] = array_of!(NSUB, |s| load32(&sc[s]));
                 let mnv: [__m256i; NSUB] = array_of!(NSUB, |s| load32(&mn[s]));
+                // For the i16 runs: each scale in both i16 halves of its row's lane, and the
+                // scales and mins of sub-blocks 2k, 2k + 1 as the two i16 of each lane.
+                let low16 = _mm256_set1_epi32(0xffff);
+                let pair16 = |a: __m256i, b: __m256i| {
+                    _mm256_or_si256(_mm256_and_si256(a, low16), _mm256_slli_epi32::<16>(b))
+                };
+                let scd: [__m256i; NSUB] = array_of!(NSUB, |s| pair16(scv[s], scv[s]));
+                let (mut scp, mut mnp) = ([zero; SUB16S / 2], [zero; SUB16S / 2]);
+                for k in 0..NSUB / 2 {
+                    scp[k] = pair16(scv[2 * k], scv[2 * k + 1]);
+                    mnp[k] = pair16(mnv[2 * k], mnv[2 * k + 1]);
+                }
                 let dv = row_scales8(&w, i, d);
                 let dminv = match dmin {
                     Some(m) => row_scales8(&w, i, m),
@@ -626,33 +747,17 @@ macro_rules! k_quant_kernels {
                     let b = &y[t][i];
                     let dy = _mm256_set1_ps(b.d);
                     let (ds, dms) = (_mm256_mul_ps(dv, dy), _mm256_mul_ps(dminv, dy));
-                    // Each part's sub-blocks in turn, its totals in registers; the groups of a
-                    // sub-block on two dependency chains (even and odd groups).
+                    // Each part's sub-blocks in turn, its totals in registers.
                     for p in 0..parts {
-                        let (mut s1, mut s2) = (zero, zero);
-                        for s in p * NSUB / parts..(p + 1) * NSUB / parts {
-                            let mut raw = [zero; 2];
-                            for g in 0..sub / GROUP {
-                                let e = s * sub + GROUP * g;
-                                let q = &b.qs[e..e + GROUP];
-                                let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
-                                let x = groups[e / RUN][(e % RUN) / GROUP];
-                                raw[g % 2] = dpbusd(raw[g % 2], x, _mm256_set1_epi32(y4));
-                            }
-                            let mut raw = _mm256_add_epi32(raw[0], raw[1]);
-                            let bsum = b.bsums[s * sub / BSUM_LEN..(s + 1) * sub / BSUM_LEN]
-                                .iter()
-                                .fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
-                            if bias != 0 {
-                                let off = _mm256_set1_epi32(bias.wrapping_mul(bsum));
-                                raw = _mm256_sub_epi32(raw, off);
-                            }
-                            s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(scv[s], raw));
-                            if dmin.is_some() {
-                                let m = _mm256_mullo_epi32(mnv[s], _mm256_set1_epi32(bsum));
-                                s2 = _mm256_add_epi32(s2, m);
-                            }
-                        }
+                        let (s1, s2) = if I16_RUNS {
+                            i16_part::<NSUB, IRUN>(
+                                &groups, b, &scd, &scp, &mnp, bias, dmin.is_some(), p, parts,
+                            )
+                        } else {
+                            four_sum_part::<NSUB>(
+                                &groups, b, &scv, &mnv, bias, dmin.is_some(), p, parts,
+                            )
+                        };
                         if kind == ChainKind::Tiled {
                             let mut tv = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), dv);
                             if dmin.is_some() {
@@ -713,13 +818,17 @@ macro_rules! k_quant_kernels {
         ) {
             let unpack = |a: &BlockQ4K| k4_panel_row(&a.scales, &a.qs, None);
             let parts = if K == GEMM { 4 } else { 1 };
-            panel_rows(w, y, out, unpack, Q4K_D.0, Some(Q4K_D.1), 0, parts, chain_kind(K))
+            // 4-bit codes: a sub-block's eight groups in one i16 run (8·2·15·128 = 30720).
+            let (d, dmin) = (Q4K_D.0, Some(Q4K_D.1));
+            panel_rows::<_, RUNS, 8>(w, y, out, unpack, d, dmin, 0, parts, chain_kind(K))
         }
 
         #[target_feature(enable = $feat)]
         fn q5_k_panel_impl(w: &[&[BlockQ5K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
             let unpack = |a: &BlockQ5K| k4_panel_row(&a.scales, &a.qs, Some(&a.qh));
-            panel_rows(w, y, out, unpack, Q5K_D.0, Some(Q5K_D.1), 0, 1, ChainKind::Tiled)
+            // 5-bit codes: runs of four groups (4·2·31·128 = 31744).
+            let (d, dmin) = (Q5K_D.0, Some(Q5K_D.1));
+            panel_rows::<_, RUNS, 4>(w, y, out, unpack, d, dmin, 0, 1, ChainKind::Tiled)
         }
 
         #[target_feature(enable = $feat)]
@@ -731,7 +840,19 @@ macro_rules! k_quant_kernels {
             let unpack = |a: &BlockQ2K| q2_k_panel_row(a);
             let parts = if K == GEMM { 2 } else { 1 };
             let kind = chain_kind(K);
-            panel_rows::<_, SUB16S>(w, y, out, unpack, |a| a.d, Some(|a| a.dmin), 0, parts, kind)
+            // 2-bit codes: a sub-block's four groups in one i16 run.
+            let (d, dmin): (Half<BlockQ2K>, Half<BlockQ2K>) = (|a| a.d, |a| a.dmin);
+            panel_rows::<_, SUB16S, 4>(w, y, out, unpack, d, Some(dmin), 0, parts, kind)
+        }
+
+        /// The tiled Q3_K panel (`ktiled::dot_q3_k_q8_k_tiled`): codes `low2 | hbit << 2`,
+        /// bias 4 through the activation sums, signed scales.
+        #[target_feature(enable = $feat)]
+        fn q3_k_panel_impl(w: &[&[BlockQ3K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
+            // 3-bit codes: a sub-block's four groups in one i16 run (4·2·7·128 = 7168).
+            let (d, unpack): (Half<BlockQ3K>, _) = (|a| a.d, |a: &BlockQ3K| q3_k_panel_row(a));
+            let bias = i32::from(Q3_BIAS);
+            panel_rows::<_, SUB16S, 4>(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled)
         }
 
         // The panels' safe wrappers. Each `unsafe` call below is sound because the wrapper is
@@ -764,6 +885,10 @@ macro_rules! k_quant_kernels {
         fn q2_k_panel_tiled(w: &[&[BlockQ2K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
             // SAFETY: as above.
             unsafe { q2_k_panel_impl::<TILED>(w, y, out) }
+        }
+        fn q3_k_panel_tiled(w: &[&[BlockQ3K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
+            // SAFETY: as above.
+            unsafe { q3_k_panel_impl(w, y, out) }
         }
 
         wrap_rows!(q2_k_rows_impl => q2_k_rows, dot_q2_k_q8_k, BlockQ2K, BlockQ8K);
@@ -805,6 +930,13 @@ macro_rules! k_quant_kernels {
             Dot => q3_k_rows,
             Batch => q3_k_tiled_rows,
         });
+        // With i16 runs a Q3_K panel is cheaper than the passes; with VNNI's four-sums and a
+        // `vpmulld` per sixteen-element sub-block it ran slower (AVX-512), so only the i16
+        // tier takes it.
+        tile_fn!(tile_q3_k_panels, BlockQ3K, q8_k, PASS_ROWS, PASS_TOKENS, {
+            Dot => q3_k_rows,
+            Batch => q3_k_tiled_rows,
+        }, panels: { Batch => q3_k_panel_tiled });
         tile_fn!(tile_q4_k, BlockQ4K, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => q4_k_rows,
             Repacked => q4_k_repacked_rows,
@@ -842,7 +974,11 @@ macro_rules! k_quant_kernels {
                 GgmlType::Q3K => {
                     e.dot = row_dot!(dot_q3_k_q8_k, BlockQ3K, q8_k);
                     e.dot_batch = Some(row_dot!(dot_q3_k_q8_k_tiled, BlockQ3K, q8_k));
-                    tile_q3_k
+                    if I16_RUNS {
+                        tile_q3_k_panels
+                    } else {
+                        tile_q3_k
+                    }
                 }
                 GgmlType::Q4K => {
                     e.dot = row_dot!(dot_q4_k_q8_k, BlockQ4K, q8_k);
