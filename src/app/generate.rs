@@ -133,6 +133,22 @@ pub fn prompt_text(l: &Loaded, opts: &RunOptions, prompt: &str) -> Result<String
     Ok(template.render(opts.system.as_deref(), prompt))
 }
 
+/// With `--chat`, refuses a model without a chat template (and no `--chat-template`) from
+/// its metadata, before the weights are placed: the error comes at once, and alone on stderr
+/// (a slow placement prints progress lines).
+fn check_chat_format(file: &ModelFile, opts: &RunOptions) -> Result<(), AppError> {
+    if !opts.chat {
+        return Ok(());
+    }
+    let gguf = file.gguf()?;
+    let text = gguf
+        .get(crate::model::tokenizer::CHAT_TEMPLATE_KEY)
+        .and_then(crate::model::gguf::Value::as_str);
+    ChatTemplate::choose(opts.chat_template, text)
+        .map(|_| ())
+        .map_err(|e| AppError::Usage(e.to_string()))
+}
+
 /// How the format was chosen, for `-v`: `gemma (--chat-template)`, `chatml (the model's
 /// template, with its default system message)`.
 pub fn describe(t: &ChatTemplate) -> String {
@@ -272,6 +288,7 @@ pub fn generate(
 pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     let started = Instant::now();
     let file = ModelFile::open(&opts.model)?;
+    check_chat_format(&file, opts)?;
     let placement = super::place(&file, &opts.numa, opts.verbose)?;
     let l = Loaded::load_placed(&file, &placement, started)?;
     let pool = super::pool_of(&placement)?;

@@ -12,6 +12,7 @@ pub mod tokenize;
 pub mod topo;
 
 use std::fmt;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -194,7 +195,7 @@ pub fn read_text_capped(path: &Path, cap: u64, what: &str, why: &str) -> Result<
 /// Reads at most `cap` bytes of standard input as UTF-8 text (a note on stderr first where it
 /// is a terminal, which waits for Ctrl-D).
 pub fn read_stdin_capped(cap: u64, why: &str) -> Result<String, AppError> {
-    use std::io::{IsTerminal, Read};
+    use std::io::Read;
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         crate::diagln!("locus: reading standard input until end of file (Ctrl-D)");
@@ -315,13 +316,18 @@ fn stream_target_for(w: &Weights) -> Result<StreamTarget, AppError> {
 }
 
 /// Detects the host and places `file`'s weights for `opts`, printing every warning and
-/// fallback to stderr (never silently), and the plan's summary with `verbose`.
+/// fallback to stderr (never silently), and the plan's summary with `verbose`; a slow
+/// placement's progress lines when stderr is a terminal or with `verbose`.
 pub fn place(
     file: &ModelFile,
     opts: &crate::placement::Options,
     verbose: bool,
 ) -> Result<Placement, AppError> {
-    let p = Placement::build(file, opts)?;
+    let opts = crate::placement::Options {
+        progress: verbose || std::io::stderr().is_terminal(),
+        ..opts.clone()
+    };
+    let p = Placement::build(file, &opts)?;
     for w in &p.warnings {
         crate::diagln!("locus: warning: {w}");
     }

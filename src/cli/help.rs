@@ -81,6 +81,7 @@ Options:
 ",
     numa_options_help!(),
     "  -v, --verbose           print model, kernel tier, placement and its audit to stderr
+                          (a slow placement's progress each second: always on a terminal)
   -h, --help              this help
 "
 );
@@ -119,6 +120,7 @@ Options:
 ",
     numa_options_help!(),
     "  -v, --verbose           print the placement plan to stderr
+                          (a slow placement's progress each second: always on a terminal)
   -h, --help              this help
 "
 );

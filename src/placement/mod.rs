@@ -129,7 +129,7 @@ impl Placement {
                 kernels: kernels.as_ref(),
                 file: Some(&hooks),
             };
-            match WeightStore::build(&plan, &host, &mats, true) {
+            match WeightStore::build(&plan, &host, &mats, opts.progress) {
                 Ok(s) => break s,
                 Err(e) if opts.strict => return Err(PlacementError::Strict(e)),
                 Err(e) => {

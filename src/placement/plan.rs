@@ -107,6 +107,9 @@ pub struct Options {
     pub hugepages: bool,
     /// How long idle threads spin (`--poll`, 0..=100).
     pub poll: u32,
+    /// A line on stderr each second while the copies are built (the commands: when stderr is
+    /// a terminal, or with `-v`; never in the middle of a script's one error line).
+    pub progress: bool,
 }
 
 impl Default for Options {
@@ -119,6 +122,7 @@ impl Default for Options {
             strict: false,
             hugepages: false,
             poll: crate::pool::DEFAULT_POLL,
+            progress: false,
         }
     }
 }

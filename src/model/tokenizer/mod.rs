@@ -25,6 +25,9 @@ mod vocab;
 pub use decode::Utf8Stream;
 pub use unicode_tables::UNICODE_VERSION;
 
+/// The metadata key of the model's chat template (a Jinja text).
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
 use crate::model::gguf::Gguf;
 use crate::model::ModelError;
 

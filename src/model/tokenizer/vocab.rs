@@ -431,7 +431,7 @@ impl Vocab {
             pre,
             eog: Vec::new(),
             chat_template: g
-                .get("tokenizer.chat_template")
+                .get(super::CHAT_TEMPLATE_KEY)
                 .and_then(Value::as_str)
                 .map(str::to_string),
         };
