@@ -324,7 +324,7 @@ pub fn place(
     verbose: bool,
 ) -> Result<Placement, AppError> {
     let opts = crate::placement::Options {
-        progress: verbose || std::io::stderr().is_terminal(),
+        progress: opts.progress || verbose || std::io::stderr().is_terminal(),
         ..opts.clone()
     };
     let p = Placement::build(file, &opts)?;

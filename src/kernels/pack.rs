@@ -103,6 +103,12 @@ impl Layout {
         }
     }
 
+    /// Bytes of one packed step (a block of each of the [`PACK_ROWS`] rows); `None` for
+    /// [`Layout::Rows`].
+    pub fn step_bytes(self) -> Option<usize> {
+        self.holds().map(|t| t.block_bytes() * PACK_ROWS)
+    }
+
     /// The weight type a packed layout holds (`None` for [`Layout::Rows`]: any).
     pub fn holds(self) -> Option<super::GgmlType> {
         use super::GgmlType;

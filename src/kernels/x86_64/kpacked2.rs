@@ -14,7 +14,7 @@
 //!   p_lo = Σ_o maddubs(low nibbles of vector 8j + o, y[64j + 4o ..+ 4])      |p| ≤ 8·2·15·128
 //!   p_hi = Σ_o maddubs(high nibbles,                 y[64j + 32 + 4o ..+ 4])
 //!   isum += madd(p_lo, sc[2j]) + madd(p_hi, sc[2j + 1])
-//!   imin  = Σ_k madd((m[2k], m[2k+1]), (bs[2k], bs[2k+1])),  bs[j] = bsums[2j] + bsums[2j+1]
+//!   imin  = Σ_j madd((m[j], m[j]), (bsums[2j], bsums[2j+1]))   (sub-block j's min, both sums)
 //!   acc   = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min);  out = acc − acc_min
 //! ```
 //! The integers are the oracle's exactly and each lane runs its row's float chain in the

@@ -118,12 +118,27 @@ fn shape(layout: Layout) -> Option<Shape> {
     })
 }
 
-/// Groups whose `maddubs` pairs add up in i16 without overflow, per layout: the pairs of codes
-/// below 2^b against activations of magnitude ≤ 128 stay within 2·(2^b − 1)·128.
-const RUN_Q4_K: usize = 8; // 8·2·15·128 = 30720
-const RUN_Q5_K: usize = 4; // 4·2·31·128 = 31744
+/// The largest magnitude of a Q8_K activation (−128).
+const ACT_MAX: usize = 128;
+
+/// Whether `run` groups' `maddubs` pairs add up in i16 without overflow: the pairs of codes
+/// below 2^`bits` against activations of magnitude ≤ 128 stay within 2·(2^bits − 1)·128, and
+/// `run` of them within `i16::MAX`.
+pub(super) const fn i16_run_fits(run: usize, bits: u32) -> bool {
+    run * 2 * ((1 << bits) - 1) * ACT_MAX <= i16::MAX as usize
+}
+
+/// Groups whose `maddubs` pairs add up in i16, per layout (IQ4_XS: |values| ≤ 127, 7 bits).
+pub(super) const RUN_Q4_K: usize = 8; // 8·2·15·128 = 30720
+pub(super) const RUN_Q5_K: usize = 4; // 4·2·31·128 = 31744
 const RUN_Q6_K: usize = 2; // 2·2·63·128 = 32256
 const RUN_IQ4_XS: usize = 1; // 2·128·127 = 32512
+const _: () = assert!(
+    i16_run_fits(RUN_Q4_K, 4)
+        && i16_run_fits(RUN_Q5_K, 5)
+        && i16_run_fits(RUN_Q6_K, 6)
+        && i16_run_fits(RUN_IQ4_XS, 7)
+);
 
 /// Step `step` of `shape`'s layout, unpacked into `u`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -144,8 +159,8 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
 ///
 /// # Panics
 /// If `out` is not sixteen outputs per token, there are more than 64 tokens, or the group is
-/// not whole steps of the activations' length.
-pub(in crate::kernels) fn tile16_packed(
+/// not one step of `layout` per activation block.
+pub(super) fn tile16_packed(
     layout: Layout,
     group: &[u8],
     acts: &[ActRow],
@@ -174,9 +189,10 @@ pub(in crate::kernels) fn tile16_packed(
         return true;
     };
     let n = q8_k(first).len();
+    let step = layout.step_bytes().unwrap_or(0);
     assert!(
-        n > 0 && group.len().is_multiple_of(n),
-        "a packed group of {} bytes",
+        n > 0 && group.len() == n * step,
+        "a packed group of {} bytes, not {n} steps of {step}",
         group.len()
     );
     let ys: [&[BlockQ8K]; MAX_TOKENS] =

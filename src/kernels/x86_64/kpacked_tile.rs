@@ -135,8 +135,8 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
 ///
 /// # Panics
 /// If `out` is not sixteen outputs per token, there are more than 64 tokens, or the group is
-/// not whole steps of the activations' length.
-pub(in crate::kernels) fn tile16_packed(
+/// not one step of `layout` per activation block.
+pub(super) fn tile16_packed(
     layout: Layout,
     group: &[u8],
     acts: &[ActRow],
@@ -165,9 +165,10 @@ pub(in crate::kernels) fn tile16_packed(
         return true;
     };
     let n = q8_k(first).len();
+    let step = layout.step_bytes().unwrap_or(0);
     assert!(
-        n > 0 && group.len().is_multiple_of(n),
-        "a packed group of {} bytes",
+        n > 0 && group.len() == n * step,
+        "a packed group of {} bytes, not {n} steps of {step}",
         group.len()
     );
     let ys: [&[BlockQ8K]; MAX_TOKENS] =

@@ -585,8 +585,6 @@ macro_rules! k_quant_kernels {
         ) -> (__m256i, __m256i) {
             /// Elements of a group: one i32 lane's four bytes.
             const GROUP: usize = 4;
-            /// `bsums` entries per sixteen elements.
-            const BSUM_LEN: usize = 16;
             let sub = QK_K / NSUB;
             let zero = _mm256_setzero_si256();
             let (mut s1, mut s2) = (zero, zero);
@@ -638,6 +636,8 @@ macro_rules! k_quant_kernels {
         ) -> (__m256i, __m256i) {
             /// Elements of a group: one i32 lane's four bytes.
             const GROUP: usize = 4;
+            // A run never reaches into the next sub-block (another scale).
+            const { assert!((QK_K / NSUB / GROUP).is_multiple_of(IRUN)) };
             let sub = QK_K / NSUB;
             let zero = _mm256_setzero_si256();
             let (mut s1, mut s2, mut bt) = (zero, zero, zero);
@@ -658,7 +658,7 @@ macro_rules! k_quant_kernels {
             // Sub-block s's activation sum: one stored `bsums` entry (sixteen elements) or
             // the sum of two (32, within i16 for a quantized row), paired as i16 with s + 1's.
             let bsum = |s: usize| -> i32 {
-                let per = sub / 16;
+                let per = sub / BSUM_LEN;
                 b.bsums[s * per..(s + 1) * per].iter().fold(0i32, |a, &v| a + i32::from(v))
             };
             for k in s0 / 2..s_end / 2 {
@@ -805,9 +805,18 @@ macro_rules! k_quant_kernels {
                 _ => ChainKind::Tiled,
             }
         }
+        /// Elements per `bsums` entry of a Q8_K block.
+        const BSUM_LEN: usize = 16;
         const REPACKED: usize = 0;
         const GEMM: usize = 1;
         const TILED: usize = 2;
+
+        // Groups of four whose `maddubs` pairs the i16 panels add up before one `madd`: the
+        // 4- and 5-bit codes as the packed tiles run them; the 2- and 3-bit codes a whole
+        // sixteen-element sub-block (four groups).
+        use crate::kernels::x86_64::kpacked2_tile::{i16_run_fits, RUN_Q4_K, RUN_Q5_K};
+        const RUN_SUB16: usize = QK_K / SUB16S / 4;
+        const _: () = assert!(i16_run_fits(RUN_SUB16, 2) && i16_run_fits(RUN_SUB16, 3));
 
         // One instance per chain, so that `panel_rows` inlines with its parts and chain known.
         #[target_feature(enable = $feat)]
@@ -818,17 +827,17 @@ macro_rules! k_quant_kernels {
         ) {
             let unpack = |a: &BlockQ4K| k4_panel_row(&a.scales, &a.qs, None);
             let parts = if K == GEMM { 4 } else { 1 };
-            // 4-bit codes: a sub-block's eight groups in one i16 run (8·2·15·128 = 30720).
+            // 4-bit codes: a sub-block's eight groups in one i16 run.
             let (d, dmin) = (Q4K_D.0, Some(Q4K_D.1));
-            panel_rows::<_, RUNS, 8>(w, y, out, unpack, d, dmin, 0, parts, chain_kind(K))
+            panel_rows::<_, RUNS, RUN_Q4_K>(w, y, out, unpack, d, dmin, 0, parts, chain_kind(K))
         }
 
         #[target_feature(enable = $feat)]
         fn q5_k_panel_impl(w: &[&[BlockQ5K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
             let unpack = |a: &BlockQ5K| k4_panel_row(&a.scales, &a.qs, Some(&a.qh));
-            // 5-bit codes: runs of four groups (4·2·31·128 = 31744).
+            // 5-bit codes: runs of four groups.
             let (d, dmin) = (Q5K_D.0, Some(Q5K_D.1));
-            panel_rows::<_, RUNS, 4>(w, y, out, unpack, d, dmin, 0, 1, ChainKind::Tiled)
+            panel_rows::<_, RUNS, RUN_Q5_K>(w, y, out, unpack, d, dmin, 0, 1, ChainKind::Tiled)
         }
 
         #[target_feature(enable = $feat)]
@@ -842,17 +851,17 @@ macro_rules! k_quant_kernels {
             let kind = chain_kind(K);
             // 2-bit codes: a sub-block's four groups in one i16 run.
             let (d, dmin): (Half<BlockQ2K>, Half<BlockQ2K>) = (|a| a.d, |a| a.dmin);
-            panel_rows::<_, SUB16S, 4>(w, y, out, unpack, d, Some(dmin), 0, parts, kind)
+            panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, Some(dmin), 0, parts, kind)
         }
 
         /// The tiled Q3_K panel (`ktiled::dot_q3_k_q8_k_tiled`): codes `low2 | hbit << 2`,
         /// bias 4 through the activation sums, signed scales.
         #[target_feature(enable = $feat)]
         fn q3_k_panel_impl(w: &[&[BlockQ3K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // 3-bit codes: a sub-block's four groups in one i16 run (4·2·7·128 = 7168).
+            // 3-bit codes: a sub-block's four groups in one i16 run.
             let (d, unpack): (Half<BlockQ3K>, _) = (|a| a.d, |a: &BlockQ3K| q3_k_panel_row(a));
             let bias = i32::from(Q3_BIAS);
-            panel_rows::<_, SUB16S, 4>(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled)
+            panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled)
         }
 
         // The panels' safe wrappers. Each `unsafe` call below is sound because the wrapper is
