@@ -118,14 +118,28 @@ fn sane_f16(g: &mut Gen) -> [u8; 2] {
     (bits as u16).to_le_bytes()
 }
 
-/// A weight row of `ty` from `values`: quantized by the reference quantizer, or (`random`)
-/// random bytes of the same size with sane f16 scales.
-fn weight_row(g: &mut Gen, ty: GgmlType, values: &[f32], random: bool) -> Vec<u8> {
-    if !random {
-        return locus::model::quantize::quantize_row(ty, values);
-    }
+/// How a test's weight rows are made.
+#[derive(Clone, Copy, Debug)]
+enum WeightBytes {
+    /// The values quantized by the reference quantizer.
+    Quantized,
+    /// Random bytes with sane f16 scales: codes the quantizers rarely write.
+    Random,
+    /// Every byte this one, with sane f16 scales: all codes at one end of their range (0xff:
+    /// the largest unsigned codes; 0x00: IQ4_XS's −127), the largest integer sums a kernel
+    /// meets.
+    Fill(u8),
+}
+use WeightBytes::{Fill, Quantized, Random};
+
+/// A weight row of `ty` from `values`, made as `how` says.
+fn weight_row(g: &mut Gen, ty: GgmlType, values: &[f32], how: WeightBytes) -> Vec<u8> {
     let size = values.len() / ty.block_size() * ty.block_bytes();
-    let mut bytes: Vec<u8> = (0..size).map(|_| u8::arbitrary(g)).collect();
+    let mut bytes: Vec<u8> = match how {
+        Quantized => return locus::model::quantize::quantize_row(ty, values),
+        Random => (0..size).map(|_| u8::arbitrary(g)).collect(),
+        Fill(b) => vec![b; size],
+    };
     for blk in bytes.chunks_exact_mut(ty.block_bytes()) {
         for &o in f16_fields(ty) {
             blk[o..o + 2].copy_from_slice(&sane_f16(g));
@@ -139,8 +153,8 @@ fn weight_row(g: &mut Gen, ty: GgmlType, values: &[f32], random: bool) -> Vec<u8
 struct Case {
     w: Vec<Vec<f32>>,
     x: Vec<Vec<f32>>,
-    /// Whether the weights are random bytes rather than quantized values.
-    random: bool,
+    /// How the weight rows are made from `w`.
+    bytes: WeightBytes,
     seed: u64,
 }
 
@@ -152,7 +166,11 @@ impl Arbitrary for Case {
         Case {
             w: (0..n_rows).map(|_| gen_row(g, sb)).collect(),
             x: (0..n_tokens).map(|_| gen_row(g, sb)).collect(),
-            random: bool::arbitrary(g),
+            bytes: if bool::arbitrary(g) {
+                Random
+            } else {
+                Quantized
+            },
             seed: u64::arbitrary(g),
         }
     }
@@ -190,7 +208,7 @@ fn check_case_with(c: &Case, edit: impl Fn(&mut ActRow)) -> bool {
     for ty in entry_types() {
         let weights: Vec<Vec<u8>> =
             c.w.iter()
-                .map(|w| weight_row(&mut g, ty, w, c.random))
+                .map(|w| weight_row(&mut g, ty, w, c.bytes))
                 .collect();
         let rows: Vec<&[u8]> = weights.iter().map(Vec::as_slice).collect();
         let concat = weights.concat();
@@ -313,15 +331,15 @@ fn every_row_count_equals_the_scalar_oracles() {
         .collect();
     w[MAX_ROWS - 1] = (0..sb * QK_K).map(|i| -1.0 - i as f32).collect();
     let x: Vec<Vec<f32>> = (0..2).map(|_| gen_row(&mut g, sb)).collect();
-    for random in [false, true] {
+    for bytes in [Quantized, Random] {
         for n in 1..=MAX_ROWS {
             let c = Case {
                 w: w[..n].to_vec(),
                 x: x.clone(),
-                random,
+                bytes,
                 seed: n as u64,
             };
-            assert!(check_case(&c), "{n} rows, random bytes: {random}");
+            assert!(check_case(&c), "{n} rows, weights {bytes:?}");
         }
     }
 }
@@ -334,24 +352,21 @@ fn panels_equal_the_scalar_oracles() {
     let mut g = qc::gen("panels_equal_the_scalar_oracles", 100);
     let sb = 2;
     for (n_rows, n_tokens) in [(8, 8), (17, 16), (16, 33)] {
-        for random in [false, true] {
+        for bytes in [Quantized, Random] {
             let c = Case {
                 w: (0..n_rows).map(|_| gen_row(&mut g, sb)).collect(),
                 x: (0..n_tokens).map(|_| gen_row(&mut g, sb)).collect(),
-                random,
+                bytes,
                 seed: u64::arbitrary(&mut g),
             };
             assert!(
                 check_case(&c),
-                "{n_rows} rows × {n_tokens} tokens, random bytes: {random}"
+                "{n_rows} rows × {n_tokens} tokens, weights {bytes:?}"
             );
         }
     }
 }
 
-/// Activations holding −128, which no quantizer writes (ggml's sign trick wraps on them in
-/// `vec_dot`, true products do not): every eleventh quant set to −128, the block sums kept
-/// consistent.
 /// The panels (sixteen tokens and more) with activations at the edges: every quant −128 or
 /// +127, block sums kept consistent. The largest sums the panels' integers meet: AVX2 adds
 /// the `maddubs` pairs of several groups in i16 before widening them, which must not overflow
@@ -376,22 +391,25 @@ fn panels_at_activation_extremes_equal_the_scalar_oracles() {
         }
     }
     let mut g = qc::gen("panels_at_activation_extremes", 100);
-    for random in [false, true] {
+    for bytes in [Quantized, Random, Fill(0xff), Fill(0)] {
         let c = Case {
             w: (0..9).map(|_| gen_row(&mut g, 2)).collect(),
             x: (0..17).map(|_| gen_row(&mut g, 2)).collect(),
-            random,
+            bytes,
             seed: u64::arbitrary(&mut g),
         };
         for v in [i8::MIN, i8::MAX] {
             assert!(
                 check_case_with(&c, extreme(v)),
-                "activations all {v}, random bytes: {random}"
+                "activations all {v}, weights {bytes:?}"
             );
         }
     }
 }
 
+/// Activations holding −128, which no quantizer writes (ggml's sign trick wraps on them in
+/// `vec_dot`, true products do not): every eleventh quant set to −128, the block sums kept
+/// consistent.
 #[test]
 fn activations_of_minus_128_equal_the_scalar_oracles() {
     fn edit(a: &mut ActRow) {
@@ -546,7 +564,7 @@ fn gemv_throughput() {
                     GgmlType::Q4_0 | GgmlType::Q8_0 => {
                         locus::model::quantize::quantize_row(ty, &row)
                     }
-                    _ => weight_row(&mut g, ty, &row, true),
+                    _ => weight_row(&mut g, ty, &row, Random),
                 }
             })
             .collect();
@@ -607,7 +625,7 @@ fn tile_throughput() {
                 let row = gen_row(&mut g, N / QK_K);
                 match ty {
                     GgmlType::Q4_0 => locus::model::quantize::quantize_row(ty, &row),
-                    _ => weight_row(&mut g, ty, &row, true),
+                    _ => weight_row(&mut g, ty, &row, Random),
                 }
             })
             .collect();
@@ -665,7 +683,7 @@ fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow
     let mut g = Gen::from_size_and_seed(100, c.seed);
     let distinct: Vec<Vec<u8>> =
         c.w.iter()
-            .map(|w| weight_row(&mut g, ty, w, c.random))
+            .map(|w| weight_row(&mut g, ty, w, c.bytes))
             .collect();
     let rows: Vec<&[u8]> = (0..groups * PACK_ROWS)
         .map(|i| distinct[i % distinct.len()].as_slice())
@@ -751,18 +769,18 @@ fn packed_copies_equal_the_scalar_oracles() {
 #[test]
 fn packed_tiles_of_many_tokens_equal_the_scalar_oracles() {
     let mut g = qc::gen("packed_tiles_of_many_tokens", 100);
-    for (n_tokens, random) in [(9, false), (20, true), (32, false)] {
+    for (n_tokens, bytes) in [(9, Quantized), (20, Random), (32, Quantized)] {
         let sb = 1 + usize::arbitrary(&mut g) % 4;
         let c = Case {
             w: (0..7).map(|_| gen_row(&mut g, sb)).collect(),
             x: (0..n_tokens).map(|_| gen_row(&mut g, sb)).collect(),
-            random,
+            bytes,
             seed: u64::arbitrary(&mut g),
         };
         for &(ty, _) in &PACKED_TYPES {
             assert!(
                 check_packed(ty, &c, 2, |_| {}),
-                "{}: {n_tokens} tokens, random {random}",
+                "{}: {n_tokens} tokens, weights {bytes:?}",
                 ty.name()
             );
         }
@@ -785,19 +803,19 @@ fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
         }
     }
     let mut g = qc::gen("packed_copies_at_activation_extremes", 100);
-    for random in [false, true] {
+    for bytes in [Quantized, Random, Fill(0xff), Fill(0)] {
         let sb = 1 + usize::arbitrary(&mut g) % MAX_SUPER_BLOCKS;
         let c = Case {
             w: (0..5).map(|_| gen_row(&mut g, sb)).collect(),
             x: vec![gen_row(&mut g, sb)],
-            random,
+            bytes,
             seed: u64::arbitrary(&mut g),
         };
         for v in [i8::MIN, i8::MAX] {
             for &(ty, _) in &PACKED_TYPES {
                 assert!(
                     check_packed(ty, &c, 2, extreme(v)),
-                    "{}: activations all {v}, random {random}",
+                    "{}: activations all {v}, weights {bytes:?}",
                     ty.name()
                 );
             }
