@@ -89,6 +89,8 @@ fn a_model_without_a_template_needs_chat_template() {
     for args in [
         vec!["tokenize", "-m", ms, "--chat", "-p", "hi"],
         vec!["run", "-m", ms, "--chat", "-p", "hi", "-n", "1"],
+        // Refused before the weights are placed: `-v` would print the placement first.
+        vec!["run", "-m", ms, "--chat", "-p", "hi", "-n", "1", "-v"],
     ] {
         let e = common::one_error_line(&common::locus(&args), "no template");
         assert!(
