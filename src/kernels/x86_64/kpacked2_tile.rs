@@ -9,7 +9,7 @@
 //! unpacked once into codes with the rows in the lanes ([`Unpacked`]: four consecutive
 //! elements of every row of a half per vector) and used for every token. Without VNNI, a
 //! four-element group costs a `maddubs` (pairs in i16); the pairs of as many groups of one
-//! sub-block as i16 holds add up there ([`Shape::run`]: eight groups of Q4_K's 4-bit codes,
+//! sub-block as i16 holds add up there (the `RUN_*` constants: eight groups of Q4_K's 4-bit codes,
 //! four of Q5_K's 5-bit, two of Q6_K's 6-bit), and one `madd` by the sub-block's scale (in both
 //! i16 halves of each lane) widens and scales them at once:
 //! ```text
@@ -34,7 +34,8 @@ use super::kpacked2::{
     scales_mins, word, xs_scale, GROUP, HALF, HALVES, LINE, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD,
     Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
 };
-use crate::kernels::entries::{q8_k, Variant};
+use super::tile_call::{tile_call, TileCall, MAX_TOKENS};
+use crate::kernels::entries::Variant;
 use crate::kernels::kblocks::{BlockQ8K, QK_K};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
@@ -48,8 +49,6 @@ const MAX_SUBS: usize = 16;
 const PASS: usize = 2;
 /// Steps ahead the far prefetch reads.
 const AHEAD: usize = 4;
-/// The most tokens one call takes (the forward pass's step).
-const MAX_TOKENS: usize = 64;
 
 /// One packed step (sixteen rows' super-block) unpacked, per half: `codes[h][g]` holds
 /// elements `4g..4g + 4` of row `8h + r` in lane r; each sub-block's scale in both i16 halves
@@ -170,36 +169,16 @@ pub(super) fn tile16_packed(
     let Some(shape) = shape(layout) else {
         return false;
     };
-    let gemm = match (layout, variant) {
-        (Layout::Q4Kx16, Variant::RepackedGemm) => true,
-        (_, Variant::Batch) => false,
-        _ => return false,
-    };
-    assert!(
-        acts.len() <= MAX_TOKENS,
-        "{} tokens in one packed tile",
-        acts.len()
-    );
-    assert_eq!(
-        out.len(),
-        PACK_ROWS * acts.len(),
-        "packed tile output size mismatch"
-    );
-    let Some(first) = acts.first() else {
-        return true;
-    };
-    let n = q8_k(first).len();
-    let step = layout.step_bytes().unwrap_or(0);
-    assert!(
-        n > 0 && group.len() == n * step,
-        "a packed group of {} bytes, not {n} steps of {step}",
-        group.len()
-    );
-    let ys: [&[BlockQ8K]; MAX_TOKENS] =
-        std::array::from_fn(|t| &q8_k(&acts[t.min(acts.len() - 1)])[..n]);
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
-    true
+    match tile_call(layout, group, acts, variant, out) {
+        TileCall::NoKernel => false,
+        TileCall::NoTokens => true,
+        TileCall::Run { gemm, ys } => {
+            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
+            // detected.
+            unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
+            true
+        }
+    }
 }
 
 /// Per token and half, the chains: the tiled order's one, or the gemm's two (sums, mins).
@@ -324,7 +303,8 @@ fn pass<const S: usize, const RUN: usize, const GEMM: bool, const XS: bool>(
                         // True products: |y| times the code with y's sign (|y| ≤ 128 unsigned).
                         let ay = _mm256_abs_epi8(y);
                         for h in 0..HALVES {
-                            a[t][h] = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(c[h], y));
+                            let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(c[h], y));
+                            a[t][h] = _mm256_add_epi16(a[t][h], p);
                         }
                     } else {
                         for h in 0..HALVES {

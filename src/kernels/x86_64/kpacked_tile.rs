@@ -20,7 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::kpacked::{bcast4, scales_mins, word, GROUP, SUB, SUBS};
-use crate::kernels::entries::{q8_k, Variant};
+use super::tile_call::{tile_call, TileCall, MAX_TOKENS};
+use crate::kernels::entries::Variant;
 use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, QK_K};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
@@ -35,8 +36,6 @@ const PASS: usize = 8;
 const LINE: usize = 64;
 /// Steps ahead the prefetch reads.
 const AHEAD: usize = 4;
-/// The most tokens one call takes (the forward pass's step).
-const MAX_TOKENS: usize = 64;
 
 /// One packed step (sixteen rows' super-block) unpacked: `codes[g]` holds elements
 /// `4g..4g + 4` of row r in lane r, as unsigned bytes; the scales per sub-block as i32 lanes,
@@ -146,36 +145,16 @@ pub(super) fn tile16_packed(
     let Some(shape) = shape(layout) else {
         return false;
     };
-    let gemm = match (layout, variant) {
-        (Layout::Q4Kx16, Variant::RepackedGemm) => true,
-        (_, Variant::Batch) => false,
-        _ => return false,
-    };
-    assert!(
-        acts.len() <= MAX_TOKENS,
-        "{} tokens in one packed tile",
-        acts.len()
-    );
-    assert_eq!(
-        out.len(),
-        PACK_ROWS * acts.len(),
-        "packed tile output size mismatch"
-    );
-    let Some(first) = acts.first() else {
-        return true;
-    };
-    let n = q8_k(first).len();
-    let step = layout.step_bytes().unwrap_or(0);
-    assert!(
-        n > 0 && group.len() == n * step,
-        "a packed group of {} bytes, not {n} steps of {step}",
-        group.len()
-    );
-    let ys: [&[BlockQ8K]; MAX_TOKENS] =
-        std::array::from_fn(|t| &q8_k(&acts[t.min(acts.len() - 1)])[..n]);
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
-    true
+    match tile_call(layout, group, acts, variant, out) {
+        TileCall::NoKernel => false,
+        TileCall::NoTokens => true,
+        TileCall::Run { gemm, ys } => {
+            // SAFETY: only reachable through the table built after every feature above was
+            // detected.
+            unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
+            true
+        }
+    }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]

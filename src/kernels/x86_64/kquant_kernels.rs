@@ -567,6 +567,24 @@ macro_rules! k_quant_kernels {
             tiled_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), lanes)
         }
 
+        /// Elements of a group: one i32 lane's four bytes.
+        const GROUP: usize = 4;
+
+        /// The group of elements `e..e + 4` of a panel's super-block: the rows' four codes
+        /// (one row per lane, from the transposed `groups`) and the token's four activations
+        /// broadcast to every lane.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn group_at(
+            groups: &[[__m256i; PANEL_ROWS]; RUNS],
+            b: &BlockQ8K,
+            e: usize,
+        ) -> (__m256i, __m256i) {
+            let q = &b.qs[e..e + GROUP];
+            let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+            (groups[e / RUN][(e % RUN) / GROUP], _mm256_set1_epi32(y4))
+        }
+
         /// One part (sub-blocks `p·NSUB/parts ..`) of a panel token's integers from each
         /// group's four-sum (`dpbusd`, two chains: even and odd groups), in exact wrapping i32:
         /// `s1 = Σ_s sc_s·(raw_s − bias·bsum_s)`, `s2 = Σ_s m_s·bsum_s`.
@@ -583,19 +601,14 @@ macro_rules! k_quant_kernels {
             p: usize,
             parts: usize,
         ) -> (__m256i, __m256i) {
-            /// Elements of a group: one i32 lane's four bytes.
-            const GROUP: usize = 4;
             let sub = QK_K / NSUB;
             let zero = _mm256_setzero_si256();
             let (mut s1, mut s2) = (zero, zero);
             for s in p * NSUB / parts..(p + 1) * NSUB / parts {
                 let mut raw = [zero; 2];
                 for g in 0..sub / GROUP {
-                    let e = s * sub + GROUP * g;
-                    let q = &b.qs[e..e + GROUP];
-                    let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
-                    let x = groups[e / RUN][(e % RUN) / GROUP];
-                    raw[g % 2] = dpbusd(raw[g % 2], x, _mm256_set1_epi32(y4));
+                    let (x, y4) = group_at(groups, b, s * sub + GROUP * g);
+                    raw[g % 2] = dpbusd(raw[g % 2], x, y4);
                 }
                 let mut raw = _mm256_add_epi32(raw[0], raw[1]);
                 let bsum = b.bsums[s * sub / BSUM_LEN..(s + 1) * sub / BSUM_LEN]
@@ -634,8 +647,6 @@ macro_rules! k_quant_kernels {
             p: usize,
             parts: usize,
         ) -> (__m256i, __m256i) {
-            /// Elements of a group: one i32 lane's four bytes.
-            const GROUP: usize = 4;
             // A run never reaches into the next sub-block (another scale).
             const { assert!((QK_K / NSUB / GROUP).is_multiple_of(IRUN)) };
             let sub = QK_K / NSUB;
@@ -646,11 +657,8 @@ macro_rules! k_quant_kernels {
                 for r0 in (0..sub / GROUP).step_by(IRUN) {
                     let mut a = zero;
                     for g in r0..r0 + IRUN {
-                        let e = s * sub + GROUP * g;
-                        let q = &b.qs[e..e + GROUP];
-                        let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
-                        let x = groups[e / RUN][(e % RUN) / GROUP];
-                        a = _mm256_add_epi16(a, _mm256_maddubs_epi16(x, _mm256_set1_epi32(y4)));
+                        let (x, y4) = group_at(groups, b, s * sub + GROUP * g);
+                        a = _mm256_add_epi16(a, _mm256_maddubs_epi16(x, y4));
                     }
                     s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(a, scd[s]));
                 }

@@ -15,3 +15,4 @@ pub(super) mod kpacked_k;
 pub(super) mod kpacked_tile;
 pub(super) mod kquant_kernels;
 pub(super) mod kwide_kernels;
+pub(super) mod tile_call;
