@@ -659,24 +659,26 @@ fn tile_throughput() {
     }
 }
 
-/// The packed layouts and the types they hold.
-const PACKED_TYPES: [(GgmlType, Layout); 4] = [
+/// The packed layouts and the types they hold (Q6_K's second, paired one is the AVX2 tier's;
+/// every tier computes both, through its packed kernels or by unpacking).
+const PACKED_TYPES: [(GgmlType, Layout); 5] = [
     (GgmlType::Q4K, Layout::Q4Kx16),
     (GgmlType::Iq4Xs, Layout::Iq4XsX16),
     (GgmlType::Q6K, Layout::Q6Kx16),
     (GgmlType::Q5K, Layout::Q5Kx16),
+    (GgmlType::Q6K, Layout::Q6KPairs),
 ];
 
 /// Every tier's `gemv_in` over rows of `ty` packed by `pack_group` in its packed layout
 /// (`groups` groups of sixteen, the case's rows repeated to fill them) against the scalar
 /// single dot of the rows before packing, in every order (decode's order takes the packed
 /// kernel where the tier has one; the others unpack), each activation passed through `edit`.
-fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow)) -> bool {
-    let layout = PACKED_TYPES
-        .iter()
-        .find(|p| p.0 == ty)
-        .expect("a packed type")
-        .1;
+fn check_packed(
+    (ty, layout): (GgmlType, Layout),
+    c: &Case,
+    groups: usize,
+    edit: impl Fn(&mut ActRow),
+) -> bool {
     let scalar = Kernels::scalar();
     let mut all = vec![scalar];
     all.extend(tiers());
@@ -711,10 +713,11 @@ fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow
                         let got = out[t * PACK_ROWS + r];
                         if !same(got, want) {
                             eprintln!(
-                                "{} {order:?} tier {} packed tile of {} tokens, group {gi} row \
-                                 {r} token {t}: {got:e} != scalar {want:e}",
+                                "{} {order:?} tier {} {} tile of {} tokens, group {gi} row {r} \
+                                 token {t}: {got:e} != scalar {want:e}",
                                 ty.name(),
                                 k.tier,
+                                layout.name(),
                                 acts.len()
                             );
                             return false;
@@ -734,10 +737,10 @@ fn check_packed(ty: GgmlType, c: &Case, groups: usize, edit: impl Fn(&mut ActRow
                     let want = scalar.dot_ordered(ty, order, row, &a);
                     if !same(got, want) {
                         eprintln!(
-                            "{} {order:?} tier {} packed gemv, row {r}: {got:e} != scalar \
-                             {want:e}",
+                            "{} {order:?} tier {} {} gemv, row {r}: {got:e} != scalar {want:e}",
                             ty.name(),
-                            k.tier
+                            k.tier,
+                            layout.name()
                         );
                         return false;
                     }
@@ -755,7 +758,7 @@ fn packed_copies_equal_the_scalar_oracles() {
     fn prop(c: Case, three: bool) -> bool {
         PACKED_TYPES
             .iter()
-            .all(|&(ty, _)| check_packed(ty, &c, if three { 3 } else { 1 }, |_| {}))
+            .all(|&p| check_packed(p, &c, if three { 3 } else { 1 }, |_| {}))
     }
     qc::check_n(
         "packed_copies_equal_the_scalar_oracles",
@@ -777,11 +780,11 @@ fn packed_tiles_of_many_tokens_equal_the_scalar_oracles() {
             bytes,
             seed: u64::arbitrary(&mut g),
         };
-        for &(ty, _) in &PACKED_TYPES {
+        for &(ty, layout) in &PACKED_TYPES {
             assert!(
-                check_packed(ty, &c, 2, |_| {}),
+                check_packed((ty, layout), &c, 2, |_| {}),
                 "{}: {n_tokens} tokens, weights {bytes:?}",
-                ty.name()
+                layout.name()
             );
         }
     }
@@ -812,11 +815,11 @@ fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
             seed: u64::arbitrary(&mut g),
         };
         for v in [i8::MIN, i8::MAX] {
-            for &(ty, _) in &PACKED_TYPES {
+            for &(ty, layout) in &PACKED_TYPES {
                 assert!(
-                    check_packed(ty, &c, 2, extreme(v)),
+                    check_packed((ty, layout), &c, 2, extreme(v)),
                     "{}: activations all {v}, weights {bytes:?}",
-                    ty.name()
+                    layout.name()
                 );
             }
         }
@@ -825,8 +828,8 @@ fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
 
 /// The SIMD tiers ask placement for packed Q4_K copies where llama.cpp repacks (the repacked
 /// gemv's order) and for the file's rows where it does not, and for packed IQ4_XS, Q6_K and
-/// Q5_K in `vec_dot`'s order (their decode order) and the file's rows in the tiled matmul's;
-/// the scalar tier never packs them.
+/// Q5_K in `vec_dot`'s order (their decode order) and the file's rows in the tiled matmul's
+/// (Q6_K paired on AVX2, whose kernels read it so); the scalar tier never packs them.
 #[test]
 fn the_simd_tiers_pack_the_k_quants_and_iq4_xs_in_their_decode_orders() {
     let scalar = Kernels::scalar();
@@ -849,15 +852,24 @@ fn the_simd_tiers_pack_the_k_quants_and_iq4_xs_in_their_decode_orders() {
             "{}",
             k.tier
         );
-        for (ty, layout) in &PACKED_TYPES[1..] {
+        let q6_k = match k.tier {
+            Tier::Avx2 => Layout::Q6KPairs,
+            _ => Layout::Q6Kx16,
+        };
+        let lanes = [
+            (GgmlType::Iq4Xs, Layout::Iq4XsX16),
+            (GgmlType::Q6K, q6_k),
+            (GgmlType::Q5K, Layout::Q5Kx16),
+        ];
+        for (ty, layout) in lanes {
             assert_eq!(
-                k.preferred_layout(*ty, SumOrder::Lanes),
-                *layout,
+                k.preferred_layout(ty, SumOrder::Lanes),
+                layout,
                 "{}",
                 k.tier
             );
             assert_eq!(
-                k.preferred_layout(*ty, SumOrder::Batched),
+                k.preferred_layout(ty, SumOrder::Batched),
                 Layout::Rows,
                 "{}",
                 k.tier

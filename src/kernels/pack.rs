@@ -32,7 +32,9 @@
 //! one field of all sixteen rows in its i32 lanes. Q6_K ([`Layout::Q6Kx16`]) likewise: its
 //! 210-byte block is 52 words (`ql`, `qh`, the scales) and its f16 `d`, which ends the step
 //! as sixteen f16 (row r at `64·52 + 2r`). Q5_K ([`Layout::Q5Kx16`]): 44 words (d and dmin,
-//! three of scales, eight of `qh`, then the nibbles).
+//! three of scales, eight of `qh`, then the nibbles). [`Layout::Q6KPairs`] is `Q6Kx16` with
+//! each row's code bits regrouped within its lanes ([`q6_k_pair`]), for the AVX2
+//! kernels: the same step size, the same rows in the same pages.
 
 use super::blocks::BlockQ4_0;
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
@@ -66,6 +68,9 @@ pub enum Layout {
     Q6Kx16,
     /// Q5_K in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
     Q5Kx16,
+    /// Q6_K as [`Layout::Q6Kx16`], each row's codes regrouped in pairs of sub-blocks for the
+    /// AVX2 kernels ([`q6_k_pair`]).
+    Q6KPairs,
 }
 
 impl Layout {
@@ -78,6 +83,7 @@ impl Layout {
             Layout::Iq4XsX16 => "iq4_xsx16",
             Layout::Q6Kx16 => "q6_kx16",
             Layout::Q5Kx16 => "q5_kx16",
+            Layout::Q6KPairs => "q6_kx16p",
         }
     }
 
@@ -90,6 +96,7 @@ impl Layout {
             Layout::Iq4XsX16 => "IQ4_XS in groups of 16 rows, same bytes and pages",
             Layout::Q6Kx16 => "Q6_K in groups of 16 rows, same bytes and pages",
             Layout::Q5Kx16 => "Q5_K in groups of 16 rows, same bytes and pages",
+            Layout::Q6KPairs => "Q6_K in groups of 16 rows, codes paired, same pages",
         }
     }
 
@@ -97,9 +104,11 @@ impl Layout {
     pub fn block_elems(self) -> usize {
         match self {
             Layout::Rows | Layout::Q4_0x16 => super::QK,
-            Layout::Q4Kx16 | Layout::Iq4XsX16 | Layout::Q6Kx16 | Layout::Q5Kx16 => {
-                super::kblocks::QK_K
-            }
+            Layout::Q4Kx16
+            | Layout::Iq4XsX16
+            | Layout::Q6Kx16
+            | Layout::Q5Kx16
+            | Layout::Q6KPairs => super::kblocks::QK_K,
         }
     }
 
@@ -117,18 +126,19 @@ impl Layout {
             Layout::Q4_0x16 => Some(GgmlType::Q4_0),
             Layout::Q4Kx16 => Some(GgmlType::Q4K),
             Layout::Iq4XsX16 => Some(GgmlType::Iq4Xs),
-            Layout::Q6Kx16 => Some(GgmlType::Q6K),
+            Layout::Q6Kx16 | Layout::Q6KPairs => Some(GgmlType::Q6K),
             Layout::Q5Kx16 => Some(GgmlType::Q5K),
         }
     }
 
     /// Every layout that packs, for reports.
-    pub const PACKED: [Layout; 5] = [
+    pub const PACKED: [Layout; 6] = [
         Layout::Q4_0x16,
         Layout::Q4Kx16,
         Layout::Iq4XsX16,
         Layout::Q6Kx16,
         Layout::Q5Kx16,
+        Layout::Q6KPairs,
     ];
 }
 
@@ -158,6 +168,9 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
                 4 => move_field::<4>(&src, f, step),
                 u => unreachable!("no field moves {u}-byte units"),
             }
+        }
+        if layout == Layout::Q6KPairs {
+            q6_k_pair(step);
         }
     }
 }
@@ -190,7 +203,15 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
     check_sizes("unpack", layout, packed, out, n);
     let (fields, block) = fields(layout);
     let row_bytes = n * block;
+    let mut paired = [0u8; Q6_K_BLOCK * PACK_ROWS];
     for (i, step) in packed.chunks_exact(block * PACK_ROWS).enumerate() {
+        let step = if layout == Layout::Q6KPairs {
+            paired.copy_from_slice(step);
+            q6_k_unpair(&mut paired);
+            &paired[..]
+        } else {
+            step
+        };
         for f in fields {
             let at = i * block;
             match f.unit {
@@ -267,7 +288,7 @@ fn fields(layout: Layout) -> (&'static [Field], usize) {
         Layout::Q4_0x16 => (&Q4_0_FIELDS, BLOCK),
         Layout::Q4Kx16 => (&Q4_K_FIELDS, K_BLOCK),
         Layout::Iq4XsX16 => (&IQ4_XS_FIELDS, IQ4_XS_BLOCK),
-        Layout::Q6Kx16 => (&Q6_K_FIELDS, Q6_K_BLOCK),
+        Layout::Q6Kx16 | Layout::Q6KPairs => (&Q6_K_FIELDS, Q6_K_BLOCK),
         Layout::Q5Kx16 => (&Q5_K_FIELDS, Q5_K_BLOCK),
     }
 }
@@ -307,6 +328,125 @@ const Q6_K_FIELDS: [Field; 2] = [
     Field::new(Q6_K_BLOCK / GROUP * GROUP, Q6_K_BLOCK % GROUP, 1, Q6_K_D_AT),
 ];
 const _: () = assert!(tiles(&Q6_K_FIELDS, Q6_K_BLOCK));
+/// `ql` words of a Q6_K block (elements' low four bits), then its `qh` words (high two bits).
+const Q6_K_QL_WORDS: usize = 32;
+const Q6_K_QH_WORDS: usize = 16;
+/// Words of one half (128 elements) of a Q6_K block's `ql`, and of its `qh`.
+const Q6_K_HALF_QL: usize = 16;
+const Q6_K_HALF_QH: usize = 8;
+
+/// Where element (k, p) of a lane sits in the paired layout: code vector v, byte `pos`.
+/// Bit 0 of k and bit 1 of p trade places, so the map is its own inverse.
+const fn q6_k_pair_place(k: usize, p: usize) -> (usize, usize) {
+    (2 * (k >> 1) + (p >> 1), 2 * (k & 1) + (p & 1))
+}
+
+/// The six-bit codes of one row's lane `l` of block half `j` in a `Layout::Q6Kx16` step:
+/// `c[k][p]` is element `128j + 32k + 4l + p`.
+fn q6_k_lane_codes(step: &[u8], r: usize, j: usize, l: usize) -> [[u8; GROUP]; 4] {
+    let at = |w: usize, p: usize| step[64 * w + GROUP * r + p];
+    std::array::from_fn(|k| {
+        std::array::from_fn(|p| {
+            let ql = at(Q6_K_HALF_QL * j + Q6_K_HALF_QH * (k & 1) + l, p);
+            let qh = at(Q6_K_QL_WORDS + Q6_K_HALF_QH * j + l, p);
+            (ql >> (4 * (k >> 1))) & 0x0f | ((qh >> (2 * k)) & 3) << 4
+        })
+    })
+}
+
+/// Rewrites every row's codes of one packed Q6_K step (`Layout::Q6Kx16`'s bytes) in
+/// `Layout::Q6KPairs`'s, in place ([`q6_k_unpair`] undoes it).
+///
+/// In the file, lane l of block half j (elements `128j + 32k + 4l + p`, k and p in 0..4) keeps
+/// its codes in three words: two of `ql` (the low four bits) and one of `qh` (the top two).
+/// Decoded in that order, each four-byte lane holds four elements of one sixteen-element
+/// sub-block, so each `maddubs` needs its own `madd` by the scale. Paired, the three words X,
+/// Y, Z (in the places of `ql` words `16j + l`, `16j + 8 + l` and `qh` word `32 + 8j + l`)
+/// decode as
+/// ```text
+/// V0 = X & 63    V1 = Y & 63    V2 = Z & 15 | (X >> 2) & 48    V3 = (Z >> 4) & 15 | (Y >> 2) & 48
+/// ```
+/// (eleven operations for four vectors, against seventeen), and byte `pos` of `Vv` is element
+/// (k, p) with k = 2(v >> 1) + (pos >> 1), p = 2(v & 1) + (pos & 1): elements p, p + 1 of two
+/// sub-blocks, k and k + 1 (sub-blocks `8j + 2k + l/4`, two apart). Two `maddubs` of a lane
+/// then add in i16 and one `madd` by the pair of scales widens them.
+pub fn q6_k_pair(step: &mut [u8]) {
+    for r in 0..PACK_ROWS {
+        for j in 0..2 {
+            for l in 0..Q6_K_HALF_QH {
+                let c = q6_k_lane_codes(step, r, j, l);
+                // v[v][pos]: the code vector v's byte pos.
+                let mut v = [[0u8; GROUP]; 4];
+                for (k, ck) in c.iter().enumerate() {
+                    for (p, &code) in ck.iter().enumerate() {
+                        let (vi, pos) = q6_k_pair_place(k, p);
+                        v[vi][pos] = code;
+                    }
+                }
+                let words: [[u8; GROUP]; 3] = [
+                    std::array::from_fn(|i| v[0][i] | (v[2][i] >> 4) << 6),
+                    std::array::from_fn(|i| v[1][i] | (v[3][i] >> 4) << 6),
+                    std::array::from_fn(|i| v[2][i] & 0x0f | (v[3][i] & 0x0f) << 4),
+                ];
+                let places = q6_k_lane_words(j, l);
+                for (w, bytes) in places.iter().zip(words) {
+                    let at = 64 * w + GROUP * r;
+                    step[at..at + GROUP].copy_from_slice(&bytes);
+                }
+            }
+        }
+    }
+}
+
+/// The inverse of [`q6_k_pair`]: a `Layout::Q6KPairs` step back in `Layout::Q6Kx16`'s bytes.
+pub fn q6_k_unpair(step: &mut [u8]) {
+    for r in 0..PACK_ROWS {
+        for j in 0..2 {
+            for l in 0..Q6_K_HALF_QH {
+                let places = q6_k_lane_words(j, l);
+                let [x, y, z]: [[u8; GROUP]; 3] = places.map(|w| {
+                    let at = 64 * w + GROUP * r;
+                    step[at..at + GROUP].try_into().expect("a word")
+                });
+                let v: [[u8; GROUP]; 4] = [
+                    x.map(|b| b & 0x3f),
+                    y.map(|b| b & 0x3f),
+                    std::array::from_fn(|i| z[i] & 0x0f | (x[i] >> 2) & 0x30),
+                    std::array::from_fn(|i| z[i] >> 4 | (y[i] >> 2) & 0x30),
+                ];
+                // Back to ql (low nibbles of k = 0, 1, high of k = 2, 3) and qh (bits 2k).
+                let mut words = [[0u8; GROUP]; 3];
+                for (k, p) in (0..4).flat_map(|k| (0..GROUP).map(move |p| (k, p))) {
+                    let (vi, pos) = q6_k_pair_place(k, p);
+                    let code = v[vi][pos];
+                    words[k & 1][p] |= (code & 0x0f) << (4 * (k >> 1));
+                    words[2][p] |= (code >> 4) << (2 * k);
+                }
+                for (w, bytes) in places.iter().zip(words) {
+                    let at = 64 * w + GROUP * r;
+                    step[at..at + GROUP].copy_from_slice(&bytes);
+                }
+            }
+        }
+    }
+}
+
+/// The words lane l of block half j keeps its codes in: `ql` words `16j + l` and
+/// `16j + 8 + l`, `qh` word `32 + 8j + l` (in both layouts).
+const fn q6_k_lane_words(j: usize, l: usize) -> [usize; 3] {
+    [
+        Q6_K_HALF_QL * j + l,
+        Q6_K_HALF_QL * j + Q6_K_HALF_QH + l,
+        Q6_K_QL_WORDS + Q6_K_HALF_QH * j + l,
+    ]
+}
+/// The codes are the block's words before its sixteen scale bytes (four words) and `d`.
+const _: () = assert!(
+    (Q6_K_QL_WORDS + Q6_K_QH_WORDS + 4) * GROUP + 2 == Q6_K_BLOCK
+        && 2 * Q6_K_HALF_QL == Q6_K_QL_WORDS
+        && 2 * Q6_K_HALF_QH == Q6_K_QH_WORDS
+);
+
 /// Bytes of one Q5_K block: whole words.
 const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
 /// Q5_K: word by word.
@@ -435,6 +575,53 @@ mod tests {
                         &b[208..210],
                         "d of row {r}"
                     );
+                }
+            }
+        }
+    }
+
+    /// Element `e` of row `r`'s Q6_K block (its six-bit code) from a file-layout block.
+    fn q6_code(b: &[u8], e: usize) -> u8 {
+        let (j, k, lp) = (e / 128, e % 128 / 32, e % 32);
+        let ql = b[64 * j + 32 * (k & 1) + lp];
+        let low = if k < 2 { ql & 15 } else { ql >> 4 };
+        let high = (b[128 + 32 * j + lp] >> (2 * k)) & 3;
+        low | high << 4
+    }
+
+    #[test]
+    fn q6_k_pairs_put_two_sub_blocks_in_each_lane_and_unpair_back() {
+        for n in [1, 2] {
+            let rows = bytes(n * Q6_K_BLOCK * PACK_ROWS, 400 + n as u32);
+            let (mut plain, mut paired) = (vec![0u8; rows.len()], vec![0u8; rows.len()]);
+            pack_group(Layout::Q6Kx16, &rows, n, &mut plain);
+            pack_group(Layout::Q6KPairs, &rows, n, &mut paired);
+            assert_ne!(plain, paired, "the pairing moves bits");
+            let mut back = vec![0u8; rows.len()];
+            unpack_group(Layout::Q6KPairs, &paired, n, &mut back);
+            assert_eq!(back, rows, "{n} blocks");
+            // Decoded as the kernels do, vector v's byte pos of lane l is element (k, p) of
+            // that lane, k = 2(v >> 1) + (pos >> 1), p = 2(v & 1) + (pos & 1).
+            let step = Q6_K_BLOCK * PACK_ROWS;
+            for i in 0..n {
+                let s = &paired[i * step..][..step];
+                for r in 0..PACK_ROWS {
+                    let b = &rows[(r * n + i) * Q6_K_BLOCK..][..Q6_K_BLOCK];
+                    for (j, l, pos) in (0..64).map(|x| (x / 32, x / 4 % 8, x % 4)) {
+                        let at = |w: usize| s[64 * w + 4 * r + pos];
+                        let (x, y, z) = (at(16 * j + l), at(16 * j + 8 + l), at(32 + 8 * j + l));
+                        let v = [
+                            x & 63,
+                            y & 63,
+                            z & 15 | (x >> 2) & 48,
+                            z >> 4 | (y >> 2) & 48,
+                        ];
+                        for (vi, code) in v.into_iter().enumerate() {
+                            let (k, p) = (2 * (vi >> 1) + (pos >> 1), 2 * (vi & 1) + (pos & 1));
+                            let e = 128 * j + 32 * k + 4 * l + p;
+                            assert_eq!(code, q6_code(b, e), "row {r} element {e}");
+                        }
+                    }
                 }
             }
         }

@@ -20,6 +20,13 @@
 //! The integers are the oracle's exactly and each lane runs its row's float chain in the
 //! oracle's order, so every output is `krepack::dot_q4_k_q8_k_repacked`'s bits.
 //!
+//! Q6_K's `vec_dot` lanes meet only four elements of each sixteen-element sub-block, so no two
+//! of a lane's groups share a scale. Its copies are packed paired on this tier
+//! ([`Layout::Q6KPairs`]): each row's four bytes hold two elements of each of two sub-blocks,
+//! the two `maddubs` that cover a lane's four elements of both add in i16, and one `madd` by
+//! the pair of scales widens them (a third fewer multiplies), and the codes decode in eleven
+//! operations per four vectors instead of seventeen.
+//!
 //! On a core that issues every 256-bit integer multiply as two halves through one pipe (Zen 1),
 //! the count of `maddubs` and `madd` sets the pace: here a Q4_K super-block of one row costs
 //! eight `maddubs` and one `madd` per sub-block pair's share, where the file layout's kernel
@@ -48,7 +55,7 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             tile: Some(super::kpacked2_tile::tile16_packed),
         }),
         GgmlType::Q6K => Some(Packed {
-            layout: Layout::Q6Kx16,
+            layout: Layout::Q6KPairs,
             variant: Variant::Dot,
             gemv: gemv16_q6_k_packed,
             tile: Some(super::kpacked2_tile::tile16_packed),
@@ -302,9 +309,6 @@ pub(super) const Q6_SC_WORD: usize = 48;
 const Q6_BIAS_SHIFT: i32 = 5;
 /// Elements of one Q6_K half block (`ql` 64 bytes, `qh` 32 bytes).
 const Q6_HALF: usize = 128;
-/// Sixteen-element sub-blocks, one i8 scale each.
-pub(super) const Q6_SUBS: usize = 16;
-const Q6_SUB: usize = 16;
 
 /// Half `h`'s 32 bytes of word `w` (the 64 bytes at 64w) of a packed step.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -313,24 +317,26 @@ pub(super) fn word(step: &[u8], w: usize, h: usize) -> __m256i {
     load32(step, 64 * w + HALF_BYTES * h)
 }
 
-/// The four code vectors of one Q6_K word triple of half `h`: block half `j`, byte group
-/// `b4` (`ql` words 16j + b4 and 16j + 8 + b4, `qh` word 32 + 8j + b4); vector k holds the
-/// 6-bit codes of elements `128j + 32k + 4·b4 ..+ 4` of every row of the half.
+/// The four code vectors of one word triple of half `h` of a [`Layout::Q6KPairs`] step:
+/// block half `j`, lane `l` (words X = 16j + l, Y = 16j + 8 + l, Z = 32 + 8j + l); byte pos
+/// of vector v of a row's lane is element `128j + 32k + 4l + p` with k = 2(v >> 1) +
+/// (pos >> 1), p = 2(v & 1) + (pos & 1) (`pack::q6_k_pair`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(super) fn q6_codes(step: &[u8], h: usize, j: usize, b4: usize) -> [__m256i; 4] {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m2 = _mm256_set1_epi8(0x30);
-    let l0 = word(step, 16 * j + b4, h);
-    let l1 = word(step, 16 * j + 8 + b4, h);
-    let hb = word(step, Q6_QH_WORD + 8 * j + b4, h);
-    let or_and =
-        |a: __m256i, b: __m256i| _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(b, m2));
+pub(super) fn q6_codes(step: &[u8], h: usize, j: usize, l: usize) -> [__m256i; 4] {
+    let six = _mm256_set1_epi8(0x3f);
+    let low = _mm256_set1_epi8(0x0f);
+    let top = _mm256_set1_epi8(0x30);
+    let x = word(step, 16 * j + l, h);
+    let y = word(step, 16 * j + 8 + l, h);
+    let z = word(step, Q6_QH_WORD + 8 * j + l, h);
+    // The 16-bit shifts carry bits of the next byte into each byte's top: masked off.
+    let top_of = |w: __m256i| _mm256_and_si256(_mm256_srli_epi16::<2>(w), top);
     [
-        or_and(l0, _mm256_slli_epi16::<4>(hb)),
-        or_and(l1, _mm256_slli_epi16::<2>(hb)),
-        or_and(_mm256_srli_epi16::<4>(l0), hb),
-        or_and(_mm256_srli_epi16::<4>(l1), _mm256_srli_epi16::<2>(hb)),
+        _mm256_and_si256(x, six),
+        _mm256_and_si256(y, six),
+        _mm256_or_si256(_mm256_and_si256(z, low), top_of(x)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(z), low), top_of(y)),
     ]
 }
 
@@ -367,8 +373,16 @@ fn store_hsum(acc: &[__m256; LANES], extra: Option<__m256>, out: &mut [f32]) {
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
 }
 
-/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` packed steps)
-/// · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
+/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` steps of
+/// [`Layout::Q6KPairs`]) · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
+///
+/// ggml's lane l sums, per block, the elements `128j + 32k + 4l ..+ 4` (sub-block `8j + 2k +
+/// l/4`) times their scales, less the bias `32·(sc[2l]·bsums[2l] + sc[2l+1]·bsums[2l+1])`. The
+/// paired layout puts two of those sub-blocks' elements in each row's four bytes (elements
+/// p, p + 1 of k = 0 and 1, or of k = 2 and 3), so the `maddubs` of the two code vectors
+/// that hold a lane's eight elements of both add in i16 (|Σ| ≤ 4·63·128) and one `madd` by
+/// the pair of scales widens them: per row and block, 64 `maddubs`, 32 `madd` and 8 for the
+/// bias, where the file's order needs a `madd` per `maddubs`.
 ///
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
@@ -378,12 +392,15 @@ fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
     unsafe { gemv16_q6_k_impl(group, y, out) }
 }
 
+/// Sub-block pairs a lane's codes of one block half form (k = 0, 1 and k = 2, 3).
+const Q6_PAIRS: usize = 2;
+
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q6_STEP);
-    // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
-    let dup: [__m256i; GROUP] = array_of!(GROUP, |t| high_bytes(t, t));
-    let pair: [__m256i; 2] = array_of!(2, |p| high_bytes(2 * p, 2 * p + 1));
+    // Bytes (a, b) of each lane into its two i16 halves.
+    let pair_of: [__m256i; 2] = array_of!(2, |lh| high_bytes(lh, lh + 2));
+    let bias_pair: [__m256i; 2] = array_of!(2, |p| high_bytes(2 * p, 2 * p + 1));
     let mut acc = [[_mm256_setzero_ps(); LANES]; HALVES];
     for (i, b) in y.iter().enumerate() {
         let step: &[u8; Q6_STEP] = group[i * Q6_STEP..][..Q6_STEP]
@@ -391,43 +408,55 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             .expect("a whole step");
         let dy = _mm256_set1_ps(b.d);
         let bs = |k: usize| i32::from(b.bsums[k] as u16);
+        // The activations in the paired order: code vector v of lane l (`q6_codes`) meets
+        // bytes `at ..+ 2` and `at + 32 ..+ 2` of the block half's, at = 64(v >> 1) + 4l +
+        // 2(v & 1): elements p, p + 1 of sub-block columns k = 2(v >> 1) and k + 1.
+        let pair = |at: usize| {
+            let q = |e: usize| u32::from(u16::from_le_bytes([b.qs[e] as u8, b.qs[e + 1] as u8]));
+            _mm256_set1_epi32((q(at) | q(at + SUB) << 16) as i32)
+        };
         let sc_words: [[__m256i; GROUP]; HALVES] =
             array_of!(HALVES, |h| array_of!(GROUP, |w| word(
                 step,
                 Q6_SC_WORD + w,
                 h
             )));
-        // Sub-block s's scale as the same i16 in both halves of each row's lane.
-        let sc: [[__m256i; Q6_SUBS]; HALVES] = array_of!(HALVES, |h| {
-            array_of!(Q6_SUBS, |s| {
-                let w = sc_words[h][s / GROUP];
-                _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, dup[s % GROUP]))
-            })
+        // Per block half j, half h, pair kk and lane half lh: the scales of sub-blocks
+        // 8j + 4kk + lh and that + 2 (bytes lh and lh + 2 of scale word 2j + kk) as the two
+        // i16 of each row's lane.
+        let sc: [[[[__m256i; 2]; Q6_PAIRS]; HALVES]; 2] = array_of!(2, |j| {
+            array_of!(HALVES, |h| array_of!(Q6_PAIRS, |kk| array_of!(2, |lh| {
+                let w = sc_words[h][2 * j + kk];
+                _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, pair_of[lh]))
+            })))
         });
         let d: [__m256; HALVES] =
             array_of!(HALVES, |h| _mm256_mul_ps(dy, half_f16(step, Q6_K_D_AT, h)));
         for l in 0..LANES {
             pf.part(i, l, LANES);
             let mut s = [_mm256_setzero_si256(); HALVES];
-            for j in 0..2 {
-                // The activations of the four code vectors, shared by both halves.
-                let ys: [__m256i; 4] =
-                    array_of!(4, |k| bcast4(b, Q6_HALF * j + SUB * k + GROUP * l));
+            for (j, sc) in sc.iter().enumerate() {
+                let yv: [__m256i; 4] = array_of!(4, |v| pair(
+                    Q6_HALF * j + 2 * SUB * (v >> 1) + GROUP * l + 2 * (v & 1)
+                ));
                 for (h, s) in s.iter_mut().enumerate() {
                     let q = q6_codes(step, h, j, l);
-                    for (k, qk) in q.into_iter().enumerate() {
-                        let pairs = _mm256_maddubs_epi16(qk, ys[k]);
-                        // Sub-block (e / 16): 8j + 2k + l / 4.
-                        let sub = (Q6_HALF * j + SUB * k + GROUP * l) / Q6_SUB;
-                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(pairs, sc[h][sub]));
+                    for kk in 0..Q6_PAIRS {
+                        let t = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(q[2 * kk], yv[2 * kk]),
+                            _mm256_maddubs_epi16(q[2 * kk + 1], yv[2 * kk + 1]),
+                        );
+                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(t, sc[h][kk][l / 4]));
                     }
                 }
             }
             // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
             let bsp = _mm256_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
             for h in 0..HALVES {
-                let scp =
-                    _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc_words[h][l / 2], pair[l % 2]));
+                let scp = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(
+                    sc_words[h][l / 2],
+                    bias_pair[l % 2],
+                ));
                 let bias = _mm256_madd_epi16(scp, bsp);
                 let sh = _mm256_sub_epi32(s[h], _mm256_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
                 acc[h][l] = _mm256_fmadd_ps(d[h], _mm256_cvtepi32_ps(sh), acc[h][l]);

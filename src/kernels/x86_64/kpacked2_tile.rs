@@ -110,7 +110,7 @@ fn shape(layout: Layout) -> Option<Shape> {
     let s = |bias, mins| Shape { layout, bias, mins };
     Some(match layout {
         Layout::Q4Kx16 | Layout::Q5Kx16 => s(0, true),
-        Layout::Q6Kx16 => s(Q6_BIAS, false),
+        Layout::Q6KPairs => s(Q6_BIAS, false),
         // True products: no bias to take off.
         Layout::Iq4XsX16 => s(0, false),
         _ => return None,
@@ -145,7 +145,7 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     match shape.layout {
         Layout::Q4Kx16 => unpack_q4_k(step, u),
         Layout::Q5Kx16 => unpack_q5_k(step, u),
-        Layout::Q6Kx16 => unpack_q6_k(step, u),
+        Layout::Q6KPairs => unpack_q6_k(step, u),
         Layout::Iq4XsX16 => unpack_iq4_xs(step, u),
         l => unreachable!("no prompt kernel for {}", l.name()),
     }
@@ -220,7 +220,7 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
                 (Layout::Q5Kx16, _) => {
                     pass::<SUBS, RUN_Q5_K, false, false>(&u, shape, &blocks, k, acc)
                 }
-                (Layout::Q6Kx16, _) => {
+                (Layout::Q6KPairs, _) => {
                     pass::<MAX_SUBS, RUN_Q6_K, false, false>(&u, shape, &blocks, k, acc)
                 }
                 (Layout::Iq4XsX16, _) => {
@@ -430,16 +430,23 @@ fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// A packed Q6_K step ([`Layout::Q6Kx16`]) unpacked.
+/// A packed Q6_K step ([`Layout::Q6KPairs`]) unpacked: the paired code vectors put back in
+/// element order (vector v of a lane holds elements p, p + 1 of columns k and k + 1, so
+/// column k's four are the low i16 of vectors v and v + 1, column k + 1's their high i16).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn unpack_q6_k(step: &[u8], u: &mut Unpacked) {
     let dup: [__m256i; GROUP] = array_of!(GROUP, |t| high_bytes(t, t));
     for h in 0..HALVES {
         for j in 0..2 {
             for b4 in 0..SUB / GROUP {
-                // Code k of this word triple: elements 128j + 32k + 4·b4 (group 32j + 8k + b4).
-                for (k, c) in q6_codes(step, h, j, b4).into_iter().enumerate() {
-                    u.codes[h][32 * j + 8 * k + b4] = c;
+                let q = q6_codes(step, h, j, b4);
+                for kk in 0..2 {
+                    let (p01, p23) = (q[2 * kk], q[2 * kk + 1]);
+                    let low = _mm256_blend_epi16::<0xaa>(p01, _mm256_slli_epi32::<16>(p23));
+                    let high = _mm256_blend_epi16::<0xaa>(_mm256_srli_epi32::<16>(p01), p23);
+                    // Column k: elements 128j + 32k + 4·b4 (group 32j + 8k + b4).
+                    u.codes[h][32 * j + 8 * (2 * kk) + b4] = low;
+                    u.codes[h][32 * j + 8 * (2 * kk + 1) + b4] = high;
                 }
             }
         }
