@@ -659,14 +659,15 @@ fn tile_throughput() {
     }
 }
 
-/// The packed layouts and the types they hold (Q6_K's second, paired one is the AVX2 tier's;
-/// every tier computes both, through its packed kernels or by unpacking).
-const PACKED_TYPES: [(GgmlType, Layout); 5] = [
+/// The packed layouts and the types they hold (the paired Q6_K and Q5_K ones are the AVX2
+/// tier's; every tier computes every layout, through its packed kernels or by unpacking).
+const PACKED_TYPES: [(GgmlType, Layout); 6] = [
     (GgmlType::Q4K, Layout::Q4Kx16),
     (GgmlType::Iq4Xs, Layout::Iq4XsX16),
     (GgmlType::Q6K, Layout::Q6Kx16),
     (GgmlType::Q5K, Layout::Q5Kx16),
     (GgmlType::Q6K, Layout::Q6KPairs),
+    (GgmlType::Q5K, Layout::Q5KPairs),
 ];
 
 /// Every tier's `gemv_in` over rows of `ty` packed by `pack_group` in its packed layout
@@ -829,7 +830,7 @@ fn packed_copies_at_activation_extremes_equal_the_scalar_oracles() {
 /// The SIMD tiers ask placement for packed Q4_K copies where llama.cpp repacks (the repacked
 /// gemv's order) and for the file's rows where it does not, and for packed IQ4_XS, Q6_K and
 /// Q5_K in `vec_dot`'s order (their decode order) and the file's rows in the tiled matmul's
-/// (Q6_K paired on AVX2, whose kernels read it so); the scalar tier never packs them.
+/// (Q6_K and Q5_K paired on AVX2, whose kernels read them so); the scalar tier never packs them.
 #[test]
 fn the_simd_tiers_pack_the_k_quants_and_iq4_xs_in_their_decode_orders() {
     let scalar = Kernels::scalar();
@@ -852,14 +853,14 @@ fn the_simd_tiers_pack_the_k_quants_and_iq4_xs_in_their_decode_orders() {
             "{}",
             k.tier
         );
-        let q6_k = match k.tier {
-            Tier::Avx2 => Layout::Q6KPairs,
-            _ => Layout::Q6Kx16,
+        let (q6_k, q5_k) = match k.tier {
+            Tier::Avx2 => (Layout::Q6KPairs, Layout::Q5KPairs),
+            _ => (Layout::Q6Kx16, Layout::Q5Kx16),
         };
         let lanes = [
             (GgmlType::Iq4Xs, Layout::Iq4XsX16),
             (GgmlType::Q6K, q6_k),
-            (GgmlType::Q5K, Layout::Q5Kx16),
+            (GgmlType::Q5K, q5_k),
         ];
         for (ty, layout) in lanes {
             assert_eq!(

@@ -34,7 +34,8 @@
 //! as sixteen f16 (row r at `64·52 + 2r`). Q5_K ([`Layout::Q5Kx16`]): 44 words (d and dmin,
 //! three of scales, eight of `qh`, then the nibbles). [`Layout::Q6KPairs`] is `Q6Kx16` with
 //! each row's code bits regrouped within its lanes ([`q6_k_pair`]), for the AVX2
-//! kernels: the same step size, the same rows in the same pages.
+//! kernels: the same step size, the same rows in the same pages. [`Layout::Q5KPairs`] is
+//! `Q5Kx16` regrouped the same way ([`q5_k_pair`]).
 
 use super::blocks::BlockQ4_0;
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
@@ -71,6 +72,9 @@ pub enum Layout {
     /// Q6_K as [`Layout::Q6Kx16`], each row's codes regrouped in pairs of sub-blocks for the
     /// AVX2 kernels ([`q6_k_pair`]).
     Q6KPairs,
+    /// Q5_K as [`Layout::Q5Kx16`], each row's codes regrouped in pairs of sub-blocks for the
+    /// AVX2 kernels ([`q5_k_pair`]).
+    Q5KPairs,
 }
 
 impl Layout {
@@ -84,6 +88,7 @@ impl Layout {
             Layout::Q6Kx16 => "q6_kx16",
             Layout::Q5Kx16 => "q5_kx16",
             Layout::Q6KPairs => "q6_kx16p",
+            Layout::Q5KPairs => "q5_kx16p",
         }
     }
 
@@ -97,6 +102,7 @@ impl Layout {
             Layout::Q6Kx16 => "Q6_K in groups of 16 rows, same bytes and pages",
             Layout::Q5Kx16 => "Q5_K in groups of 16 rows, same bytes and pages",
             Layout::Q6KPairs => "Q6_K in groups of 16 rows, codes paired, same pages",
+            Layout::Q5KPairs => "Q5_K in groups of 16 rows, codes paired, same pages",
         }
     }
 
@@ -108,7 +114,8 @@ impl Layout {
             | Layout::Iq4XsX16
             | Layout::Q6Kx16
             | Layout::Q5Kx16
-            | Layout::Q6KPairs => super::kblocks::QK_K,
+            | Layout::Q6KPairs
+            | Layout::Q5KPairs => super::kblocks::QK_K,
         }
     }
 
@@ -127,18 +134,19 @@ impl Layout {
             Layout::Q4Kx16 => Some(GgmlType::Q4K),
             Layout::Iq4XsX16 => Some(GgmlType::Iq4Xs),
             Layout::Q6Kx16 | Layout::Q6KPairs => Some(GgmlType::Q6K),
-            Layout::Q5Kx16 => Some(GgmlType::Q5K),
+            Layout::Q5Kx16 | Layout::Q5KPairs => Some(GgmlType::Q5K),
         }
     }
 
     /// Every layout that packs, for reports.
-    pub const PACKED: [Layout; 6] = [
+    pub const PACKED: [Layout; 7] = [
         Layout::Q4_0x16,
         Layout::Q4Kx16,
         Layout::Iq4XsX16,
         Layout::Q6Kx16,
         Layout::Q5Kx16,
         Layout::Q6KPairs,
+        Layout::Q5KPairs,
     ];
 }
 
@@ -169,8 +177,10 @@ pub fn pack_group(layout: Layout, rows: &[u8], n: usize, out: &mut [u8]) {
                 u => unreachable!("no field moves {u}-byte units"),
             }
         }
-        if layout == Layout::Q6KPairs {
-            q6_k_pair(step);
+        match layout {
+            Layout::Q6KPairs => q6_k_pair(step),
+            Layout::Q5KPairs => q5_k_pair(step),
+            _ => {}
         }
     }
 }
@@ -203,12 +213,18 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
     check_sizes("unpack", layout, packed, out, n);
     let (fields, block) = fields(layout);
     let row_bytes = n * block;
-    let mut paired = [0u8; Q6_K_BLOCK * PACK_ROWS];
+    let mut paired = [0u8; MAX_PAIRED_STEP];
     for (i, step) in packed.chunks_exact(block * PACK_ROWS).enumerate() {
-        let step = if layout == Layout::Q6KPairs {
-            paired.copy_from_slice(step);
-            q6_k_unpair(&mut paired);
-            &paired[..]
+        let unpair = match layout {
+            Layout::Q6KPairs => q6_k_unpair,
+            Layout::Q5KPairs => q5_k_unpair,
+            _ => |_: &mut [u8]| {},
+        };
+        let step = if matches!(layout, Layout::Q6KPairs | Layout::Q5KPairs) {
+            let copy = &mut paired[..step.len()];
+            copy.copy_from_slice(step);
+            unpair(copy);
+            &copy[..]
         } else {
             step
         };
@@ -289,7 +305,7 @@ fn fields(layout: Layout) -> (&'static [Field], usize) {
         Layout::Q4Kx16 => (&Q4_K_FIELDS, K_BLOCK),
         Layout::Iq4XsX16 => (&IQ4_XS_FIELDS, IQ4_XS_BLOCK),
         Layout::Q6Kx16 | Layout::Q6KPairs => (&Q6_K_FIELDS, Q6_K_BLOCK),
-        Layout::Q5Kx16 => (&Q5_K_FIELDS, Q5_K_BLOCK),
+        Layout::Q5Kx16 | Layout::Q5KPairs => (&Q5_K_FIELDS, Q5_K_BLOCK),
     }
 }
 
@@ -446,6 +462,91 @@ const _: () = assert!(
         && 2 * Q6_K_HALF_QL == Q6_K_QL_WORDS
         && 2 * Q6_K_HALF_QH == Q6_K_QH_WORDS
 );
+
+/// The largest step of a paired layout (Q6_K's; Q5_K's is smaller).
+const MAX_PAIRED_STEP: usize = Q6_K_BLOCK * PACK_ROWS;
+const _: () = assert!(Q5_K_BLOCK <= Q6_K_BLOCK);
+
+/// Word offsets of a Q5_K block's `qh` (eight words) and `qs` (32).
+const Q5_K_QH_WORD: usize = 4;
+const Q5_K_QS_WORD: usize = 12;
+/// Four-byte lanes of a 32-byte run, and sub-block pairs of a super-block.
+const LANES32: usize = 8;
+const Q5_K_PAIRS: usize = 4;
+
+/// The four bytes of row `r`'s word `w` in a packed step.
+fn lane_word(step: &[u8], w: usize, r: usize) -> [u8; GROUP] {
+    let at = 64 * w + GROUP * r;
+    step[at..at + GROUP].try_into().expect("a word")
+}
+
+/// Writes row `r`'s word `w` of a packed step.
+fn set_lane_word(step: &mut [u8], w: usize, r: usize, bytes: [u8; GROUP]) {
+    let at = 64 * w + GROUP * r;
+    step[at..at + GROUP].copy_from_slice(&bytes);
+}
+
+/// Rewrites every row's codes of one packed Q5_K step (`Layout::Q5Kx16`'s bytes) in
+/// `Layout::Q5KPairs`'s, in place ([`q5_k_unpair`] undoes it).
+///
+/// In the file, lane l of sub-block pair j (bytes `4l..4l + 4` of `qs` word `12 + 8j + l`, and
+/// bits 2j, 2j + 1 of `qh` word `4 + l`) holds elements `64j + 4l + p` (low nibbles and bit 2j,
+/// sub-block 2j) and `64j + 32 + 4l + p` (high nibbles and bit 2j + 1, sub-block 2j + 1), p in
+/// 0..4: each decoded four-byte lane is four elements of one sub-block, and every `maddubs`
+/// needs its own `madd` by the scale. Paired, the low-nibble vector holds elements p = 0, 1 of
+/// both sub-blocks and the high-nibble vector p = 2, 3 (byte pos of vector v: sub-block
+/// 2j + (pos >> 1), p = 2v + (pos & 1)), so their two `maddubs` add in i16 (|Σ| ≤ 4·31·128)
+/// and one `madd` by the pair of scales widens them; the decoding is unchanged.
+pub fn q5_k_pair(step: &mut [u8]) {
+    q5_k_regroup(step, true);
+}
+
+/// The inverse of [`q5_k_pair`]: a `Layout::Q5KPairs` step back in `Layout::Q5Kx16`'s bytes.
+pub fn q5_k_unpair(step: &mut [u8]) {
+    q5_k_regroup(step, false);
+}
+
+/// [`q5_k_pair`] (`pair`) or its inverse: code (sub-block s of the pair, p) sits at (vector
+/// p >> 1, byte 2s + (p & 1)) when paired, at (vector s, byte p) in the file's order.
+fn q5_k_regroup(step: &mut [u8], pair: bool) {
+    let paired = |s: usize, p: usize| (p >> 1, 2 * s + (p & 1));
+    for r in 0..PACK_ROWS {
+        for l in 0..LANES32 {
+            let mut qh = lane_word(step, Q5_K_QH_WORD + l, r);
+            for j in 0..Q5_K_PAIRS {
+                let w = Q5_K_QS_WORD + LANES32 * j + l;
+                let qs = lane_word(step, w, r);
+                // code[v][pos]: vector v (low or high nibbles, qh bit 2j + v), byte pos.
+                let code: [[u8; GROUP]; 2] = std::array::from_fn(|v| {
+                    std::array::from_fn(|pos| {
+                        (qs[pos] >> (4 * v)) & 0x0f | ((qh[pos] >> (2 * j + v)) & 1) << 4
+                    })
+                });
+                let mut new = [[0u8; GROUP]; 2];
+                for (s, p) in (0..2).flat_map(|s| (0..GROUP).map(move |p| (s, p))) {
+                    let ((fv, fpos), (tv, tpos)) = match pair {
+                        true => ((s, p), paired(s, p)),
+                        false => (paired(s, p), (s, p)),
+                    };
+                    new[tv][tpos] = code[fv][fpos];
+                }
+                let bits = !(3u8 << (2 * j));
+                set_lane_word(
+                    step,
+                    w,
+                    r,
+                    std::array::from_fn(|pos| new[0][pos] & 0x0f | (new[1][pos] & 0x0f) << 4),
+                );
+                for (pos, q) in qh.iter_mut().enumerate() {
+                    *q = *q & bits
+                        | (new[0][pos] >> 4) << (2 * j)
+                        | (new[1][pos] >> 4) << (2 * j + 1);
+                }
+            }
+            set_lane_word(step, Q5_K_QH_WORD + l, r, qh);
+        }
+    }
+}
 
 /// Bytes of one Q5_K block: whole words.
 const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
@@ -621,6 +722,45 @@ mod tests {
                             let e = 128 * j + 32 * k + 4 * l + p;
                             assert_eq!(code, q6_code(b, e), "row {r} element {e}");
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Element `e` of a Q5_K block (its five-bit code) from a file-layout block.
+    fn q5_code(b: &[u8], e: usize) -> u8 {
+        let (j, half, lp) = (e / 64, e % 64 / 32, e % 32);
+        let low = (b[48 + 32 * j + lp] >> (4 * half)) & 15;
+        let fifth = (b[16 + lp] >> (2 * j + half)) & 1;
+        low | fifth << 4
+    }
+
+    #[test]
+    fn q5_k_pairs_put_two_sub_blocks_in_each_lane_and_unpair_back() {
+        for n in [1, 2] {
+            let rows = bytes(n * Q5_K_BLOCK * PACK_ROWS, 500 + n as u32);
+            let (mut plain, mut paired) = (vec![0u8; rows.len()], vec![0u8; rows.len()]);
+            pack_group(Layout::Q5Kx16, &rows, n, &mut plain);
+            pack_group(Layout::Q5KPairs, &rows, n, &mut paired);
+            assert_ne!(plain, paired, "the pairing moves bits");
+            let mut back = vec![0u8; rows.len()];
+            unpack_group(Layout::Q5KPairs, &paired, n, &mut back);
+            assert_eq!(back, rows, "{n} blocks");
+            // Decoded as the kernels do (low or high nibbles of qs word 12 + 8j + l, fifth bit
+            // 2j or 2j + 1 of qh word 4 + l), vector v's byte pos of lane l is element
+            // 64j + 32(pos >> 1) + 4l + 2v + (pos & 1).
+            let step = Q5_K_BLOCK * PACK_ROWS;
+            for i in 0..n {
+                let s = &paired[i * step..][..step];
+                for r in 0..PACK_ROWS {
+                    let b = &rows[(r * n + i) * Q5_K_BLOCK..][..Q5_K_BLOCK];
+                    for (j, l, pos, v) in (0..256).map(|x| (x / 64, x / 8 % 8, x / 2 % 4, x % 2)) {
+                        let at = |w: usize| s[64 * w + 4 * r + pos];
+                        let code = (at(12 + 8 * j + l) >> (4 * v)) & 15
+                            | ((at(4 + l) >> (2 * j + v)) & 1) << 4;
+                        let e = 64 * j + 32 * (pos >> 1) + 4 * l + 2 * v + (pos & 1);
+                        assert_eq!(code, q5_code(b, e), "row {r} element {e}");
                     }
                 }
             }

@@ -61,7 +61,7 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             tile: Some(super::kpacked2_tile::tile16_packed),
         }),
         GgmlType::Q5K => Some(Packed {
-            layout: Layout::Q5Kx16,
+            layout: Layout::Q5KPairs,
             variant: Variant::Dot,
             gemv: gemv16_q5_k_packed,
             tile: Some(super::kpacked2_tile::tile16_packed),
@@ -103,6 +103,15 @@ pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
     let q = &b.qs[e..e + GROUP];
     // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
     _mm256_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
+}
+
+/// Activation bytes `at..at + 2` and `at + 32..at + 34` of `b` as one i32 (those two pairs)
+/// broadcast to every lane: what a paired code vector meets.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn pair16(b: &BlockQ8K, at: usize) -> __m256i {
+    let q = |e: usize| u32::from(u16::from_le_bytes([b.qs[e] as u8, b.qs[e + 1] as u8]));
+    _mm256_set1_epi32((q(at) | q(at + SUB) << 16) as i32)
 }
 
 /// The 32 bytes of `step` at `at`.
@@ -411,10 +420,6 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         // The activations in the paired order: code vector v of lane l (`q6_codes`) meets
         // bytes `at ..+ 2` and `at + 32 ..+ 2` of the block half's, at = 64(v >> 1) + 4l +
         // 2(v & 1): elements p, p + 1 of sub-block columns k = 2(v >> 1) and k + 1.
-        let pair = |at: usize| {
-            let q = |e: usize| u32::from(u16::from_le_bytes([b.qs[e] as u8, b.qs[e + 1] as u8]));
-            _mm256_set1_epi32((q(at) | q(at + SUB) << 16) as i32)
-        };
         let sc_words: [[__m256i; GROUP]; HALVES] =
             array_of!(HALVES, |h| array_of!(GROUP, |w| word(
                 step,
@@ -436,7 +441,8 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             pf.part(i, l, LANES);
             let mut s = [_mm256_setzero_si256(); HALVES];
             for (j, sc) in sc.iter().enumerate() {
-                let yv: [__m256i; 4] = array_of!(4, |v| pair(
+                let yv: [__m256i; 4] = array_of!(4, |v| pair16(
+                    b,
                     Q6_HALF * j + 2 * SUB * (v >> 1) + GROUP * l + 2 * (v & 1)
                 ));
                 for (h, s) in s.iter_mut().enumerate() {
@@ -517,8 +523,13 @@ pub(super) fn q5_scale_min(w: &[__m256i; 3], j: usize) -> (__m256i, __m256i) {
     }
 }
 
-/// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` packed steps)
-/// · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
+/// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` steps of
+/// [`Layout::Q5KPairs`]) · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
+///
+/// ggml's lane l sums elements `32s + 4l ..+ 4` of each sub-block s times its scale; paired,
+/// each row's low-nibble vector of sub-block pair j holds elements p = 0, 1 of both its
+/// sub-blocks and the high-nibble vector p = 2, 3, so the two `maddubs` add in i16
+/// (|Σ| ≤ 4·31·128) and one `madd` by the pair of scales widens them.
 ///
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
@@ -545,7 +556,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         let spair: [__m256i; SUBS / 2] = array_of!(SUBS / 2, |k| {
             _mm256_set1_epi32(i32::from(s16(2 * k)) | (i32::from(s16(2 * k + 1)) << 16))
         });
-        let mut sc = [[_mm256_setzero_si256(); SUBS]; HALVES];
+        let mut sc = [[_mm256_setzero_si256(); HALVES]; SUBS / 2];
         let mut d = [_mm256_setzero_ps(); HALVES];
         for h in 0..HALVES {
             let w0 = word(step, 0, h);
@@ -554,9 +565,8 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             for k in 0..SUBS / 2 {
                 let (s0, m0) = q5_scale_min(&sw, 2 * k);
                 let (s1, m1) = q5_scale_min(&sw, 2 * k + 1);
-                // The scales (≤ 63) as the same i16 in both halves of the lane.
-                sc[h][2 * k] = _mm256_or_si256(s0, _mm256_slli_epi32::<16>(s0));
-                sc[h][2 * k + 1] = _mm256_or_si256(s1, _mm256_slli_epi32::<16>(s1));
+                // The pair's scales (≤ 63) as the two i16 of the lane.
+                sc[k][h] = _mm256_or_si256(s0, _mm256_slli_epi32::<16>(s1));
                 let mpair = _mm256_or_si256(m0, _mm256_slli_epi32::<16>(m1));
                 total = _mm256_add_epi32(total, _mm256_madd_epi16(mpair, spair[k]));
             }
@@ -568,10 +578,11 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
             pf.part(i, l, LANES);
             let hb: [__m256i; HALVES] = array_of!(HALVES, |h| word(step, Q5_QH_WORD + l, h));
             let mut s = [_mm256_setzero_si256(); HALVES];
-            for j in 0..SUBS / 2 {
-                // The activations of the pair's two code vectors, shared by both halves.
+            for (j, sc) in sc.iter().enumerate() {
+                // The activations of the pair's two code vectors, shared by both halves: the
+                // low nibbles meet elements p = 0, 1 of both sub-blocks, the high p = 2, 3.
                 let e = PAIR * j + GROUP * l;
-                let (ylo, yhi) = (bcast4(b, e), bcast4(b, e + SUB));
+                let (y01, y23) = (pair16(b, e), pair16(b, e + 2));
                 for (h, s) in s.iter_mut().enumerate() {
                     let q = word(step, Q5_QS_WORD + GROUPS * j + l, h);
                     let lo = _mm256_or_si256(_mm256_and_si256(q, m4), q5_fifth_bit(hb[h], 2 * j));
@@ -579,11 +590,11 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
                         _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
                         q5_fifth_bit(hb[h], 2 * j + 1),
                     );
-                    let t = _mm256_add_epi32(
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), sc[h][2 * j]),
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), sc[h][2 * j + 1]),
+                    let t = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(lo, y01),
+                        _mm256_maddubs_epi16(hi, y23),
                     );
-                    *s = _mm256_add_epi32(*s, t);
+                    *s = _mm256_add_epi32(*s, _mm256_madd_epi16(t, sc[h]));
                 }
             }
             for h in 0..HALVES {

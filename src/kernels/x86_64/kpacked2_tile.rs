@@ -109,7 +109,7 @@ const Q6_BIAS: i32 = 32;
 fn shape(layout: Layout) -> Option<Shape> {
     let s = |bias, mins| Shape { layout, bias, mins };
     Some(match layout {
-        Layout::Q4Kx16 | Layout::Q5Kx16 => s(0, true),
+        Layout::Q4Kx16 | Layout::Q5KPairs => s(0, true),
         Layout::Q6KPairs => s(Q6_BIAS, false),
         // True products: no bias to take off.
         Layout::Iq4XsX16 => s(0, false),
@@ -144,7 +144,7 @@ const _: () = assert!(
 fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     match shape.layout {
         Layout::Q4Kx16 => unpack_q4_k(step, u),
-        Layout::Q5Kx16 => unpack_q5_k(step, u),
+        Layout::Q5KPairs => unpack_q5_k(step, u),
         Layout::Q6KPairs => unpack_q6_k(step, u),
         Layout::Iq4XsX16 => unpack_iq4_xs(step, u),
         l => unreachable!("no prompt kernel for {}", l.name()),
@@ -217,7 +217,7 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
                 (Layout::Q4Kx16, false) => {
                     pass::<SUBS, RUN_Q4_K, false, false>(&u, shape, &blocks, k, acc)
                 }
-                (Layout::Q5Kx16, _) => {
+                (Layout::Q5KPairs, _) => {
                     pass::<SUBS, RUN_Q5_K, false, false>(&u, shape, &blocks, k, acc)
                 }
                 (Layout::Q6KPairs, _) => {
@@ -402,7 +402,9 @@ fn unpack_q4_k(step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// A packed Q5_K step ([`Layout::Q5Kx16`]) unpacked.
+/// A packed Q5_K step ([`Layout::Q5KPairs`]) unpacked: the paired code vectors put back in
+/// element order (the low-nibble vector holds elements 0, 1 of both sub-blocks, the high one
+/// 2, 3: each sub-block's four are one i16 half of each).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
     let low = _mm256_set1_epi8(0x0f);
@@ -418,10 +420,15 @@ fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
             let hb = word(step, Q5_QH_WORD + b4, h);
             for j in 0..SUBS / 2 {
                 let q = word(step, Q5_QS_WORD + 8 * j + b4, h);
-                let lo = _mm256_or_si256(_mm256_and_si256(q, low), q5_fifth_bit(hb, 2 * j));
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
-                u.codes[h][16 * j + b4] = lo;
-                u.codes[h][16 * j + 8 + b4] = _mm256_or_si256(hi, q5_fifth_bit(hb, 2 * j + 1));
+                let p01 = _mm256_or_si256(_mm256_and_si256(q, low), q5_fifth_bit(hb, 2 * j));
+                let p23 = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), low),
+                    q5_fifth_bit(hb, 2 * j + 1),
+                );
+                u.codes[h][16 * j + b4] =
+                    _mm256_blend_epi16::<0xaa>(p01, _mm256_slli_epi32::<16>(p23));
+                u.codes[h][16 * j + 8 + b4] =
+                    _mm256_blend_epi16::<0xaa>(_mm256_srli_epi32::<16>(p01), p23);
             }
         }
         let w0 = word(step, 0, h);
