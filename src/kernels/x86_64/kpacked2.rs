@@ -20,12 +20,12 @@
 //! The integers are the oracle's exactly and each lane runs its row's float chain in the
 //! oracle's order, so every output is `krepack::dot_q4_k_q8_k_repacked`'s bits.
 //!
-//! Q6_K's `vec_dot` lanes meet only four elements of each sixteen-element sub-block, so no two
-//! of a lane's groups share a scale. Its copies are packed paired on this tier
-//! ([`Layout::Q6KPairs`]): each row's four bytes hold two elements of each of two sub-blocks,
-//! the two `maddubs` that cover a lane's four elements of both add in i16, and one `madd` by
-//! the pair of scales widens them (a third fewer multiplies), and the codes decode in eleven
-//! operations per four vectors instead of seventeen.
+//! Q6_K's and Q5_K's `vec_dot` lanes meet only four elements of each sub-block, so no two of a
+//! lane's groups share a scale. Their copies are packed paired on this tier
+//! ([`Layout::Q6KPairs`], [`Layout::Q5KPairs`]): each row's four bytes hold two elements of
+//! each of two sub-blocks, the two `maddubs` that cover a lane's four elements of both add in
+//! i16, and one `madd` by the pair of scales widens them (a quarter fewer multiplies; Q6_K's
+//! codes also decode in eleven operations per four vectors instead of seventeen).
 //!
 //! On a core that issues every 256-bit integer multiply as two halves through one pipe (Zen 1),
 //! the count of `maddubs` and `madd` sets the pace: here a Q4_K super-block of one row costs
