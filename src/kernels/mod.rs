@@ -43,6 +43,7 @@ pub mod krepack;
 pub mod ktiled;
 pub mod ops;
 pub mod pack;
+pub mod pack_pairs;
 pub mod scalar;
 mod types;
 #[cfg(target_arch = "x86_64")]

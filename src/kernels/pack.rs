@@ -38,6 +38,7 @@
 //! `Q5Kx16` regrouped the same way ([`q5_k_pair`]).
 
 use super::blocks::BlockQ4_0;
+use super::pack_pairs::{q5_k_pair, q5_k_unpair, q6_k_pair, q6_k_unpair, MAX_PAIRED_STEP};
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
 
 /// Rows per packed group.
@@ -213,20 +214,21 @@ pub fn unpack_group(layout: Layout, packed: &[u8], n: usize, out: &mut [u8]) {
     check_sizes("unpack", layout, packed, out, n);
     let (fields, block) = fields(layout);
     let row_bytes = n * block;
+    let unpair: Option<fn(&mut [u8])> = match layout {
+        Layout::Q6KPairs => Some(q6_k_unpair),
+        Layout::Q5KPairs => Some(q5_k_unpair),
+        _ => None,
+    };
     let mut paired = [0u8; MAX_PAIRED_STEP];
     for (i, step) in packed.chunks_exact(block * PACK_ROWS).enumerate() {
-        let unpair = match layout {
-            Layout::Q6KPairs => q6_k_unpair,
-            Layout::Q5KPairs => q5_k_unpair,
-            _ => |_: &mut [u8]| {},
-        };
-        let step = if matches!(layout, Layout::Q6KPairs | Layout::Q5KPairs) {
-            let copy = &mut paired[..step.len()];
-            copy.copy_from_slice(step);
-            unpair(copy);
-            &copy[..]
-        } else {
-            step
+        let step = match unpair {
+            Some(unpair) => {
+                let copy = &mut paired[..step.len()];
+                copy.copy_from_slice(step);
+                unpair(copy);
+                &copy[..]
+            }
+            None => step,
         };
         for f in fields {
             let at = i * block;
@@ -344,210 +346,6 @@ const Q6_K_FIELDS: [Field; 2] = [
     Field::new(Q6_K_BLOCK / GROUP * GROUP, Q6_K_BLOCK % GROUP, 1, Q6_K_D_AT),
 ];
 const _: () = assert!(tiles(&Q6_K_FIELDS, Q6_K_BLOCK));
-/// `ql` words of a Q6_K block (elements' low four bits), then its `qh` words (high two bits).
-const Q6_K_QL_WORDS: usize = 32;
-const Q6_K_QH_WORDS: usize = 16;
-/// Words of one half (128 elements) of a Q6_K block's `ql`, and of its `qh`.
-const Q6_K_HALF_QL: usize = 16;
-const Q6_K_HALF_QH: usize = 8;
-
-/// Where element (k, p) of a lane sits in the paired layout: code vector v, byte `pos`.
-/// Bit 0 of k and bit 1 of p trade places, so the map is its own inverse.
-const fn q6_k_pair_place(k: usize, p: usize) -> (usize, usize) {
-    (2 * (k >> 1) + (p >> 1), 2 * (k & 1) + (p & 1))
-}
-
-/// The six-bit codes of one row's lane `l` of block half `j` in a `Layout::Q6Kx16` step:
-/// `c[k][p]` is element `128j + 32k + 4l + p`.
-fn q6_k_lane_codes(step: &[u8], r: usize, j: usize, l: usize) -> [[u8; GROUP]; 4] {
-    let at = |w: usize, p: usize| step[64 * w + GROUP * r + p];
-    std::array::from_fn(|k| {
-        std::array::from_fn(|p| {
-            let ql = at(Q6_K_HALF_QL * j + Q6_K_HALF_QH * (k & 1) + l, p);
-            let qh = at(Q6_K_QL_WORDS + Q6_K_HALF_QH * j + l, p);
-            (ql >> (4 * (k >> 1))) & 0x0f | ((qh >> (2 * k)) & 3) << 4
-        })
-    })
-}
-
-/// Rewrites every row's codes of one packed Q6_K step (`Layout::Q6Kx16`'s bytes) in
-/// `Layout::Q6KPairs`'s, in place ([`q6_k_unpair`] undoes it).
-///
-/// In the file, lane l of block half j (elements `128j + 32k + 4l + p`, k and p in 0..4) keeps
-/// its codes in three words: two of `ql` (the low four bits) and one of `qh` (the top two).
-/// Decoded in that order, each four-byte lane holds four elements of one sixteen-element
-/// sub-block, so each `maddubs` needs its own `madd` by the scale. Paired, the three words X,
-/// Y, Z (in the places of `ql` words `16j + l`, `16j + 8 + l` and `qh` word `32 + 8j + l`)
-/// decode as
-/// ```text
-/// V0 = X & 63    V1 = Y & 63    V2 = Z & 15 | (X >> 2) & 48    V3 = (Z >> 4) & 15 | (Y >> 2) & 48
-/// ```
-/// (eleven operations for four vectors, against seventeen), and byte `pos` of `Vv` is element
-/// (k, p) with k = 2(v >> 1) + (pos >> 1), p = 2(v & 1) + (pos & 1): elements p, p + 1 of two
-/// sub-blocks, k and k + 1 (sub-blocks `8j + 2k + l/4`, two apart). Two `maddubs` of a lane
-/// then add in i16 and one `madd` by the pair of scales widens them.
-pub fn q6_k_pair(step: &mut [u8]) {
-    for r in 0..PACK_ROWS {
-        for j in 0..2 {
-            for l in 0..Q6_K_HALF_QH {
-                let c = q6_k_lane_codes(step, r, j, l);
-                // v[v][pos]: the code vector v's byte pos.
-                let mut v = [[0u8; GROUP]; 4];
-                for (k, ck) in c.iter().enumerate() {
-                    for (p, &code) in ck.iter().enumerate() {
-                        let (vi, pos) = q6_k_pair_place(k, p);
-                        v[vi][pos] = code;
-                    }
-                }
-                let words: [[u8; GROUP]; 3] = [
-                    std::array::from_fn(|i| v[0][i] | (v[2][i] >> 4) << 6),
-                    std::array::from_fn(|i| v[1][i] | (v[3][i] >> 4) << 6),
-                    std::array::from_fn(|i| v[2][i] & 0x0f | (v[3][i] & 0x0f) << 4),
-                ];
-                let places = q6_k_lane_words(j, l);
-                for (w, bytes) in places.iter().zip(words) {
-                    let at = 64 * w + GROUP * r;
-                    step[at..at + GROUP].copy_from_slice(&bytes);
-                }
-            }
-        }
-    }
-}
-
-/// The inverse of [`q6_k_pair`]: a `Layout::Q6KPairs` step back in `Layout::Q6Kx16`'s bytes.
-pub fn q6_k_unpair(step: &mut [u8]) {
-    for r in 0..PACK_ROWS {
-        for j in 0..2 {
-            for l in 0..Q6_K_HALF_QH {
-                let places = q6_k_lane_words(j, l);
-                let [x, y, z]: [[u8; GROUP]; 3] = places.map(|w| {
-                    let at = 64 * w + GROUP * r;
-                    step[at..at + GROUP].try_into().expect("a word")
-                });
-                let v: [[u8; GROUP]; 4] = [
-                    x.map(|b| b & 0x3f),
-                    y.map(|b| b & 0x3f),
-                    std::array::from_fn(|i| z[i] & 0x0f | (x[i] >> 2) & 0x30),
-                    std::array::from_fn(|i| z[i] >> 4 | (y[i] >> 2) & 0x30),
-                ];
-                // Back to ql (low nibbles of k = 0, 1, high of k = 2, 3) and qh (bits 2k).
-                let mut words = [[0u8; GROUP]; 3];
-                for (k, p) in (0..4).flat_map(|k| (0..GROUP).map(move |p| (k, p))) {
-                    let (vi, pos) = q6_k_pair_place(k, p);
-                    let code = v[vi][pos];
-                    words[k & 1][p] |= (code & 0x0f) << (4 * (k >> 1));
-                    words[2][p] |= (code >> 4) << (2 * k);
-                }
-                for (w, bytes) in places.iter().zip(words) {
-                    let at = 64 * w + GROUP * r;
-                    step[at..at + GROUP].copy_from_slice(&bytes);
-                }
-            }
-        }
-    }
-}
-
-/// The words lane l of block half j keeps its codes in: `ql` words `16j + l` and
-/// `16j + 8 + l`, `qh` word `32 + 8j + l` (in both layouts).
-const fn q6_k_lane_words(j: usize, l: usize) -> [usize; 3] {
-    [
-        Q6_K_HALF_QL * j + l,
-        Q6_K_HALF_QL * j + Q6_K_HALF_QH + l,
-        Q6_K_QL_WORDS + Q6_K_HALF_QH * j + l,
-    ]
-}
-/// The codes are the block's words before its sixteen scale bytes (four words) and `d`.
-const _: () = assert!(
-    (Q6_K_QL_WORDS + Q6_K_QH_WORDS + 4) * GROUP + 2 == Q6_K_BLOCK
-        && 2 * Q6_K_HALF_QL == Q6_K_QL_WORDS
-        && 2 * Q6_K_HALF_QH == Q6_K_QH_WORDS
-);
-
-/// The largest step of a paired layout (Q6_K's; Q5_K's is smaller).
-const MAX_PAIRED_STEP: usize = Q6_K_BLOCK * PACK_ROWS;
-const _: () = assert!(Q5_K_BLOCK <= Q6_K_BLOCK);
-
-/// Word offsets of a Q5_K block's `qh` (eight words) and `qs` (32).
-const Q5_K_QH_WORD: usize = 4;
-const Q5_K_QS_WORD: usize = 12;
-/// Four-byte lanes of a 32-byte run, and sub-block pairs of a super-block.
-const LANES32: usize = 8;
-const Q5_K_PAIRS: usize = 4;
-
-/// The four bytes of row `r`'s word `w` in a packed step.
-fn lane_word(step: &[u8], w: usize, r: usize) -> [u8; GROUP] {
-    let at = 64 * w + GROUP * r;
-    step[at..at + GROUP].try_into().expect("a word")
-}
-
-/// Writes row `r`'s word `w` of a packed step.
-fn set_lane_word(step: &mut [u8], w: usize, r: usize, bytes: [u8; GROUP]) {
-    let at = 64 * w + GROUP * r;
-    step[at..at + GROUP].copy_from_slice(&bytes);
-}
-
-/// Rewrites every row's codes of one packed Q5_K step (`Layout::Q5Kx16`'s bytes) in
-/// `Layout::Q5KPairs`'s, in place ([`q5_k_unpair`] undoes it).
-///
-/// In the file, lane l of sub-block pair j (bytes `4l..4l + 4` of `qs` word `12 + 8j + l`, and
-/// bits 2j, 2j + 1 of `qh` word `4 + l`) holds elements `64j + 4l + p` (low nibbles and bit 2j,
-/// sub-block 2j) and `64j + 32 + 4l + p` (high nibbles and bit 2j + 1, sub-block 2j + 1), p in
-/// 0..4: each decoded four-byte lane is four elements of one sub-block, and every `maddubs`
-/// needs its own `madd` by the scale. Paired, the low-nibble vector holds elements p = 0, 1 of
-/// both sub-blocks and the high-nibble vector p = 2, 3 (byte pos of vector v: sub-block
-/// 2j + (pos >> 1), p = 2v + (pos & 1)), so their two `maddubs` add in i16 (|Σ| ≤ 4·31·128)
-/// and one `madd` by the pair of scales widens them; the decoding is unchanged.
-pub fn q5_k_pair(step: &mut [u8]) {
-    q5_k_regroup(step, true);
-}
-
-/// The inverse of [`q5_k_pair`]: a `Layout::Q5KPairs` step back in `Layout::Q5Kx16`'s bytes.
-pub fn q5_k_unpair(step: &mut [u8]) {
-    q5_k_regroup(step, false);
-}
-
-/// [`q5_k_pair`] (`pair`) or its inverse: code (sub-block s of the pair, p) sits at (vector
-/// p >> 1, byte 2s + (p & 1)) when paired, at (vector s, byte p) in the file's order.
-fn q5_k_regroup(step: &mut [u8], pair: bool) {
-    let paired = |s: usize, p: usize| (p >> 1, 2 * s + (p & 1));
-    for r in 0..PACK_ROWS {
-        for l in 0..LANES32 {
-            let mut qh = lane_word(step, Q5_K_QH_WORD + l, r);
-            for j in 0..Q5_K_PAIRS {
-                let w = Q5_K_QS_WORD + LANES32 * j + l;
-                let qs = lane_word(step, w, r);
-                // code[v][pos]: vector v (low or high nibbles, qh bit 2j + v), byte pos.
-                let code: [[u8; GROUP]; 2] = std::array::from_fn(|v| {
-                    std::array::from_fn(|pos| {
-                        (qs[pos] >> (4 * v)) & 0x0f | ((qh[pos] >> (2 * j + v)) & 1) << 4
-                    })
-                });
-                let mut new = [[0u8; GROUP]; 2];
-                for (s, p) in (0..2).flat_map(|s| (0..GROUP).map(move |p| (s, p))) {
-                    let ((fv, fpos), (tv, tpos)) = match pair {
-                        true => ((s, p), paired(s, p)),
-                        false => (paired(s, p), (s, p)),
-                    };
-                    new[tv][tpos] = code[fv][fpos];
-                }
-                let bits = !(3u8 << (2 * j));
-                set_lane_word(
-                    step,
-                    w,
-                    r,
-                    std::array::from_fn(|pos| new[0][pos] & 0x0f | (new[1][pos] & 0x0f) << 4),
-                );
-                for (pos, q) in qh.iter_mut().enumerate() {
-                    *q = *q & bits
-                        | (new[0][pos] >> 4) << (2 * j)
-                        | (new[1][pos] >> 4) << (2 * j + 1);
-                }
-            }
-            set_lane_word(step, Q5_K_QH_WORD + l, r, qh);
-        }
-    }
-}
-
 /// Bytes of one Q5_K block: whole words.
 const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
 /// Q5_K: word by word.

@@ -1,6 +1,7 @@
 //! The AVX2 tier's single-token kernels of copies packed in groups of sixteen rows
-//! (`kernels::pack`): the same layouts and the same sums as the AVX-512 kernels of `kpacked.rs`
-//! and `kpacked_k.rs`, each sixteen-row step read as two halves of eight rows (half h is bytes
+//! (`kernels::pack`): the same sums as the AVX-512 kernels of `kpacked.rs` and `kpacked_k.rs`,
+//! over the same layouts but Q6_K's and Q5_K's (paired here, below), each sixteen-row step
+//! read as two halves of eight rows (half h is bytes
 //! `32h..32h + 32` of every 64-byte vector, rows `8h..8h + 8` in its eight i32 lanes), so that
 //! every row stays in its own lane and nothing is reduced across lanes.
 //!
@@ -40,6 +41,7 @@ use std::arch::x86_64::*;
 use super::kavx2::array_of;
 use super::kavx2::iq4nl_table;
 use super::kpacked::group_out;
+use super::kpacked2_tile::i16_run_fits;
 use crate::kernels::entries::{Packed, Variant};
 use crate::kernels::kblocks::{BlockIq4Xs, BlockQ5K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS, Q6_K_D_AT};
@@ -104,6 +106,9 @@ pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
     // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
     _mm256_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
 }
+
+/// `vpblendw` mask taking the odd (high) i16 of each i32 lane from the second operand.
+pub(super) const BLEND_HIGH_I16: i32 = 0xaa;
 
 /// Activation bytes `at..at + 2` and `at + 32..at + 34` of `b` as one i32 (those two pairs)
 /// broadcast to every lane: what a paired code vector meets.
@@ -329,7 +334,7 @@ pub(super) fn word(step: &[u8], w: usize, h: usize) -> __m256i {
 /// The four code vectors of one word triple of half `h` of a [`Layout::Q6KPairs`] step:
 /// block half `j`, lane `l` (words X = 16j + l, Y = 16j + 8 + l, Z = 32 + 8j + l); byte pos
 /// of vector v of a row's lane is element `128j + 32k + 4l + p` with k = 2(v >> 1) +
-/// (pos >> 1), p = 2(v & 1) + (pos & 1) (`pack::q6_k_pair`).
+/// (pos >> 1), p = 2(v & 1) + (pos & 1) (`pack_pairs::q6_k_pair`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(super) fn q6_codes(step: &[u8], h: usize, j: usize, l: usize) -> [__m256i; 4] {
@@ -390,8 +395,8 @@ fn store_hsum(acc: &[__m256; LANES], extra: Option<__m256>, out: &mut [f32]) {
 /// paired layout puts two of those sub-blocks' elements in each row's four bytes (elements
 /// p, p + 1 of k = 0 and 1, or of k = 2 and 3), so the `maddubs` of the two code vectors
 /// that hold a lane's eight elements of both add in i16 (|Σ| ≤ 4·63·128) and one `madd` by
-/// the pair of scales widens them: per row and block, 64 `maddubs`, 32 `madd` and 8 for the
-/// bias, where the file's order needs a `madd` per `maddubs`.
+/// the pair of scales widens them: per eight rows and block, 64 `maddubs`, 32 `madd` and 8 for
+/// the bias, where the file's order needs a `madd` per `maddubs` (136 in all).
 ///
 /// # Panics
 /// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
@@ -402,13 +407,20 @@ fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
 }
 
 /// Sub-block pairs a lane's codes of one block half form (k = 0, 1 and k = 2, 3).
-const Q6_PAIRS: usize = 2;
+pub(super) const Q6_PAIRS: usize = 2;
+/// Halves of a Q6_K block (128 elements each), and halves of ggml's eight lanes (lanes 0..4
+/// meet the even sub-blocks, 4..8 the odd).
+pub(super) const Q6_BLOCK_HALVES: usize = 2;
+const LANE_HALVES: usize = 2;
+/// Paired layouts add two `maddubs` results in i16: the sum of four products of six-bit
+/// (Q6_K) or five-bit (Q5_K) codes must fit.
+const _: () = assert!(i16_run_fits(2, 6) && i16_run_fits(2, 5));
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q6_STEP);
     // Bytes (a, b) of each lane into its two i16 halves.
-    let pair_of: [__m256i; 2] = array_of!(2, |lh| high_bytes(lh, lh + 2));
+    let pair_of: [__m256i; LANE_HALVES] = array_of!(LANE_HALVES, |lh| high_bytes(lh, lh + 2));
     let bias_pair: [__m256i; 2] = array_of!(2, |p| high_bytes(2 * p, 2 * p + 1));
     let mut acc = [[_mm256_setzero_ps(); LANES]; HALVES];
     for (i, b) in y.iter().enumerate() {
@@ -429,8 +441,9 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         // Per block half j, half h, pair kk and lane half lh: the scales of sub-blocks
         // 8j + 4kk + lh and that + 2 (bytes lh and lh + 2 of scale word 2j + kk) as the two
         // i16 of each row's lane.
-        let sc: [[[[__m256i; 2]; Q6_PAIRS]; HALVES]; 2] = array_of!(2, |j| {
-            array_of!(HALVES, |h| array_of!(Q6_PAIRS, |kk| array_of!(2, |lh| {
+        let sc: [[[[__m256i; LANE_HALVES]; Q6_PAIRS]; HALVES]; Q6_BLOCK_HALVES] =
+            array_of!(Q6_BLOCK_HALVES, |j| {
+            array_of!(HALVES, |h| array_of!(Q6_PAIRS, |kk| array_of!(LANE_HALVES, |lh| {
                 let w = sc_words[h][2 * j + kk];
                 _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, pair_of[lh]))
             })))
@@ -452,7 +465,7 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
                             _mm256_maddubs_epi16(q[2 * kk], yv[2 * kk]),
                             _mm256_maddubs_epi16(q[2 * kk + 1], yv[2 * kk + 1]),
                         );
-                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(t, sc[h][kk][l / 4]));
+                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(t, sc[h][kk][l / (LANES / LANE_HALVES)]));
                     }
                 }
             }
