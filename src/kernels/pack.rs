@@ -38,8 +38,8 @@
 //! `Q5Kx16` regrouped the same way ([`q5_k_pair`]).
 
 use super::blocks::BlockQ4_0;
-use super::pack_pairs::{q5_k_pair, q5_k_unpair, q6_k_pair, q6_k_unpair, MAX_PAIRED_STEP};
 use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
+use super::pack_pairs::{q5_k_pair, q5_k_unpair, q6_k_pair, q6_k_unpair, MAX_PAIRED_STEP};
 
 /// Rows per packed group.
 pub const PACK_ROWS: usize = 16;

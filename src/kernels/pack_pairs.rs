@@ -31,7 +31,8 @@ const _: () = assert!((Q6_K_QL_WORDS + Q6_K_QH_WORDS + 4) * GROUP + 2 == Q6_K_BL
 const Q5_K_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
 const Q5_K_QH_WORD: usize = 4;
 const Q5_K_QS_WORD: usize = 12;
-const _: () = assert!((Q5_K_QS_WORD + 32) * GROUP == Q5_K_BLOCK && Q5_K_QH_WORD + 8 == Q5_K_QS_WORD);
+const _: () =
+    assert!((Q5_K_QS_WORD + 32) * GROUP == Q5_K_BLOCK && Q5_K_QH_WORD + 8 == Q5_K_QS_WORD);
 
 /// The largest step of a paired layout (Q6_K's).
 pub(super) const MAX_PAIRED_STEP: usize = Q6_K_BLOCK * PACK_ROWS;
@@ -68,7 +69,11 @@ const fn delta_swap(x: u32, mask: u32, shift: u32) -> u32 {
 const fn q6_k_lane_words(j: usize, l: usize) -> [usize; 3] {
     let half_ql = Q6_K_QL_WORDS / Q6_K_HALVES;
     let half_qh = Q6_K_QH_WORDS / Q6_K_HALVES;
-    [half_ql * j + l, half_ql * j + half_qh + l, Q6_K_QL_WORDS + half_qh * j + l]
+    [
+        half_ql * j + l,
+        half_ql * j + half_qh + l,
+        Q6_K_QL_WORDS + half_qh * j + l,
+    ]
 }
 
 /// The 2-bit fields of a `qh` word hold element (k, p) at field 4p + k in the file's order and

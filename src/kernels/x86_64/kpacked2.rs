@@ -443,11 +443,14 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         // i16 of each row's lane.
         let sc: [[[[__m256i; LANE_HALVES]; Q6_PAIRS]; HALVES]; Q6_BLOCK_HALVES] =
             array_of!(Q6_BLOCK_HALVES, |j| {
-            array_of!(HALVES, |h| array_of!(Q6_PAIRS, |kk| array_of!(LANE_HALVES, |lh| {
-                let w = sc_words[h][2 * j + kk];
-                _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, pair_of[lh]))
-            })))
-        });
+                array_of!(HALVES, |h| array_of!(Q6_PAIRS, |kk| array_of!(
+                    LANE_HALVES,
+                    |lh| {
+                        let w = sc_words[h][2 * j + kk];
+                        _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(w, pair_of[lh]))
+                    }
+                )))
+            });
         let d: [__m256; HALVES] =
             array_of!(HALVES, |h| _mm256_mul_ps(dy, half_f16(step, Q6_K_D_AT, h)));
         for l in 0..LANES {
@@ -465,7 +468,10 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
                             _mm256_maddubs_epi16(q[2 * kk], yv[2 * kk]),
                             _mm256_maddubs_epi16(q[2 * kk + 1], yv[2 * kk + 1]),
                         );
-                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(t, sc[h][kk][l / (LANES / LANE_HALVES)]));
+                        *s = _mm256_add_epi32(
+                            *s,
+                            _mm256_madd_epi16(t, sc[h][kk][l / (LANES / LANE_HALVES)]),
+                        );
                     }
                 }
             }

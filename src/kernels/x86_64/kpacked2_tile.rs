@@ -30,9 +30,9 @@ use std::arch::x86_64::*;
 
 use super::kavx2::{array_of, iq4nl_table};
 use super::kpacked2::{
-    bcast4, dup_rows, BLEND_HIGH_I16, f16_low, half_f16, high_bytes, q5_fifth_bit, q5_scale_min, q6_codes,
-    scales_mins, word, xs_scale, GROUP, HALF, HALVES, LINE, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD,
-    Q6_BLOCK_HALVES, Q6_PAIRS, Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
+    bcast4, dup_rows, f16_low, half_f16, high_bytes, q5_fifth_bit, q5_scale_min, q6_codes,
+    scales_mins, word, xs_scale, BLEND_HIGH_I16, GROUP, HALF, HALVES, LINE, Q5_QH_WORD, Q5_QS_WORD,
+    Q5_SC_WORD, Q6_BLOCK_HALVES, Q6_PAIRS, Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
 };
 use super::tile_call::{tile_call, TileCall, MAX_TOKENS};
 use crate::kernels::entries::Variant;
@@ -449,8 +449,10 @@ fn unpack_q6_k(step: &[u8], u: &mut Unpacked) {
                 let q = q6_codes(step, h, j, b4);
                 for kk in 0..Q6_PAIRS {
                     let (p01, p23) = (q[2 * kk], q[2 * kk + 1]);
-                    let low = _mm256_blend_epi16::<BLEND_HIGH_I16>(p01, _mm256_slli_epi32::<16>(p23));
-                    let high = _mm256_blend_epi16::<BLEND_HIGH_I16>(_mm256_srli_epi32::<16>(p01), p23);
+                    let low =
+                        _mm256_blend_epi16::<BLEND_HIGH_I16>(p01, _mm256_slli_epi32::<16>(p23));
+                    let high =
+                        _mm256_blend_epi16::<BLEND_HIGH_I16>(_mm256_srli_epi32::<16>(p01), p23);
                     // Column k: elements 128j + 32k + 4·b4 (group 32j + 8k + b4).
                     u.codes[h][32 * j + 8 * (2 * kk) + b4] = low;
                     u.codes[h][32 * j + 8 * (2 * kk + 1) + b4] = high;
