@@ -46,16 +46,29 @@ const BITS67: u32 = 0xc0c0_c0c0;
 const LOW2: u32 = 0x0303_0303;
 const LOW16: u32 = 0x0000_ffff;
 
-/// Row `r`'s word `w` of a packed step.
-fn get(step: &[u8], w: usize, r: usize) -> u32 {
-    let at = VECTOR * w + GROUP * r;
-    u32::from_le_bytes(step[at..at + GROUP].try_into().expect("a word"))
+/// Word `w` of a packed step: the sixteen rows' four bytes, as u32.
+fn get(step: &[u8], w: usize) -> [u32; PACK_ROWS] {
+    let v = &step[VECTOR * w..][..VECTOR];
+    std::array::from_fn(|r| {
+        u32::from_le_bytes(v[GROUP * r..GROUP * r + GROUP].try_into().expect("a word"))
+    })
 }
 
-/// Writes row `r`'s word `w` of a packed step.
-fn put(step: &mut [u8], w: usize, r: usize, v: u32) {
-    let at = VECTOR * w + GROUP * r;
-    step[at..at + GROUP].copy_from_slice(&v.to_le_bytes());
+/// Writes word `w` of a packed step from the sixteen rows' u32.
+fn put(step: &mut [u8], w: usize, rows: [u32; PACK_ROWS]) {
+    let v = &mut step[VECTOR * w..][..VECTOR];
+    for (cell, r) in v.chunks_exact_mut(GROUP).zip(rows) {
+        cell.copy_from_slice(&r.to_le_bytes());
+    }
+}
+
+/// `f` of the three words `w` of every row, written back to them.
+fn rewrite(step: &mut [u8], w: [usize; 3], f: impl Fn(u32, u32, u32) -> [u32; 3]) {
+    let (a, b, c) = (get(step, w[0]), get(step, w[1]), get(step, w[2]));
+    let out: [[u32; 3]; PACK_ROWS] = std::array::from_fn(|r| f(a[r], b[r], c[r]));
+    for (k, &w) in w.iter().enumerate() {
+        put(step, w, out.map(|o| o[k]));
+    }
 }
 
 /// Swaps the bits of `x` selected by `mask` with those `shift` places above them.
@@ -96,11 +109,9 @@ const fn q6_k_qh_swap(q: u32) -> u32 {
 /// ```
 /// (eleven operations for four vectors, against seventeen for the file's split).
 pub fn q6_k_pair(step: &mut [u8]) {
-    for r in 0..PACK_ROWS {
-        for j in 0..Q6_K_HALVES {
-            for l in 0..LANES32 {
-                let w = q6_k_lane_words(j, l);
-                let (w0, w1, q) = (get(step, w[0], r), get(step, w[1], r), get(step, w[2], r));
+    for j in 0..Q6_K_HALVES {
+        for l in 0..LANES32 {
+            rewrite(step, q6_k_lane_words(j, l), |w0, w1, q| {
                 // The file's split, regrouped: bytes 0, 1 of both `ql` words, then 2, 3.
                 let n0 = (w0 & LOW16) | (w1 << 16);
                 let n1 = (w0 >> 16) | (w1 & !LOW16);
@@ -109,21 +120,21 @@ pub fn q6_k_pair(step: &mut [u8]) {
                 let v1 = (n1 & LOW4) | ((q << 2) & BITS45);
                 let v2 = ((n0 >> 4) & LOW4) | (q & BITS45);
                 let v3 = ((n1 >> 4) & LOW4) | ((q >> 2) & BITS45);
-                put(step, w[0], r, v0 | ((v2 << 2) & BITS67));
-                put(step, w[1], r, v1 | ((v3 << 2) & BITS67));
-                put(step, w[2], r, (v2 & LOW4) | ((v3 & LOW4) << 4));
-            }
+                [
+                    v0 | ((v2 << 2) & BITS67),
+                    v1 | ((v3 << 2) & BITS67),
+                    (v2 & LOW4) | ((v3 & LOW4) << 4),
+                ]
+            });
         }
     }
 }
 
 /// The inverse of [`q6_k_pair`]: a `Layout::Q6KPairs` step back in `Layout::Q6Kx16`'s bytes.
 pub fn q6_k_unpair(step: &mut [u8]) {
-    for r in 0..PACK_ROWS {
-        for j in 0..Q6_K_HALVES {
-            for l in 0..LANES32 {
-                let w = q6_k_lane_words(j, l);
-                let (x, y, z) = (get(step, w[0], r), get(step, w[1], r), get(step, w[2], r));
+    for j in 0..Q6_K_HALVES {
+        for l in 0..LANES32 {
+            rewrite(step, q6_k_lane_words(j, l), |x, y, z| {
                 let v0 = x & LOW6;
                 let v1 = y & LOW6;
                 let v2 = (z & LOW4) | ((x >> 2) & BITS45);
@@ -134,10 +145,12 @@ pub fn q6_k_unpair(step: &mut [u8]) {
                     | (((v1 >> 4) & LOW2) << 2)
                     | (v2 & BITS45)
                     | (((v3 >> 4) & LOW2) << 6);
-                put(step, w[0], r, (n0 & LOW16) | (n1 << 16));
-                put(step, w[1], r, (n0 >> 16) | (n1 & !LOW16));
-                put(step, w[2], r, q6_k_qh_swap(q));
-            }
+                [
+                    (n0 & LOW16) | (n1 << 16),
+                    (n0 >> 16) | (n1 & !LOW16),
+                    q6_k_qh_swap(q),
+                ]
+            });
         }
     }
 }
@@ -153,14 +166,13 @@ pub fn q6_k_unpair(step: &mut [u8]) {
 /// bit 1 of p trade places: nibbles 1, 3 with 4, 6 of `qs`; bits 2j + 1 of bytes 0, 1 with
 /// bits 2j of bytes 2, 3 of `qh`.
 pub fn q5_k_pair(step: &mut [u8]) {
-    for r in 0..PACK_ROWS {
-        for l in 0..LANES32 {
-            let qh = get(step, Q5_K_QH_WORD + l, r);
-            put(step, Q5_K_QH_WORD + l, r, delta_swap(qh, 0x0000_aaaa, 15));
-            for j in 0..Q5_K_PAIRS {
-                let w = Q5_K_QS_WORD + LANES32 * j + l;
-                put(step, w, r, delta_swap(get(step, w, r), 0x0000_f0f0, 12));
-            }
+    let swap = |step: &mut [u8], w: usize, mask: u32, shift: u32| {
+        put(step, w, get(step, w).map(|x| delta_swap(x, mask, shift)));
+    };
+    for l in 0..LANES32 {
+        swap(step, Q5_K_QH_WORD + l, 0x0000_aaaa, 15);
+        for j in 0..Q5_K_PAIRS {
+            swap(step, Q5_K_QS_WORD + LANES32 * j + l, 0x0000_f0f0, 12);
         }
     }
 }
