@@ -50,7 +50,7 @@ const SCALES: usize = 2 * PACK_ROWS;
 /// Nibble bytes of one row's block.
 const QS: usize = BLOCK - 2;
 /// Bytes each row gives to one 64-byte vector.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 /// Bytes of one packed block step: [`PACK_ROWS`] blocks.
 pub const STEP: usize = PACK_ROWS * BLOCK;
 
@@ -479,6 +479,21 @@ mod tests {
         }
     }
 
+    /// `n` blocks of sixteen random rows packed in `paired`, which must differ from `plain`
+    /// and unpack to the rows: the rows and the packed bytes.
+    fn paired_round_trip(plain: Layout, paired: Layout, n: usize, seed: u32) -> (Vec<u8>, Vec<u8>) {
+        let block = paired.holds().expect("a packed type").block_bytes();
+        let rows = bytes(n * block * PACK_ROWS, seed + n as u32);
+        let (mut a, mut b) = (vec![0u8; rows.len()], vec![0u8; rows.len()]);
+        pack_group(plain, &rows, n, &mut a);
+        pack_group(paired, &rows, n, &mut b);
+        assert_ne!(a, b, "the pairing moves bits");
+        let mut back = vec![0u8; rows.len()];
+        unpack_group(paired, &b, n, &mut back);
+        assert_eq!(back, rows, "{n} blocks");
+        (rows, b)
+    }
+
     /// Element `e` of row `r`'s Q6_K block (its six-bit code) from a file-layout block.
     fn q6_code(b: &[u8], e: usize) -> u8 {
         let (j, k, lp) = (e / 128, e % 128 / 32, e % 32);
@@ -491,14 +506,7 @@ mod tests {
     #[test]
     fn q6_k_pairs_put_two_sub_blocks_in_each_lane_and_unpair_back() {
         for n in [1, 2] {
-            let rows = bytes(n * Q6_K_BLOCK * PACK_ROWS, 400 + n as u32);
-            let (mut plain, mut paired) = (vec![0u8; rows.len()], vec![0u8; rows.len()]);
-            pack_group(Layout::Q6Kx16, &rows, n, &mut plain);
-            pack_group(Layout::Q6KPairs, &rows, n, &mut paired);
-            assert_ne!(plain, paired, "the pairing moves bits");
-            let mut back = vec![0u8; rows.len()];
-            unpack_group(Layout::Q6KPairs, &paired, n, &mut back);
-            assert_eq!(back, rows, "{n} blocks");
+            let (rows, paired) = paired_round_trip(Layout::Q6Kx16, Layout::Q6KPairs, n, 400);
             // Decoded as the kernels do, vector v's byte pos of lane l is element (k, p) of
             // that lane, k = 2(v >> 1) + (pos >> 1), p = 2(v & 1) + (pos & 1).
             let step = Q6_K_BLOCK * PACK_ROWS;
@@ -537,14 +545,7 @@ mod tests {
     #[test]
     fn q5_k_pairs_put_two_sub_blocks_in_each_lane_and_unpair_back() {
         for n in [1, 2] {
-            let rows = bytes(n * Q5_K_BLOCK * PACK_ROWS, 500 + n as u32);
-            let (mut plain, mut paired) = (vec![0u8; rows.len()], vec![0u8; rows.len()]);
-            pack_group(Layout::Q5Kx16, &rows, n, &mut plain);
-            pack_group(Layout::Q5KPairs, &rows, n, &mut paired);
-            assert_ne!(plain, paired, "the pairing moves bits");
-            let mut back = vec![0u8; rows.len()];
-            unpack_group(Layout::Q5KPairs, &paired, n, &mut back);
-            assert_eq!(back, rows, "{n} blocks");
+            let (rows, paired) = paired_round_trip(Layout::Q5Kx16, Layout::Q5KPairs, n, 500);
             // Decoded as the kernels do (low or high nibbles of qs word 12 + 8j + l, fifth bit
             // 2j or 2j + 1 of qh word 4 + l), vector v's byte pos of lane l is element
             // 64j + 32(pos >> 1) + 4l + 2v + (pos & 1).

@@ -10,10 +10,9 @@
 //! since packing runs over every byte of a copy at load.
 
 use super::kblocks::{BlockQ5K, BlockQ6K};
-use super::pack::PACK_ROWS;
+use super::pack::{GROUP, PACK_ROWS};
 
-/// Bytes each row gives to a packed 64-byte vector (one word), and the vector's bytes.
-const GROUP: usize = 4;
+/// Bytes of a packed vector: one word of each row.
 const VECTOR: usize = GROUP * PACK_ROWS;
 /// Four-byte lanes of a 32-byte run.
 const LANES32: usize = 8;
