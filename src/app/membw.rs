@@ -98,6 +98,24 @@ fn read_all(words: &[u64]) -> u64 {
     acc.iter().fold(0, |s, a| s.wrapping_add(*a))
 }
 
+/// The wall time of every pass, seconds: from the first reader's start to the last reader's
+/// end, each read off the readers' own clocks (`spans[t][p]`: thread t's pass p). A clock read
+/// by a third thread is not enough: on a machine with as many CPUs as readers it runs only
+/// once a reader has finished, so passes looked up to eight times shorter than they were (two
+/// threads "read" 128–314 GB/s where one read 38; BENCHMARKS.md, issue 17, 2026-12-05).
+/// Passes some thread did not report are left out.
+fn pass_walls(spans: &[Vec<(Instant, Instant)>]) -> Vec<f64> {
+    let passes = spans.iter().map(Vec::len).min().unwrap_or(0);
+    (0..passes)
+        .filter_map(|p| {
+            let start = spans.iter().map(|t| t[p].0).min()?;
+            let end = spans.iter().map(|t| t[p].1).max()?;
+            let secs = end.duration_since(start).as_secs_f64();
+            (secs > 0.0).then_some(secs)
+        })
+        .collect()
+}
+
 /// Measures threads pinned to `cpus` reading a buffer placed on `mem_node`.
 pub fn measure(
     cpus: &CpuSet,
@@ -126,7 +144,7 @@ pub fn measure(
     let bound = mbind(&map[..], MPOL_BIND, Some(&mask), 0).is_ok();
     let base = map.as_mut_ptr() as usize;
     let mut best = 0f64;
-    let barrier = std::sync::Barrier::new(n + 1);
+    let barrier = std::sync::Barrier::new(n);
     // Threads wait at this gate until all are started; where one cannot be (a pids limit),
     // the others are told to leave before they reach the barrier, which would never fill.
     let gate = std::sync::RwLock::new(());
@@ -166,15 +184,15 @@ pub fn measure(
                     for (i, w) in words.iter_mut().enumerate() {
                         *w = i as u64; // first touch, by a thread on the reading node
                     }
-                    let mut secs = Vec::with_capacity(passes);
+                    let mut spans = Vec::with_capacity(passes);
                     for _ in 0..passes {
                         barrier.wait();
                         let t0 = Instant::now();
                         std::hint::black_box(read_all(words));
-                        secs.push(t0.elapsed().as_secs_f64());
+                        spans.push((t0, Instant::now()));
                         barrier.wait();
                     }
-                    secs
+                    spans
                 })
             };
             match spawned {
@@ -190,17 +208,11 @@ pub fn measure(
         if failed.is_some() {
             return;
         }
-        let mut wall = Vec::with_capacity(opts.passes);
-        for _ in 0..opts.passes {
-            barrier.wait();
-            let t0 = Instant::now();
-            barrier.wait();
-            wall.push(t0.elapsed().as_secs_f64());
-        }
-        for h in times {
-            let _ = h.join();
-        }
-        best = wall
+        let spans: Vec<Vec<(Instant, Instant)>> = times
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        best = pass_walls(&spans)
             .iter()
             .map(|s| bytes as f64 / s / 1e9)
             .fold(0.0, f64::max);
@@ -325,6 +337,24 @@ pub fn run(opts: &MembwOptions) -> Result<Vec<Reading>, AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pass_lasts_from_the_first_start_to_the_last_end() {
+        use std::time::Duration;
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Two readers that did not overlap in pass 0 (as when a reader waits for a CPU), and
+        // overlapped in pass 1; a third pass only thread 0 reported.
+        let spans = vec![
+            vec![(at(0), at(100)), (at(200), at(300)), (at(400), at(500))],
+            vec![(at(100), at(200)), (at(210), at(290))],
+        ];
+        let walls = pass_walls(&spans);
+        assert_eq!(walls.len(), 2);
+        assert!((walls[0] - 0.2).abs() < 1e-9, "{walls:?}");
+        assert!((walls[1] - 0.1).abs() < 1e-9, "{walls:?}");
+        assert!(pass_walls(&[]).is_empty());
+    }
 
     #[test]
     fn the_default_buffer_spans_four_last_level_caches_and_at_least_512_mib() {
