@@ -856,16 +856,6 @@ impl Prefetch {
         }
     }
 
-    /// The same prefetch into L1, whatever the stream target (the packed K-quant kernels,
-    /// which read a whole step of sixteen rows per block: faster so in 7 of 8 alternating
-    /// pairs, BENCHMARKS.md, "K-quants against llama.cpp, packed copies").
-    pub(super) fn into_l1(self) -> Prefetch {
-        Prefetch {
-            to_l2: false,
-            ..self
-        }
-    }
-
     /// Requests the lines due at block `i` of the pass.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]

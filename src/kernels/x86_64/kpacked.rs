@@ -34,10 +34,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::Prefetch;
-use crate::kernels::blocks::as_blocks;
+use super::kpacked2::StepPrefetch;
 use crate::kernels::entries::{Packed, Variant};
-use crate::kernels::kblocks::{BlockIq4Xs, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE};
+use crate::kernels::kblocks::{BlockIq4Xs, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
 use crate::kernels::{GgmlType, Layout};
 
@@ -137,17 +136,17 @@ pub(super) fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let pf = group_prefetch::<BlockQ4K>(group, y.len());
+    let pf = StepPrefetch::new(group, K_STEP);
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = _mm512_setzero_ps();
     let mut acc_min = _mm512_setzero_ps();
     for (i, b) in y.iter().enumerate() {
-        pf.at(i);
         let step = &group[i * K_STEP..(i + 1) * K_STEP];
         let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
         let qs = &step[K_QS_AT..];
         let mut s = [_mm512_setzero_si512(); SUBS];
         for o in 0..GROUPS {
+            pf.part(i, o, GROUPS);
             for j in 0..PAIRS {
                 let k = GROUPS * j + o;
                 // SAFETY: vector k is the 64 bytes at 64k of the nibble part, inside `qs`
@@ -218,18 +217,6 @@ pub(super) fn group_out<'a>(
     out.try_into().expect("sixteen outputs")
 }
 
-/// The prefetch for one packed group of `B` blocks of `n` per row: the group's bytes cut as
-/// sixteen rows' worth each, so it reads the next group's lines as this one's are used, into
-/// L1 (`Prefetch::into_l1`).
-#[inline(always)]
-pub(super) fn group_prefetch<B: crate::kernels::blocks::Block>(group: &[u8], n: usize) -> Prefetch {
-    let row_bytes = n * std::mem::size_of::<B>();
-    let spans: [&[B]; PACK_ROWS] = std::array::from_fn(|r| {
-        as_blocks(&group[r * row_bytes..(r + 1) * row_bytes]).expect("whole blocks")
-    });
-    Prefetch::new(&spans).into_l1()
-}
-
 /// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -292,14 +279,13 @@ fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let pf = group_prefetch::<BlockIq4Xs>(group, y.len());
+    let pf = StepPrefetch::new(group, XS_STEP);
     // SAFETY: the table is 16 bytes.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low = _mm512_set1_epi8(0x0f);
     let zero = _mm512_setzero_si512();
     let mut acc = [_mm512_setzero_ps(); LANES];
     for (i, b) in y.iter().enumerate() {
-        pf.at(i);
         let step = &group[i * XS_STEP..(i + 1) * XS_STEP];
         let (w0, w1) = (word(step, 0), word(step, 1));
         let d = _mm512_mul_ps(
@@ -308,6 +294,7 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
         );
         let mut s = [zero; LANES];
         for sub in 0..SUBS {
+            pf.part(i, sub, SUBS);
             // The sub-block's scale as the same i16 in both halves of each row's lane.
             let ls = xs_scale(w0, w1, sub);
             let ls = _mm512_or_si512(

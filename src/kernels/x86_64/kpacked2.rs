@@ -180,19 +180,21 @@ pub(super) fn scales_mins(planes: &[u8]) -> ([__m128i; SUBS], [__m128i; SUBS]) {
 /// copies packed for AVX2").
 const PREFETCH_AHEAD: usize = 16 << 10;
 
-/// The prefetch of a packed kernel: the lines [`PREFETCH_AHEAD`] bytes past each step's,
-/// requested a few at a time over the step's work rather than all at its start. Requested all
-/// at once at the start of each step (as the file layout's kernels do), one Zen 1 core
-/// streamed the packed Q4_K kernel at 3–4.5 GiB/s whatever the distance; spread, at 8 GiB/s.
+/// The prefetch of a packed kernel (AVX2 and AVX-512 tiers): the lines [`PREFETCH_AHEAD`]
+/// bytes past each step's, requested a few at a time over the step's work rather than all at
+/// its start. Requested all at once at the start of each step (as the file layout's kernels
+/// do), one Zen 1 core streamed the packed Q4_K kernel at 3–4.5 GiB/s whatever the distance;
+/// spread, at 8 GiB/s. On Zen 5 the AVX-512 kernels' decode of the 1B models gained 5–10% at one
+/// thread (BENCHMARKS.md, "Packed kernels spread their prefetches on AVX-512 too").
 #[derive(Clone, Copy)]
-struct StepPrefetch {
+pub(super) struct StepPrefetch {
     ahead: *const u8,
     step: usize,
 }
 
 impl StepPrefetch {
     #[inline(always)]
-    fn new(group: &[u8], step: usize) -> StepPrefetch {
+    pub(super) fn new(group: &[u8], step: usize) -> StepPrefetch {
         StepPrefetch {
             ahead: group.as_ptr().wrapping_add(PREFETCH_AHEAD),
             step,
@@ -202,7 +204,7 @@ impl StepPrefetch {
     /// Requests part `p` of `parts` of the lines due at step `i`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    fn part(&self, i: usize, p: usize, parts: usize) {
+    pub(super) fn part(&self, i: usize, p: usize, parts: usize) {
         let lines = self.step.div_ceil(LINE);
         let base = self.ahead.wrapping_add(i * self.step);
         for l in lines * p / parts..lines * (p + 1) / parts {

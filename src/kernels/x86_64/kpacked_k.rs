@@ -18,9 +18,8 @@
 
 use std::arch::x86_64::*;
 
-use super::kpacked::{
-    bcast4, group_out, group_prefetch, store_hsum, word, GROUP, LANES, SUB, SUBS,
-};
+use super::kpacked::{bcast4, group_out, store_hsum, word, GROUP, LANES, SUB, SUBS};
+use super::kpacked2::StepPrefetch;
 use crate::kernels::kblocks::{BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
 
@@ -88,13 +87,12 @@ fn high_bytes(a: usize, b: usize) -> __m512i {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let pf = group_prefetch::<BlockQ6K>(group, y.len());
+    let pf = StepPrefetch::new(group, Q6_STEP);
     // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
     let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
     let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
     let mut acc = [_mm512_setzero_ps(); LANES];
     for (i, b) in y.iter().enumerate() {
-        pf.at(i);
         let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
         let word = |w: usize| word(step, w);
         let sc_words: [__m512i; GROUP] = std::array::from_fn(|w| word(Q6_SC_WORD + w));
@@ -106,6 +104,7 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         for j in 0..2 {
             let sc: [__m512i; 8] = std::array::from_fn(|k| scale(8 * j + k));
             for b4 in 0..LANES {
+                pf.part(i, LANES * j + b4, 2 * LANES);
                 let q = q6_codes(step, j, b4);
                 for (k, qk) in q.into_iter().enumerate() {
                     let e = Q6_HALF * j + SUB * k + GROUP * b4;
@@ -197,12 +196,11 @@ pub(super) fn q5_scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
-    let pf = group_prefetch::<BlockQ5K>(group, y.len());
+    let pf = StepPrefetch::new(group, Q5_STEP);
     let m4 = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); LANES];
     let mut summs = _mm512_setzero_ps();
     for (i, b) in y.iter().enumerate() {
-        pf.at(i);
         let step = &group[i * Q5_STEP..(i + 1) * Q5_STEP];
         let w0 = word(step, 0);
         let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
@@ -225,6 +223,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         }
         let mut s = [_mm512_setzero_si512(); LANES];
         for (b4, sl) in s.iter_mut().enumerate() {
+            pf.part(i, b4, LANES);
             let h = word(step, Q5_QH_WORD + b4);
             for j in 0..SUBS / 2 {
                 let q = word(step, Q5_QS_WORD + 8 * j + b4);
