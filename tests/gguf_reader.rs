@@ -264,7 +264,15 @@ fn error_messages_name_field_and_offset() {
 fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
     let dir = common::temp_dir("gguf-kquants");
     let mut cases = Vec::new();
-    for ty in [GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q2K, GgmlType::Iq4Xs] {
+    let k_types = [
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::Iq4Xs,
+    ];
+    for ty in k_types {
         // One block's bytes for a row of 300: not a multiple of 256.
         let b = tiny_with(|w| {
             w.add_tensor(
@@ -312,6 +320,22 @@ fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
             ty.name()
         );
         cases.push((format!("{}-rows", ty.name()), b, "not a multiple"));
+        // Two rows of one block, cut short past the file's padding to its alignment (32).
+        let mut b = tiny_with(|w| {
+            w.add_tensor(
+                "blk.0.attn_q.weight",
+                &[32, 2],
+                ty,
+                vec![7; 2 * ty.block_bytes()],
+            )
+        });
+        b.truncate(b.len() - ty.block_bytes() - 32);
+        assert!(
+            matches!(kind(&b), GgufErrorKind::TensorOutOfBounds { .. }),
+            "{}: short data",
+            ty.name()
+        );
+        cases.push((format!("{}-short", ty.name()), b, "blk.0.attn_q.weight"));
     }
     for (tag, bytes, says) in cases {
         let path = dir.join(format!("{tag}.gguf"));

@@ -246,5 +246,11 @@ fn an_unknown_type_is_one_line_listing_the_types() {
         let line = format!("{:>4}  {name} ", t.file_type());
         assert!(help.contains(&line), "--help lacks {line:?}");
     }
+    // The mixes have a --pure form, and the help says so.
+    assert!(
+        help.lines()
+            .any(|l| l.trim_start().starts_with("--pure") && l.contains("no mix")),
+        "--help lacks --pure: {help}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
