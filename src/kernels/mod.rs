@@ -599,6 +599,8 @@ pub struct Kernels {
     q4_1_tile: Tile<BlockQ4_1, BlockQ8_1>,
     q8_0_tile: Tile<BlockQ8_0, BlockQ8_0>,
     q4_0_chain_panel: Option<Panel>,
+    /// The block-chain panel of IQ4_NL rows (its repacked order), over the same blocks.
+    iq4_nl_chain_panel: Option<Panel>,
     /// The fewest tokens past the last whole [`PANEL_TOKENS`] group that go through the panels
     /// in a padded group rather than through the tiles (above `PANEL_TOKENS - 1`: never).
     q4_0_panel_pad: usize,
@@ -666,6 +668,7 @@ impl Kernels {
             q4_1_tile: scalar::tile_q4_1_q8_1,
             q8_0_tile: scalar::tile_q8_0_q8_0,
             q4_0_chain_panel: None,
+            iq4_nl_chain_panel: None,
             q4_0_panel_pad: PANEL_TOKENS,
             q4_0_chain_gemv: None,
             q4_0_packed_gemv: None,
@@ -724,6 +727,7 @@ impl Kernels {
                     run: x86_64::avx2::gemv8_q4_0_q8_0_chain,
                 }),
                 q4_0_chain_panel: Some(x86_64::avx2_panel::panel_q4_0_q8_0_chain),
+                iq4_nl_chain_panel: None,
                 // Its panels skip a padded group's empty passes of tokens.
                 q4_0_panel_pad: 1,
                 q4_0_packed_gemv: Some(x86_64::avx2_panel::gemv16_q4_0_q8_0_packed),
@@ -742,6 +746,7 @@ impl Kernels {
                 q4_1_tile: x86_64::avx512::tile_q4_1_q8_1,
                 q8_0_tile: x86_64::avx512::tile_q8_0_q8_0,
                 q4_0_chain_panel: Some(x86_64::avx512::panel_q4_0_q8_0_chain),
+                iq4_nl_chain_panel: Some(x86_64::avx512::panel_iq4_nl_q8_0_chain),
                 q4_0_panel_pad: PANEL_TOKENS,
                 q4_0_chain_gemv: Some(GemvPanel {
                     rows: PANEL_ROWS,
@@ -1213,6 +1218,16 @@ impl Kernels {
             return;
         }
         if let Some(e) = self.entry(ty) {
+            let done = match self.iq4_nl_chain_panel {
+                Some(panel) if ty == GgmlType::Iq4Nl && e.variant(order) == Variant::Repacked => {
+                    self.panel_run(panel, rows, acts, out)
+                }
+                _ => 0,
+            };
+            let (acts, out) = (&acts[done..], &mut out[done * n_rows..]);
+            if acts.is_empty() {
+                return;
+            }
             if let Some(tile) = e.tile {
                 if tile(rows, acts, e.variant(order), out) {
                     return;
@@ -1290,11 +1305,20 @@ impl Kernels {
         if let (Some(wide), GgmlType::Q8_0, SumOrder::Lanes) = (self.q8_0_wide, ty, order) {
             return wide_tiles(wide, rows, acts, out);
         }
-        let Some(panel) = self.q4_0_chain_panel else {
-            return 0;
-        };
+        match self.q4_0_chain_panel {
+            Some(panel) if (ty, order) == (GgmlType::Q4_0, SumOrder::BlockChain) => {
+                self.panel_run(panel, rows, acts, out)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Runs `panel` (Q4_0-shaped blocks against Q8_0 activations) over the first
+    /// [`Kernels::panel_tokens`] of `acts` and every row, [`PANEL_ROWS`] at a time (the last
+    /// rows padded with copies whose outputs are dropped); returns how many tokens it computed.
+    fn panel_run(&self, panel: Panel, rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) -> usize {
         let whole = self.panel_tokens(acts.len());
-        if (ty, order) != (GgmlType::Q4_0, SumOrder::BlockChain) || whole == 0 {
+        if whole == 0 {
             return 0;
         }
         let n = acts[0].len() / QK;

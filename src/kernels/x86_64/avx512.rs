@@ -25,6 +25,7 @@ use super::avx2::{
 };
 use super::avx2_panel::{check_panel, prefetch_packed_step, PANEL_PREFETCH_STEPS};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use crate::kernels::kblocks::KVALUES_IQ4NL;
 use crate::kernels::{
     Q8Group, Q8Row, Queries, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS,
     TILE_ROWS, TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
@@ -207,8 +208,15 @@ fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
 ///
 /// With `PACKED`, the rows come from `packed`, one packed group (`kernels::pack`), and `w` is
 /// not read.
+///
+/// With `NL`, the rows are IQ4_NL (the same 18 bytes per block as Q4_0: an f16 scale, then
+/// sixteen nibble bytes, low nibbles elements 0..16) and a nibble stands for
+/// `KVALUES_IQ4NL[q]`: its value + 128 (a u8) comes from one `vpshufb`, and the chain starts
+/// from −128·Σy instead of −8·Σy. llama.cpp's repacked IQ4_NL kernels are its Q4_0 ones with
+/// that table (`gemm_q4_b32_8x8_q8_0_lut_avx`), so the order is the same:
+/// `krepack::dot_iq4_nl_q8_0_repacked`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
+fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
     packed: &[BlockQ4_0],
     a: &[Q8Group],
@@ -227,6 +235,12 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
         w[8..].try_into().expect("eight rows"),
     );
     let low = _mm512_set1_epi8(0x0f);
+    let table = iq4_nl_u8_table();
+    let offset = if NL {
+        IQ4_NL_TO_U8
+    } else {
+        i32::from(Q4_0_OFFSET)
+    };
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
     for i in 0..n {
         if PACKED {
@@ -249,19 +263,25 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
             (x, dw)
         };
         let q: [__m512i; 8] = std::array::from_fn(|k| {
-            if k < 4 {
+            let nibbles = if k < 4 {
                 _mm512_and_si512(x[k], low)
             } else {
                 _mm512_and_si512(_mm512_srli_epi16::<4>(x[k - 4]), low)
+            };
+            if NL {
+                _mm512_shuffle_epi8(table, nibbles)
+            } else {
+                nibbles
             }
         });
         for (g, ag) in a.iter().enumerate() {
-            // −8·Σy starts each token's chain: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
+            // −offset·Σy starts each token's chain: Σ (u − offset)·y = Σ u·y − offset·Σ y,
+            // exact in i32 (|Σ y| ≤ 32·128).
             let mut isum: [__m512i; PANEL_TOKENS] = std::array::from_fn(|t| {
                 // SAFETY: every slice of every group has exactly n elements (asserted above),
                 // and i < n.
                 let s = unsafe { *ag.sums[t].get_unchecked(i) };
-                _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * s)
+                _mm512_set1_epi32(-offset * s)
             });
             let y: [&[i8; 32]; PANEL_TOKENS] =
                 // SAFETY: as for the sums: n blocks per token, i < n.
@@ -287,6 +307,19 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool>(
         // SAFETY: o is 16 writable f32s; the store is unaligned.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), *acc_t) };
     }
+}
+
+/// What an IQ4_NL value is moved by to be a u8: `KVALUES_IQ4NL` spans −127..113.
+const IQ4_NL_TO_U8: i32 = 128;
+
+/// `KVALUES_IQ4NL[q] + 128` at byte q of every 128-bit lane: a `vpshufb` table from nibbles
+/// to the u8 operands of `vpdpbusd`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn iq4_nl_u8_table() -> __m512i {
+    let t: [u8; 16] = std::array::from_fn(|q| (i32::from(KVALUES_IQ4NL[q]) + IQ4_NL_TO_U8) as u8);
+    // SAFETY: 16 bytes; the load is unaligned.
+    _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
 }
 
 /// f16 → f32 of one f16 value per row for four rows (lane r from row r).
@@ -384,8 +417,28 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<false>(w, &[], a, tokens, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<false, false>(w, &[], a, tokens, out) }
 }
+
+/// [`panel_q4_0_q8_0_chain`] of sixteen IQ4_NL rows, in the order of llama.cpp's repacked
+/// IQ4_NL kernels (`krepack::dot_iq4_nl_q8_0_repacked`). The rows are passed as Q4_0 blocks:
+/// the two types store a block alike (checked below).
+pub(in crate::kernels) fn panel_iq4_nl_q8_0_chain(
+    w: &[&[BlockQ4_0]; PANEL_ROWS],
+    a: &[Q8Group],
+    tokens: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { panel_q4_0_q8_0_chain_impl::<false, true>(w, &[], a, tokens, out) }
+}
+
+const _: () = {
+    use crate::kernels::kblocks::BlockIq4Nl;
+    assert!(std::mem::size_of::<BlockIq4Nl>() == std::mem::size_of::<BlockQ4_0>());
+    assert!(std::mem::offset_of!(BlockIq4Nl, d) == std::mem::offset_of!(BlockQ4_0, d));
+    assert!(std::mem::offset_of!(BlockIq4Nl, qs) == std::mem::offset_of!(BlockQ4_0, qs));
+};
 
 /// [`panel_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
 pub(in crate::kernels) fn panel_q4_0_q8_0_packed(
@@ -395,7 +448,7 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_packed(
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<true>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<true, false>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
 }
 
 /// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k
