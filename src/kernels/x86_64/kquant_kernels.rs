@@ -948,8 +948,8 @@ macro_rules! k_quant_kernels {
             Batch => q3_k_tiled_rows,
         });
         // With i16 runs a Q3_K panel is cheaper than the passes; with VNNI's four-sums and a
-        // `vpmulld` per sixteen-element sub-block it ran slower (AVX-512), so only the i16
-        // tier takes it.
+        // `vpmulld` per sixteen-element sub-block it ran slower (AVX-512 on Zen 4), so only a
+        // tier with i16 runs takes it (both x86 tiers now).
         tile_fn!(tile_q3_k_panels, BlockQ3K, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => q3_k_rows,
             Batch => q3_k_tiled_rows,
