@@ -55,7 +55,7 @@ pub(super) type TileFn<B, A, const R: usize, const T: usize> =
 /// dot `$dot` (`R = T = 1`).
 macro_rules! wrap_rows {
     ($imp:ident => $rows:ident, $dot:ident, $b:ty, $a:ty) => {
-        fn $rows<const R: usize, const T: usize>(
+        pub(super) fn $rows<const R: usize, const T: usize>(
             w: &[&[$b]; R],
             y: &[&[$a]; T],
             out: &mut [[f32; R]; T],

@@ -14,9 +14,13 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2::{bytes_from_nibbles_32, hsum_float_8, scale8};
+use super::kavx2::{drive, exact, f16, load32, prefetch_for, PASS_TOKENS};
 use super::kavx2_k::Q3_BIAS;
-use crate::kernels::entries::SCALAR;
-use crate::kernels::Entry;
+use crate::kernels::blocks::BlockQ8_0;
+use crate::kernels::entries::{Variant, SCALAR};
+use crate::kernels::kblocks::BlockQ5_0;
+use crate::kernels::{ActRow, Entry, GgmlType};
 
 /// `acc + sc_a·Σ4(xa·ya) + sc_b·Σ4(xb·yb)` in each i32 lane, where the lane of `sp` holds
 /// `(sc_a, sc_b)` as two i16 (see `kavx2_k::pair_dot`): each run's four-sums by `vpdpbusd`,
@@ -124,6 +128,100 @@ mod kernels {
     );
 }
 
+/// Rows per pass of [`q5_0_pairs_impl`]: two 512-bit vectors of two rows each.
+const PAIR_ROWS: usize = 4;
+
+/// Q5_0·Q8_0 in `vec_dot`'s order (`kdot::dot_q5_0_q8_0`, as `wide`'s `q5_0_rows`) for
+/// [`PAIR_ROWS`] rows × `T` tokens, two rows per 512-bit vector (row 2p in the low half, 2p + 1
+/// in the high): each half runs its row's eight lanes exactly as the 256-bit kernel does, so a
+/// token's `vpdpbusd`, scale product and `fma` serve two rows. ggml's sign trick without
+/// `vpsignb` (which has no 512-bit form): `|x|` against `y` negated where `x < 0` (wrapping, as
+/// `vpsignb` does); where `x = 0` the product is 0 either way.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn q5_0_pairs_impl<const T: usize>(
+    w: &[&[BlockQ5_0]; PAIR_ROWS],
+    y: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; PAIR_ROWS]; T],
+) {
+    const PAIRS: usize = PAIR_ROWS / 2;
+    let n = y[0].len();
+    let (w, y) = (exact(w, n), exact(y, n));
+    let pf = prefetch_for::<_, PAIR_ROWS, T>(&w);
+    let zero = _mm512_setzero_si512();
+    // A clear fifth bit leaves 0xF0 over the nibble: q − 16 in two's complement.
+    let high = _mm256_set1_epi8(0xF0u8 as i8);
+    let values = |a: &BlockQ5_0| {
+        let bxhi = _mm256_andnot_si256(bytes_from_bits_32(&a.qh), high);
+        _mm256_or_si256(bytes_from_nibbles_32(&a.qs), bxhi)
+    };
+    let join = |lo: __m256i, hi: __m256i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    let join_ps = |lo: __m256, hi: __m256| {
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+            _mm256_castps_pd(hi),
+        ))
+    };
+    let mut acc = [[_mm512_setzero_ps(); PAIRS]; T];
+    for i in 0..n {
+        pf.at(i);
+        let x: [__m512i; PAIRS] =
+            std::array::from_fn(|p| join(values(&w[2 * p][i]), values(&w[2 * p + 1][i])));
+        let ux = x.map(|v| _mm512_abs_epi8(v));
+        let neg = x.map(|v| _mm512_movepi8_mask(v));
+        let dx: [__m512; PAIRS] =
+            std::array::from_fn(|p| join_ps(scale8(w[2 * p][i].d), scale8(w[2 * p + 1][i].d)));
+        for t in 0..T {
+            let b = &y[t][i];
+            let qy = _mm512_broadcast_i64x4(load32(&b.qs));
+            let dy = _mm512_set1_ps(f16(b.d));
+            for p in 0..PAIRS {
+                let sy = _mm512_mask_sub_epi8(qy, neg[p], zero, qy);
+                let q = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, ux[p], sy));
+                acc[t][p] = _mm512_fmadd_ps(_mm512_mul_ps(dx[p], dy), q, acc[t][p]);
+            }
+        }
+    }
+    for t in 0..T {
+        for p in 0..PAIRS {
+            let v = acc[t][p];
+            let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v));
+            out[t][2 * p] = hsum_float_8(_mm512_castps512_ps256(v));
+            out[t][2 * p + 1] = hsum_float_8(_mm256_castpd_ps(hi));
+        }
+    }
+}
+
+fn q5_0_pairs<const T: usize>(
+    w: &[&[BlockQ5_0]; PAIR_ROWS],
+    y: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; PAIR_ROWS]; T],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { q5_0_pairs_impl::<T>(w, y, out) }
+}
+
+/// Q5_0's tile on this tier: passes of [`PAIR_ROWS`] rows by [`q5_0_pairs`], a last odd row by
+/// `wide`'s 256-bit kernel.
+fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    if variant != Variant::Dot {
+        return false;
+    }
+    drive::<BlockQ5_0, _, PAIR_ROWS, PASS_TOKENS>(
+        rows,
+        acts,
+        crate::kernels::entries::q8_0,
+        out,
+        0,
+        (
+            q5_0_pairs::<PASS_TOKENS>,
+            q5_0_pairs::<1>,
+            wide::q5_0_rows::<1, PASS_TOKENS>,
+            wide::q5_0_rows::<1, 1>,
+        ),
+    );
+    true
+}
+
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
 /// every dot product and a tile kernel for every type.
 pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
@@ -131,6 +229,9 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
     for e in &mut rows {
         if let Some(tile) = wide::fill(e).or_else(|| kernels::fill(e)) {
             e.tile = Some(tile);
+        }
+        if e.ty == GgmlType::Q5_0 {
+            e.tile = Some(tile_q5_0_pairs);
         }
         e.packed = super::kpacked::packed(e.ty);
     }
