@@ -102,7 +102,8 @@ fn read_all(words: &[u64]) -> u64 {
 /// end, each read off the readers' own clocks (`spans[t][p]`: thread t's pass p). A clock read
 /// by a third thread is not enough: on a machine with as many CPUs as readers it runs only
 /// once a reader has finished, so passes looked up to eight times shorter than they were (two
-/// threads "read" 128–314 GB/s where one read 38; BENCHMARKS.md, issue 17, 2026-12-05).
+/// threads "read" 128–314 GB/s where one read 38; BENCHMARKS.md, "Packed kernels spread their
+/// prefetches on AVX-512 too").
 /// Passes some thread did not report are left out.
 fn pass_walls(spans: &[Vec<(Instant, Instant)>]) -> Vec<f64> {
     let passes = spans.iter().map(Vec::len).min().unwrap_or(0);

@@ -118,7 +118,7 @@ mod wide {
 /// This tier's kernels of the K-quants and IQ4_XS over the primitives above. The panels sum
 /// `maddubs` runs in i16 as AVX2's do (one `madd` per run) rather than a `vpdpbusd` four-sum
 /// per group and a `vpmulld` per sub-block: on Zen 5, pp128 of the 1B models gained 4% (Q2_K),
-/// 9–10% (Q3_K_M, which now takes the Q3_K panel too) and 12% (Q4_K_M in the file's layout,
+/// 9–10% (Q3_K_M, which now takes the Q3_K panel too) and 11–13% (Q4_K_M in the file's layout,
 /// `--numa off`), alternating (BENCHMARKS.md, "Packed kernels spread their prefetches on
 /// AVX-512 too").
 mod kernels {
