@@ -101,7 +101,7 @@ fn read_all(words: &[u64]) -> u64 {
 /// The wall time of every pass, seconds: from the first reader's start to the last reader's
 /// end, each read off the readers' own clocks (`spans[t][p]`: thread t's pass p). A clock read
 /// by a third thread is not enough: on a machine with as many CPUs as readers it runs only
-/// once a reader has finished, so passes looked up to eight times shorter than they were (two
+/// once a reader has finished, so passes looked several times shorter than they were (two
 /// threads "read" 128–314 GB/s where one read 38; BENCHMARKS.md, "Packed kernels spread their
 /// prefetches on AVX-512 too").
 /// Passes some thread did not report are left out.
