@@ -443,6 +443,17 @@ fn activations_of_minus_128_equal_the_scalar_oracles() {
         30,
         prop as fn(Case) -> bool,
     );
+    // Prompt-sized: enough tokens for the panels (whole groups of eight), rows padded.
+    let mut g = qc::gen("activations_of_minus_128_panels", 100);
+    for bytes in [Quantized, Random] {
+        let c = Case {
+            w: (0..17).map(|_| gen_row(&mut g, 2)).collect(),
+            x: (0..17).map(|_| gen_row(&mut g, 2)).collect(),
+            bytes,
+            seed: u64::arbitrary(&mut g),
+        };
+        assert!(check_case_with(&c, edit), "17 × 17, weights {bytes:?}");
+    }
 }
 
 /// Every tier's Q8_K activation quantizer against `quantize_act_q8_k`, field for field.

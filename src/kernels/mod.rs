@@ -20,8 +20,10 @@
 //! AVX-512 tiers: [`PANEL_ROWS`] rows in the lanes of vectors (one 512-bit vector, or two
 //! 256-bit halves) × up to [`MAX_PANEL_TOKENS`] tokens for a batch, each block of the rows
 //! unpacked once for all of them, and sixteen (AVX-512, or packed) or eight rows × one token for
-//! decoding. The outputs' independent accumulator chains overlap. Every output keeps its own
-//! float operations, so a tile is bit-identical to its single dots.
+//! decoding. On AVX-512 the same panel takes IQ4_NL prompts in its repacked order (llama.cpp's
+//! repacked IQ4_NL kernels are its Q4_0 ones with a value table). The outputs' independent
+//! accumulator chains overlap. Every output keeps its own float operations, so a tile is
+//! bit-identical to its single dots.
 //!
 //! Those panels also read Q4_0 packed ([`pack`], [`Layout::Q4_0x16`]): each block of sixteen
 //! rows as one sequential 288-byte step, scales and nibbles already in vector order, where the
@@ -602,7 +604,8 @@ pub struct Kernels {
     /// The block-chain panel of IQ4_NL rows (its repacked order), over the same blocks.
     iq4_nl_chain_panel: Option<Panel>,
     /// The fewest tokens past the last whole [`PANEL_TOKENS`] group that go through the panels
-    /// in a padded group rather than through the tiles (above `PANEL_TOKENS - 1`: never).
+    /// (Q4_0's and IQ4_NL's) in a padded group rather than through the tiles (above
+    /// `PANEL_TOKENS - 1`: never).
     q4_0_panel_pad: usize,
     q4_0_chain_gemv: Option<GemvPanel>,
     /// The single-token panel and the panel over one packed group ([`Layout::Q4_0x16`]); a
@@ -1194,7 +1197,8 @@ impl Kernels {
     /// single-token kernels ([`TILE_ROWS`] rows per pass); edge rows of a multi-token tile and
     /// the float types use the single dot. The types of the generic path go through their row's
     /// tile kernel ([`Entry::tile`]: passes of a few rows, each row block unpacked once for a
-    /// few tokens).
+    /// few tokens), IQ4_NL in its repacked order after whole groups of tokens went through the
+    /// Q4_0 panel with its value table, where the tier has it.
     ///
     /// # Panics
     /// If `out.len() != rows.len() * acts.len()`, or as [`Kernels::dot_ordered`] does.

@@ -1,7 +1,8 @@
 //! AVX-512 tier (F, BW, VL and VNNI): the tiled matmul kernels (batch tiles and single-token
 //! passes, on 256-bit vectors), whose four-product integer sums `vpdpbusd` forms in one
 //! instruction (AVX2 needs `maddubs` + `madd`), with sixteen more vector registers; the prompt
-//! kernels on 512-bit vectors (the Q4_0 block-chain panel, sixteen rows in the lanes; the wide
+//! kernels on 512-bit vectors (the Q4_0 block-chain panel, sixteen rows in the lanes, which
+//! also runs IQ4_NL through a value table; the wide
 //! Q8_0 tile, two outputs per vector); and SiLU and softmax sixteen lanes at a time. The
 //! single dots and the other kernels are the AVX2 tier's: this tier only exists on CPUs that
 //! also have AVX2, FMA and F16C.
@@ -235,7 +236,11 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
         w[8..].try_into().expect("eight rows"),
     );
     let low = _mm512_set1_epi8(0x0f);
-    let table = iq4_nl_u8_table();
+    let table = if NL {
+        iq4_nl_u8_table()
+    } else {
+        _mm512_setzero_si512()
+    };
     let offset = if NL {
         IQ4_NL_TO_U8
     } else {

@@ -18,11 +18,12 @@
 //! integer per row, [`row_totals`] putting a pass's rows (and their mins) in the lanes of one
 //! vector, whose float chains then run side by side ([`Chains`]).
 //!
-//! For batches of at least a few tokens, the chain variants of Q4_K, Q5_K and Q2_K also have
-//! panel kernels ([`PanelRow`], `kavx2::panels`): eight rows' blocks transposed once per
-//! super-block so that the rows lie in the lanes, then per token `dpbusd` of each group of four
-//! codes with four activations broadcast, the per-row integers and chains never reduced
-//! across lanes. (Q3_K and Q6_K, with sixteen sub-blocks, ran slower so and keep the passes.)
+//! For batches of at least a few tokens, the chain variants of Q4_K, Q5_K and Q2_K and the
+//! tiled orders of Q3_K and Q5_K also have panel kernels ([`PanelRow`], `kavx2::panels`): eight
+//! rows' blocks transposed once per super-block so that the rows lie in the lanes, then per
+//! token the `maddubs` pairs of each group of four codes with four activations broadcast,
+//! summed in i16 over a run of groups and scaled by one `madd`, the per-row integers and chains
+//! never reduced across lanes. (Q6_K keeps the passes.)
 //!
 //! The tiled and repacked variants read the min and bias terms from the activation's `bsums`
 //! as their oracles do. The tiled IQ4_XS alone forms its integer differently from its oracle
@@ -681,15 +682,6 @@ pub(super) fn chunk_dot(acc: __m256i, ux: __m256i, sy: __m256i, s: __m256i) -> _
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), s))
 }
 
-/// `acc + Σ4(ux·sy)` per i32 lane, the four-sums of unsigned codes × signed activations
-/// (`maddubs` + `madd` by ones: no pair reaches the i16 limit for codes ≤ 63).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn dpbusd(acc: __m256i, ux: __m256i, sy: __m256i) -> __m256i {
-    let four = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), _mm256_set1_epi16(1));
-    _mm256_add_epi32(acc, four)
-}
-
 /// The two i16 of each i32 lane of `sp`, each in both i16 lanes.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -704,6 +696,6 @@ fn split_pair(sp: __m256i) -> (__m256i, __m256i) {
 
 /// This tier's kernels over the AVX2 primitives above.
 mod kernels {
-    super::super::kquant_kernels::k_quant_kernels!("avx2,fma,f16c", i16_runs: true);
+    super::super::kquant_kernels::k_quant_kernels!("avx2,fma,f16c");
 }
 pub(super) use kernels::fill;

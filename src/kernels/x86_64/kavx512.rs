@@ -1,13 +1,15 @@
 //! AVX-512 tier kernels for the types of the generic path: the kernels of `kquant_kernels.rs`
 //! over AVX-512 VNNI primitives, on 256-bit vectors (VL), the width this tier's other
 //! single-token kernels use too (on Zen 4, which runs 512-bit operations in two halves, the
-//! instruction count is what matters). `vpdpbusd` forms a run's four-sums of u8 × i8 in one
-//! instruction (AVX2 needs `maddubs` + `madd`) and never saturates; two runs' four-sums (each
-//! within ±2^15 for these codes: at most 4 · 63 · 128) are interleaved as i16 pairs and
-//! `vpdpwssd` multiplies them by their two sub-block scales and accumulates, in one
-//! instruction. The integers are exactly those of the AVX2 primitives, lane for lane, so the
-//! outputs are bit-identical to the oracles as there. Q5_0, Q5_1 and IQ4_NL likewise: their
-//! four-sums by `vpdpbusd`, Q5_0's fifth bits expanded from a mask register.
+//! instruction count is what matters). In the row kernels `vpdpbusd` forms a run's four-sums
+//! of u8 × i8 in one instruction (AVX2 needs `maddubs` + `madd`) and never saturates; two runs'
+//! four-sums (each within ±2^15 for these codes: at most 4 · 63 · 128) are interleaved as i16
+//! pairs and `vpdpwssd` multiplies them by their two sub-block scales and accumulates, in one
+//! instruction; the panels sum `maddubs` runs in i16 as AVX2's do (see `kernels` below). The
+//! integers are exactly those of the AVX2 primitives, lane for lane, so the outputs are
+//! bit-identical to the oracles as there. Q5_0, Q5_1 and IQ4_NL likewise: their four-sums by
+//! `vpdpbusd`, Q5_0's fifth bits expanded from a mask register; Q5_0's tile holds two rows per
+//! 512-bit vector ([`q5_0_pairs_impl`]).
 //!
 //! The `#[target_feature]` functions are private; the table hands out the safe wrappers only
 //! after AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
@@ -69,13 +71,6 @@ fn bias4(y: __m256i) -> __m256i {
     _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, _mm256_set1_epi8(Q3_BIAS), y))
 }
 
-/// `acc + Σ4(ux·sy)` per i32 lane: one `vpdpbusd` (exact; never saturates).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn dpbusd(acc: __m256i, ux: __m256i, sy: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(acc, ux, sy)
-}
-
 /// `acc + Σ2(ux·sy)·s` per i32 lane (`maddubs` pairs within the i16 range, then `vpdpwssd`).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -123,8 +118,7 @@ mod wide {
 /// AVX-512 too").
 mod kernels {
     super::super::kquant_kernels::k_quant_kernels!(
-        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-        i16_runs: true
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
     );
 }
 
@@ -200,8 +194,8 @@ fn q5_0_pairs<const T: usize>(
     unsafe { q5_0_pairs_impl::<T>(w, y, out) }
 }
 
-/// Q5_0's tile on this tier: passes of [`PAIR_ROWS`] rows by [`q5_0_pairs`], a last odd row by
-/// `wide`'s 256-bit kernel.
+/// Q5_0's tile on this tier: passes of [`PAIR_ROWS`] rows by [`q5_0_pairs`], the last
+/// `rows % PAIR_ROWS` rows one at a time by `wide`'s 256-bit kernel.
 fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     if variant != Variant::Dot {
         return false;

@@ -5,19 +5,16 @@
 //! describes the scheme; the kernels' shape (rows × tokens) is in `kavx2.rs`.
 
 /// Every kernel of the K-quants and IQ4_XS (passes of rows × tokens for every variant, panels
-/// of eight rows in the lanes for the chain variants of Q4_K, Q5_K and Q2_K), their safe
-/// wrappers, tile kernels and the `fill` that puts them in a table row, compiled with the target
-/// features `$feat` over the primitives `pair_dot`, `pair_dot_b`, `bias4`, `chunk_dot` and
-/// `dpbusd` of the module that expands it (its parent module, `super`).
+/// of eight rows in the lanes for the chain variants of Q4_K, Q5_K and Q2_K and the tiled
+/// order of Q3_K and Q5_K, summing `maddubs` runs in i16), their safe wrappers, tile kernels
+/// and the `fill` that puts them in a table row, compiled with the target features `$feat`
+/// over the primitives `pair_dot`, `pair_dot_b`, `bias4` and `chunk_dot` of the module that
+/// expands it (its parent module, `super`).
 macro_rules! k_quant_kernels {
-    ($feat:literal, i16_runs: $i16:literal) => {
-        /// Whether the panels sum runs of `maddubs` pairs in i16 and scale them with one
-        /// `madd` (AVX2, whose four-sums take two instructions), or form each group's
-        /// four-sum and scale the sub-block's total with `vpmulld` (VNNI's `vpdpbusd`).
-        const I16_RUNS: bool = $i16;
+    ($feat:literal) => {
         use std::arch::x86_64::*;
 
-        use super::{bias4, chunk_dot, dpbusd, pair_dot, pair_dot_b};
+        use super::{bias4, chunk_dot, pair_dot, pair_dot_b};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::kblocks::{
             BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K,
@@ -585,48 +582,6 @@ macro_rules! k_quant_kernels {
             (groups[e / RUN][(e % RUN) / GROUP], _mm256_set1_epi32(y4))
         }
 
-        /// One part (sub-blocks `p·NSUB/parts ..`) of a panel token's integers from each
-        /// group's four-sum (`dpbusd`, two chains: even and odd groups), in exact wrapping i32:
-        /// `s1 = Σ_s sc_s·(raw_s − bias·bsum_s)`, `s2 = Σ_s m_s·bsum_s`.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        #[allow(clippy::too_many_arguments)]
-        fn four_sum_part<const NSUB: usize>(
-            groups: &[[__m256i; PANEL_ROWS]; RUNS],
-            b: &BlockQ8K,
-            scv: &[__m256i; NSUB],
-            mnv: &[__m256i; NSUB],
-            bias: i32,
-            mins: bool,
-            p: usize,
-            parts: usize,
-        ) -> (__m256i, __m256i) {
-            let sub = QK_K / NSUB;
-            let zero = _mm256_setzero_si256();
-            let (mut s1, mut s2) = (zero, zero);
-            for s in p * NSUB / parts..(p + 1) * NSUB / parts {
-                let mut raw = [zero; 2];
-                for g in 0..sub / GROUP {
-                    let (x, y4) = group_at(groups, b, s * sub + GROUP * g);
-                    raw[g % 2] = dpbusd(raw[g % 2], x, y4);
-                }
-                let mut raw = _mm256_add_epi32(raw[0], raw[1]);
-                let bsum = b.bsums[s * sub / BSUM_LEN..(s + 1) * sub / BSUM_LEN]
-                    .iter()
-                    .fold(0i32, |a, &v| a.wrapping_add(i32::from(v)));
-                if bias != 0 {
-                    let off = _mm256_set1_epi32(bias.wrapping_mul(bsum));
-                    raw = _mm256_sub_epi32(raw, off);
-                }
-                s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(scv[s], raw));
-                if mins {
-                    let m = _mm256_mullo_epi32(mnv[s], _mm256_set1_epi32(bsum));
-                    s2 = _mm256_add_epi32(s2, m);
-                }
-            }
-            (s1, s2)
-        }
-
         /// One part (sub-blocks `p·NSUB/parts ..`) of a panel token's integers with i16 runs:
         /// per sub-block the `maddubs` pairs of `IRUN` groups at a time summed in i16 (no
         /// overflow for the type's codes: see the callers) and widened and scaled at once by
@@ -690,7 +645,7 @@ macro_rules! k_quant_kernels {
         /// codes of a run with the rows in the lanes of one vector (so are the rows' scales and
         /// mins), then per token and sub-block s, in exact wrapping i32, the tiled oracle's
         /// ```text
-        /// raw = Σ_groups dpbusd(codes, four activations broadcast)   (lanes: rows)
+        /// raw = Σ_groups four-sums(codes, four activations broadcast)   (lanes: rows)
         /// s1[part(s)] += sc_s·(raw − bias·bsum_s);  s2[part(s)] += m_s·bsum_s
         /// ```
         /// (the repacked oracles' `isum`/`imin` per part too, with no bias), then the float
@@ -757,15 +712,9 @@ macro_rules! k_quant_kernels {
                     let (ds, dms) = (_mm256_mul_ps(dv, dy), _mm256_mul_ps(dminv, dy));
                     // Each part's sub-blocks in turn, its totals in registers.
                     for p in 0..parts {
-                        let (s1, s2) = if I16_RUNS {
-                            i16_part::<NSUB, IRUN>(
-                                &groups, b, &scd, &scp, &mnp, bias, dmin.is_some(), p, parts,
-                            )
-                        } else {
-                            four_sum_part::<NSUB>(
-                                &groups, b, &scv, &mnv, bias, dmin.is_some(), p, parts,
-                            )
-                        };
+                        let (s1, s2) = i16_part::<NSUB, IRUN>(
+                            &groups, b, &scd, &scp, &mnp, bias, dmin.is_some(), p, parts,
+                        );
                         if kind == ChainKind::Tiled {
                             let mut tv = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), dv);
                             if dmin.is_some() {
@@ -943,13 +892,8 @@ macro_rules! k_quant_kernels {
             RepackedGemm => q2_k_panel_gemm,
             Batch => q2_k_panel_tiled,
         });
-        tile_fn!(tile_q3_k, BlockQ3K, q8_k, PASS_ROWS, PASS_TOKENS, {
-            Dot => q3_k_rows,
-            Batch => q3_k_tiled_rows,
-        });
-        // With i16 runs a Q3_K panel is cheaper than the passes; with VNNI's four-sums and a
-        // `vpmulld` per sixteen-element sub-block it ran slower (AVX-512 on Zen 4), so only a
-        // tier with i16 runs takes it (both x86 tiers now).
+        // With i16 runs a Q3_K panel is cheaper than the passes (with VNNI four-sums and a
+        // `vpmulld` per sixteen-element sub-block it had run slower, on Zen 4).
         tile_fn!(tile_q3_k_panels, BlockQ3K, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => q3_k_rows,
             Batch => q3_k_tiled_rows,
@@ -991,11 +935,7 @@ macro_rules! k_quant_kernels {
                 GgmlType::Q3K => {
                     e.dot = row_dot!(dot_q3_k_q8_k, BlockQ3K, q8_k);
                     e.dot_batch = Some(row_dot!(dot_q3_k_q8_k_tiled, BlockQ3K, q8_k));
-                    if I16_RUNS {
-                        tile_q3_k_panels
-                    } else {
-                        tile_q3_k
-                    }
+                    tile_q3_k_panels
                 }
                 GgmlType::Q4K => {
                     e.dot = row_dot!(dot_q4_k_q8_k, BlockQ4K, q8_k);
