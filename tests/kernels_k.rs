@@ -392,8 +392,9 @@ fn panels_at_activation_extremes_equal_the_scalar_oracles() {
     }
     let mut g = qc::gen("panels_at_activation_extremes", 100);
     for bytes in [Quantized, Random, Fill(0xff), Fill(0)] {
+        // 17 rows: a sixteen-row panel (AVX-512) or two eight-row ones (AVX2), and a tail.
         let c = Case {
-            w: (0..9).map(|_| gen_row(&mut g, 2)).collect(),
+            w: (0..17).map(|_| gen_row(&mut g, 2)).collect(),
             x: (0..17).map(|_| gen_row(&mut g, 2)).collect(),
             bytes,
             seed: u64::arbitrary(&mut g),

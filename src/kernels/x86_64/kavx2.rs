@@ -81,7 +81,7 @@ pub(super) use wrap_rows;
 macro_rules! tile_fn {
     ($name:ident, $b:ty, $get:ident, $r:expr, $t:expr, { $($v:ident => $k:ident),* $(,)? }
      $(, panels: { $($pv:ident => $pk:ident),* $(,)? })?) => {
-        fn $name(
+        pub(super) fn $name(
             rows: &[&[u8]],
             acts: &[crate::kernels::ActRow],
             variant: crate::kernels::entries::Variant,

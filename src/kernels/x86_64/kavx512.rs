@@ -216,6 +216,15 @@ fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut 
     true
 }
 
+/// Q2_K's and Q3_K's tiles on this tier: sixteen-row panels in 512-bit vectors
+/// (`kpanel512.rs`), the eight-row tiles of `kernels` for the rows left and the other orders.
+fn tile_q2_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::kpanel512::tile_q2_k(rows, acts, variant, out, kernels::tile_q2_k)
+}
+fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::kpanel512::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
+}
+
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
 /// every dot product and a tile kernel for every type.
 pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
@@ -224,8 +233,11 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         if let Some(tile) = wide::fill(e).or_else(|| kernels::fill(e)) {
             e.tile = Some(tile);
         }
-        if e.ty == GgmlType::Q5_0 {
-            e.tile = Some(tile_q5_0_pairs);
+        match e.ty {
+            GgmlType::Q5_0 => e.tile = Some(tile_q5_0_pairs),
+            GgmlType::Q2K => e.tile = Some(tile_q2_k16),
+            GgmlType::Q3K => e.tile = Some(tile_q3_k16),
+            _ => {}
         }
         e.packed = super::kpacked::packed(e.ty);
     }

@@ -13,6 +13,7 @@ pub(super) mod kpacked2;
 pub(super) mod kpacked2_tile;
 pub(super) mod kpacked_k;
 pub(super) mod kpacked_tile;
+pub(super) mod kpanel512;
 pub(super) mod kquant_kernels;
 pub(super) mod kwide_kernels;
 pub(super) mod tile_call;

@@ -1,0 +1,334 @@
+//! AVX-512 panels of sixteen rows for the file layout's Q2_K and Q3_K prompts: the panels of
+//! `kquant_kernels.rs` (eight rows in the i32 lanes of a 256-bit vector) widened to 512 bits,
+//! rows 0..8 in the low half and 8..16 in the high half, so each token's activation broadcast,
+//! `maddubs`, i16 add and `madd` serve sixteen rows. Every lane runs exactly the integers and
+//! float chain of its row in the eight-row panel (`panel_rows` there, in the orders of
+//! `krepack.rs` and `ktiled.rs`), so the outputs keep their bits.
+//!
+//! The `#[target_feature]` functions are private; the table hands out the tiles only after
+//! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
+
+use std::arch::x86_64::*;
+
+use super::kavx2::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM, PANEL_TOKENS};
+use super::kavx2_k::{q2_k_panel_row, q3_k_panel_row, transpose8, ChainKind, PanelRow, Q3_BIAS};
+use super::kavx2_k::{RUN, RUNS, SUB16S};
+use crate::kernels::blocks::Block;
+use crate::kernels::entries::{self, TileDot, Variant};
+use crate::kernels::kblocks::{BlockQ2K, BlockQ3K, BlockQ8K, QK_K};
+use crate::kernels::ActRow;
+
+/// Rows of a panel: the sixteen i32 lanes of a 512-bit vector.
+const ROWS: usize = 16;
+/// Rows of each 256-bit half.
+const HALF: usize = ROWS / 2;
+/// Elements of a group: one i32 lane's four bytes.
+const GROUP: usize = 4;
+/// Elements per `bsums` entry of a Q8_K block.
+const BSUM_LEN: usize = 16;
+/// Groups of four whose `maddubs` pairs are added in i16 before one `madd`: a whole
+/// sixteen-element sub-block of 2- and 3-bit codes (as the eight-row panels run them).
+const RUN_SUB16: usize = QK_K / SUB16S / GROUP;
+const _: () = assert!(
+    super::kpacked2_tile::i16_run_fits(RUN_SUB16, 2)
+        && super::kpacked2_tile::i16_run_fits(RUN_SUB16, 3)
+);
+
+/// A panel's outputs, token-major.
+type Out = [[f32; ROWS]; PANEL_TOKENS];
+/// A sixteen-row panel kernel: `out[t][r] = dot(w[r], y[t])` for `y.len()` tokens.
+type Panel16<B> = fn(&[&[B]; ROWS], &[&[BlockQ8K]], &mut Out);
+/// One f16 field of a block.
+type Half<B> = fn(&B) -> [u8; 2];
+
+/// The two 256-bit halves as one vector (`lo` in lanes 0..8).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn join(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// Sixteen i32 as one vector.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn load16(v: &[i32; ROWS]) -> __m512i {
+    // SAFETY: v is 16 readable i32s (64 bytes); the load is unaligned.
+    unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+}
+
+/// f16 → f32 of one field of each of the sixteen rows' block `i`, row r in lane r.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn row_scales16<B>(w: &[&[B]; ROWS], i: usize, get: Half<B>) -> __m512 {
+    let h: [u16; ROWS] = std::array::from_fn(|r| u16::from_le_bytes(get(&w[r][i])));
+    // SAFETY: h is 16 readable u16s (32 bytes); the load is unaligned.
+    _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(h.as_ptr().cast()) })
+}
+
+/// One part (sub-blocks `p·16/parts ..`) of a token's integers, sixteen rows: the eight-row
+/// panels' `i16_part` with every vector twice as wide (same integers per lane).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+fn i16_part(
+    groups: &[[__m512i; HALF]; RUNS],
+    b: &BlockQ8K,
+    scd: &[__m512i; SUB16S],
+    scp: &[__m512i; SUB16S / 2],
+    mnp: &[__m512i; SUB16S / 2],
+    bias: i32,
+    mins: bool,
+    p: usize,
+    parts: usize,
+) -> (__m512i, __m512i) {
+    let sub = QK_K / SUB16S;
+    let zero = _mm512_setzero_si512();
+    let (mut s1, mut s2, mut bt) = (zero, zero, zero);
+    let (s0, s_end) = (p * SUB16S / parts, (p + 1) * SUB16S / parts);
+    // An index loop on purpose: written as `scd.iter().enumerate().take(..).skip(..)` the
+    // Q3_K_M prompt ran at half the speed (101 against 203 t/s, pp128 at one thread).
+    for s in s0..s_end {
+        let mut a = zero;
+        for g in 0..RUN_SUB16 {
+            let e = s * sub + GROUP * g;
+            let q = &b.qs[e..e + GROUP];
+            let y4 = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+            let x = groups[e / RUN][(e % RUN) / GROUP];
+            a = _mm512_add_epi16(a, _mm512_maddubs_epi16(x, _mm512_set1_epi32(y4)));
+        }
+        s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(a, scd[s]));
+    }
+    // Sub-block s's activation sum (one `bsums` entry), paired as i16 with s + 1's.
+    let bsum = |s: usize| i32::from(b.bsums[s * sub / BSUM_LEN]);
+    for k in s0 / 2..s_end / 2 {
+        let pair = (bsum(2 * k) & 0xffff) | (bsum(2 * k + 1) << 16);
+        let bp = _mm512_set1_epi32(pair);
+        if bias != 0 {
+            bt = _mm512_add_epi32(bt, _mm512_madd_epi16(scp[k], bp));
+        }
+        if mins {
+            s2 = _mm512_add_epi32(s2, _mm512_madd_epi16(mnp[k], bp));
+        }
+    }
+    if bias != 0 {
+        s1 = _mm512_sub_epi32(s1, _mm512_mullo_epi32(bt, _mm512_set1_epi32(bias)));
+    }
+    (s1, s2)
+}
+
+/// The sixteen-row panel of a type with sixteen-element sub-blocks: per super-block the rows'
+/// blocks unpacked and transposed once, then per token the integers of [`i16_part`] and the
+/// float chain of `kind`, one lane per row, as the eight-row `panel_rows` does them.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn panel_rows<B>(
+    w: &[&[B]; ROWS],
+    y: &[&[BlockQ8K]],
+    out: &mut Out,
+    unpack: impl Fn(&B) -> PanelRow<SUB16S>,
+    d: Half<B>,
+    dmin: Option<Half<B>>,
+    bias: i32,
+    parts: usize,
+    kind: ChainKind,
+) {
+    let nt = y.len();
+    assert!((1..=PANEL_TOKENS).contains(&nt), "a panel of {nt} tokens");
+    let n = y[0].len();
+    assert!(
+        w.iter().all(|r| r.len() == n) && y.iter().all(|t| t.len() == n),
+        "row length mismatch"
+    );
+    let zero256 = _mm256_setzero_si256();
+    let zero_ps = _mm512_setzero_ps();
+    let mut acc = [zero_ps; PANEL_TOKENS];
+    let mut acc_min = [zero_ps; PANEL_TOKENS];
+    let low16 = _mm512_set1_epi32(0xffff);
+    let pair16 = |a: __m512i, b: __m512i| {
+        _mm512_or_si512(_mm512_and_si512(a, low16), _mm512_slli_epi32::<16>(b))
+    };
+    for i in 0..n {
+        let mut codes = [[[zero256; HALF]; RUNS]; 2];
+        let mut sc = [[0i32; ROWS]; SUB16S];
+        let mut mn = [[0i32; ROWS]; SUB16S];
+        for r in 0..ROWS {
+            let row = unpack(&w[r][i]);
+            for (c, code) in row.codes.iter().enumerate() {
+                codes[r / HALF][c][r % HALF] = *code;
+            }
+            for s in 0..SUB16S {
+                (sc[s][r], mn[s][r]) = (row.sc[s], row.mins[s]);
+            }
+        }
+        // groups[c][m]: lane r holds row r's codes of elements 32c + 4m .. + 4.
+        let groups: [[__m512i; HALF]; RUNS] = std::array::from_fn(|c| {
+            let (lo, hi) = (transpose8(codes[0][c]), transpose8(codes[1][c]));
+            std::array::from_fn(|m| join(lo[m], hi[m]))
+        });
+        let scv: [__m512i; SUB16S] = std::array::from_fn(|s| load16(&sc[s]));
+        let mnv: [__m512i; SUB16S] = std::array::from_fn(|s| load16(&mn[s]));
+        let scd: [__m512i; SUB16S] = std::array::from_fn(|s| pair16(scv[s], scv[s]));
+        let scp: [__m512i; SUB16S / 2] =
+            std::array::from_fn(|k| pair16(scv[2 * k], scv[2 * k + 1]));
+        let mnp: [__m512i; SUB16S / 2] =
+            std::array::from_fn(|k| pair16(mnv[2 * k], mnv[2 * k + 1]));
+        let dv = row_scales16(w, i, d);
+        let dminv = dmin.map_or(zero_ps, |m| row_scales16(w, i, m));
+        for t in 0..nt {
+            let b = &y[t][i];
+            let dy = _mm512_set1_ps(b.d);
+            let (ds, dms) = (_mm512_mul_ps(dv, dy), _mm512_mul_ps(dminv, dy));
+            for p in 0..parts {
+                let (s1, s2) =
+                    i16_part(&groups, b, &scd, &scp, &mnp, bias, dmin.is_some(), p, parts);
+                if kind == ChainKind::Tiled {
+                    let mut tv = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), dv);
+                    if dmin.is_some() {
+                        // −dmin by its sign bit (`vxorps` on zmm needs AVX-512 DQ).
+                        let neg = _mm512_castsi512_ps(_mm512_xor_si512(
+                            _mm512_castps_si512(dminv),
+                            _mm512_set1_epi32(i32::MIN),
+                        ));
+                        tv = _mm512_fmadd_ps(neg, _mm512_cvtepi32_ps(s2), tv);
+                    }
+                    acc[t] = _mm512_fmadd_ps(tv, dy, acc[t]);
+                } else {
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), ds, acc[t]);
+                    acc_min[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), dms, acc_min[t]);
+                }
+            }
+        }
+    }
+    for t in 0..nt {
+        let v = match kind {
+            ChainKind::Tiled => acc[t],
+            _ => _mm512_sub_ps(acc[t], acc_min[t]),
+        };
+        // SAFETY: out[t] is 16 writable f32s; the store is unaligned.
+        unsafe { _mm512_storeu_ps(out[t].as_mut_ptr(), v) };
+    }
+}
+
+/// The chain of each panel instance (`kind as usize`).
+const REPACKED: usize = 0;
+const GEMM: usize = 1;
+const TILED: usize = 2;
+const fn chain_kind(k: usize) -> ChainKind {
+    match k {
+        REPACKED => ChainKind::Repacked,
+        GEMM => ChainKind::Gemm,
+        _ => ChainKind::Tiled,
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn q2_k_impl<const K: usize>(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    let parts = if K == GEMM { 2 } else { 1 };
+    let (d, dmin): (Half<BlockQ2K>, Half<BlockQ2K>) = (|a| a.d, |a| a.dmin);
+    let unpack = |a: &BlockQ2K| q2_k_panel_row(a);
+    panel_rows(w, y, out, unpack, d, Some(dmin), 0, parts, chain_kind(K));
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn q3_k_impl(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    let d: Half<BlockQ3K> = |a| a.d;
+    let unpack = |a: &BlockQ3K| q3_k_panel_row(a);
+    let bias = i32::from(Q3_BIAS);
+    panel_rows(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled);
+}
+
+// The safe wrappers: each `unsafe` call is sound because they are only reachable through the
+// AVX-512 table, built after every feature the bodies enable was detected.
+fn q2_k_repacked(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    // SAFETY: as above.
+    unsafe { q2_k_impl::<REPACKED>(w, y, out) }
+}
+fn q2_k_gemm(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    // SAFETY: as above.
+    unsafe { q2_k_impl::<GEMM>(w, y, out) }
+}
+fn q2_k_tiled(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    // SAFETY: as above.
+    unsafe { q2_k_impl::<TILED>(w, y, out) }
+}
+fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    // SAFETY: as above.
+    unsafe { q3_k_impl(w, y, out) }
+}
+
+/// Runs `panel` over every whole group of sixteen rows against every token
+/// ([`PANEL_TOKENS`] at a time) and `rest` (the type's eight-row tile) over the rows left;
+/// `rest` alone when there are fewer than `min_tokens` tokens.
+fn tile16<B: Block>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+    panel: Panel16<B>,
+    min_tokens: usize,
+    rest: TileDot,
+) -> bool {
+    let n_rows = rows.len();
+    assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+    let whole = n_rows / ROWS * ROWS;
+    if acts.len() < min_tokens || whole == 0 {
+        return rest(rows, acts, variant, out);
+    }
+    let n = entries::q8_k(&acts[0]).len();
+    let mut o = [[0f32; ROWS]; PANEL_TOKENS];
+    for r0 in (0..whole).step_by(ROWS) {
+        let w: [&[B]; ROWS] = std::array::from_fn(|r| entries::weights::<B>(rows[r0 + r], n));
+        for (t0, chunk) in (0..).step_by(PANEL_TOKENS).zip(acts.chunks(PANEL_TOKENS)) {
+            let y: [&[BlockQ8K]; PANEL_TOKENS] =
+                std::array::from_fn(|t| entries::q8_k(&chunk[t.min(chunk.len() - 1)]));
+            panel(&w, &y[..chunk.len()], &mut o);
+            for (t, ot) in o[..chunk.len()].iter().enumerate() {
+                out[(t0 + t) * n_rows + r0..][..ROWS].copy_from_slice(ot);
+            }
+        }
+    }
+    if whole < n_rows {
+        let left = n_rows - whole;
+        let mut tail = vec![0f32; left * acts.len()];
+        if !rest(&rows[whole..], acts, variant, &mut tail) {
+            return false;
+        }
+        for (t, tt) in tail.chunks_exact(left).enumerate() {
+            out[t * n_rows + whole..][..left].copy_from_slice(tt);
+        }
+    }
+    true
+}
+
+/// Q2_K's tile on this tier: the sixteen-row panels in its three chain orders, `rest` (the
+/// eight-row tile) for the rows left and for the `vec_dot` order.
+pub(super) fn tile_q2_k(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+    rest: TileDot,
+) -> bool {
+    let (panel, min): (Panel16<BlockQ2K>, usize) = match variant {
+        Variant::Repacked => (q2_k_repacked, PANEL_MIN_TOKENS),
+        Variant::RepackedGemm => (q2_k_gemm, PANEL_MIN_TOKENS_GEMM),
+        Variant::Batch => (q2_k_tiled, PANEL_MIN_TOKENS),
+        Variant::Dot => return rest(rows, acts, variant, out),
+    };
+    tile16(rows, acts, variant, out, panel, min, rest)
+}
+
+/// Q3_K's tile on this tier: the sixteen-row panel in the tiled order, `rest` otherwise.
+pub(super) fn tile_q3_k(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+    rest: TileDot,
+) -> bool {
+    match variant {
+        Variant::Batch => tile16(rows, acts, variant, out, q3_k_tiled, PANEL_MIN_TOKENS, rest),
+        _ => rest(rows, acts, variant, out),
+    }
+}
