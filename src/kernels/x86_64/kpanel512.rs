@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kavx2::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM, PANEL_TOKENS};
+use super::kavx2::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
 use super::kavx2_k::{q2_k_panel_row, q3_k_panel_row, transpose8, ChainKind, PanelRow, Q3_BIAS};
 use super::kavx2_k::{RUN, RUNS, SUB16S};
 use crate::kernels::blocks::Block;
@@ -33,6 +33,10 @@ const _: () = assert!(
     super::kpacked2_tile::i16_run_fits(RUN_SUB16, 2)
         && super::kpacked2_tile::i16_run_fits(RUN_SUB16, 3)
 );
+
+/// Most tokens of one panel call: a forward step's whole batch (`MAX_BATCH`), so each row's
+/// super-block is unpacked once per step.
+const PANEL_TOKENS: usize = 64;
 
 /// A panel's outputs, token-major.
 type Out = [[f32; ROWS]; PANEL_TOKENS];
