@@ -16,9 +16,10 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{bytes_from_nibbles_32, hsum_float_8, scale8};
+use super::avx2::{hsum_float_8, scale8};
 use super::kavx2::{drive, exact, f16, load32, prefetch_for, PASS_TOKENS};
 use super::kavx2_k::Q3_BIAS;
+use super::kpanel512::join;
 use crate::kernels::blocks::BlockQ8_0;
 use crate::kernels::entries::{Variant, SCALAR};
 use crate::kernels::kblocks::BlockQ5_0;
@@ -142,13 +143,7 @@ fn q5_0_pairs_impl<const T: usize>(
     let (w, y) = (exact(w, n), exact(y, n));
     let pf = prefetch_for::<_, PAIR_ROWS, T>(&w);
     let zero = _mm512_setzero_si512();
-    // A clear fifth bit leaves 0xF0 over the nibble: q − 16 in two's complement.
-    let high = _mm256_set1_epi8(0xF0u8 as i8);
-    let values = |a: &BlockQ5_0| {
-        let bxhi = _mm256_andnot_si256(bytes_from_bits_32(&a.qh), high);
-        _mm256_or_si256(bytes_from_nibbles_32(&a.qs), bxhi)
-    };
-    let join = |lo: __m256i, hi: __m256i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    let values = wide::q5_0_values;
     let join_ps = |lo: __m256, hi: __m256| {
         _mm512_castpd_ps(_mm512_insertf64x4::<1>(
             _mm512_castpd256_pd512(_mm256_castps_pd(lo)),

@@ -587,7 +587,8 @@ macro_rules! k_quant_kernels {
         /// overflow for the type's codes: see the callers) and widened and scaled at once by
         /// `madd` with the scale in both halves (`scd`); the bias `bias·Σ_s sc_s·bsum_s` and the
         /// mins `Σ_s m_s·bsum_s` by `madd` of the scale and min pairs against the activation
-        /// sums in pairs. The same exact (wrapping) `(s1, s2)` as the four-sum path.
+        /// sums in pairs: in exact wrapping i32, `s1 = Σ_s sc_s·(raw_s − bias·bsum_s)` and
+        /// `s2 = Σ_s m_s·bsum_s`.
         #[target_feature(enable = $feat)]
         #[inline]
         #[allow(clippy::too_many_arguments)]

@@ -40,7 +40,7 @@ macro_rules! wide_kernels {
         /// Q5_0 weights as signed bytes `q − 16`.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn q5_0_values(a: &BlockQ5_0) -> __m256i {
+        pub(super) fn q5_0_values(a: &BlockQ5_0) -> __m256i {
             // A clear fifth bit leaves 0xF0 over the nibble: q − 16 in two's complement.
             let high = _mm256_set1_epi8(0xF0u8 as i8);
             let bxhi = _mm256_andnot_si256(bytes_from_bits_32(&a.qh), high);
