@@ -262,6 +262,25 @@ fn error_messages_name_field_and_offset() {
 /// line naming the tensor, and exit 2.
 #[test]
 fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
+    // A file holding `name`: two rows of `cols` elements of `ty`, its last `cut` bytes gone,
+    // which the reader must refuse as out of bounds; with the tag and the words its error says.
+    fn short_data(
+        ty: GgmlType,
+        name: &'static str,
+        cols: u64,
+        cut: usize,
+    ) -> (String, Vec<u8>, &'static str) {
+        let blocks = 2 * cols as usize / ty.block_size();
+        let mut b =
+            tiny_with(|w| w.add_tensor(name, &[cols, 2], ty, vec![7; blocks * ty.block_bytes()]));
+        b.truncate(b.len() - cut);
+        assert!(
+            matches!(kind(&b), GgufErrorKind::TensorOutOfBounds { .. }),
+            "{}: short data",
+            ty.name()
+        );
+        (format!("{}-short", ty.name()), b, name)
+    }
     let dir = common::temp_dir("gguf-kquants");
     let mut cases = Vec::new();
     let k_types = [
@@ -289,21 +308,8 @@ fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
         );
         cases.push((format!("{}-rows", ty.name()), b, "not a multiple"));
         // Two rows of one super-block, the second cut short.
-        let mut b = tiny_with(|w| {
-            w.add_tensor(
-                "blk.0.ffn_down.weight",
-                &[256, 2],
-                ty,
-                vec![7; 2 * ty.block_bytes()],
-            )
-        });
-        b.truncate(b.len() - ty.block_bytes() / 2);
-        assert!(
-            matches!(kind(&b), GgufErrorKind::TensorOutOfBounds { .. }),
-            "{}: short data",
-            ty.name()
-        );
-        cases.push((format!("{}-short", ty.name()), b, "blk.0.ffn_down.weight"));
+        let cut = ty.block_bytes() / 2;
+        cases.push(short_data(ty, "blk.0.ffn_down.weight", 256, cut));
     }
     for ty in [GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Iq4Nl] {
         let b = tiny_with(|w| {
@@ -321,21 +327,8 @@ fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
         );
         cases.push((format!("{}-rows", ty.name()), b, "not a multiple"));
         // Two rows of one block, cut short past the file's padding to its alignment (32).
-        let mut b = tiny_with(|w| {
-            w.add_tensor(
-                "blk.0.attn_q.weight",
-                &[32, 2],
-                ty,
-                vec![7; 2 * ty.block_bytes()],
-            )
-        });
-        b.truncate(b.len() - ty.block_bytes() - 32);
-        assert!(
-            matches!(kind(&b), GgufErrorKind::TensorOutOfBounds { .. }),
-            "{}: short data",
-            ty.name()
-        );
-        cases.push((format!("{}-short", ty.name()), b, "blk.0.attn_q.weight"));
+        let cut = ty.block_bytes() + 32;
+        cases.push(short_data(ty, "blk.0.attn_q.weight", 32, cut));
     }
     for (tag, bytes, says) in cases {
         let path = dir.join(format!("{tag}.gguf"));
