@@ -711,23 +711,27 @@ fn check_packed(
         pack::pack_group(layout, &file, n, out);
     }
     let acts = activations(ty, &c.x, &edit);
-    // Every group against all the tokens at once (`dot_tile_in`: the packed kernels, or
-    // `false` where the tier has none for the order).
+    // Every run of consecutive groups (one, two, three at once: the AVX-512 kernels take two
+    // together) against all the tokens at once (`dot_tile_in`: the packed kernels, or `false`
+    // where the tier has none for the order).
     for order in ORDERS {
         for k in &all {
-            for (gi, g) in packed.chunks_exact(group_bytes).enumerate() {
-                let mut out = vec![f32::NAN; PACK_ROWS * acts.len()];
+            for (g0, count) in (0..groups).flat_map(|g0| (1..=groups - g0).map(move |c| (g0, c))) {
+                let g = &packed[g0 * group_bytes..(g0 + count) * group_bytes];
+                let rows_out = count * PACK_ROWS;
+                let mut out = vec![f32::NAN; rows_out * acts.len()];
                 if !k.dot_tile_in(layout, ty, order, g, &acts, &mut out) {
                     continue;
                 }
                 for (t, a) in acts.iter().enumerate() {
-                    for r in 0..PACK_ROWS {
-                        let want = scalar.dot_ordered(ty, order, rows[gi * PACK_ROWS + r], a);
-                        let got = out[t * PACK_ROWS + r];
+                    for r in 0..rows_out {
+                        let row = rows[g0 * PACK_ROWS + r];
+                        let want = scalar.dot_ordered(ty, order, row, a);
+                        let got = out[t * rows_out + r];
                         if !same(got, want) {
                             eprintln!(
-                                "{} {order:?} tier {} {} tile of {} tokens, group {gi} row {r} \
-                                 token {t}: {got:e} != scalar {want:e}",
+                                "{} {order:?} tier {} {} tile of {count} groups from {g0} and \
+                                 {} tokens, row {r} token {t}: {got:e} != scalar {want:e}",
                                 ty.name(),
                                 k.tier,
                                 layout.name(),

@@ -49,11 +49,11 @@ pub type TileDot = fn(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &m
 /// row's single dot in the entry's `variant` gives it.
 pub type PackedGemv = fn(group: &[u8], act: &[BlockQ8K], out: &mut [f32]);
 
-/// A tier's many-token kernel over one packed group: `out[t * 16 + r]` is row r against
-/// `acts[t]` in `variant`'s order, bit for bit; `false`, having written nothing, for a variant
-/// it has no kernel for.
+/// A tier's many-token kernel over `g` packed groups back to back in `groups`:
+/// `out[t * 16g + 16j + r]` is row r of group j against `acts[t]` in `variant`'s order, bit for
+/// bit; `false`, having written nothing, for a variant it has no kernel for.
 pub type PackedTile =
-    fn(super::Layout, group: &[u8], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool;
+    fn(super::Layout, groups: &[u8], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool;
 
 /// A packed layout a tier reads faster than the file's rows for single tokens: placement packs
 /// copies into it where decode sums in `variant`. Prompts read it through `tile` where the

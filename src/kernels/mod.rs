@@ -1069,27 +1069,30 @@ impl Kernels {
         }
     }
 
-    /// [`Kernels::dot_tile`] of one packed group of a type of the generic path ([`PACK_ROWS`]
-    /// rows of `layout` in `group`'s bytes): `out[t * PACK_ROWS + r]` is row r against
-    /// `acts[t]`, bit for bit as the file layout gives it, in `order`: decode's order by the
-    /// packed single-token kernel per token, the prompt orders by the tier's packed tile kernel.
-    /// Returns `false`, having written nothing, where the tier has neither for this order (the
-    /// caller then unpacks the group).
+    /// [`Kernels::dot_tile`] of `g` packed groups of a type of the generic path (each
+    /// [`PACK_ROWS`] rows of `layout`, back to back in `groups`' bytes): `out[t * 16g + 16j +
+    /// r]` is row r of group j against `acts[t]`, bit for bit as the file layout gives it, in
+    /// `order`: decode's order by the packed single-token kernel per token, the prompt orders
+    /// by the tier's packed tile kernel. Returns `false`, having written nothing, where the
+    /// tier has neither for this order (the caller then unpacks the groups).
     ///
     /// # Panics
-    /// If `out.len() != PACK_ROWS * acts.len()`.
+    /// If `groups` is empty, or `out.len()` is not `PACK_ROWS * acts.len()` per group (the
+    /// activations' length fixes a group's bytes).
     pub fn dot_tile_in(
         &self,
         layout: Layout,
         ty: GgmlType,
         order: SumOrder,
-        group: &[u8],
+        groups: &[u8],
         acts: &[ActRow],
         out: &mut [f32],
     ) -> bool {
-        assert_eq!(
-            out.len(),
-            PACK_ROWS * acts.len(),
+        let per_group = PACK_ROWS * acts.len();
+        // With no tokens there are no outputs, and the count does not matter.
+        let count = out.len().checked_div(per_group).unwrap_or(1);
+        assert!(
+            !groups.is_empty() && count > 0 && out.len() == count * per_group,
             "tile output size mismatch"
         );
         let Some(e) = self.entry(ty) else {
@@ -1102,14 +1105,21 @@ impl Kernels {
         if variant != p.variant {
             return p
                 .tile
-                .is_some_and(|tile| tile(layout, group, acts, variant, out));
+                .is_some_and(|tile| tile(layout, groups, acts, variant, out));
         }
         if !acts.iter().all(|a| matches!(a, ActRow::Q8K(_))) {
             return false;
         }
-        for (a, o) in acts.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        assert!(groups.len().is_multiple_of(count), "{count} packed groups");
+        let group_bytes = groups.len() / count;
+        for (a, o) in acts.iter().zip(out.chunks_exact_mut(count * PACK_ROWS)) {
             if let ActRow::Q8K(y) = a {
-                (p.gemv)(group, y, o);
+                for (g, o) in groups
+                    .chunks_exact(group_bytes)
+                    .zip(o.chunks_exact_mut(PACK_ROWS))
+                {
+                    (p.gemv)(g, y, o);
+                }
             }
         }
         true

@@ -690,8 +690,11 @@ impl<'a> Model<'a> {
         let nth = pool.threads();
         pool.run(&|tid| {
             use crate::kernels::PANEL_ROWS as STEP;
-            // The outputs of one step of STEP rows for every token, token-major.
-            let mut step = [0f32; STEP * MAX_BATCH];
+            // Packed groups go two to a step: the AVX-512 prompt kernels feed both from each
+            // activation broadcast.
+            const PACKED_STEP: usize = 2 * PACK_ROWS;
+            // The outputs of one step (up to PACKED_STEP rows) for every token, token-major.
+            let mut step = [0f32; PACKED_STEP * MAX_BATCH];
             let slot = pool.group_of(tid);
             let threads = &pool.groups()[slot];
             // Per matrix, the group's view and rows (stored on its node), shared among the
@@ -727,12 +730,16 @@ impl<'a> Model<'a> {
                     return;
                 }
                 // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
-                // walks them a tile's tokens at a time), so the step's rows stay in L1. A group
-                // of another packed layout (whole groups: c0 and c1 are group boundaries) goes
-                // through the tier's packed kernels, or is put back in the file's layout first
-                // (once per step) for a run of tokens they do not take.
-                for r0 in (c0..c1).step_by(STEP) {
-                    let k = STEP.min(c1 - r0);
+                // walks them a tile's tokens at a time), so the step's rows stay in L1. Groups
+                // of another packed layout (whole groups: c0 and c1 are group boundaries; two
+                // to a step) go through the tier's packed kernels, or are put back in the
+                // file's layout first (once per step) for a run of tokens they do not take.
+                let step_rows = match t.layout {
+                    Layout::Rows => STEP,
+                    _ => PACKED_STEP,
+                };
+                for r0 in (c0..c1).step_by(step_rows) {
+                    let k = step_rows.min(c1 - r0);
                     let step = &mut step[..k * n];
                     let packed = (t.layout != Layout::Rows).then(|| t.rows_bytes(r0, r0 + k));
                     let mut is_unpacked = false;
@@ -746,15 +753,18 @@ impl<'a> Model<'a> {
                             if !is_unpacked {
                                 unpacked.resize(g.len(), 0);
                                 let blocks = t.cols / t.layout.block_elems();
-                                pack::unpack_group(t.layout, g, blocks, &mut unpacked);
+                                let group = PACK_ROWS * t.row_bytes;
+                                for (p, u) in g.chunks(group).zip(unpacked.chunks_mut(group)) {
+                                    pack::unpack_group(t.layout, p, blocks, u);
+                                }
                                 is_unpacked = true;
                             }
                         }
-                        let rows: [&[u8]; STEP] = match packed {
+                        let rows: [&[u8]; PACKED_STEP] = match packed {
                             None => std::array::from_fn(|j| t.row(r0 + j.min(k - 1))),
-                            Some(_) => {
-                                std::array::from_fn(|j| &unpacked[j * t.row_bytes..][..t.row_bytes])
-                            }
+                            Some(_) => std::array::from_fn(|j| {
+                                &unpacked[j.min(k - 1) * t.row_bytes..][..t.row_bytes]
+                            }),
                         };
                         kernels.dot_tile(t.ty, o, &rows[..k], acts, step);
                     }

@@ -34,7 +34,7 @@ use super::kpacked2::{
     scales_mins, word, xs_scale, BLEND_HIGH_I16, GROUP, HALF, HALVES, LINE, Q5_QH_WORD, Q5_QS_WORD,
     Q5_SC_WORD, Q6_BLOCK_HALVES, Q6_PAIRS, Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
 };
-use super::tile_call::{tile_call, TileCall, MAX_TOKENS};
+use super::tile_call::{tile_call, Place, TileCall, MAX_TOKENS};
 use crate::kernels::entries::Variant;
 use crate::kernels::kblocks::{BlockQ8K, QK_K};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
@@ -151,17 +151,17 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// `out[t·16 + r]` = row r of one packed group of sixteen rows (`group`, whole steps of
-/// `layout`) against `acts[t]`, in `variant`'s order (`Batch`: the tiled matmul's; for Q4_K
-/// `RepackedGemm`: the repacked gemm's), bit for bit as the row's single dot in that order.
-/// Returns `false`, having written nothing, for a layout or variant it has no kernel for.
+/// `out[t·16g + 16j + r]` = row r of packed group j of the `g` groups of sixteen rows in
+/// `groups` (each whole steps of `layout`) against `acts[t]`, in `variant`'s order (`Batch`:
+/// the tiled matmul's; for Q4_K `RepackedGemm`: the repacked gemm's), bit for bit as the row's
+/// single dot in that order. Returns `false`, having written nothing, for a layout or variant
+/// it has no kernel for.
 ///
 /// # Panics
-/// If `out` is not sixteen outputs per token, there are more than 64 tokens, or the group is
-/// not one step of `layout` per activation block.
-pub(super) fn tile16_packed(
+/// As [`tile_call`] does.
+pub(super) fn tile_packed(
     layout: Layout,
-    group: &[u8],
+    groups: &[u8],
     acts: &[ActRow],
     variant: Variant,
     out: &mut [f32],
@@ -169,13 +169,28 @@ pub(super) fn tile16_packed(
     let Some(shape) = shape(layout) else {
         return false;
     };
-    match tile_call(layout, group, acts, variant, out) {
+    match tile_call(layout, groups, acts, variant, out) {
         TileCall::NoKernel => false,
         TileCall::NoTokens => true,
-        TileCall::Run { gemm, ys } => {
-            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
-            // detected.
-            unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out) };
+        TileCall::Run {
+            gemm,
+            ys,
+            groups: count,
+            group_bytes,
+        } => {
+            let place = Place {
+                stride: count * PACK_ROWS,
+                at: 0,
+            };
+            for (j, group) in groups.chunks_exact(group_bytes).enumerate() {
+                let place = Place {
+                    at: j * PACK_ROWS,
+                    ..place
+                };
+                // SAFETY: only reachable through the table built after AVX2, FMA and F16C
+                // were detected.
+                unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out, place) };
+            }
             true
         }
     }
@@ -185,7 +200,14 @@ pub(super) fn tile16_packed(
 type Chains = [[[__m256; 2]; HALVES]; MAX_TOKENS];
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+fn tile_impl(
+    shape: Shape,
+    gemm: bool,
+    group: &[u8],
+    ys: &[&[BlockQ8K]],
+    out: &mut [f32],
+    place: Place,
+) {
     let n = ys[0].len();
     let step_bytes = group.len() / n;
     let mut acc: Chains = [[[_mm256_setzero_ps(); 2]; HALVES]; MAX_TOKENS];
@@ -231,7 +253,8 @@ fn tile_impl(shape: Shape, gemm: bool, group: &[u8], ys: &[&[BlockQ8K]], out: &m
             t0 += k;
         }
     }
-    for (t, o) in out.chunks_exact_mut(PACK_ROWS).enumerate() {
+    for t in 0..ys.len() {
+        let o = &mut out[t * place.stride + place.at..][..PACK_ROWS];
         for (h, o) in o.chunks_exact_mut(HALF).enumerate() {
             let v = match gemm {
                 true => _mm256_sub_ps(acc[t][h][0], acc[t][h][1]),

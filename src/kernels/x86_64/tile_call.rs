@@ -19,22 +19,33 @@ pub(super) enum TileCall<'a> {
     /// No tokens: nothing to write.
     NoTokens,
     /// Run the repacked gemm's order (`gemm`, Q4_K only) or the tiled matmul's, over each
-    /// token's activation blocks (`ys[..acts.len()]`).
+    /// token's activation blocks (`ys[..acts.len()]`), for `groups` packed groups of
+    /// `group_bytes` each.
     Run {
         gemm: bool,
         ys: [&'a [BlockQ8K]; MAX_TOKENS],
+        groups: usize,
+        group_bytes: usize,
     },
 }
 
-/// Checks a call of a tier's `tile16_packed` for a packed `layout` that tier has a prompt
+/// Where a group's outputs go in a tile call's `out`: token t's sixteen at
+/// `t * stride + at`.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    pub stride: usize,
+    pub at: usize,
+}
+
+/// Checks a call of a tier's `tile_packed` for a packed `layout` that tier has a prompt
 /// kernel for.
 ///
 /// # Panics
-/// If `out` is not sixteen outputs per token, there are more than [`MAX_TOKENS`] tokens, or
-/// the group is not one step of `layout` per activation block.
+/// If there are more than [`MAX_TOKENS`] tokens, `groups` is not whole groups of one step of
+/// `layout` per activation block, or `out` is not sixteen outputs per group and token.
 pub(super) fn tile_call<'a>(
     layout: Layout,
-    group: &[u8],
+    groups: &[u8],
     acts: &'a [ActRow],
     variant: Variant,
     out: &[f32],
@@ -49,21 +60,28 @@ pub(super) fn tile_call<'a>(
         "{} tokens in one packed tile",
         acts.len()
     );
-    assert_eq!(
-        out.len(),
-        PACK_ROWS * acts.len(),
-        "packed tile output size mismatch"
-    );
     let Some(first) = acts.first() else {
         return TileCall::NoTokens;
     };
     let n = q8_k(first).len();
-    let step = layout.step_bytes().unwrap_or(0);
+    let group_bytes = n * layout.step_bytes().unwrap_or(0);
     assert!(
-        n > 0 && group.len() == n * step,
-        "a packed group of {} bytes, not {n} steps of {step}",
-        group.len()
+        group_bytes > 0 && !groups.is_empty() && groups.len().is_multiple_of(group_bytes),
+        "packed groups of {} bytes, not whole groups of {n} steps of {}",
+        groups.len(),
+        layout.name()
+    );
+    let count = groups.len() / group_bytes;
+    assert_eq!(
+        out.len(),
+        count * PACK_ROWS * acts.len(),
+        "packed tile output size mismatch"
     );
     let ys = std::array::from_fn(|t| &q8_k(&acts[t.min(acts.len() - 1)])[..n]);
-    TileCall::Run { gemm, ys }
+    TileCall::Run {
+        gemm,
+        ys,
+        groups: count,
+        group_bytes,
+    }
 }
