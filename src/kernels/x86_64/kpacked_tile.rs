@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 use super::kpacked::{bcast4, scales_mins, word, GROUP, SUB, SUBS};
 use super::tile_call::{tile_call, Place, TileCall, MAX_TOKENS};
 use crate::kernels::entries::Variant;
-use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, QK_K};
+use crate::kernels::kblocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL, QK_K};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
 
@@ -257,6 +257,75 @@ fn tile_steps<const G: usize>(
             unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
         }
     }
+}
+
+/// Sixteen Q3_K rows in the file's layout (`w[r]`: row r's blocks) against every token, in
+/// the tiled matmul's order: `out[t][r]` bit for bit as `ktiled`'s Q3_K dot of row r and
+/// token t. Each super-block of the sixteen rows is unpacked (codes `low2 | hbit << 2`, scales
+/// signed, bias 4) and transposed once, then runs the packed types' passes.
+///
+/// # Panics
+/// If a row or a token does not have `ys[0].len()` blocks, or there are more than 64 tokens.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn q3_k_rows(
+    w: &[&[BlockQ3K]; PACK_ROWS],
+    ys: &[&[BlockQ8K]],
+    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+) {
+    use super::kavx2_k::{q3_k_panel_row, transpose8, Q3_BIAS, RUNS};
+    use super::kpanel512::join;
+    const HALF: usize = PACK_ROWS / 2;
+    let n = ys.first().map_or(0, |y| y.len());
+    assert!(ys.len() <= MAX_TOKENS, "a tile of {} tokens", ys.len());
+    assert!(
+        w.iter().all(|r| r.len() == n) && ys.iter().all(|t| t.len() == n),
+        "row length mismatch"
+    );
+    if n == 0 {
+        return;
+    }
+    let shape = Shape {
+        layout: Layout::Rows,
+        subs: MAX_SUBS,
+        bias: i32::from(Q3_BIAS),
+        mins: false,
+    };
+    let fill = |_: usize, i: usize, u: &mut Unpacked| {
+        let mut codes = [[[_mm256_setzero_si256(); HALF]; RUNS]; 2];
+        let mut sc = [[0i32; PACK_ROWS]; MAX_SUBS];
+        for r in 0..PACK_ROWS {
+            let row = q3_k_panel_row(&w[r][i]);
+            for (c, code) in row.codes.iter().enumerate() {
+                codes[r / HALF][c][r % HALF] = *code;
+            }
+            for (s, sc) in sc.iter_mut().enumerate() {
+                sc[r] = row.sc[s];
+            }
+        }
+        // Run c's dword m of every row is group 8c + m: lane r of `codes[8c + m]`.
+        for (c, groups) in u.codes.chunks_exact_mut(HALF).enumerate() {
+            let (lo, hi) = (transpose8(codes[0][c]), transpose8(codes[1][c]));
+            for (m, g) in groups.iter_mut().enumerate() {
+                *g = join(lo[m], hi[m]);
+            }
+        }
+        // SAFETY: each `s` is sixteen i32, 64 bytes; the load is unaligned.
+        let sc = sc.map(|s| unsafe { _mm512_loadu_si512(s.as_ptr().cast()) });
+        let h: [u16; PACK_ROWS] = std::array::from_fn(|r| u16::from_le_bytes(w[r][i].d));
+        // SAFETY: `h` is sixteen u16, 32 bytes; the load is unaligned.
+        let d = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
+        u.set(
+            sc,
+            [_mm512_setzero_si512(); MAX_SUBS],
+            d,
+            _mm512_setzero_ps(),
+        );
+    };
+    let place = Place {
+        stride: PACK_ROWS,
+        at: 0,
+    };
+    tile_steps::<1>(shape, false, fill, ys, out.as_flattened_mut(), place)
 }
 
 /// The activation sums of sub-blocks 2k and 2k + 1 as the two i16 of one i32, for every k:

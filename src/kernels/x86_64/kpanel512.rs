@@ -1,9 +1,16 @@
-//! AVX-512 panels of sixteen rows for the file layout's Q2_K and Q3_K prompts: the panels of
+//! AVX-512 panels of sixteen rows for the file layout's Q2_K and Q3_K prompts.
+//!
+//! Q2_K's are the panels of
 //! `kquant_kernels.rs` (eight rows in the i32 lanes of a 256-bit vector) widened to 512 bits,
 //! rows 0..8 in the low half and 8..16 in the high half, so each token's activation broadcast,
 //! `maddubs`, i16 add and `madd` serve sixteen rows. Every lane runs exactly the integers and
 //! float chain of its row in the eight-row panel (`panel_rows` there, in the orders of
 //! `krepack.rs` and `ktiled.rs`), so the outputs keep their bits.
+//!
+//! Q3_K's (tiled order only) run the packed types' `vpdpbusd` passes of `kpacked_tile.rs` on
+//! its super-blocks unpacked and transposed, and read 22% faster than this panel did (Q3_K_M
+//! pp128, one and two threads): its `maddubs` and i16 adds were two instructions per group
+//! and token where `vpdpbusd` is one.
 //!
 //! The `#[target_feature]` functions are private; the table hands out the tiles only after
 //! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
@@ -11,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::kavx2::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
-use super::kavx2_k::{q2_k_panel_row, q3_k_panel_row, transpose8, ChainKind, PanelRow, Q3_BIAS};
+use super::kavx2_k::{q2_k_panel_row, transpose8, ChainKind, PanelRow};
 use super::kavx2_k::{RUN, RUNS, SUB16S};
 use crate::kernels::blocks::Block;
 use crate::kernels::entries::{self, TileDot, Variant};
@@ -78,19 +85,18 @@ fn i16_part(
     groups: &[[__m512i; HALF]; RUNS],
     b: &BlockQ8K,
     scd: &[__m512i; SUB16S],
-    scp: &[__m512i; SUB16S / 2],
     mnp: &[__m512i; SUB16S / 2],
-    bias: i32,
     mins: bool,
     p: usize,
     parts: usize,
 ) -> (__m512i, __m512i) {
     let sub = QK_K / SUB16S;
     let zero = _mm512_setzero_si512();
-    let (mut s1, mut s2, mut bt) = (zero, zero, zero);
+    let (mut s1, mut s2) = (zero, zero);
     let (s0, s_end) = (p * SUB16S / parts, (p + 1) * SUB16S / parts);
     // An index loop on purpose: written as `scd.iter().enumerate().take(..).skip(..)` the
-    // Q3_K_M prompt ran at half the speed (101 against 203 t/s, pp128 at one thread).
+    // Q3_K_M prompt ran at half the speed (101 against 203 t/s, pp128 at one thread, when
+    // Q3_K took this panel).
     for s in s0..s_end {
         let mut a = zero;
         for g in 0..RUN_SUB16 {
@@ -106,16 +112,10 @@ fn i16_part(
     let bsum = |s: usize| i32::from(b.bsums[s * sub / BSUM_LEN]);
     for k in s0 / 2..s_end / 2 {
         let pair = (bsum(2 * k) & 0xffff) | (bsum(2 * k + 1) << 16);
-        let bp = _mm512_set1_epi32(pair);
-        if bias != 0 {
-            bt = _mm512_add_epi32(bt, _mm512_madd_epi16(scp[k], bp));
-        }
         if mins {
+            let bp = _mm512_set1_epi32(pair);
             s2 = _mm512_add_epi32(s2, _mm512_madd_epi16(mnp[k], bp));
         }
-    }
-    if bias != 0 {
-        s1 = _mm512_sub_epi32(s1, _mm512_mullo_epi32(bt, _mm512_set1_epi32(bias)));
     }
     (s1, s2)
 }
@@ -133,7 +133,6 @@ fn panel_rows<B>(
     unpack: impl Fn(&B) -> PanelRow<SUB16S>,
     d: Half<B>,
     dmin: Option<Half<B>>,
-    bias: i32,
     parts: usize,
     kind: ChainKind,
 ) {
@@ -173,8 +172,6 @@ fn panel_rows<B>(
         let scv: [__m512i; SUB16S] = std::array::from_fn(|s| load16(&sc[s]));
         let mnv: [__m512i; SUB16S] = std::array::from_fn(|s| load16(&mn[s]));
         let scd: [__m512i; SUB16S] = std::array::from_fn(|s| pair16(scv[s], scv[s]));
-        let scp: [__m512i; SUB16S / 2] =
-            std::array::from_fn(|k| pair16(scv[2 * k], scv[2 * k + 1]));
         let mnp: [__m512i; SUB16S / 2] =
             std::array::from_fn(|k| pair16(mnv[2 * k], mnv[2 * k + 1]));
         let dv = row_scales16(w, i, d);
@@ -184,8 +181,7 @@ fn panel_rows<B>(
             let dy = _mm512_set1_ps(b.d);
             let (ds, dms) = (_mm512_mul_ps(dv, dy), _mm512_mul_ps(dminv, dy));
             for p in 0..parts {
-                let (s1, s2) =
-                    i16_part(&groups, b, &scd, &scp, &mnp, bias, dmin.is_some(), p, parts);
+                let (s1, s2) = i16_part(&groups, b, &scd, &mnp, dmin.is_some(), p, parts);
                 if kind == ChainKind::Tiled {
                     let mut tv = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), dv);
                     if dmin.is_some() {
@@ -231,15 +227,7 @@ fn q2_k_impl<const K: usize>(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &m
     let parts = if K == GEMM { 2 } else { 1 };
     let (d, dmin): (Half<BlockQ2K>, Half<BlockQ2K>) = (|a| a.d, |a| a.dmin);
     let unpack = |a: &BlockQ2K| q2_k_panel_row(a);
-    panel_rows(w, y, out, unpack, d, Some(dmin), 0, parts, chain_kind(K));
-}
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn q3_k_impl(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
-    let d: Half<BlockQ3K> = |a| a.d;
-    let unpack = |a: &BlockQ3K| q3_k_panel_row(a);
-    let bias = i32::from(Q3_BIAS);
-    panel_rows(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled);
+    panel_rows(w, y, out, unpack, d, Some(dmin), parts, chain_kind(K));
 }
 
 // The safe wrappers: each `unsafe` call is sound because they are only reachable through the
@@ -258,7 +246,7 @@ fn q2_k_tiled(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
 }
 fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
-    unsafe { q3_k_impl(w, y, out) }
+    unsafe { super::kpacked_tile::q3_k_rows(w, y, out) }
 }
 
 /// Runs `panel` over every whole group of sixteen rows against every token
@@ -325,7 +313,8 @@ pub(super) fn tile_q2_k(
     tile16(rows, acts, variant, out, panel, min, rest)
 }
 
-/// Q3_K's tile on this tier: the sixteen-row panel in the tiled order, `rest` otherwise.
+/// Q3_K's tile on this tier: sixteen rows at a time through `kpacked_tile::q3_k_rows` in the
+/// tiled order, `rest` otherwise.
 pub(super) fn tile_q3_k(
     rows: &[&[u8]],
     acts: &[ActRow],
