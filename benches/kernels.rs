@@ -323,13 +323,14 @@ fn prompt_packed_k(c: &mut Criterion) {
                 a
             })
             .collect();
-        let mut out = vec![0f32; PACK_ROWS * acts.len()];
+        // Two groups a call, as the forward pass steps packed layouts.
+        let mut out = vec![0f32; 2 * PACK_ROWS * acts.len()];
         for (label, groups) in [("l2", 16), ("stream", PROMPT_K_GROUPS)] {
             let bytes = one.repeat(groups);
             group.throughput(Throughput::Bytes((bytes.len() * acts.len()) as u64));
             group.bench_function(BenchmarkId::new(name, label), |b| {
                 b.iter(|| {
-                    for g in bytes.chunks_exact(one.len()) {
+                    for g in bytes.chunks_exact(2 * one.len()) {
                         let done = k.dot_tile_in(layout, ty, order, black_box(g), &acts, &mut out);
                         assert!(done, "{name}: no packed tile kernel");
                     }
@@ -375,7 +376,14 @@ fn panel_packed_q4_0(c: &mut Criterion) {
             group.throughput(Throughput::Bytes((bytes.len() * tokens) as u64));
             group.bench_function(BenchmarkId::new(format!("{tier}"), tokens), |b| {
                 b.iter(|| {
-                    k.dot_tile_packed_run(black_box(&bytes), groups, &acts, &mut out, |_, _| {});
+                    k.dot_tile_packed_run(
+                        Layout::Q4_0x16,
+                        black_box(&bytes),
+                        groups,
+                        &acts,
+                        &mut out,
+                        |_, _| {},
+                    );
                     black_box(&mut out);
                 })
             });

@@ -3,8 +3,9 @@
 //! scaled by Σ|x·y|). A tier this CPU lacks is skipped with a printed reason. Tiled kernels
 //! ([`Kernels::dot_tile`]) and the matrix-vector runs ([`Kernels::gemv`]) of every tier, the
 //! scalar one included, are held to the scalar single dot of each of their outputs, for whole
-//! tiles and for every edge tile; so are the paths over packed Q4_0 groups
-//! ([`Layout::Q4_0x16`]), against the scalar dot of the rows before packing.
+//! tiles and for every edge tile; so are the paths over packed Q4_0 and IQ4_NL groups
+//! ([`Layout::Q4_0x16`], [`Layout::Iq4NlX16`]), against the scalar dot of the rows before
+//! packing.
 
 mod common;
 #[path = "common/qc.rs"]
@@ -228,12 +229,30 @@ fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
     true
 }
 
-/// Every tier's packed paths (`gemv_in` over [`Layout::Q4_0x16`] groups, `dot_tile_packed`)
-/// on `groups` groups of Q4_0 rows packed by `pack_group` (the rows of `r` repeated to fill
-/// them) against `n_tokens` activations (likewise), element by element against the scalar
-/// block-chain dot of the file's rows, bit for bit.
+/// The block-chain packed layouts and the types they hold.
+const CHAIN_PACKED: [(GgmlType, Layout); 2] = [
+    (GgmlType::Q4_0, Layout::Q4_0x16),
+    (GgmlType::Iq4Nl, Layout::Iq4NlX16),
+];
+
+/// [`check_packed_of`] for each of [`CHAIN_PACKED`].
 fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
-    let (ty, order) = (GgmlType::Q4_0, SumOrder::BlockChain);
+    CHAIN_PACKED
+        .iter()
+        .all(|&p| check_packed_of(p, r, groups, n_tokens))
+}
+
+/// Every tier's packed paths (`gemv_in` over `layout`'s groups, `dot_tile_packed`) on
+/// `groups` groups of `ty` rows packed by `pack_group` (the rows of `r` repeated to fill them)
+/// against `n_tokens` activations (likewise), element by element against the scalar
+/// block-chain dot of the file's rows, bit for bit.
+fn check_packed_of(
+    (ty, layout): (GgmlType, Layout),
+    r: &TileRows,
+    groups: usize,
+    n_tokens: usize,
+) -> bool {
+    let order = SumOrder::BlockChain;
     let scalar = Kernels::scalar();
     let mut all = vec![scalar];
     all.extend(tiers());
@@ -245,7 +264,7 @@ fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
     let mut packed = vec![0u8; groups * group_bytes];
     for (g, out) in packed.chunks_exact_mut(group_bytes).enumerate() {
         pack::pack_group(
-            Layout::Q4_0x16,
+            layout,
             &rows[g * PACK_ROWS..(g + 1) * PACK_ROWS].concat(),
             n,
             out,
@@ -262,12 +281,13 @@ fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
         |got: f32, want: f32| got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan();
     for k in &all {
         let mut one = vec![f32::NAN; rows.len()];
-        k.gemv_in(Layout::Q4_0x16, ty, order, &packed, &acts[0], &mut one);
+        k.gemv_in(layout, ty, order, &packed, &acts[0], &mut one);
         for (i, (got, row)) in one.iter().zip(&rows).enumerate() {
             let want = scalar.dot_ordered(ty, order, row, &acts[0]);
             if !same(*got, want) {
                 eprintln!(
-                    "tier {} packed gemv, row {i}: {got} != scalar {want}",
+                    "{} tier {} packed gemv, row {i}: {got} != scalar {want}",
+                    ty.name(),
                     k.tier
                 );
                 return false;
@@ -275,15 +295,16 @@ fn check_packed(r: &TileRows, groups: usize, n_tokens: usize) -> bool {
         }
         for (g, group) in packed.chunks_exact(group_bytes).enumerate() {
             let mut out = vec![f32::NAN; PACK_ROWS * n_tokens];
-            k.dot_tile_packed(group, &acts, &mut out);
+            k.dot_tile_packed(layout, group, &acts, &mut out);
             for (t, a) in acts.iter().enumerate() {
                 for r in 0..PACK_ROWS {
                     let want = scalar.dot_ordered(ty, order, &rows[g * PACK_ROWS + r], a);
                     let got = out[t * PACK_ROWS + r];
                     if !same(got, want) {
                         eprintln!(
-                            "tier {} packed tile of {n_tokens} tokens, group {g} row {r} token \
-                             {t}: {got} != scalar {want}",
+                            "{} tier {} packed tile of {n_tokens} tokens, group {g} row {r} \
+                             token {t}: {got} != scalar {want}",
+                            ty.name(),
                             k.tier
                         );
                         return false;

@@ -31,7 +31,8 @@ macro_rules! numa_options_help {
                           shard or auto (default: auto = mirror if every node has room,
                           else shard; on a one-node host mirror only where the kernels
                           read a packed copy faster (Q4_0, Q4_K, Q5_K, Q6_K,
-                          IQ4_XS on AVX2 and AVX-512), else off)
+                          IQ4_XS on AVX2 and AVX-512; IQ4_NL on AVX-512),
+                          else off)
       --numa-node N       the node for --numa isolate (default: the node locus starts on)
       --pin node|core     pin each thread to its node's CPUs (default) or to one CPU
       --strict            fail (exit 2) instead of falling back when placement cannot be honoured

@@ -25,7 +25,8 @@
 //! accumulator chains overlap. Every output keeps its own float operations, so a tile is
 //! bit-identical to its single dots.
 //!
-//! Those panels also read Q4_0 packed ([`pack`], [`Layout::Q4_0x16`]): each block of sixteen
+//! Those panels also read Q4_0 packed ([`pack`], [`Layout::Q4_0x16`]; on AVX-512 IQ4_NL too,
+//! [`Layout::Iq4NlX16`], decode included): each block of sixteen
 //! rows as one sequential 288-byte step, scales and nibbles already in vector order, where the
 //! file's layout costs sixteen scattered reads, a gather and a register transpose per block. A
 //! table says which layout it reads fastest ([`Kernels::preferred_layout`]); placement packs
@@ -615,6 +616,9 @@ pub struct Kernels {
     /// table with them asks for packed copies ([`Kernels::preferred_layout`]).
     q4_0_packed_gemv: Option<PackedGemv>,
     q4_0_packed_panel: Option<PackedPanel>,
+    /// The same two of IQ4_NL rows ([`Layout::Iq4NlX16`], its repacked order), over the same
+    /// blocks.
+    iq4_nl_packed: Option<(PackedGemv, PackedPanel)>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -679,6 +683,7 @@ impl Kernels {
             q4_0_chain_gemv: None,
             q4_0_packed_gemv: None,
             q4_0_packed_panel: None,
+            iq4_nl_packed: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -738,6 +743,7 @@ impl Kernels {
                 q4_0_panel_pad: 1,
                 q4_0_packed_gemv: Some(x86_64::avx2_panel::gemv16_q4_0_q8_0_packed),
                 q4_0_packed_panel: Some(x86_64::avx2_panel::panel_q4_0_q8_0_packed),
+                iq4_nl_packed: None,
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,
                 quantize_q8_k: x86_64::kavx2::quantize_act_q8_k,
@@ -760,6 +766,10 @@ impl Kernels {
                 }),
                 q4_0_packed_gemv: Some(x86_64::avx512::gemv16_q4_0_q8_0_packed),
                 q4_0_packed_panel: Some(x86_64::avx512::panel_q4_0_q8_0_packed),
+                iq4_nl_packed: Some((
+                    x86_64::avx512::gemv16_iq4_nl_q8_0_packed,
+                    x86_64::avx512::panel_iq4_nl_q8_0_packed,
+                )),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
                 kv_add_q8_0: x86_64::avx512::kv_add_q8_0,
@@ -980,14 +990,18 @@ impl Kernels {
 
     /// The layout this table reads fastest for a matrix of `ty` summed in `order`: placement
     /// packs the copies it makes into it (the file's own mapping stays as it is).
-    /// [`Layout::Q4_0x16`] for block-chain Q4_0, and for the types of the generic path the
-    /// layout of the entry's packed kernel ([`Entry::packed`]) where decode sums in its
-    /// variant: where the tier has packed kernels (Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS on AVX2
-    /// and AVX-512); [`Layout::Rows`] otherwise.
+    /// [`Layout::Q4_0x16`] for block-chain Q4_0, [`Layout::Iq4NlX16`] for block-chain IQ4_NL,
+    /// and for the types of the generic path the layout of the entry's packed kernel
+    /// ([`Entry::packed`]) where decode sums in its variant: where the tier has packed kernels
+    /// (Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS on AVX2 and AVX-512, IQ4_NL on AVX-512);
+    /// [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
         match (ty, order.plain()) {
             (GgmlType::Q4_0, SumOrder::BlockChain) if self.q4_0_packed_gemv.is_some() => {
                 Layout::Q4_0x16
+            }
+            (GgmlType::Iq4Nl, SumOrder::BlockChain) if self.iq4_nl_packed.is_some() => {
+                Layout::Iq4NlX16
             }
             _ => self
                 .packed_for(ty, order)
@@ -1045,8 +1059,8 @@ impl Kernels {
             layout.name()
         );
         match (layout, order.plain()) {
-            (Layout::Q4_0x16, SumOrder::BlockChain) => {
-                if let Some(run) = self.q4_0_packed_gemv {
+            (Layout::Q4_0x16 | Layout::Iq4NlX16, SumOrder::BlockChain) => {
+                if let Some((run, _)) = self.chain_packed(layout) {
                     let a = q8_0_row(act, n);
                     for (wg, o) in groups {
                         run(checked_blocks::<BlockQ4_0>(wg, PACK_ROWS * n), a, o);
@@ -1125,16 +1139,27 @@ impl Kernels {
         true
     }
 
-    /// [`Kernels::dot_tile`] of one packed group ([`Layout::Q4_0x16`], [`PACK_ROWS`] rows in
-    /// `group`'s bytes): `out[t * PACK_ROWS + r]` is row r against `acts[t]`, bit for bit as
-    /// the file layout gives it. Whole groups of [`PANEL_TOKENS`] tokens go through the packed
-    /// panel where the tier has one, the rest one token at a time through
-    /// [`Kernels::gemv_in`].
+    /// [`Kernels::dot_tile`] of one packed group of block-chain Q4_0 or IQ4_NL
+    /// ([`Layout::Q4_0x16`] or [`Layout::Iq4NlX16`], [`PACK_ROWS`] rows in `group`'s bytes):
+    /// `out[t * PACK_ROWS + r]` is row r against `acts[t]`, bit for bit as the file layout
+    /// gives it. Whole groups of [`PANEL_TOKENS`] tokens go through the packed panel where the
+    /// tier has one, the rest one token at a time through [`Kernels::gemv_in`].
     ///
     /// # Panics
-    /// If `out.len() != PACK_ROWS * acts.len()`, or as [`Kernels::gemv_in`] does.
-    pub fn dot_tile_packed(&self, group: &[u8], acts: &[ActRow], out: &mut [f32]) {
-        self.dot_tile_packed_run(group, 1, acts, out, |_, _| {});
+    /// If `out.len() != PACK_ROWS * acts.len()`, `layout` is neither of the two, or as
+    /// [`Kernels::gemv_in`] does.
+    pub fn dot_tile_packed(&self, layout: Layout, group: &[u8], acts: &[ActRow], out: &mut [f32]) {
+        self.dot_tile_packed_run(layout, group, 1, acts, out, |_, _| {});
+    }
+
+    /// The packed single-token kernel and panel of a block-chain layout
+    /// ([`Layout::Q4_0x16`], [`Layout::Iq4NlX16`]), where this tier has them.
+    fn chain_packed(&self, layout: Layout) -> Option<(PackedGemv, PackedPanel)> {
+        match layout {
+            Layout::Q4_0x16 => self.q4_0_packed_gemv.zip(self.q4_0_packed_panel),
+            Layout::Iq4NlX16 => self.iq4_nl_packed,
+            _ => None,
+        }
     }
 
     /// [`Kernels::dot_tile_packed`] of `count` packed groups back to back in `groups`, each
@@ -1146,6 +1171,7 @@ impl Kernels {
     /// [`Kernels::dot_tile_packed`] does.
     pub fn dot_tile_packed_run(
         &self,
+        layout: Layout,
         groups: &[u8],
         count: usize,
         acts: &[ActRow],
@@ -1157,6 +1183,11 @@ impl Kernels {
             PACK_ROWS * acts.len(),
             "tile output size mismatch"
         );
+        let ty = match layout {
+            Layout::Q4_0x16 => GgmlType::Q4_0,
+            Layout::Iq4NlX16 => GgmlType::Iq4Nl,
+            l => panic!("{} is not a block-chain packed layout", l.name()),
+        };
         let Some(first) = acts.first() else {
             return;
         };
@@ -1167,7 +1198,7 @@ impl Kernels {
             count * step,
             "packed groups of {n}-block rows"
         );
-        let panel = self.q4_0_packed_panel;
+        let panel = self.chain_packed(layout).map(|(_, panel)| panel);
         let done = if panel.is_some() {
             self.panel_tokens(acts.len())
         } else {
@@ -1189,14 +1220,7 @@ impl Kernels {
             }
             for (t, a) in acts.iter().enumerate().skip(done) {
                 let o = &mut out[t * PACK_ROWS..(t + 1) * PACK_ROWS];
-                self.gemv_in(
-                    Layout::Q4_0x16,
-                    GgmlType::Q4_0,
-                    SumOrder::BlockChain,
-                    group,
-                    a,
-                    o,
-                );
+                self.gemv_in(layout, ty, SumOrder::BlockChain, group, a, o);
             }
             each(g, out);
         }

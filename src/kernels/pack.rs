@@ -62,6 +62,8 @@ pub enum Layout {
     Rows,
     /// Q4_0 in groups of [`PACK_ROWS`] rows, as the module documentation shows.
     Q4_0x16,
+    /// IQ4_NL as [`Layout::Q4_0x16`] (the two types store a block alike).
+    Iq4NlX16,
     /// Q4_K in groups of [`PACK_ROWS`] rows, as the module documentation shows.
     Q4Kx16,
     /// IQ4_XS in groups of [`PACK_ROWS`] rows, word by word (the module documentation).
@@ -84,6 +86,7 @@ impl Layout {
         match self {
             Layout::Rows => "rows",
             Layout::Q4_0x16 => "q4_0x16",
+            Layout::Iq4NlX16 => "iq4_nlx16",
             Layout::Q4Kx16 => "q4_kx16",
             Layout::Iq4XsX16 => "iq4_xsx16",
             Layout::Q6Kx16 => "q6_kx16",
@@ -98,6 +101,7 @@ impl Layout {
         match self {
             Layout::Rows => "rows as the file stores them",
             Layout::Q4_0x16 => "Q4_0 in groups of 16 rows, same bytes and pages",
+            Layout::Iq4NlX16 => "IQ4_NL in groups of 16 rows, same bytes and pages",
             Layout::Q4Kx16 => "Q4_K in groups of 16 rows, same bytes and pages",
             Layout::Iq4XsX16 => "IQ4_XS in groups of 16 rows, same bytes and pages",
             Layout::Q6Kx16 => "Q6_K in groups of 16 rows, same bytes and pages",
@@ -110,7 +114,7 @@ impl Layout {
     /// Elements of one block of the packed type (its rows hold `cols / block_elems()` blocks).
     pub fn block_elems(self) -> usize {
         match self {
-            Layout::Rows | Layout::Q4_0x16 => super::QK,
+            Layout::Rows | Layout::Q4_0x16 | Layout::Iq4NlX16 => super::QK,
             Layout::Q4Kx16
             | Layout::Iq4XsX16
             | Layout::Q6Kx16
@@ -132,6 +136,7 @@ impl Layout {
         match self {
             Layout::Rows => None,
             Layout::Q4_0x16 => Some(GgmlType::Q4_0),
+            Layout::Iq4NlX16 => Some(GgmlType::Iq4Nl),
             Layout::Q4Kx16 => Some(GgmlType::Q4K),
             Layout::Iq4XsX16 => Some(GgmlType::Iq4Xs),
             Layout::Q6Kx16 | Layout::Q6KPairs => Some(GgmlType::Q6K),
@@ -140,8 +145,9 @@ impl Layout {
     }
 
     /// Every layout that packs, for reports.
-    pub const PACKED: [Layout; 7] = [
+    pub const PACKED: [Layout; 8] = [
         Layout::Q4_0x16,
+        Layout::Iq4NlX16,
         Layout::Q4Kx16,
         Layout::Iq4XsX16,
         Layout::Q6Kx16,
@@ -303,7 +309,7 @@ const fn tiles(fields: &[Field], block: usize) -> bool {
 fn fields(layout: Layout) -> (&'static [Field], usize) {
     match layout {
         Layout::Rows => unreachable!("the file's layout moves nothing"),
-        Layout::Q4_0x16 => (&Q4_0_FIELDS, BLOCK),
+        Layout::Q4_0x16 | Layout::Iq4NlX16 => (&Q4_0_FIELDS, BLOCK),
         Layout::Q4Kx16 => (&Q4_K_FIELDS, K_BLOCK),
         Layout::Iq4XsX16 => (&IQ4_XS_FIELDS, IQ4_XS_BLOCK),
         Layout::Q6Kx16 | Layout::Q6KPairs => (&Q6_K_FIELDS, Q6_K_BLOCK),

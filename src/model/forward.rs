@@ -718,12 +718,13 @@ impl<'a> Model<'a> {
                     kernels.gemv_in(t.layout, t.ty, order(t, 0), rows, &act[0], o);
                     return;
                 }
-                if t.layout == Layout::Q4_0x16 {
+                if matches!(t.layout, Layout::Q4_0x16 | Layout::Iq4NlX16) {
                     // Whole packed groups (c0 and c1 are group boundaries), each against all
                     // n tokens.
                     let groups = (c1 - c0) / PACK_ROWS;
                     let step = &mut step[..PACK_ROWS * n];
-                    kernels.dot_tile_packed_run(t.rows_bytes(c0, c1), groups, act, step, |g, o| {
+                    let rows = t.rows_bytes(c0, c1);
+                    kernels.dot_tile_packed_run(t.layout, rows, groups, act, step, |g, o| {
                         // SAFETY: this thread alone claimed rows c0..c1.
                         unsafe { scatter(out, t.rows, c0 + g * PACK_ROWS, PACK_ROWS, o) };
                     });

@@ -456,6 +456,17 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_packed(
     unsafe { panel_q4_0_q8_0_chain_impl::<true, false>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
 }
 
+/// [`panel_iq4_nl_q8_0_chain`] of one packed group of IQ4_NL rows.
+pub(in crate::kernels) fn panel_iq4_nl_q8_0_packed(
+    w: &[BlockQ4_0],
+    a: &[Q8Group],
+    tokens: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { panel_q4_0_q8_0_chain_impl::<true, true>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
+}
+
 /// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k
 /// holds bytes 4k..4k+4 of row r in 32-bit lane r (as `avx2::transpose_qs` does for eight
 /// rows). Rows r, r + 4, r + 8 and r + 12 share a register, one 128-bit lane each (the first
@@ -499,8 +510,11 @@ fn transpose_qs16(qs: [&[u8; 16]; PANEL_ROWS]) -> [__m512i; 4] {
 /// With `PACKED`, `w` is one packed group instead (`kernels::pack`): block i of the sixteen
 /// rows is 288 consecutive bytes, the scales by one load and the nibble bytes already in
 /// lanes, so neither the gather nor the transpose is needed.
+///
+/// With `NL`, the rows are IQ4_NL, read as the block-chain panel reads them (a `vpshufb` to
+/// value + 128, the chain from −128·Σy): `krepack::dot_iq4_nl_q8_0_repacked`'s bits.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool>(
+fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
     w: &[BlockQ4_0],
     a: &Q8Row,
     out: &mut [f32; PANEL_ROWS],
@@ -532,6 +546,11 @@ fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool>(
         all
     });
     let low = _mm512_set1_epi8(0x0f);
+    let (table, offset) = if NL {
+        (iq4_nl_u8_table(), IQ4_NL_TO_U8)
+    } else {
+        (_mm512_setzero_si512(), i32::from(Q4_0_OFFSET))
+    };
     let mut acc = _mm512_setzero_ps();
     for i in 0..n {
         pf.at(i);
@@ -552,12 +571,20 @@ fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool>(
         };
         // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
         let (y, sum, dy) = unsafe { q8_block(a, i) };
-        // −8·Σy starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
-        let mut s0 = _mm512_set1_epi32(-i32::from(Q4_0_OFFSET) * sum);
+        // −8·Σy (IQ4_NL: −128·Σy) starts the sum: Σ (q − 8)·y = Σ q·y − 8·Σ y, exact in i32.
+        let mut s0 = _mm512_set1_epi32(-offset * sum);
         let mut s1 = _mm512_setzero_si512();
         for (k, xk) in x.iter().enumerate() {
             let lo = _mm512_and_si512(*xk, low);
             let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(*xk), low);
+            let (lo, hi) = if NL {
+                (
+                    _mm512_shuffle_epi8(table, lo),
+                    _mm512_shuffle_epi8(table, hi),
+                )
+            } else {
+                (lo, hi)
+            };
             s0 = _mm512_dpbusd_epi32(s0, lo, _mm512_set1_epi32(group(y, 4 * k)));
             s1 = _mm512_dpbusd_epi32(s1, hi, _mm512_set1_epi32(group(y, 16 + 4 * k)));
         }
@@ -571,14 +598,22 @@ fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool>(
 pub(in crate::kernels) fn gemv16_q4_0_q8_0_chain(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
     let out = out.try_into().expect("sixteen outputs");
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_q4_0_q8_0_chain_impl::<false>(w, a, out) }
+    unsafe { gemv16_q4_0_q8_0_chain_impl::<false, false>(w, a, out) }
 }
 
 /// [`gemv16_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
 pub(in crate::kernels) fn gemv16_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
     let out = out.try_into().expect("sixteen outputs");
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_q4_0_q8_0_chain_impl::<true>(w, a, out) }
+    unsafe { gemv16_q4_0_q8_0_chain_impl::<true, false>(w, a, out) }
+}
+
+/// [`gemv16_q4_0_q8_0_packed`] of one packed group of IQ4_NL rows ([`Layout::Iq4NlX16`](
+/// crate::kernels::Layout::Iq4NlX16)), in `krepack::dot_iq4_nl_q8_0_repacked`'s order.
+pub(in crate::kernels) fn gemv16_iq4_nl_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
+    let out = out.try_into().expect("sixteen outputs");
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { gemv16_q4_0_q8_0_chain_impl::<true, true>(w, a, out) }
 }
 
 /// Block `i` of a packed group of sixteen Q4_0 rows (`kernels::pack`): its nibble bytes as
