@@ -104,7 +104,7 @@ fn every_type_gives_llama_cpp_logits_bit_for_bit() {
         }
         let file = ModelFile::open(&dst).unwrap();
         // From the file's layout, and from a mirror copy, which the kernels read packed where
-        // they pack the type (AVX-512: Q4_K, Q5_K, Q6_K, IQ4_XS), prompts included.
+        // they pack the type (AVX-512: Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL), prompts included.
         let opts = Options {
             mode: Mode::Mirror,
             threads: Some(pool.threads()),

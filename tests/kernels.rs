@@ -312,6 +312,33 @@ fn check_packed_of(
                 }
             }
         }
+        // All the groups in one run, as the forward pass calls it (the activations' views
+        // shared by the groups, each group's outputs handed on in order).
+        let (mut seen, mut bad) = (0, None);
+        let mut out = vec![f32::NAN; PACK_ROWS * n_tokens];
+        k.dot_tile_packed_run(layout, &packed, groups, &acts, &mut out, |g, o| {
+            if g != seen && bad.is_none() {
+                bad = Some(format!("group {g} handed on as number {seen}"));
+            }
+            seen += 1;
+            for (t, a) in acts.iter().enumerate() {
+                for r in 0..PACK_ROWS {
+                    let want = scalar.dot_ordered(ty, order, &rows[g * PACK_ROWS + r], a);
+                    let got = o[t * PACK_ROWS + r];
+                    if !same(got, want) && bad.is_none() {
+                        bad = Some(format!("group {g} row {r} token {t}: {got} != {want}"));
+                    }
+                }
+            }
+        });
+        if let Some(b) = bad.or((seen != groups).then(|| format!("{seen} of {groups} groups"))) {
+            eprintln!(
+                "{} tier {} packed run of {groups} groups, {n_tokens} tokens: {b}",
+                ty.name(),
+                k.tier
+            );
+            return false;
+        }
     }
     true
 }

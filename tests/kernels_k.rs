@@ -894,3 +894,21 @@ fn the_simd_tiers_pack_the_k_quants_and_iq4_xs_in_their_decode_orders() {
         }
     }
 }
+
+/// IQ4_NL copies are packed in Q4_0's group layout where llama.cpp repacks them (block-chain
+/// order) and the tier has the packed kernels (AVX-512 only); never otherwise.
+#[test]
+fn iq4_nl_is_packed_in_the_block_chain_order_on_avx512_only() {
+    let nl = GgmlType::Iq4Nl;
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    for k in all {
+        for order in ORDERS {
+            let want = match (k.tier, order) {
+                (Tier::Avx512, SumOrder::BlockChain | SumOrder::RepackedGemm) => Layout::Iq4NlX16,
+                _ => Layout::Rows,
+            };
+            assert_eq!(k.preferred_layout(nl, order), want, "{} {order:?}", k.tier);
+        }
+    }
+}

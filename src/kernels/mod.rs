@@ -997,10 +997,14 @@ impl Kernels {
     /// [`Layout::Rows`] otherwise.
     pub fn preferred_layout(&self, ty: GgmlType, order: SumOrder) -> Layout {
         match (ty, order.plain()) {
-            (GgmlType::Q4_0, SumOrder::BlockChain) if self.q4_0_packed_gemv.is_some() => {
+            (GgmlType::Q4_0, SumOrder::BlockChain)
+                if self.chain_packed(Layout::Q4_0x16).is_some() =>
+            {
                 Layout::Q4_0x16
             }
-            (GgmlType::Iq4Nl, SumOrder::BlockChain) if self.iq4_nl_packed.is_some() => {
+            (GgmlType::Iq4Nl, SumOrder::BlockChain)
+                if self.chain_packed(Layout::Iq4NlX16).is_some() =>
+            {
                 Layout::Iq4NlX16
             }
             _ => self
@@ -1017,7 +1021,8 @@ impl Kernels {
     }
 
     /// [`Kernels::gemv`] of rows stored in `layout`. For a packed layout (block-chain Q4_0 in
-    /// [`Layout::Q4_0x16`], the others of [`Kernels::preferred_layout`]), `rows` holds whole packed groups of
+    /// [`Layout::Q4_0x16`], IQ4_NL in [`Layout::Iq4NlX16`], the others of
+    /// [`Kernels::preferred_layout`]), `rows` holds whole packed groups of
     /// [`PACK_ROWS`] rows and `out` one output per row; the result is the same, bit for bit,
     /// as the file layout's. A table without the packed kernel (or an order it does not
     /// compute: the repacked gemm's, for a last token of a prompt) unpacks each group first

@@ -13,7 +13,8 @@
 //!   bytes  32..288   four 64-byte vectors: vector k holds nibble bytes 4k..4k+4 of row r at 4r
 //! ```
 //! A group takes exactly the bytes its sixteen rows take in the file, at the same place, so a
-//! packed copy has the file's size and its pages hold the same rows.
+//! packed copy has the file's size and its pages hold the same rows. IQ4_NL, whose blocks are
+//! Q4_0's (an f16 scale and sixteen nibble bytes), packs exactly so ([`Layout::Iq4NlX16`]).
 //!
 //! Q4_K ([`Layout::Q4Kx16`]) is packed the same way, super-block by super-block: the sixteen
 //! rows' fields side by side, so that a single-token kernel finds each row in the lanes of its

@@ -114,9 +114,11 @@ mod wide {
 /// This tier's kernels of the K-quants and IQ4_XS over the primitives above. The panels sum
 /// `maddubs` runs in i16 as AVX2's do (one `madd` per run) rather than a `vpdpbusd` four-sum
 /// per group and a `vpmulld` per sub-block: on Zen 5, pp128 of the 1B models gained 4% (Q2_K),
-/// 9–10% (Q3_K_M, which now takes the Q3_K panel too) and 11–13% (Q4_K_M in the file's layout,
+/// 9–10% (Q3_K_M, through the Q3_K panel then) and 11–13% (Q4_K_M in the file's layout,
 /// `--numa off`), alternating (BENCHMARKS.md, "Packed kernels spread their prefetches on
-/// AVX-512 too").
+/// AVX-512 too"). Sixteen-row Q3_K prompts have since left the panels for
+/// `kpacked_tile::q3_k_rows` (one `vpdpbusd` per group and token over super-blocks unpacked
+/// once), 22% faster again on Zen 5; the eight-row panels here keep the rows left over.
 mod kernels {
     super::super::kquant_kernels::k_quant_kernels!(
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
@@ -211,8 +213,9 @@ fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut 
     true
 }
 
-/// Q2_K's and Q3_K's tiles on this tier: sixteen-row panels in 512-bit vectors
-/// (`kpanel512.rs`), the eight-row tiles of `kernels` for the rows left and the other orders.
+/// Q2_K's and Q3_K's tiles on this tier: sixteen rows at a time (`kpanel512.rs`: Q2_K's
+/// 512-bit panels, Q3_K through `kpacked_tile::q3_k_rows`), the eight-row tiles of `kernels`
+/// for the rows left and the other orders.
 fn tile_q2_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::kpanel512::tile_q2_k(rows, acts, variant, out, kernels::tile_q2_k)
 }

@@ -1,7 +1,10 @@
 //! The AVX-512 prompt kernels of packed copies (`kernels::pack`): sixteen rows of Q4_K, Q5_K,
 //! Q6_K or IQ4_XS against many tokens at once, in the orders llama.cpp computes prompt batches
 //! in — its tiled K-quant matmul (`ktiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
-//! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`).
+//! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`). Groups go two at a time where
+//! a call has two, so each activation broadcast feeds both groups' `vpdpbusd`. Q3_K (tiled
+//! order) runs the same passes from sixteen rows in the file's layout ([`q3_k_rows`], for
+//! `kpanel512.rs`).
 //!
 //! Both orders form exact integers per super-block before any float: per sub-block s the
 //! biased dot `sc_s·(Σ c·y − BIAS·bsum_s)` and the min term `m_s·bsum_s`. So each packed step
@@ -14,8 +17,9 @@
 //! fma(t, y.d, acc)` per row; the repacked gemm sums them per pair and runs its two chains
 //! (`acc = fma(isum, d·d_y, acc)`, `acc_min = fma(imin, dmin·d_y, acc_min)`) per pair.
 //!
-//! The `#[target_feature]` functions are private; the table hands out the safe wrapper only
-//! after AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
+//! The `#[target_feature]` functions are private but for [`q3_k_rows`], which only
+//! `kpanel512.rs`'s AVX-512 tiles call; the table hands out the safe wrappers only after AVX2,
+//! FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
 
 use std::arch::x86_64::*;
 
@@ -85,8 +89,9 @@ impl Unpacked {
     }
 }
 
-/// What a packed type's prompt kernel needs to know: its layout, its sub-blocks, its code
-/// bias and whether it has mins.
+/// What a packed type's prompt kernel needs to know: its layout (which `unpack` reads; unused,
+/// `Rows`, where the caller fills the steps itself, as [`q3_k_rows`] does), its sub-blocks,
+/// its code bias and whether it has mins.
 #[derive(Clone, Copy)]
 struct Shape {
     layout: Layout,
@@ -192,9 +197,9 @@ fn tile_g<const G: usize>(
 ) {
     let step_bytes = groups[0].len() / ys[0].len();
     let fill = |j: usize, i: usize, u: &mut Unpacked| {
-        // The next step's lines (after the last, the next group's first, which follows this
-        // group in the copy) come in while this one is computed: a step is the work of
-        // thousands of cycles, and its lines are read once per call.
+        // The next step's lines (after the last, the lines after the group in the copy: the
+        // pair's second group, or the next call's) come in while this one is computed: a step
+        // is the work of thousands of cycles, and its lines are read once per call.
         let base = groups[j].as_ptr();
         let (near, far) = (
             base.wrapping_add((i + 1) * step_bytes),
@@ -212,7 +217,7 @@ fn tile_g<const G: usize>(
 
 /// `G` groups of sixteen rows (`fill(j, i, u)` unpacks step i of group j into `u`) against
 /// every token, at `place` in `out`: per step each group is unpacked once, then each token's
-/// activation broadcast feeds all `G` groups' `vpdpbusd`. (Two groups read 7–12% faster than
+/// activation broadcast feeds all `G` groups' `vpdpbusd`. (Two groups read 6–13% faster than
 /// one at a time for Q5_K, Q6_K and IQ4_XS prompts.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -264,8 +269,11 @@ fn tile_steps<const G: usize>(
 /// token t. Each super-block of the sixteen rows is unpacked (codes `low2 | hbit << 2`, scales
 /// signed, bias 4) and transposed once, then runs the packed types' passes.
 ///
+/// With no tokens (or rows of no blocks) it writes nothing.
+///
 /// # Panics
-/// If a row or a token does not have `ys[0].len()` blocks, or there are more than 64 tokens.
+/// If a row or a token does not have `ys[0].len()` blocks (with no tokens: if a row has any),
+/// or there are more than 64 tokens.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn q3_k_rows(
     w: &[&[BlockQ3K]; PACK_ROWS],

@@ -41,8 +41,9 @@ pub(super) struct Place {
 /// kernel for.
 ///
 /// # Panics
-/// If there are more than [`MAX_TOKENS`] tokens, `groups` is not whole groups of one step of
-/// `layout` per activation block, or `out` is not sixteen outputs per group and token.
+/// If there are more than [`MAX_TOKENS`] tokens, or (with at least one token) `groups` is not
+/// whole groups of one step of `layout` per activation block, or `out` is not sixteen outputs
+/// per group and token.
 pub(super) fn tile_call<'a>(
     layout: Layout,
     groups: &[u8],
