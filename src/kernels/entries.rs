@@ -49,6 +49,10 @@ pub type TileDot = fn(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &m
 /// row's single dot in the entry's `variant` gives it.
 pub type PackedGemv = fn(group: &[u8], act: &[BlockQ8K], out: &mut [f32]);
 
+/// [`PackedGemv`] of several tokens at once: `out[t * 16 + r]` is row r against `acts[t]`, each
+/// bit for bit as the single token's.
+pub type PackedGemvTokens = fn(group: &[u8], acts: &[&[BlockQ8K]], out: &mut [f32]);
+
 /// A tier's many-token kernel over `g` packed groups back to back in `groups`:
 /// `out[t * 16g + 16j + r]` is row r of group j against `acts[t]` in `variant`'s order, bit for
 /// bit; `false`, having written nothing, for a variant it has no kernel for.
@@ -63,6 +67,9 @@ pub struct Packed {
     pub layout: super::Layout,
     pub variant: Variant,
     pub gemv: PackedGemv,
+    /// The single-token kernel over several tokens at once (each step unpacked once), where
+    /// the tier has one.
+    pub gemv_tokens: Option<PackedGemvTokens>,
     pub tile: Option<PackedTile>,
 }
 

@@ -1131,6 +1131,32 @@ impl Kernels {
         }
         assert!(groups.len().is_multiple_of(count), "{count} packed groups");
         let group_bytes = groups.len() / count;
+        if let Some(many) = p.gemv_tokens.filter(|_| acts.len() > 1) {
+            // Up to a forward step's tokens at a time, on the stack (this runs once per group
+            // of rows in a serving step).
+            const CHUNK: usize = 64;
+            let row_outs = count * PACK_ROWS;
+            for (acts, out) in acts.chunks(CHUNK).zip(out.chunks_mut(CHUNK * row_outs)) {
+                let mut ys: [&[BlockQ8K]; CHUNK] = [&[]; CHUNK];
+                for (y, a) in ys.iter_mut().zip(acts) {
+                    if let ActRow::Q8K(b) = a {
+                        *y = b;
+                    }
+                }
+                let mut tmp = [0f32; CHUNK * PACK_ROWS];
+                let tmp = &mut tmp[..acts.len() * PACK_ROWS];
+                for (j, g) in groups.chunks_exact(group_bytes).enumerate() {
+                    many(g, &ys[..acts.len()], tmp);
+                    for (o, t) in out
+                        .chunks_exact_mut(row_outs)
+                        .zip(tmp.chunks_exact(PACK_ROWS))
+                    {
+                        o[j * PACK_ROWS..(j + 1) * PACK_ROWS].copy_from_slice(t);
+                    }
+                }
+            }
+            return true;
+        }
         for (a, o) in acts.iter().zip(out.chunks_exact_mut(count * PACK_ROWS)) {
             if let ActRow::Q8K(y) = a {
                 for (g, o) in groups

@@ -132,6 +132,90 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, None, out);
 }
 
+/// Tokens [`gemv16_q6_k_tokens`] runs against each unpacked step.
+const Q6_TOKENS: usize = 8;
+
+/// `out[t·16 + r]` = [`gemv16_q6_k_packed`] of the group against `ys[t]`, for every token,
+/// bit for bit: each packed step is unpacked (codes, scales) once for up to eight tokens,
+/// whose integers and float chains are the single token's. (Decode's order for several tokens
+/// at once: a serving step's decoded tokens against a Q6_K output head.)
+///
+/// # Panics
+/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
+/// per token.
+pub(super) fn gemv16_q6_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
+    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        group_out("Q6_K", group, Q6_STEP, y, o);
+    }
+    for (ys, out) in ys
+        .chunks(Q6_TOKENS)
+        .zip(out.chunks_mut(Q6_TOKENS * PACK_ROWS))
+    {
+        // SAFETY: only reachable through the table built after every feature above was
+        // detected; the sizes were checked above.
+        unsafe { gemv16_q6_k_tokens_impl(group, ys, out) }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_q6_k_tokens_impl(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = ys[0].len();
+    let pf = StepPrefetch::new(group, Q6_STEP);
+    let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
+    let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
+    let zero = _mm512_setzero_si512();
+    let mut acc = [[_mm512_setzero_ps(); LANES]; Q6_TOKENS];
+    let mut codes = [[zero; 4]; 2 * LANES];
+    for i in 0..n {
+        let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
+        let sc_words: [__m512i; GROUP] = std::array::from_fn(|w| word(step, Q6_SC_WORD + w));
+        // Sub-block s's scale as the same i16 in both halves of each row's lane.
+        let sc: [__m512i; 2 * 8] = std::array::from_fn(|s| {
+            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
+        });
+        // Lane l's bias scales, sub-blocks 2l and 2l + 1.
+        let scp: [__m512i; LANES] = std::array::from_fn(|l| {
+            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[l / 2], pair[l % 2]))
+        });
+        for j in 0..2 {
+            for b4 in 0..LANES {
+                pf.part(i, LANES * j + b4, 2 * LANES);
+                codes[LANES * j + b4] = q6_codes(step, j, b4);
+            }
+        }
+        // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
+        let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
+        for (b, acc) in ys.iter().map(|y| &y[i]).zip(acc.iter_mut()) {
+            let mut s = [zero; LANES];
+            for j in 0..2 {
+                for b4 in 0..LANES {
+                    for (k, qk) in codes[LANES * j + b4].iter().enumerate() {
+                        let e = Q6_HALF * j + SUB * k + GROUP * b4;
+                        let pairs = _mm512_maddubs_epi16(*qk, bcast4(b, e));
+                        let s_at = 8 * j + 2 * k + b4 / (Q6_SUB / GROUP);
+                        s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[s_at]);
+                    }
+                }
+            }
+            let bs = |k: usize| i32::from(b.bsums[k] as u16);
+            for (l, sl) in s.iter_mut().enumerate() {
+                // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
+                let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+                let bias = _mm512_dpwssd_epi32(zero, scp[l], bsp);
+                *sl = _mm512_sub_epi32(*sl, _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
+            }
+            let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
+            for l in 0..LANES {
+                acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
+            }
+        }
+    }
+    for (acc, o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        store_hsum(acc, None, o.try_into().expect("sixteen outputs"));
+    }
+}
+
 /// Bytes of one Q5_K block, and of one packed step of sixteen.
 const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
 const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
