@@ -35,6 +35,8 @@ const Q6_BIAS_SHIFT: u32 = 5;
 const Q6_HALF: usize = 128;
 /// Sixteen-element sub-blocks, one i8 scale each.
 const Q6_SUB: usize = 16;
+/// Sub-blocks of one half.
+const Q6_HALF_SUBS: usize = Q6_HALF / Q6_SUB;
 
 /// The four code vectors of one Q6_K word triple: half `j`, byte group `b4` (`ql` words
 /// 16j + b4 and 16j + 8 + b4, `qh` word 32 + 8j + b4); vector k holds the 6-bit codes of
@@ -85,49 +87,105 @@ fn high_bytes(a: usize, b: usize) -> __m512i {
     _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(ctl.as_ptr().cast()) })
 }
 
+/// The `vpshufb` controls of a Q6_K step's scales: byte t of each lane into both i16 halves
+/// (`dup`), bytes 2h and 2h + 1 into the two (`pair`), each then sign-extended by `vpsraw` 8.
+#[derive(Clone, Copy)]
+struct Q6Controls {
+    dup: [__m512i; GROUP],
+    pair: [__m512i; 2],
+}
+
+impl Q6Controls {
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    fn new() -> Q6Controls {
+        Q6Controls {
+            dup: std::array::from_fn(|t| high_bytes(t, t)),
+            pair: std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1)),
+        }
+    }
+}
+
+/// A packed Q6_K step's scale words, and half `j`'s eight sub-block scales, each as the same
+/// i16 in both halves of each row's lane.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q6_half_scales(words: &[__m512i; GROUP], c: &Q6Controls, j: usize) -> [__m512i; Q6_HALF_SUBS] {
+    std::array::from_fn(|k| {
+        let s = Q6_HALF_SUBS * j + k;
+        _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(words[s / GROUP], c.dup[s % GROUP]))
+    })
+}
+
+/// Codes `q` (four-byte column `b4` of half `j`: [`q6_codes`]) against token `b`, into lane
+/// sum `s[b4]`; `sc`: the half's scales.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q6_add(
+    s: &mut [__m512i; LANES],
+    q: &[__m512i; 4],
+    b: &BlockQ8K,
+    (j, b4): (usize, usize),
+    sc: &[__m512i; Q6_HALF_SUBS],
+) {
+    for (k, qk) in q.iter().enumerate() {
+        let e = Q6_HALF * j + SUB * k + GROUP * b4;
+        let pairs = _mm512_maddubs_epi16(*qk, bcast4(b, e));
+        // Sub-block (e / 16) within this half: 2k + b4 / 4.
+        s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[2 * k + b4 / (Q6_SUB / GROUP)]);
+    }
+}
+
+/// A token's step done: each lane's bias `32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1])` taken
+/// off its sum `s[l]` (scales from the step's scale `words`), then `acc[l] = fma(y.d·d, s[l],
+/// acc[l])` with the rows' f32 scales `dx`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q6_close(
+    s: &[__m512i; LANES],
+    b: &BlockQ8K,
+    (words, c): (&[__m512i; GROUP], &Q6Controls),
+    dx: __m512,
+    acc: &mut [__m512; LANES],
+) {
+    let bs = |k: usize| i32::from(b.bsums[k] as u16);
+    let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
+    for (l, acc) in acc.iter_mut().enumerate() {
+        let scp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(words[l / 2], c.pair[l % 2]));
+        let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+        let bias = _mm512_dpwssd_epi32(_mm512_setzero_si512(), scp, bsp);
+        let sl = _mm512_sub_epi32(s[l], _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
+        *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sl), *acc);
+    }
+}
+
+/// A packed Q6_K step's scale words and its rows' f32 scales.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q6_step_scales(step: &[u8]) -> ([__m512i; GROUP], __m512) {
+    let words = std::array::from_fn(|w| word(step, Q6_SC_WORD + w));
+    // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
+    let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
+    (words, dx)
+}
+
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q6_STEP);
-    // Byte t of each lane, sign-extended into both i16 halves; bytes (a, b) into the two.
-    let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
-    let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
+    let ctl = Q6Controls::new();
     let mut acc = [_mm512_setzero_ps(); LANES];
     for (i, b) in y.iter().enumerate() {
         let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
-        let word = |w: usize| word(step, w);
-        let sc_words: [__m512i; GROUP] = std::array::from_fn(|w| word(Q6_SC_WORD + w));
-        // Sub-block s's scale as the same i16 in both halves of each row's lane.
-        let scale = |s: usize| {
-            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
-        };
+        let (words, dx) = q6_step_scales(step);
         let mut s = [_mm512_setzero_si512(); LANES];
         for j in 0..2 {
-            let sc: [__m512i; 8] = std::array::from_fn(|k| scale(8 * j + k));
+            let sc = q6_half_scales(&words, &ctl, j);
             for b4 in 0..LANES {
                 pf.part(i, LANES * j + b4, 2 * LANES);
-                let q = q6_codes(step, j, b4);
-                for (k, qk) in q.into_iter().enumerate() {
-                    let e = Q6_HALF * j + SUB * k + GROUP * b4;
-                    let pairs = _mm512_maddubs_epi16(qk, bcast4(b, e));
-                    // Sub-block (e / 16) within this half: 2k + b4 / 4.
-                    s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[2 * k + b4 / (Q6_SUB / GROUP)]);
-                }
+                q6_add(&mut s, &q6_codes(step, j, b4), b, (j, b4), &sc);
             }
         }
-        for (l, sl) in s.iter_mut().enumerate() {
-            // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
-            let scp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[l / 2], pair[l % 2]));
-            let bs = |k: usize| i32::from(b.bsums[k] as u16);
-            let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
-            let bias = _mm512_dpwssd_epi32(_mm512_setzero_si512(), scp, bsp);
-            *sl = _mm512_sub_epi32(*sl, _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
-        }
-        // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
-        let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
-        let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
-        for l in 0..LANES {
-            acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
-        }
+        q6_close(&s, b, (&words, &ctl), dx, &mut acc);
     }
     store_hsum(&acc, None, out);
 }
@@ -164,53 +222,28 @@ pub(super) fn gemv16_q6_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f3
 fn gemv16_q6_k_tokens_impl(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
     let n = ys[0].len();
     let pf = StepPrefetch::new(group, Q6_STEP);
-    let dup: [__m512i; GROUP] = std::array::from_fn(|t| high_bytes(t, t));
-    let pair: [__m512i; 2] = std::array::from_fn(|h| high_bytes(2 * h, 2 * h + 1));
-    let zero = _mm512_setzero_si512();
+    let ctl = Q6Controls::new();
     let mut acc = [[_mm512_setzero_ps(); LANES]; Q6_TOKENS];
-    let mut codes = [[zero; 4]; 2 * LANES];
+    let mut codes = [[_mm512_setzero_si512(); 4]; 2 * LANES];
     for i in 0..n {
         let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
-        let sc_words: [__m512i; GROUP] = std::array::from_fn(|w| word(step, Q6_SC_WORD + w));
-        // Sub-block s's scale as the same i16 in both halves of each row's lane.
-        let sc: [__m512i; 2 * 8] = std::array::from_fn(|s| {
-            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[s / GROUP], dup[s % GROUP]))
-        });
-        // Lane l's bias scales, sub-blocks 2l and 2l + 1.
-        let scp: [__m512i; LANES] = std::array::from_fn(|l| {
-            _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc_words[l / 2], pair[l % 2]))
-        });
+        let (words, dx) = q6_step_scales(step);
+        let sc: [[__m512i; Q6_HALF_SUBS]; 2] =
+            std::array::from_fn(|j| q6_half_scales(&words, &ctl, j));
         for j in 0..2 {
             for b4 in 0..LANES {
                 pf.part(i, LANES * j + b4, 2 * LANES);
                 codes[LANES * j + b4] = q6_codes(step, j, b4);
             }
         }
-        // SAFETY: the sixteen f16 scales are the 32 bytes at Q6_K_D_AT of the step.
-        let dx = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(step[Q6_K_D_AT..].as_ptr().cast())) };
         for (b, acc) in ys.iter().map(|y| &y[i]).zip(acc.iter_mut()) {
-            let mut s = [zero; LANES];
+            let mut s = [_mm512_setzero_si512(); LANES];
             for j in 0..2 {
                 for b4 in 0..LANES {
-                    for (k, qk) in codes[LANES * j + b4].iter().enumerate() {
-                        let e = Q6_HALF * j + SUB * k + GROUP * b4;
-                        let pairs = _mm512_maddubs_epi16(*qk, bcast4(b, e));
-                        let s_at = 8 * j + 2 * k + b4 / (Q6_SUB / GROUP);
-                        s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[s_at]);
-                    }
+                    q6_add(&mut s, &codes[LANES * j + b4], b, (j, b4), &sc[j]);
                 }
             }
-            let bs = |k: usize| i32::from(b.bsums[k] as u16);
-            for (l, sl) in s.iter_mut().enumerate() {
-                // Lane l's bias: 32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1]).
-                let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
-                let bias = _mm512_dpwssd_epi32(zero, scp[l], bsp);
-                *sl = _mm512_sub_epi32(*sl, _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
-            }
-            let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
-            for l in 0..LANES {
-                acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
-            }
+            q6_close(&s, b, (&words, &ctl), dx, acc);
         }
     }
     for (acc, o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
