@@ -357,6 +357,9 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
 
     // A full queue: one long stream holds the only slot, one request waits, the next is told
     // to come back later. The stream's client then hangs up: the slot frees, the waiting one runs.
+    // The holder's client reads its stream all along (a client that stops reading is cut after
+    // --timeout, which would free the slot early), and the waiting request is sent only once
+    // the holder has its slot (a stream's head is written while its job may still be queued).
     let long = r#"{"prompt":"Count: one, two,","max_tokens":2000,"temperature":0,"ignore_eos":true,"stream":true}"#;
     let mut holder = srv.connect();
     let head = format!(
@@ -367,6 +370,16 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
     let mut first = [0u8; 256];
     let n = holder.read(&mut first).unwrap();
     assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    let drain = std::thread::spawn({
+        let mut s = holder.try_clone().unwrap();
+        move || {
+            let mut buf = [0u8; 4096];
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    });
+    wait_for("the stream to take the only slot", 10, || {
+        srv.metric("locus_slots_busy") == 1.0 && srv.metric("locus_queue_depth") == 0.0
+    });
     let waiting = std::thread::spawn({
         let addr = srv.addr.clone();
         move || {
@@ -393,7 +406,9 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
     );
     assert_eq!(r.status, 503, "{}", r.body_text());
     assert_eq!(r.header("retry-after"), Some("1"));
+    holder.shutdown(std::net::Shutdown::Both).unwrap();
     drop(holder);
+    drain.join().unwrap();
     assert_eq!(waiting.join().unwrap(), 200);
     wait_for("the dropped stream's slot to be freed", 10, || {
         srv.metric("locus_cancelled_total") >= 1.0 && srv.metric("locus_slots_busy") == 0.0
