@@ -37,12 +37,15 @@ const PACKED_SCALES: usize = 2 * PANEL_ROWS;
 /// Bytes each half takes of a packed 64-byte vector (and, halved, of the scales).
 const HALF_BYTES: usize = 32;
 /// How many block steps ahead the packed panels (this tier's and AVX-512's) request their
-/// lines. A panel of eight tokens spends so long on each step that the out-of-order window
-/// reaches barely one step ahead and the hardware prefetchers leave the next step's loads
-/// waiting on memory: with four steps (1152 bytes) ahead, eight sequences decoding together
-/// (the 1B Q4_0 model, 2 threads, Zen 4, AVX-512 panel) took 38–48 ms a step instead of
-/// 51–70 ms, in three alternating rounds.
-pub(super) const PANEL_PREFETCH_STEPS: usize = 4;
+/// lines: sixteen steps, 4.5 KiB. A panel of eight tokens spends so long on each step that the
+/// out-of-order window reaches barely one step ahead and the hardware prefetchers leave the
+/// next step's loads waiting on memory. Four steps ahead (1152 bytes) took eight sequences
+/// decoding together (the 1B Q4_0 model, 2 threads, Zen 4, AVX-512 panel) from 51–70 ms a step
+/// to 38–48 ms, and were still too few on Zen 5: with sixteen, pp8 on that model went from
+/// 169–195 to 256–264 t/s at one thread and 336–352 to 454–462 at two (AVX-512), 139–146 to
+/// 152 at one thread (AVX2 forced), with pp64 unchanged, in two alternating rounds; and
+/// `serve -np 8` from 254 to 304 t/s. Thirty-two read the same as sixteen.
+pub(super) const PANEL_PREFETCH_STEPS: usize = 16;
 
 const _: () = assert!(HALVES == 2 && PANEL_TOKENS.is_multiple_of(PASS_TOKENS));
 
