@@ -47,7 +47,7 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             layout: Layout::Q4Kx16,
             variant: Variant::Repacked,
             gemv: gemv16_q4_k_packed,
-            gemv_tokens: None,
+            gemv_tokens: Some(gemv16_q4_k_tokens),
             tile: Some(super::kpacked_tile::tile_packed),
         }),
         GgmlType::Iq4Xs => Some(Packed {
@@ -163,28 +163,141 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
                 s[2 * j + 1] = _mm512_dpbusd_epi32(s[2 * j + 1], hi, bcast4(b, e + SUB));
             }
         }
-        let mut isum = _mm512_setzero_si512();
-        let mut imin = _mm512_setzero_si512();
-        for j in 0..SUBS {
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sc[j], s[j]));
-            let bs = &b.bsums[BSUMS_PER_SUB * j..BSUMS_PER_SUB * (j + 1)];
-            let bsum = i32::from(bs[0]) + i32::from(bs[1]);
-            imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(mn[j], _mm512_set1_epi32(bsum)));
-        }
-        // SAFETY: the sixteen f16 scales and the sixteen mins are the 32 bytes at 0 and at
-        // K_DMIN_AT of the step.
-        let (d, dmin) = unsafe {
-            (
-                _mm512_cvtph_ps(_mm256_loadu_si256(step.as_ptr().cast())),
-                _mm512_cvtph_ps(_mm256_loadu_si256(step[K_DMIN_AT..].as_ptr().cast())),
-            )
-        };
-        let dy = _mm512_set1_ps(b.d);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dy), acc);
-        acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dy), acc_min);
+        q4k_close(&s, (&sc, &mn), b, step, (&mut acc, &mut acc_min));
     }
     // SAFETY: `out` is sixteen f32.
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, acc_min)) };
+}
+
+/// The end of one super-block for one token: the sub-block sums `s` times the rows' scales,
+/// the mins times the activation's `bsums`, both exact, then the two float chains' steps.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q4k_close(
+    s: &[__m512i; SUBS],
+    (sc, mn): (&[__m512i; SUBS], &[__m512i; SUBS]),
+    b: &BlockQ8K,
+    step: &[u8],
+    acc: (&mut __m512, &mut __m512),
+) {
+    let mut isum = _mm512_setzero_si512();
+    for j in 0..SUBS {
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sc[j], s[j]));
+    }
+    q4k_close_sum(isum, mn, b, step, acc);
+}
+
+/// [`q4k_close`] from the scaled sum `isum` (Σ_j sc_j·s_j, exact in i32 whatever the order).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q4k_close_sum(
+    isum: __m512i,
+    mn: &[__m512i; SUBS],
+    b: &BlockQ8K,
+    step: &[u8],
+    (acc, acc_min): (&mut __m512, &mut __m512),
+) {
+    let mut imin = _mm512_setzero_si512();
+    for (m, bs) in mn.iter().zip(b.bsums.chunks_exact(BSUMS_PER_SUB)) {
+        let bsum = i32::from(bs[0]) + i32::from(bs[1]);
+        imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(*m, _mm512_set1_epi32(bsum)));
+    }
+    assert!(step.len() >= K_DMIN_AT + 32, "Q4_K step cut short");
+    // SAFETY: the sixteen f16 scales and the sixteen mins are the 32 bytes at 0 and at
+    // K_DMIN_AT of the step (length asserted).
+    let (d, dmin) = unsafe {
+        (
+            _mm512_cvtph_ps(_mm256_loadu_si256(step.as_ptr().cast())),
+            _mm512_cvtph_ps(_mm256_loadu_si256(step[K_DMIN_AT..].as_ptr().cast())),
+        )
+    };
+    let dy = _mm512_set1_ps(b.d);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dy), *acc);
+    *acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dy), *acc_min);
+}
+
+/// Tokens [`gemv16_q4_k_tokens`] runs against each unpacked step.
+const Q4K_TOKENS: usize = 8;
+
+/// `out[t·16 + r]` = [`gemv16_q4_k_packed`] of the group against `ys[t]`, for every token,
+/// bit for bit: each 64-byte vector of nibbles is loaded and split once for up to eight
+/// tokens, whose integers and float chains are the single token's (a serving step's decoded
+/// tokens, which keep the single token's order). A single token keeps [`gemv16_q4_k_packed`].
+///
+/// # Panics
+/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
+/// per token.
+fn gemv16_q4_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
+    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        group_out("Q4_K", group, K_STEP, y, o);
+    }
+    for (ys, out) in ys
+        .chunks(Q4K_TOKENS)
+        .zip(out.chunks_mut(Q4K_TOKENS * PACK_ROWS))
+    {
+        // SAFETY: every arm is only reachable through the table built after every feature
+        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
+        unsafe {
+            match ys.len() {
+                1 => gemv16_q4_k_tokens_impl::<1>(group, ys, out),
+                2 => gemv16_q4_k_tokens_impl::<2>(group, ys, out),
+                3 => gemv16_q4_k_tokens_impl::<3>(group, ys, out),
+                4 => gemv16_q4_k_tokens_impl::<4>(group, ys, out),
+                5 => gemv16_q4_k_tokens_impl::<5>(group, ys, out),
+                6 => gemv16_q4_k_tokens_impl::<6>(group, ys, out),
+                7 => gemv16_q4_k_tokens_impl::<7>(group, ys, out),
+                _ => gemv16_q4_k_tokens_impl::<8>(group, ys, out),
+            }
+        }
+    }
+}
+
+/// `T` tokens (a constant, so that their sums stay in registers): per pair of sub-blocks, each
+/// nibble vector is split once and meets every token's activation bytes.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_q4_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
+    let n = ys[0].len();
+    let pf = StepPrefetch::new(group, K_STEP);
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = [(_mm512_setzero_ps(), _mm512_setzero_ps()); T];
+    for i in 0..n {
+        let step = &group[i * K_STEP..(i + 1) * K_STEP];
+        let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+        let qs = &step[K_QS_AT..];
+        let b: [&BlockQ8K; T] = std::array::from_fn(|t| &ys[t][i]);
+        let mut isum = [_mm512_setzero_si512(); T];
+        for j in 0..PAIRS {
+            let mut s = [[_mm512_setzero_si512(); 2]; T];
+            for o in 0..GROUPS {
+                let k = GROUPS * j + o;
+                pf.part(i, k, GROUPS * PAIRS);
+                // SAFETY: vector k is the 64 bytes at 64k of the nibble part, inside `qs`
+                // (32 vectors, K_STEP − K_QS_AT bytes).
+                let v = unsafe { _mm512_loadu_si512(qs[64 * k..64 * k + 64].as_ptr().cast()) };
+                let lo = _mm512_and_si512(v, low);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+                let e = PAIR * j + GROUP * o;
+                for t in 0..T {
+                    s[t][0] = _mm512_dpbusd_epi32(s[t][0], lo, bcast4(b[t], e));
+                    s[t][1] = _mm512_dpbusd_epi32(s[t][1], hi, bcast4(b[t], e + SUB));
+                }
+            }
+            for t in 0..T {
+                let lo = _mm512_mullo_epi32(sc[2 * j], s[t][0]);
+                let hi = _mm512_mullo_epi32(sc[2 * j + 1], s[t][1]);
+                isum[t] = _mm512_add_epi32(_mm512_add_epi32(isum[t], lo), hi);
+            }
+        }
+        for t in 0..T {
+            q4k_close_sum(isum[t], &mn, b[t], step, (&mut acc[t].0, &mut acc[t].1));
+        }
+    }
+    for ((acc, acc_min), o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        // SAFETY: `o` is sixteen f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_sub_ps(*acc, *acc_min)) };
+    }
 }
 
 /// Bytes of one IQ4_XS block, and of one packed step of sixteen.
