@@ -128,11 +128,24 @@ fn q6_add(
     (j, b4): (usize, usize),
     sc: &[__m512i; Q6_HALF_SUBS],
 ) {
+    q6_add_lane(&mut s[b4], q, b, (j, b4), sc);
+}
+
+/// [`q6_add`] into the one lane sum it adds to.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q6_add_lane(
+    sum: &mut __m512i,
+    q: &[__m512i; 4],
+    b: &BlockQ8K,
+    (j, b4): (usize, usize),
+    sc: &[__m512i; Q6_HALF_SUBS],
+) {
     for (k, qk) in q.iter().enumerate() {
         let e = Q6_HALF * j + SUB * k + GROUP * b4;
         let pairs = _mm512_maddubs_epi16(*qk, bcast4(b, e));
         // Sub-block (e / 16) within this half: 2k + b4 / 4.
-        s[b4] = _mm512_dpwssd_epi32(s[b4], pairs, sc[2 * k + b4 / (Q6_SUB / GROUP)]);
+        *sum = _mm512_dpwssd_epi32(*sum, pairs, sc[2 * k + b4 / (Q6_SUB / GROUP)]);
     }
 }
 
@@ -144,19 +157,34 @@ fn q6_add(
 fn q6_close(
     s: &[__m512i; LANES],
     b: &BlockQ8K,
-    (words, c): (&[__m512i; GROUP], &Q6Controls),
+    sw: (&[__m512i; GROUP], &Q6Controls),
     dx: __m512,
     acc: &mut [__m512; LANES],
 ) {
-    let bs = |k: usize| i32::from(b.bsums[k] as u16);
     let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
     for (l, acc) in acc.iter_mut().enumerate() {
-        let scp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(words[l / 2], c.pair[l % 2]));
-        let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
-        let bias = _mm512_dpwssd_epi32(_mm512_setzero_si512(), scp, bsp);
-        let sl = _mm512_sub_epi32(s[l], _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
-        *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sl), *acc);
+        q6_close_lane(s[l], l, b, sw, d, acc);
     }
+}
+
+/// Lane `l` of [`q6_close`]: its sum `sl`'s bias taken off, then its float step (`d`: the
+/// token's scale times the rows').
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q6_close_lane(
+    sl: __m512i,
+    l: usize,
+    b: &BlockQ8K,
+    (words, c): (&[__m512i; GROUP], &Q6Controls),
+    d: __m512,
+    acc: &mut __m512,
+) {
+    let bs = |k: usize| i32::from(b.bsums[k] as u16);
+    let scp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(words[l / 2], c.pair[l % 2]));
+    let bsp = _mm512_set1_epi32(bs(2 * l) | (bs(2 * l + 1) << 16));
+    let bias = _mm512_dpwssd_epi32(_mm512_setzero_si512(), scp, bsp);
+    let sl = _mm512_sub_epi32(sl, _mm512_slli_epi32::<{ Q6_BIAS_SHIFT }>(bias));
+    *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sl), *acc);
 }
 
 /// A packed Q6_K step's scale words and its rows' f32 scales.
@@ -194,11 +222,11 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 const Q6_TOKENS: usize = 8;
 
 /// `out[t·16 + r]` = [`gemv16_q6_k_packed`] of the group against `ys[t]`, for every token,
-/// bit for bit: each packed step is unpacked (codes, scales) once for up to eight tokens,
-/// whose integers and float chains are the single token's. (Decode's order for several tokens
-/// at once: a serving step's decoded tokens against a Q6_K output head.) A single token keeps
-/// [`gemv16_q6_k_packed`], which unpacks as it goes: through this form, storing the step's
-/// codes first, the 1B Q6_K model decoded 23% slower at one thread (tg32, three rounds).
+/// bit for bit: each packed step's codes are formed once for up to eight tokens, whose
+/// integers and float chains are the single token's. (Decode's order for several tokens at
+/// once: a serving step's decoded tokens against a Q6_K matrix.) A single token keeps
+/// [`gemv16_q6_k_packed`], which unpacks as it goes: through a form that stored the step's codes
+/// first, the 1B Q6_K model decoded 23% slower at one thread (tg32, three rounds).
 ///
 /// # Panics
 /// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
@@ -212,38 +240,53 @@ pub(super) fn gemv16_q6_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f3
         .chunks(Q6_TOKENS)
         .zip(out.chunks_mut(Q6_TOKENS * PACK_ROWS))
     {
-        // SAFETY: only reachable through the table built after every feature above was
-        // detected; the sizes were checked above.
-        unsafe { gemv16_q6_k_tokens_impl(group, ys, out) }
+        // SAFETY: every arm is only reachable through the table built after every feature
+        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
+        unsafe {
+            match ys.len() {
+                1 => gemv16_q6_k_tokens_impl::<1>(group, ys, out),
+                2 => gemv16_q6_k_tokens_impl::<2>(group, ys, out),
+                3 => gemv16_q6_k_tokens_impl::<3>(group, ys, out),
+                4 => gemv16_q6_k_tokens_impl::<4>(group, ys, out),
+                5 => gemv16_q6_k_tokens_impl::<5>(group, ys, out),
+                6 => gemv16_q6_k_tokens_impl::<6>(group, ys, out),
+                7 => gemv16_q6_k_tokens_impl::<7>(group, ys, out),
+                _ => gemv16_q6_k_tokens_impl::<8>(group, ys, out),
+            }
+        }
     }
 }
 
+/// `T` tokens (a constant, so that their sums stay in registers). Column `b4` outer: its codes
+/// in both halves feed only lane sum `b4` of each token, so each token keeps one sum in a
+/// register, and the lane's float step is taken as soon as the column is done (each lane's
+/// chain is its own, so the single token's order of lanes within a step does not matter).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemv16_q6_k_tokens_impl(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+fn gemv16_q6_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
     let n = ys[0].len();
     let pf = StepPrefetch::new(group, Q6_STEP);
     let ctl = Q6Controls::new();
-    let mut acc = [[_mm512_setzero_ps(); LANES]; Q6_TOKENS];
-    let mut codes = [[_mm512_setzero_si512(); 4]; 2 * LANES];
+    let mut acc = [[_mm512_setzero_ps(); LANES]; T];
     for i in 0..n {
         let step = &group[i * Q6_STEP..(i + 1) * Q6_STEP];
         let (words, dx) = q6_step_scales(step);
         let sc: [[__m512i; Q6_HALF_SUBS]; 2] =
             std::array::from_fn(|j| q6_half_scales(&words, &ctl, j));
-        for j in 0..2 {
-            for b4 in 0..LANES {
+        let b: [&BlockQ8K; T] = std::array::from_fn(|t| &ys[t][i]);
+        let d: [__m512; T] = std::array::from_fn(|t| _mm512_mul_ps(_mm512_set1_ps(b[t].d), dx));
+        for b4 in 0..LANES {
+            let mut s = [_mm512_setzero_si512(); T];
+            for (j, sc) in sc.iter().enumerate() {
                 pf.part(i, LANES * j + b4, 2 * LANES);
-                codes[LANES * j + b4] = q6_codes(step, j, b4);
-            }
-        }
-        for (b, acc) in ys.iter().map(|y| &y[i]).zip(acc.iter_mut()) {
-            let mut s = [_mm512_setzero_si512(); LANES];
-            for j in 0..2 {
-                for b4 in 0..LANES {
-                    q6_add(&mut s, &codes[LANES * j + b4], b, (j, b4), &sc[j]);
+                let q = q6_codes(step, j, b4);
+                for t in 0..T {
+                    q6_add_lane(&mut s[t], &q, b[t], (j, b4), sc);
                 }
             }
-            q6_close(&s, b, (&words, &ctl), dx, acc);
+            for (t, acc) in acc.iter_mut().enumerate() {
+                q6_close_lane(s[t], b4, b[t], (&words, &ctl), d[t], &mut acc[b4]);
+            }
         }
     }
     for (acc, o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
