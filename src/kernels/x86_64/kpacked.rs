@@ -68,7 +68,7 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             layout: Layout::Q5Kx16,
             variant: Variant::Dot,
             gemv: super::kpacked_k::gemv16_q5_k_packed,
-            gemv_tokens: None,
+            gemv_tokens: Some(super::kpacked_k::gemv16_q5_k_tokens),
             tile: Some(super::kpacked_tile::tile_packed),
         }),
         _ => None,

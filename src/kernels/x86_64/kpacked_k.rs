@@ -356,60 +356,183 @@ pub(super) fn q5_scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
     }
 }
 
+/// A packed Q5_K step's word 0 (the rows' d and dmin as f16 pairs), and its sub-block scales
+/// (each as the same i16 in both halves of the lane) and mins.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q5_step_scales(step: &[u8]) -> (__m512i, [__m512i; SUBS], [__m512i; SUBS]) {
+    let w0 = word(step, 0);
+    let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
+    let mut sc = [_mm512_setzero_si512(); SUBS];
+    let mut mn = sc;
+    for j in 0..SUBS {
+        let (s, m) = q5_scale_min(&sw, j);
+        // The scale (≤ 63) as the same i16 in both halves of the lane.
+        sc[j] = _mm512_or_si512(s, _mm512_slli_epi32::<16>(s));
+        mn[j] = m;
+    }
+    (w0, sc, mn)
+}
+
+/// Σ_j m_j·s_j for token `b`, s_j the i16 (wrapping) sum of bsums 2j and 2j+1: pairs of mins
+/// as i16 against pairs of sums.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q5_min_total(mn: &[__m512i; SUBS], b: &BlockQ8K) -> __m512i {
+    let s16 = |j: usize| b.bsums[2 * j].wrapping_add(b.bsums[2 * j + 1]) as u16;
+    let mut total = _mm512_setzero_si512();
+    for k in 0..SUBS / 2 {
+        let mpair = _mm512_or_si512(mn[2 * k], _mm512_slli_epi32::<16>(mn[2 * k + 1]));
+        let spair = i32::from(s16(2 * k)) | (i32::from(s16(2 * k + 1)) << 16);
+        total = _mm512_dpwssd_epi32(total, mpair, _mm512_set1_epi32(spair));
+    }
+    total
+}
+
+/// The 5-bit codes of sub-blocks 2j (`lo`) and 2j + 1 (`hi`) in column `b4` of a packed step
+/// (`h`: the column's `qh` word).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q5_codes(step: &[u8], h: __m512i, j: usize, b4: usize) -> (__m512i, __m512i) {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let q = word(step, Q5_QS_WORD + 8 * j + b4);
+    let lo = _mm512_or_si512(_mm512_and_si512(q, m4), q5_fifth_bit(h, 2 * j));
+    let hi = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4),
+        q5_fifth_bit(h, 2 * j + 1),
+    );
+    (lo, hi)
+}
+
+/// Codes of sub-blocks 2j and 2j + 1 in column `b4` against token `b`, into its lane sum.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q5_add_lane(
+    sl: &mut __m512i,
+    (lo, hi): (__m512i, __m512i),
+    b: &BlockQ8K,
+    (j, b4): (usize, usize),
+    sc: &[__m512i; SUBS],
+) {
+    let e = Q5_PAIR * j + GROUP * b4;
+    let plo = _mm512_maddubs_epi16(lo, bcast4(b, e));
+    *sl = _mm512_dpwssd_epi32(*sl, plo, sc[2 * j]);
+    let phi = _mm512_maddubs_epi16(hi, bcast4(b, e + SUB));
+    *sl = _mm512_dpwssd_epi32(*sl, phi, sc[2 * j + 1]);
+}
+
+/// A token's f32 scales for a step: `y.d`·d of the rows, and −`y.d`·dmin (from word 0).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn q5_token_scales(w0: __m512i, b: &BlockQ8K) -> (__m512, __m512) {
+    let dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
+    let dminx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(w0)));
+    (
+        _mm512_mul_ps(_mm512_set1_ps(b.d), dx),
+        _mm512_mul_ps(_mm512_set1_ps(-b.d), dminx),
+    )
+}
+
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q5_STEP);
-    let m4 = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); LANES];
     let mut summs = _mm512_setzero_ps();
     for (i, b) in y.iter().enumerate() {
         let step = &group[i * Q5_STEP..(i + 1) * Q5_STEP];
-        let w0 = word(step, 0);
-        let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
-        let mut sc = [_mm512_setzero_si512(); SUBS];
-        let mut mn = sc;
-        for j in 0..SUBS {
-            let (s, m) = q5_scale_min(&sw, j);
-            // The scale (≤ 63) as the same i16 in both halves of the lane.
-            sc[j] = _mm512_or_si512(s, _mm512_slli_epi32::<16>(s));
-            mn[j] = m;
-        }
-        // Σ_j m_j·s_j, s_j the i16 (wrapping) sum of bsums 2j and 2j+1: pairs of mins as i16
-        // against pairs of sums.
-        let s16 = |j: usize| b.bsums[2 * j].wrapping_add(b.bsums[2 * j + 1]) as u16;
-        let mut total = _mm512_setzero_si512();
-        for k in 0..SUBS / 2 {
-            let mpair = _mm512_or_si512(mn[2 * k], _mm512_slli_epi32::<16>(mn[2 * k + 1]));
-            let spair = i32::from(s16(2 * k)) | (i32::from(s16(2 * k + 1)) << 16);
-            total = _mm512_dpwssd_epi32(total, mpair, _mm512_set1_epi32(spair));
-        }
+        let (w0, sc, mn) = q5_step_scales(step);
+        let total = q5_min_total(&mn, b);
         let mut s = [_mm512_setzero_si512(); LANES];
         for (b4, sl) in s.iter_mut().enumerate() {
             pf.part(i, b4, LANES);
             let h = word(step, Q5_QH_WORD + b4);
             for j in 0..SUBS / 2 {
-                let q = word(step, Q5_QS_WORD + 8 * j + b4);
-                let hb = |bit: usize| q5_fifth_bit(h, bit);
-                let lo = _mm512_or_si512(_mm512_and_si512(q, m4), hb(2 * j));
-                let hi = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4),
-                    hb(2 * j + 1),
-                );
-                let e = Q5_PAIR * j + GROUP * b4;
-                let plo = _mm512_maddubs_epi16(lo, bcast4(b, e));
-                *sl = _mm512_dpwssd_epi32(*sl, plo, sc[2 * j]);
-                let phi = _mm512_maddubs_epi16(hi, bcast4(b, e + SUB));
-                *sl = _mm512_dpwssd_epi32(*sl, phi, sc[2 * j + 1]);
+                q5_add_lane(sl, q5_codes(step, h, j, b4), b, (j, b4), &sc);
             }
         }
-        let dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
-        let dminx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(w0)));
-        let d = _mm512_mul_ps(_mm512_set1_ps(b.d), dx);
-        let dmin = _mm512_mul_ps(_mm512_set1_ps(-b.d), dminx);
+        let (d, dmin) = q5_token_scales(w0, b);
         summs = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(total), summs);
         for l in 0..LANES {
             acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[l]), acc[l]);
         }
     }
     store_hsum(&acc, Some(summs), out);
+}
+
+/// Tokens [`gemv16_q5_k_tokens`] runs against each step.
+const Q5_TOKENS: usize = 8;
+
+/// `out[t·16 + r]` = [`gemv16_q5_k_packed`] of the group against `ys[t]`, for every token,
+/// bit for bit: each column's codes are formed once for up to eight tokens, whose integers and
+/// float chains are the single token's (a serving step's decoded tokens, which keep the single
+/// token's order). A single token keeps [`gemv16_q5_k_packed`].
+///
+/// # Panics
+/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
+/// per token.
+pub(super) fn gemv16_q5_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
+    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        group_out("Q5_K", group, Q5_STEP, y, o);
+    }
+    for (ys, out) in ys
+        .chunks(Q5_TOKENS)
+        .zip(out.chunks_mut(Q5_TOKENS * PACK_ROWS))
+    {
+        // SAFETY: every arm is only reachable through the table built after every feature
+        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
+        unsafe {
+            match ys.len() {
+                1 => gemv16_q5_k_tokens_impl::<1>(group, ys, out),
+                2 => gemv16_q5_k_tokens_impl::<2>(group, ys, out),
+                3 => gemv16_q5_k_tokens_impl::<3>(group, ys, out),
+                4 => gemv16_q5_k_tokens_impl::<4>(group, ys, out),
+                5 => gemv16_q5_k_tokens_impl::<5>(group, ys, out),
+                6 => gemv16_q5_k_tokens_impl::<6>(group, ys, out),
+                7 => gemv16_q5_k_tokens_impl::<7>(group, ys, out),
+                _ => gemv16_q5_k_tokens_impl::<8>(group, ys, out),
+            }
+        }
+    }
+}
+
+/// `T` tokens (a constant, so that their sums stay in registers), column `b4` outer as in
+/// [`gemv16_q6_k_tokens_impl`]: each token keeps the one lane sum the column feeds, and the
+/// lane's float step follows the column.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_q5_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
+    let n = ys[0].len();
+    let pf = StepPrefetch::new(group, Q5_STEP);
+    let mut acc = [[_mm512_setzero_ps(); LANES]; T];
+    let mut summs = [_mm512_setzero_ps(); T];
+    for i in 0..n {
+        let step = &group[i * Q5_STEP..(i + 1) * Q5_STEP];
+        let (w0, sc, mn) = q5_step_scales(step);
+        let b: [&BlockQ8K; T] = std::array::from_fn(|t| &ys[t][i]);
+        let mut d = [_mm512_setzero_ps(); T];
+        for t in 0..T {
+            let (dt, dmin) = q5_token_scales(w0, b[t]);
+            d[t] = dt;
+            let total = q5_min_total(&mn, b[t]);
+            summs[t] = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(total), summs[t]);
+        }
+        for b4 in 0..LANES {
+            pf.part(i, b4, LANES);
+            let h = word(step, Q5_QH_WORD + b4);
+            let mut s = [_mm512_setzero_si512(); T];
+            for j in 0..SUBS / 2 {
+                let codes = q5_codes(step, h, j, b4);
+                for (t, sl) in s.iter_mut().enumerate() {
+                    q5_add_lane(sl, codes, b[t], (j, b4), &sc);
+                }
+            }
+            for (t, acc) in acc.iter_mut().enumerate() {
+                acc[b4] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s[t]), acc[b4]);
+            }
+        }
+    }
+    for ((acc, summs), o) in acc.iter().zip(summs).zip(out.chunks_exact_mut(PACK_ROWS)) {
+        store_hsum(acc, Some(summs), o.try_into().expect("sixteen outputs"));
+    }
 }
