@@ -54,7 +54,7 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             layout: Layout::Iq4XsX16,
             variant: Variant::Dot,
             gemv: gemv16_iq4_xs_packed,
-            gemv_tokens: None,
+            gemv_tokens: Some(gemv16_iq4_xs_tokens),
             tile: Some(super::kpacked_tile::tile_packed),
         }),
         GgmlType::Q6K => Some(Packed {
@@ -394,6 +394,42 @@ fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
     unsafe { gemv16_iq4_xs_impl(group, y, out) }
 }
 
+/// IQ4_XS sub-block `sub`'s scale as the same i16 in both halves of each row's lane.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn xs_scale_pairs(w0: __m512i, w1: __m512i, sub: usize) -> __m512i {
+    let ls = xs_scale(w0, w1, sub);
+    _mm512_or_si512(
+        _mm512_and_si512(ls, _mm512_set1_epi32(0xffff)),
+        _mm512_slli_epi32::<16>(ls),
+    )
+}
+
+/// IQ4_XS values (`val`) against token `b`'s four activation bytes at `e`, scaled by `ls`
+/// into lane sum `sum`: ggml's sign trick (|v| times the activation with v's sign, −128
+/// wrapping as `vpsignb` does); `(abs, neg)`: |v| and v's sign mask.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn xs_add(
+    sum: &mut __m512i,
+    (abs, neg): (__m512i, __mmask64),
+    b: &BlockQ8K,
+    e: usize,
+    ls: __m512i,
+) {
+    let yb = bcast4(b, e);
+    let ys = _mm512_mask_sub_epi8(yb, neg, _mm512_setzero_si512(), yb);
+    *sum = _mm512_dpwssd_epi32(*sum, _mm512_maddubs_epi16(abs, ys), ls);
+}
+
+/// The IQ4_XS values of nibbles `nib` from the table, as |v| and v's sign mask.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn xs_values(table: __m512i, nib: __m512i) -> (__m512i, __mmask64) {
+    let val = _mm512_shuffle_epi8(table, nib);
+    (_mm512_abs_epi8(val), _mm512_movepi8_mask(val))
+}
+
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, XS_STEP);
@@ -412,31 +448,14 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
         let mut s = [zero; LANES];
         for sub in 0..SUBS {
             pf.part(i, sub, SUBS);
-            // The sub-block's scale as the same i16 in both halves of each row's lane.
-            let ls = xs_scale(w0, w1, sub);
-            let ls = _mm512_or_si512(
-                _mm512_and_si512(ls, _mm512_set1_epi32(0xffff)),
-                _mm512_slli_epi32::<16>(ls),
-            );
+            let ls = xs_scale_pairs(w0, w1, sub);
             for q in 0..XS_SUB_WORDS {
                 let v = word(step, XS_QS_WORD + XS_SUB_WORDS * sub + q);
                 let e = SUB * sub + GROUP * q;
-                let nibbles = [
-                    (_mm512_and_si512(v, low), q, e),
-                    (
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
-                        q + XS_SUB_WORDS,
-                        e + SUB / 2,
-                    ),
-                ];
-                for (nib, lane, e) in nibbles {
-                    let val = _mm512_shuffle_epi8(table, nib);
-                    let yb = bcast4(b, e);
-                    // ggml's sign trick: the activation takes the weight's sign (−128 wraps).
-                    let ys = _mm512_mask_sub_epi8(yb, _mm512_movepi8_mask(val), zero, yb);
-                    let pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(val), ys);
-                    s[lane] = _mm512_dpwssd_epi32(s[lane], pairs, ls);
-                }
+                let lo = xs_values(table, _mm512_and_si512(v, low));
+                xs_add(&mut s[q], lo, b, e, ls);
+                let hi = xs_values(table, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+                xs_add(&mut s[q + XS_SUB_WORDS], hi, b, e + SUB / 2, ls);
             }
         }
         for l in 0..LANES {
@@ -444,4 +463,85 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
         }
     }
     store_hsum(&acc, None, out);
+}
+
+/// Tokens [`gemv16_iq4_xs_tokens`] runs against each step.
+const XS_TOKENS: usize = 8;
+
+/// `out[t·16 + r]` = [`gemv16_iq4_xs_packed`] of the group against `ys[t]`, for every token,
+/// bit for bit: each nibble word's values are looked up once for up to eight tokens, whose
+/// integers and float chains are the single token's (a serving step's decoded tokens, which
+/// keep the single token's order). A single token keeps [`gemv16_iq4_xs_packed`].
+///
+/// # Panics
+/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
+/// per token.
+fn gemv16_iq4_xs_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
+    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        group_out("IQ4_XS", group, XS_STEP, y, o);
+    }
+    for (ys, out) in ys
+        .chunks(XS_TOKENS)
+        .zip(out.chunks_mut(XS_TOKENS * PACK_ROWS))
+    {
+        // SAFETY: every arm is only reachable through the table built after every feature
+        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
+        unsafe {
+            match ys.len() {
+                1 => gemv16_iq4_xs_tokens_impl::<1>(group, ys, out),
+                2 => gemv16_iq4_xs_tokens_impl::<2>(group, ys, out),
+                3 => gemv16_iq4_xs_tokens_impl::<3>(group, ys, out),
+                4 => gemv16_iq4_xs_tokens_impl::<4>(group, ys, out),
+                5 => gemv16_iq4_xs_tokens_impl::<5>(group, ys, out),
+                6 => gemv16_iq4_xs_tokens_impl::<6>(group, ys, out),
+                7 => gemv16_iq4_xs_tokens_impl::<7>(group, ys, out),
+                _ => gemv16_iq4_xs_tokens_impl::<8>(group, ys, out),
+            }
+        }
+    }
+}
+
+/// `T` tokens (a constant, so that their sums stay in registers). Nibble column `q` outer: its
+/// words in every sub-block feed only lane sums q and q + 4, which each token keeps in two
+/// registers; the two lanes' float steps follow the column.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemv16_iq4_xs_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
+    let n = ys[0].len();
+    let pf = StepPrefetch::new(group, XS_STEP);
+    // SAFETY: the table is 16 bytes.
+    let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = [[_mm512_setzero_ps(); LANES]; T];
+    for i in 0..n {
+        let step = &group[i * XS_STEP..(i + 1) * XS_STEP];
+        let (w0, w1) = (word(step, 0), word(step, 1));
+        let dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
+        let b: [&BlockQ8K; T] = std::array::from_fn(|t| &ys[t][i]);
+        let ls: [__m512i; SUBS] = std::array::from_fn(|sub| xs_scale_pairs(w0, w1, sub));
+        for q in 0..XS_SUB_WORDS {
+            let mut s = [[_mm512_setzero_si512(); 2]; T];
+            for (sub, &ls) in ls.iter().enumerate() {
+                pf.part(i, XS_SUB_WORDS * sub + q, SUBS * XS_SUB_WORDS);
+                let v = word(step, XS_QS_WORD + XS_SUB_WORDS * sub + q);
+                let e = SUB * sub + GROUP * q;
+                let lo = xs_values(table, _mm512_and_si512(v, low));
+                let hi = xs_values(table, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+                for (t, s) in s.iter_mut().enumerate() {
+                    xs_add(&mut s[0], lo, b[t], e, ls);
+                    xs_add(&mut s[1], hi, b[t], e + SUB / 2, ls);
+                }
+            }
+            for (t, acc) in acc.iter_mut().enumerate() {
+                let d = _mm512_mul_ps(dx, _mm512_set1_ps(b[t].d));
+                acc[q] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[t][0]), acc[q]);
+                let l = q + XS_SUB_WORDS;
+                acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s[t][1]), acc[l]);
+            }
+        }
+    }
+    for (acc, o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        store_hsum(acc, None, o.try_into().expect("sixteen outputs"));
+    }
 }
