@@ -476,6 +476,14 @@ struct GemvPanel {
 type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
 /// A panel over one packed group: as [`Panel`], the rows from the group's bytes.
 type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], usize, &mut [f32]);
+/// [`PackedPanel`] of two packed groups of one length at once, into one output each.
+type PackedPanelPair = fn([&[BlockQ4_0]; 2], &[Q8Group], usize, [&mut [f32]; 2]);
+/// The fewest panel tokens the two-group panels take. With fewer, the step is bound by
+/// streaming the weights rather than by the arithmetic the shared broadcasts save, and two
+/// groups at once read slower: on Zen 5 (AVX-512), the 1B Q4_0 model's pp8 fell from 276–284
+/// to 262–263 t/s at one thread, while pp16 rose from 484–493 to 517–602 at two threads and
+/// pp64 from 335 to 398 at one and from 567–574 to 604–640 at two (two alternating rounds).
+const PAIR_MIN_TOKENS: usize = 2 * PANEL_TOKENS;
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -619,6 +627,9 @@ pub struct Kernels {
     /// The same two of IQ4_NL rows ([`Layout::Iq4NlX16`], its repacked order), over the same
     /// blocks.
     iq4_nl_packed: Option<(PackedGemv, PackedPanel)>,
+    /// The packed panels over two groups at once (each broadcast feeding both), where the tier
+    /// has them: Q4_0 and IQ4_NL.
+    packed_pairs: Option<(PackedPanelPair, PackedPanelPair)>,
     q8_0_wide: Option<Wide>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
     q4_0_chain_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -684,6 +695,7 @@ impl Kernels {
             q4_0_packed_gemv: None,
             q4_0_packed_panel: None,
             iq4_nl_packed: None,
+            packed_pairs: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -769,6 +781,10 @@ impl Kernels {
                 iq4_nl_packed: Some((
                     x86_64::avx512::gemv16_iq4_nl_q8_0_packed,
                     x86_64::avx512::panel_iq4_nl_q8_0_packed,
+                )),
+                packed_pairs: Some((
+                    x86_64::panel512_pair::panel_pair_q4_0_q8_0_packed,
+                    x86_64::panel512_pair::panel_pair_iq4_nl_q8_0_packed,
                 )),
                 q8_0_wide: Some(x86_64::avx512::wide_q8_0_q8_0),
                 swiglu: x86_64::avx512::swiglu,
@@ -1240,7 +1256,49 @@ impl Kernels {
             .enumerate()
             .map(|(c, ac)| (c * PACKED_PANEL_TOKENS, Q8Group::all(ac, n)))
             .collect();
-        for (g, group) in groups.chunks_exact(step).enumerate() {
+        let pair = self
+            .packed_pairs
+            .filter(|_| panel.is_some() && done >= PAIR_MIN_TOKENS);
+        let pair = pair.map(
+            |(q4_0, iq4_nl)| {
+                if ty == GgmlType::Iq4Nl {
+                    iq4_nl
+                } else {
+                    q4_0
+                }
+            },
+        );
+        // The second group of a pair is computed here, then handed on after the first.
+        let mut second = match pair {
+            Some(_) if count > 1 => vec![0f32; out.len()],
+            _ => Vec::new(),
+        };
+        let mut g = 0;
+        while g < count {
+            let group = &groups[g * step..(g + 1) * step];
+            if let Some(pair) = pair.filter(|_| g + 1 < count) {
+                let next = &groups[(g + 1) * step..(g + 2) * step];
+                let w = [group, next].map(|b| checked_blocks::<BlockQ4_0>(b, PACK_ROWS * n));
+                for (t0, views) in &views {
+                    let k = (done - t0).min(PACKED_PANEL_TOKENS);
+                    let span = t0 * PACK_ROWS..(t0 + k) * PACK_ROWS;
+                    let o = [&mut out[span.clone()], &mut second[span]];
+                    pair(w, &views[..k.div_ceil(PANEL_TOKENS)], k, o);
+                }
+                self.packed_rest(
+                    layout,
+                    ty,
+                    group,
+                    &acts[done..],
+                    &mut out[done * PACK_ROWS..],
+                );
+                each(g, out);
+                let rest = &mut second[done * PACK_ROWS..];
+                self.packed_rest(layout, ty, next, &acts[done..], rest);
+                each(g + 1, &second);
+                g += 2;
+                continue;
+            }
             if let Some(panel) = panel {
                 let w = checked_blocks::<BlockQ4_0>(group, PACK_ROWS * n);
                 for (t0, views) in &views {
@@ -1249,11 +1307,30 @@ impl Kernels {
                     panel(w, &views[..k.div_ceil(PANEL_TOKENS)], k, o);
                 }
             }
-            for (t, a) in acts.iter().enumerate().skip(done) {
-                let o = &mut out[t * PACK_ROWS..(t + 1) * PACK_ROWS];
-                self.gemv_in(layout, ty, SumOrder::BlockChain, group, a, o);
-            }
+            self.packed_rest(
+                layout,
+                ty,
+                group,
+                &acts[done..],
+                &mut out[done * PACK_ROWS..],
+            );
             each(g, out);
+            g += 1;
+        }
+    }
+
+    /// One packed group of a block-chain layout against `acts` one token at a time (the
+    /// tokens a run's panels leave): `out[t * PACK_ROWS + r]`.
+    fn packed_rest(
+        &self,
+        layout: Layout,
+        ty: GgmlType,
+        group: &[u8],
+        acts: &[ActRow],
+        out: &mut [f32],
+    ) {
+        for (a, o) in acts.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+            self.gemv_in(layout, ty, SumOrder::BlockChain, group, a, o);
         }
     }
 

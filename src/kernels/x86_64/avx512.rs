@@ -315,13 +315,13 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
 }
 
 /// What an IQ4_NL value is moved by to be a u8: `KVALUES_IQ4NL` spans −127..113.
-const IQ4_NL_TO_U8: i32 = 128;
+pub(super) const IQ4_NL_TO_U8: i32 = 128;
 
 /// `KVALUES_IQ4NL[q] + 128` at byte q of every 128-bit lane: a `vpshufb` table from nibbles
 /// to the u8 operands of `vpdpbusd`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn iq4_nl_u8_table() -> __m512i {
+pub(super) fn iq4_nl_u8_table() -> __m512i {
     let t: [u8; 16] = std::array::from_fn(|q| (i32::from(KVALUES_IQ4NL[q]) + IQ4_NL_TO_U8) as u8);
     // SAFETY: 16 bytes; the load is unaligned.
     _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
@@ -620,7 +620,7 @@ pub(in crate::kernels) fn gemv16_iq4_nl_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, 
 /// [`transpose_qs16`] gives them (they are stored that way) and the rows' scales as f32.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn packed_block16(w: &[BlockQ4_0], i: usize) -> ([__m512i; 4], __m512) {
+pub(super) fn packed_block16(w: &[BlockQ4_0], i: usize) -> ([__m512i; 4], __m512) {
     let step = &w[i * PANEL_ROWS..(i + 1) * PANEL_ROWS];
     let base = step.as_ptr().cast::<u8>();
     // SAFETY: `step` is PANEL_ROWS blocks (288 bytes): 32 bytes of scales, then four 64-byte
