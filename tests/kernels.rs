@@ -500,13 +500,16 @@ fn tile_edges_equal_scalar_single_dots() {
         for n_tokens in 1..=n_x {
             assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
         }
-    } // Packed groups: one and two panels of tokens, and the single tokens around them.
+    } // Packed groups: one and two panels of tokens, the single tokens around them, and
+      // padded panels (past five tokens of a group) with and without two groups at once.
     for n_tokens in [
         1,
         PANEL_TOKENS - 1,
         PANEL_TOKENS,
         PANEL_TOKENS + 1,
+        PANEL_TOKENS + 6,
         2 * PANEL_TOKENS + 3,
+        2 * PANEL_TOKENS + 5,
     ] {
         assert!(
             check_packed(&r, 2, n_tokens),

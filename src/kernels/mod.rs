@@ -478,6 +478,15 @@ type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
 type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], usize, &mut [f32]);
 /// [`PackedPanel`] of two packed groups of one length at once, into one output each.
 type PackedPanelPair = fn([&[BlockQ4_0]; 2], &[Q8Group], usize, [&mut [f32]; 2]);
+/// The fewest tokens past the last whole [`PANEL_TOKENS`] group that a packed run
+/// ([`Kernels::dot_tile_packed_run`]) gives its panels in a padded group rather than one
+/// single-token gemv each (or fewer, where the tier's panels skip a padded group's empty
+/// passes). An eight-token panel costs about what five gemvs over a group do: on Zen 5
+/// (AVX-512), the 1B Q4_0 model's prompts of 5, 6, 7 and 13 tokens read 174–178, 178–180,
+/// 184 and 242–243 t/s at one thread through gemvs and 180–184, 205–211, 245–250 and
+/// 275–276 through a padded panel, while 2 and 4 tokens read 129–131 and 164–165 through
+/// gemvs against 76–78 and 145–149 (two alternating rounds).
+const PACKED_PANEL_PAD: usize = 5;
 /// The fewest panel tokens the two-group panels take. With fewer, the step is bound by
 /// streaming the weights rather than by the arithmetic the shared broadcasts save, and two
 /// groups at once read slower: on Zen 5 (AVX-512), the 1B Q4_0 model's pp8 fell from 276–284
@@ -1246,10 +1255,18 @@ impl Kernels {
             "packed groups of {n}-block rows"
         );
         let panel = self.chain_packed(layout).map(|(_, panel)| panel);
-        let done = if panel.is_some() {
-            self.panel_tokens(acts.len())
-        } else {
-            0
+        let done = match panel {
+            Some(_) => {
+                let n = acts.len();
+                let whole = n / PANEL_TOKENS * PANEL_TOKENS;
+                let pad = self.q4_0_panel_pad.min(PACKED_PANEL_PAD);
+                if n - whole >= pad {
+                    n
+                } else {
+                    whole
+                }
+            }
+            None => 0,
         };
         let views: Vec<(usize, [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS])> = acts[..done]
             .chunks(PACKED_PANEL_TOKENS)
