@@ -16,8 +16,8 @@ use locus::kernels::gelu;
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::ops::Rope;
 use locus::kernels::{
-    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, Queries, SumOrder, Tier, PACK_ROWS,
-    PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, Queries, SumOrder, Tier,
+    PACKED_PANEL_PAD, PACK_ROWS, PAIR_MIN_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
 };
 use quickcheck::{Arbitrary, Gen};
 
@@ -500,21 +500,27 @@ fn tile_edges_equal_scalar_single_dots() {
         for n_tokens in 1..=n_x {
             assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
         }
-    } // Packed groups: one and two panels of tokens, the single tokens around them, and
-      // padded panels (past five tokens of a group) with and without two groups at once.
-    for n_tokens in [
-        1,
-        PANEL_TOKENS - 1,
-        PANEL_TOKENS,
-        PANEL_TOKENS + 1,
-        PANEL_TOKENS + 6,
-        2 * PANEL_TOKENS + 3,
-        2 * PANEL_TOKENS + 5,
-    ] {
-        assert!(
-            check_packed(&r, 2, n_tokens),
-            "packed tile of {n_tokens} tokens"
-        );
+    }
+    // Packed groups, two and three (a pair of groups, then one alone): one and two panels of
+    // tokens, the single tokens around them, padded panels (from PACKED_PANEL_PAD tokens past
+    // a whole group) below and from PAIR_MIN_TOKENS, and a pair's second, shorter call past
+    // 32 tokens.
+    for groups in [2, 3] {
+        for n_tokens in [
+            1,
+            PANEL_TOKENS - 1,
+            PANEL_TOKENS,
+            PANEL_TOKENS + 1,
+            PANEL_TOKENS + PACKED_PANEL_PAD,
+            PAIR_MIN_TOKENS + PACKED_PANEL_PAD - 2,
+            PAIR_MIN_TOKENS + PACKED_PANEL_PAD,
+            4 * PANEL_TOKENS + PACKED_PANEL_PAD,
+        ] {
+            assert!(
+                check_packed(&r, groups, n_tokens),
+                "packed tile of {groups} groups, {n_tokens} tokens"
+            );
+        }
     }
 }
 

@@ -486,13 +486,13 @@ type PackedPanelPair = fn([&[BlockQ4_0]; 2], &[Q8Group], usize, [&mut [f32]; 2])
 /// 184 and 242–243 t/s at one thread through gemvs and 180–184, 205–211, 245–250 and
 /// 275–276 through a padded panel, while 2 and 4 tokens read 129–131 and 164–165 through
 /// gemvs against 76–78 and 145–149 (two alternating rounds).
-const PACKED_PANEL_PAD: usize = 5;
+pub const PACKED_PANEL_PAD: usize = 5;
 /// The fewest panel tokens the two-group panels take. With fewer, the step is bound by
 /// streaming the weights rather than by the arithmetic the shared broadcasts save, and two
 /// groups at once read slower: on Zen 5 (AVX-512), the 1B Q4_0 model's pp8 fell from 276–284
 /// to 262–263 t/s at one thread, while pp16 rose from 484–493 to 517–602 at two threads and
 /// pp64 from 335 to 398 at one and from 567–574 to 604–640 at two (two alternating rounds).
-const PAIR_MIN_TOKENS: usize = 2 * PANEL_TOKENS;
+pub const PAIR_MIN_TOKENS: usize = 2 * PANEL_TOKENS;
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -1199,7 +1199,9 @@ impl Kernels {
     /// ([`Layout::Q4_0x16`] or [`Layout::Iq4NlX16`], [`PACK_ROWS`] rows in `group`'s bytes):
     /// `out[t * PACK_ROWS + r]` is row r against `acts[t]`, bit for bit as the file layout
     /// gives it. Whole groups of [`PANEL_TOKENS`] tokens go through the packed panel where the
-    /// tier has one, the rest one token at a time through [`Kernels::gemv_in`].
+    /// tier has one, and so do the tokens after them when there are at least
+    /// [`PACKED_PANEL_PAD`] (in a padded group); the rest one token at a time through
+    /// [`Kernels::gemv_in`].
     ///
     /// # Panics
     /// If `out.len() != PACK_ROWS * acts.len()`, `layout` is neither of the two, or as
@@ -1219,8 +1221,11 @@ impl Kernels {
     }
 
     /// [`Kernels::dot_tile_packed`] of `count` packed groups back to back in `groups`, each
-    /// computed into `out` and handed to `each(g, out)` in order. The activations' panel
-    /// views are built once for the run, not once per group.
+    /// group's outputs handed to `each(g, outputs)` in order. They are computed into `out`,
+    /// except those of the second group of each pair that the two-group panels take (from
+    /// [`PAIR_MIN_TOKENS`] tokens), which go to a buffer of the run's own: only `each` sees
+    /// every group's outputs. The activations' panel views are built once for the run, not
+    /// once per group.
     ///
     /// # Panics
     /// If `groups` is not `count` whole groups of the activations' length, or as
@@ -1257,11 +1262,11 @@ impl Kernels {
         let panel = self.chain_packed(layout).map(|(_, panel)| panel);
         let done = match panel {
             Some(_) => {
-                let n = acts.len();
-                let whole = n / PANEL_TOKENS * PANEL_TOKENS;
+                let tokens = acts.len();
+                let whole = tokens / PANEL_TOKENS * PANEL_TOKENS;
                 let pad = self.q4_0_panel_pad.min(PACKED_PANEL_PAD);
-                if n - whole >= pad {
-                    n
+                if tokens - whole >= pad {
+                    tokens
                 } else {
                     whole
                 }

@@ -235,7 +235,6 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
         w[..8].try_into().expect("eight rows"),
         w[8..].try_into().expect("eight rows"),
     );
-    let low = _mm512_set1_epi8(0x0f);
     let table = if NL {
         iq4_nl_u8_table()
     } else {
@@ -267,18 +266,7 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
             ));
             (x, dw)
         };
-        let q: [__m512i; 8] = std::array::from_fn(|k| {
-            let nibbles = if k < 4 {
-                _mm512_and_si512(x[k], low)
-            } else {
-                _mm512_and_si512(_mm512_srli_epi16::<4>(x[k - 4]), low)
-            };
-            if NL {
-                _mm512_shuffle_epi8(table, nibbles)
-            } else {
-                nibbles
-            }
-        });
+        let q = panel_codes::<NL>(x, table);
         for (g, ag) in a.iter().enumerate() {
             // −offset·Σy starts each token's chain: Σ (u − offset)·y = Σ u·y − offset·Σ y,
             // exact in i32 (|Σ y| ≤ 32·128).
@@ -312,6 +300,32 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
         // SAFETY: o is 16 writable f32s; the store is unaligned.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), *acc_t) };
     }
+}
+
+/// Four-byte groups of a Q4_0 block: the code vectors of one packed block of sixteen rows.
+pub(super) const PANEL_CODES: usize = 8;
+
+/// The sixteen rows' codes of one packed block (`x`, [`packed_block16`]): the low nibbles of
+/// its four vectors, then the high ones, as u8 (through `table`, the IQ4_NL values moved to
+/// u8, with `NL`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn panel_codes<const NL: bool>(
+    x: [__m512i; 4],
+    table: __m512i,
+) -> [__m512i; PANEL_CODES] {
+    let low = _mm512_set1_epi8(0x0f);
+    std::array::from_fn(|k| {
+        let nibbles = match k.checked_sub(x.len()) {
+            None => _mm512_and_si512(x[k], low),
+            Some(h) => _mm512_and_si512(_mm512_srli_epi16::<4>(x[h]), low),
+        };
+        if NL {
+            _mm512_shuffle_epi8(table, nibbles)
+        } else {
+            nibbles
+        }
+    })
 }
 
 /// What an IQ4_NL value is moved by to be a u8: `KVALUES_IQ4NL` spans −127..113.

@@ -1,4 +1,5 @@
-//! The AVX-512 single-token kernels of copies packed in groups of sixteen rows (`kernels::pack`):
+//! The AVX-512 decode-order kernels of copies packed in groups of sixteen rows (`kernels::pack`),
+//! for one token and for several at once (a serving step's decoded tokens):
 //! Q4_K ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16)) and IQ4_XS
 //! ([`Layout::Iq4XsX16`](crate::kernels::Layout::Iq4XsX16)) here, Q6_K and Q5_K in
 //! `kpacked_k.rs`, and the helpers they share.
@@ -77,6 +78,8 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
 
 /// Sub-blocks of 32 elements in a super-block.
 pub(super) const SUBS: usize = 8;
+/// Bytes of sixteen f16 values, one per row (a packed step's `d` or `dmin`).
+const F16_ROWS: usize = 2 * PACK_ROWS;
 /// Pairs of sub-blocks (64 elements, 32 bytes of nibbles per row) in a super-block.
 const PAIRS: usize = SUBS / 2;
 /// Four-byte groups of one pair's 32 nibble bytes: one 64-byte packed vector each.
@@ -202,7 +205,7 @@ fn q4k_close_sum(
         let bsum = i32::from(bs[0]) + i32::from(bs[1]);
         imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(*m, _mm512_set1_epi32(bsum)));
     }
-    assert!(step.len() >= K_DMIN_AT + 32, "Q4_K step cut short");
+    assert!(step.len() >= K_DMIN_AT + F16_ROWS, "Q4_K step cut short");
     // SAFETY: the sixteen f16 scales and the sixteen mins are the 32 bytes at 0 and at
     // K_DMIN_AT of the step (length asserted).
     let (d, dmin) = unsafe {
@@ -216,7 +219,7 @@ fn q4k_close_sum(
     *acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dy), *acc_min);
 }
 
-/// Tokens [`gemv16_q4_k_tokens`] runs against each unpacked step.
+/// Tokens [`gemv16_q4_k_tokens`] takes per pass over the group.
 const Q4K_TOKENS: usize = 8;
 
 /// `out[t·16 + r]` = [`gemv16_q4_k_packed`] of the group against `ys[t]`, for every token,
@@ -405,9 +408,9 @@ fn xs_scale_pairs(w0: __m512i, w1: __m512i, sub: usize) -> __m512i {
     )
 }
 
-/// IQ4_XS values (`val`) against token `b`'s four activation bytes at `e`, scaled by `ls`
-/// into lane sum `sum`: ggml's sign trick (|v| times the activation with v's sign, −128
-/// wrapping as `vpsignb` does); `(abs, neg)`: |v| and v's sign mask.
+/// IQ4_XS values v, given as `(abs, neg)` (|v| and v's sign mask: [`xs_values`]), against
+/// token `b`'s four activation bytes at `e`, scaled by `ls` into lane sum `sum`: ggml's sign
+/// trick (|v| times the activation with v's sign, −128 wrapping as `vpsignb` does).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn xs_add(
@@ -465,7 +468,7 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
     store_hsum(&acc, None, out);
 }
 
-/// Tokens [`gemv16_iq4_xs_tokens`] runs against each step.
+/// Tokens [`gemv16_iq4_xs_tokens`] takes per pass over the group.
 const XS_TOKENS: usize = 8;
 
 /// `out[t·16 + r]` = [`gemv16_iq4_xs_packed`] of the group against `ys[t]`, for every token,

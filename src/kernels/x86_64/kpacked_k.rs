@@ -1,4 +1,4 @@
-//! The AVX-512 single-token kernels of packed Q6_K ([`Layout::Q6Kx16`](crate::kernels::Layout::Q6Kx16))
+//! The AVX-512 decode-order kernels (one token, and several at once) of packed Q6_K ([`Layout::Q6Kx16`](crate::kernels::Layout::Q6Kx16))
 //! and Q5_K ([`Layout::Q5Kx16`](crate::kernels::Layout::Q5Kx16)) copies, both in `vec_dot`'s
 //! order (`kdot::dot_q6_k_q8_k`, `kdot::dot_q5_k_q8_k`), with `vec_dot`'s eight lanes as
 //! vectors over the sixteen rows as in `kpacked.rs`'s IQ4_XS kernel.
@@ -218,7 +218,7 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, None, out);
 }
 
-/// Tokens [`gemv16_q6_k_tokens`] runs against each unpacked step.
+/// Tokens [`gemv16_q6_k_tokens`] takes per pass over the group.
 const Q6_TOKENS: usize = 8;
 
 /// `out[t·16 + r]` = [`gemv16_q6_k_packed`] of the group against `ys[t]`, for every token,
@@ -459,7 +459,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, Some(summs), out);
 }
 
-/// Tokens [`gemv16_q5_k_tokens`] runs against each step.
+/// Tokens [`gemv16_q5_k_tokens`] takes per pass over the group.
 const Q5_TOKENS: usize = 8;
 
 /// `out[t·16 + r]` = [`gemv16_q5_k_packed`] of the group against `ys[t]`, for every token,

@@ -15,14 +15,12 @@ use std::arch::x86_64::*;
 
 use super::avx2::{group, Q4_0_OFFSET};
 use super::avx2_panel::{check_panel, prefetch_packed_step, PANEL_PREFETCH_STEPS};
-use super::avx512::{iq4_nl_u8_table, packed_block16, IQ4_NL_TO_U8};
+use super::avx512::{iq4_nl_u8_table, packed_block16, panel_codes, IQ4_NL_TO_U8, PANEL_CODES};
 use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::{Q8Group, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS};
 
 /// Tokens per pass over a block of both groups.
 const PASS: usize = 4;
-/// Four-byte groups of a block: code vectors per group of sixteen rows.
-const CODES: usize = 8;
 
 const _: () = assert!(PANEL_TOKENS.is_multiple_of(PASS));
 
@@ -53,26 +51,8 @@ pub(in crate::kernels) fn panel_pair_iq4_nl_q8_0_packed(
     unsafe { pair_impl::<true>(w, a, tokens, out) }
 }
 
-/// The sixteen rows' codes of one packed block (`x`): the low nibbles of the four vectors,
-/// then the high ones, as u8 (through the IQ4_NL value table, moved to u8, with `NL`).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn codes<const NL: bool>(x: [__m512i; 4], table: __m512i) -> [__m512i; CODES] {
-    let low = _mm512_set1_epi8(0x0f);
-    std::array::from_fn(|k| {
-        let nibbles = if k < 4 {
-            _mm512_and_si512(x[k], low)
-        } else {
-            _mm512_and_si512(_mm512_srli_epi16::<4>(x[k - 4]), low)
-        };
-        if NL {
-            _mm512_shuffle_epi8(table, nibbles)
-        } else {
-            nibbles
-        }
-    })
-}
-
+/// Both groups' panels: per block, the two groups' codes, then four tokens per pass, each
+/// token's sums for both groups from one broadcast per four-byte group.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn pair_impl<const NL: bool>(
     w: [&[BlockQ4_0]; 2],
@@ -101,7 +81,7 @@ fn pair_impl<const NL: bool>(
         prefetch_packed_step(w[1], i + PANEL_PREFETCH_STEPS);
         let (x0, dw0) = packed_block16(w[0], i);
         let (x1, dw1) = packed_block16(w[1], i);
-        let (q0, q1) = (codes::<NL>(x0, table), codes::<NL>(x1, table));
+        let (q0, q1) = (panel_codes::<NL>(x0, table), panel_codes::<NL>(x1, table));
         for p in 0..passes {
             let (ag, t0) = (&a[p * PASS / PANEL_TOKENS], p * PASS % PANEL_TOKENS);
             // −offset·Σy starts each token's chains (exact in i32: |Σ y| ≤ 32·128).
@@ -115,7 +95,7 @@ fn pair_impl<const NL: bool>(
             // SAFETY: as for the sums: n blocks per token, i < n.
             let y: [&[i8; 32]; PASS] =
                 std::array::from_fn(|t| unsafe { &ag.blocks[t0 + t].get_unchecked(i).qs });
-            for k in 0..CODES {
+            for k in 0..PANEL_CODES {
                 for t in 0..PASS {
                     let yk = _mm512_set1_epi32(group(y[t], 4 * k));
                     s0[t] = _mm512_dpbusd_epi32(s0[t], q0[k], yk);
