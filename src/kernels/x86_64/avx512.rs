@@ -361,14 +361,15 @@ fn row_scales4(d: [[u8; 2]; WIDE_ROWS]) -> __m128 {
 /// c[p]     = −128 · Σ4 y per lane                  (the u8 offset of the weights taken out)
 /// acc[p][r] = fma((f32) dpbusd(c[p], x[r] + 128, y[p]), d_w[r] · d_y[p], acc[p][r])
 /// ```
+///
+/// `PAIRS` pairs of tokens: the group's first `2·PAIRS` tokens, into `out`'s first `2·PAIRS`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn wide_q8_0_q8_0_impl(
+fn wide_q8_0_q8_0_impl<const PAIRS: usize>(
     w: &[&[BlockQ8_0]; WIDE_ROWS],
     a: &Q8Group,
     out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
 ) {
-    const { assert!(WIDE_TOKENS == PANEL_TOKENS) };
-    const PAIRS: usize = WIDE_TOKENS / 2;
+    const { assert!(WIDE_TOKENS == PANEL_TOKENS && 2 * PAIRS <= WIDE_TOKENS) };
     let n = a.blocks[0].len();
     assert!(
         a.blocks.iter().all(|b| b.len() == n) && a.scales.iter().all(|s| s.len() == n),
@@ -426,7 +427,17 @@ pub(in crate::kernels) fn wide_q8_0_q8_0(
     out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { wide_q8_0_q8_0_impl(w, a, out) }
+    unsafe { wide_q8_0_q8_0_impl::<{ WIDE_TOKENS / 2 }>(w, a, out) }
+}
+
+/// [`wide_q8_0_q8_0`] of the group's first half of tokens only (into `out`'s first half).
+pub(in crate::kernels) fn wide_half_q8_0_q8_0(
+    w: &[&[BlockQ8_0]; WIDE_ROWS],
+    a: &Q8Group,
+    out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { wide_q8_0_q8_0_impl::<{ WIDE_TOKENS / 4 }>(w, a, out) }
 }
 
 pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
