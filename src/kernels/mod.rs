@@ -1280,12 +1280,7 @@ impl Kernels {
     /// How many of `n` tokens the Q4_0 panels take: the whole [`PANEL_TOKENS`] groups, and a
     /// last partial group where it holds at least the table's `q4_0_panel_pad` tokens.
     fn panel_tokens(&self, n: usize) -> usize {
-        let whole = n / PANEL_TOKENS * PANEL_TOKENS;
-        if n - whole >= self.q4_0_panel_pad {
-            n
-        } else {
-            whole
-        }
+        panel_tokens_padded(n, self.q4_0_panel_pad)
     }
 
     /// Runs the panel kernel, where `ty` and `order` have one on this tier, over the first
@@ -1578,6 +1573,17 @@ impl Kernels {
     #[inline]
     pub fn widen_f16(&self, src: &[u16], dst: &mut [f32]) {
         (self.widen_f16)(src, dst)
+    }
+}
+
+/// The whole [`PANEL_TOKENS`] groups of `n` tokens, and a last partial group where it holds
+/// at least `pad` tokens.
+fn panel_tokens_padded(n: usize, pad: usize) -> usize {
+    let whole = n / PANEL_TOKENS * PANEL_TOKENS;
+    if n - whole >= pad {
+        n
+    } else {
+        whole
     }
 }
 

@@ -3,8 +3,8 @@
 //! (one group, or two at once) and single-token kernels.
 
 use super::{
-    checked_blocks, ActRow, BlockQ4_0, GgmlType, Kernels, Layout, PackedGemv, PackedPanel, Q8Group,
-    SumOrder, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_TOKENS, QK,
+    checked_blocks, panel_tokens_padded, ActRow, BlockQ4_0, GgmlType, Kernels, Layout, PackedGemv,
+    PackedPanel, Q8Group, SumOrder, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_TOKENS, QK,
 };
 
 /// Most tokens one pass of the panel over a packed group takes: its blocks are already in
@@ -96,14 +96,8 @@ impl Kernels {
         let panel = self.chain_packed(layout).map(|(_, panel)| panel);
         let done = match panel {
             Some(_) => {
-                let tokens = acts.len();
-                let whole = tokens / PANEL_TOKENS * PANEL_TOKENS;
                 let pad = self.q4_0_panel_pad.min(PACKED_PANEL_PAD);
-                if tokens - whole >= pad {
-                    tokens
-                } else {
-                    whole
-                }
+                panel_tokens_padded(acts.len(), pad)
             }
             None => 0,
         };
@@ -129,6 +123,12 @@ impl Kernels {
             Some(_) if count > 1 => vec![0f32; out.len()],
             _ => Vec::new(),
         };
+        // The tokens the panels left, one at a time, then the group's outputs handed on.
+        let mut finish = |g: usize, group: &[u8], o: &mut [f32]| {
+            let rest = &mut o[done * PACK_ROWS..];
+            self.packed_rest(layout, ty, group, &acts[done..], rest);
+            each(g, o);
+        };
         let mut g = 0;
         while g < count {
             let group = &groups[g * step..(g + 1) * step];
@@ -141,17 +141,8 @@ impl Kernels {
                     let o = [&mut out[span.clone()], &mut second[span]];
                     pair(w, &views[..k.div_ceil(PANEL_TOKENS)], k, o);
                 }
-                self.packed_rest(
-                    layout,
-                    ty,
-                    group,
-                    &acts[done..],
-                    &mut out[done * PACK_ROWS..],
-                );
-                each(g, out);
-                let rest = &mut second[done * PACK_ROWS..];
-                self.packed_rest(layout, ty, next, &acts[done..], rest);
-                each(g + 1, &second);
+                finish(g, group, out);
+                finish(g + 1, next, &mut second);
                 g += 2;
                 continue;
             }
@@ -163,14 +154,7 @@ impl Kernels {
                     panel(w, &views[..k.div_ceil(PANEL_TOKENS)], k, o);
                 }
             }
-            self.packed_rest(
-                layout,
-                ty,
-                group,
-                &acts[done..],
-                &mut out[done * PACK_ROWS..],
-            );
-            each(g, out);
+            finish(g, group, out);
             g += 1;
         }
     }

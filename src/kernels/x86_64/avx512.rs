@@ -235,16 +235,7 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
         w[..8].try_into().expect("eight rows"),
         w[8..].try_into().expect("eight rows"),
     );
-    let table = if NL {
-        iq4_nl_u8_table()
-    } else {
-        _mm512_setzero_si512()
-    };
-    let offset = if NL {
-        IQ4_NL_TO_U8
-    } else {
-        i32::from(Q4_0_OFFSET)
-    };
+    let (table, offset) = chain_codes::<NL>();
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
     for i in 0..n {
         if PACKED {
@@ -302,6 +293,18 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
     }
 }
 
+/// The Q4_0-shaped block chains' code table (for [`panel_codes`]; unused without `NL`) and
+/// the u8 offset of their codes: Q4_0's 8, or IQ4_NL's values moved to u8 by 128.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn chain_codes<const NL: bool>() -> (__m512i, i32) {
+    if NL {
+        (iq4_nl_u8_table(), IQ4_NL_TO_U8)
+    } else {
+        (_mm512_setzero_si512(), i32::from(Q4_0_OFFSET))
+    }
+}
+
 /// Four-byte groups of a Q4_0 block: the code vectors of one packed block of sixteen rows.
 pub(super) const PANEL_CODES: usize = 8;
 
@@ -329,13 +332,13 @@ pub(super) fn panel_codes<const NL: bool>(
 }
 
 /// What an IQ4_NL value is moved by to be a u8: `KVALUES_IQ4NL` spans −127..113.
-pub(super) const IQ4_NL_TO_U8: i32 = 128;
+const IQ4_NL_TO_U8: i32 = 128;
 
 /// `KVALUES_IQ4NL[q] + 128` at byte q of every 128-bit lane: a `vpshufb` table from nibbles
 /// to the u8 operands of `vpdpbusd`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-pub(super) fn iq4_nl_u8_table() -> __m512i {
+fn iq4_nl_u8_table() -> __m512i {
     let t: [u8; 16] = std::array::from_fn(|q| (i32::from(KVALUES_IQ4NL[q]) + IQ4_NL_TO_U8) as u8);
     // SAFETY: 16 bytes; the load is unaligned.
     _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
@@ -571,11 +574,7 @@ fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
         all
     });
     let low = _mm512_set1_epi8(0x0f);
-    let (table, offset) = if NL {
-        (iq4_nl_u8_table(), IQ4_NL_TO_U8)
-    } else {
-        (_mm512_setzero_si512(), i32::from(Q4_0_OFFSET))
-    };
+    let (table, offset) = chain_codes::<NL>();
     let mut acc = _mm512_setzero_ps();
     for i in 0..n {
         pf.at(i);

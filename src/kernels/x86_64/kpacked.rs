@@ -219,9 +219,6 @@ fn q4k_close_sum(
     *acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dy), *acc_min);
 }
 
-/// Tokens [`gemv16_q4_k_tokens`] takes per pass over the group.
-const Q4K_TOKENS: usize = 8;
-
 /// `out[t·16 + r]` = [`gemv16_q4_k_packed`] of the group against `ys[t]`, for every token,
 /// bit for bit: each 64-byte vector of nibbles is loaded and split once for up to eight
 /// tokens, whose integers and float chains are the single token's (a serving step's decoded
@@ -231,29 +228,14 @@ const Q4K_TOKENS: usize = 8;
 /// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
 /// per token.
 fn gemv16_q4_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
-    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        group_out("Q4_K", group, K_STEP, y, o);
-    }
-    for (ys, out) in ys
-        .chunks(Q4K_TOKENS)
-        .zip(out.chunks_mut(Q4K_TOKENS * PACK_ROWS))
-    {
-        // SAFETY: every arm is only reachable through the table built after every feature
-        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
-        unsafe {
-            match ys.len() {
-                1 => gemv16_q4_k_tokens_impl::<1>(group, ys, out),
-                2 => gemv16_q4_k_tokens_impl::<2>(group, ys, out),
-                3 => gemv16_q4_k_tokens_impl::<3>(group, ys, out),
-                4 => gemv16_q4_k_tokens_impl::<4>(group, ys, out),
-                5 => gemv16_q4_k_tokens_impl::<5>(group, ys, out),
-                6 => gemv16_q4_k_tokens_impl::<6>(group, ys, out),
-                7 => gemv16_q4_k_tokens_impl::<7>(group, ys, out),
-                _ => gemv16_q4_k_tokens_impl::<8>(group, ys, out),
-            }
-        }
-    }
+    tokens_gemv(
+        "Q4_K",
+        K_STEP,
+        group,
+        ys,
+        out,
+        &passes!(gemv16_q4_k_tokens_impl),
+    );
 }
 
 /// `T` tokens (a constant, so that their sums stay in registers): per pair of sub-blocks, each
@@ -314,6 +296,61 @@ pub(super) const XS_SUB_WORDS: usize = 4;
 const XS_SCALE_BIAS: i32 = 32;
 /// Lanes of ggml's `vec_dot` accumulators.
 pub(super) const LANES: usize = 8;
+
+/// Tokens a multi-token packed kernel takes per pass over its group (each token's sums stay
+/// in registers, so each count is a kernel of its own: [`passes!`]).
+const PASS_TOKENS: usize = 8;
+
+/// A multi-token packed kernel for exactly as many tokens as its place in a [`passes!`]
+/// table, the sizes checked by [`tokens_gemv`].
+pub(super) type TokensPass = unsafe fn(&[u8], &[&[BlockQ8K]], &mut [f32]);
+
+/// The table of `$kernel::<T>` for T in 1..=[`PASS_TOKENS`] (index T − 1).
+macro_rules! passes {
+    ($kernel:ident) => {
+        [
+            $kernel::<1> as super::kpacked::TokensPass,
+            $kernel::<2>,
+            $kernel::<3>,
+            $kernel::<4>,
+            $kernel::<5>,
+            $kernel::<6>,
+            $kernel::<7>,
+            $kernel::<8>,
+        ]
+    };
+}
+pub(super) use passes;
+
+/// `out[t·16 + r]` for every token of `ys` against one packed group of `ty` (`step` bytes a
+/// step), [`PASS_TOKENS`] tokens at a time through `passes` (the rest through the kernel for
+/// their count).
+///
+/// # Panics
+/// If `group` is not `ys[t].len()` steps for every token or `out` not sixteen outputs per
+/// token.
+pub(super) fn tokens_gemv(
+    ty: &str,
+    step: usize,
+    group: &[u8],
+    ys: &[&[BlockQ8K]],
+    out: &mut [f32],
+    passes: &[TokensPass; PASS_TOKENS],
+) {
+    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
+    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        group_out(ty, group, step, y, o);
+    }
+    for (ys, out) in ys
+        .chunks(PASS_TOKENS)
+        .zip(out.chunks_mut(PASS_TOKENS * PACK_ROWS))
+    {
+        // SAFETY: the tables are only handed out with the table built after every feature
+        // their kernels need was detected; the sizes were checked above; entry `ys.len() − 1`
+        // takes exactly `ys.len()` tokens.
+        unsafe { passes[ys.len() - 1](group, ys, out) }
+    }
+}
 
 /// A packed single-token kernel's sixteen outputs, once `group` is checked to be `y.len()`
 /// steps of `step` bytes of `ty`.
@@ -468,9 +505,6 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
     store_hsum(&acc, None, out);
 }
 
-/// Tokens [`gemv16_iq4_xs_tokens`] takes per pass over the group.
-const XS_TOKENS: usize = 8;
-
 /// `out[t·16 + r]` = [`gemv16_iq4_xs_packed`] of the group against `ys[t]`, for every token,
 /// bit for bit: each nibble word's values are looked up once for up to eight tokens, whose
 /// integers and float chains are the single token's (a serving step's decoded tokens, which
@@ -480,29 +514,14 @@ const XS_TOKENS: usize = 8;
 /// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
 /// per token.
 fn gemv16_iq4_xs_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
-    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        group_out("IQ4_XS", group, XS_STEP, y, o);
-    }
-    for (ys, out) in ys
-        .chunks(XS_TOKENS)
-        .zip(out.chunks_mut(XS_TOKENS * PACK_ROWS))
-    {
-        // SAFETY: every arm is only reachable through the table built after every feature
-        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
-        unsafe {
-            match ys.len() {
-                1 => gemv16_iq4_xs_tokens_impl::<1>(group, ys, out),
-                2 => gemv16_iq4_xs_tokens_impl::<2>(group, ys, out),
-                3 => gemv16_iq4_xs_tokens_impl::<3>(group, ys, out),
-                4 => gemv16_iq4_xs_tokens_impl::<4>(group, ys, out),
-                5 => gemv16_iq4_xs_tokens_impl::<5>(group, ys, out),
-                6 => gemv16_iq4_xs_tokens_impl::<6>(group, ys, out),
-                7 => gemv16_iq4_xs_tokens_impl::<7>(group, ys, out),
-                _ => gemv16_iq4_xs_tokens_impl::<8>(group, ys, out),
-            }
-        }
-    }
+    tokens_gemv(
+        "IQ4_XS",
+        XS_STEP,
+        group,
+        ys,
+        out,
+        &passes!(gemv16_iq4_xs_tokens_impl),
+    );
 }
 
 /// `T` tokens (a constant, so that their sums stay in registers). Nibble column `q` outer: its

@@ -18,7 +18,9 @@
 
 use std::arch::x86_64::*;
 
-use super::kpacked::{bcast4, group_out, store_hsum, word, GROUP, LANES, SUB, SUBS};
+use super::kpacked::{
+    bcast4, group_out, passes, store_hsum, tokens_gemv, word, GROUP, LANES, SUB, SUBS,
+};
 use super::kpacked2::StepPrefetch;
 use crate::kernels::kblocks::{BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
@@ -218,9 +220,6 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, None, out);
 }
 
-/// Tokens [`gemv16_q6_k_tokens`] takes per pass over the group.
-const Q6_TOKENS: usize = 8;
-
 /// `out[t·16 + r]` = [`gemv16_q6_k_packed`] of the group against `ys[t]`, for every token,
 /// bit for bit: each packed step's codes are formed once for up to eight tokens, whose
 /// integers and float chains are the single token's. (Decode's order for several tokens at
@@ -232,29 +231,14 @@ const Q6_TOKENS: usize = 8;
 /// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
 /// per token.
 pub(super) fn gemv16_q6_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
-    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        group_out("Q6_K", group, Q6_STEP, y, o);
-    }
-    for (ys, out) in ys
-        .chunks(Q6_TOKENS)
-        .zip(out.chunks_mut(Q6_TOKENS * PACK_ROWS))
-    {
-        // SAFETY: every arm is only reachable through the table built after every feature
-        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
-        unsafe {
-            match ys.len() {
-                1 => gemv16_q6_k_tokens_impl::<1>(group, ys, out),
-                2 => gemv16_q6_k_tokens_impl::<2>(group, ys, out),
-                3 => gemv16_q6_k_tokens_impl::<3>(group, ys, out),
-                4 => gemv16_q6_k_tokens_impl::<4>(group, ys, out),
-                5 => gemv16_q6_k_tokens_impl::<5>(group, ys, out),
-                6 => gemv16_q6_k_tokens_impl::<6>(group, ys, out),
-                7 => gemv16_q6_k_tokens_impl::<7>(group, ys, out),
-                _ => gemv16_q6_k_tokens_impl::<8>(group, ys, out),
-            }
-        }
-    }
+    tokens_gemv(
+        "Q6_K",
+        Q6_STEP,
+        group,
+        ys,
+        out,
+        &passes!(gemv16_q6_k_tokens_impl),
+    );
 }
 
 /// `T` tokens (a constant, so that their sums stay in registers). Column `b4` outer: its codes
@@ -459,9 +443,6 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, Some(summs), out);
 }
 
-/// Tokens [`gemv16_q5_k_tokens`] takes per pass over the group.
-const Q5_TOKENS: usize = 8;
-
 /// `out[t·16 + r]` = [`gemv16_q5_k_packed`] of the group against `ys[t]`, for every token,
 /// bit for bit: each column's codes are formed once for up to eight tokens, whose integers and
 /// float chains are the single token's (a serving step's decoded tokens, which keep the single
@@ -471,29 +452,14 @@ const Q5_TOKENS: usize = 8;
 /// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
 /// per token.
 pub(super) fn gemv16_q5_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
-    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        group_out("Q5_K", group, Q5_STEP, y, o);
-    }
-    for (ys, out) in ys
-        .chunks(Q5_TOKENS)
-        .zip(out.chunks_mut(Q5_TOKENS * PACK_ROWS))
-    {
-        // SAFETY: every arm is only reachable through the table built after every feature
-        // above was detected; the sizes were checked above; the arm's count is `ys.len()`.
-        unsafe {
-            match ys.len() {
-                1 => gemv16_q5_k_tokens_impl::<1>(group, ys, out),
-                2 => gemv16_q5_k_tokens_impl::<2>(group, ys, out),
-                3 => gemv16_q5_k_tokens_impl::<3>(group, ys, out),
-                4 => gemv16_q5_k_tokens_impl::<4>(group, ys, out),
-                5 => gemv16_q5_k_tokens_impl::<5>(group, ys, out),
-                6 => gemv16_q5_k_tokens_impl::<6>(group, ys, out),
-                7 => gemv16_q5_k_tokens_impl::<7>(group, ys, out),
-                _ => gemv16_q5_k_tokens_impl::<8>(group, ys, out),
-            }
-        }
-    }
+    tokens_gemv(
+        "Q5_K",
+        Q5_STEP,
+        group,
+        ys,
+        out,
+        &passes!(gemv16_q5_k_tokens_impl),
+    );
 }
 
 /// `T` tokens (a constant, so that their sums stay in registers), column `b4` outer as in

@@ -13,9 +13,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{group, Q4_0_OFFSET};
+use super::avx2::group;
 use super::avx2_panel::{check_panel, prefetch_packed_step, PANEL_PREFETCH_STEPS};
-use super::avx512::{iq4_nl_u8_table, packed_block16, panel_codes, IQ4_NL_TO_U8, PANEL_CODES};
+use super::avx512::{chain_codes, packed_block16, panel_codes, PANEL_CODES};
 use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::{Q8Group, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS};
 
@@ -63,16 +63,7 @@ fn pair_impl<const NL: bool>(
     let none = [&w[0][..0]; PANEL_ROWS];
     let n = check_panel(Some(w[0]), &none, a, tokens, out[0]);
     assert_eq!(check_panel(Some(w[1]), &none, a, tokens, out[1]), n);
-    let table = if NL {
-        iq4_nl_u8_table()
-    } else {
-        _mm512_setzero_si512()
-    };
-    let offset = if NL {
-        IQ4_NL_TO_U8
-    } else {
-        i32::from(Q4_0_OFFSET)
-    };
+    let (table, offset) = chain_codes::<NL>();
     // Passes past the last token (a padded group's copies) are skipped.
     let passes = tokens.div_ceil(PASS);
     let mut acc = [[_mm512_setzero_ps(); MAX_PANEL_TOKENS]; 2];
