@@ -17,8 +17,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use locus::kernels::{
-    pack, set_stream_target, ActRow, GgmlType, Kernels, Layout, Queries, StreamTarget, SumOrder,
-    Tier, PACK_ROWS, PANEL_ROWS,
+    pack, set_stream_target, ActRow, GgmlType, Kernels, Layout, PackedSteps, Queries, StreamTarget,
+    SumOrder, Tier, PACK_ROWS, PANEL_ROWS,
 };
 use locus::model::quantize::quantize_row;
 use std::hint::black_box;
@@ -373,6 +373,9 @@ fn panel_packed_q4_0(c: &mut Criterion) {
                 })
                 .collect();
             let mut out = vec![0f32; PACK_ROWS * acts.len()];
+            // The steps panels' activations, built once per step as the forward pass does.
+            let mut steps = PackedSteps::default();
+            let steps = k.build_packed_steps(&acts, &mut steps).then_some(&steps);
             group.throughput(Throughput::Bytes((bytes.len() * tokens) as u64));
             group.bench_function(BenchmarkId::new(format!("{tier}"), tokens), |b| {
                 b.iter(|| {
@@ -381,6 +384,7 @@ fn panel_packed_q4_0(c: &mut Criterion) {
                         black_box(&bytes),
                         groups,
                         &acts,
+                        steps,
                         &mut out,
                         |_, _| {},
                     );

@@ -16,8 +16,9 @@ use locus::kernels::gelu;
 use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::ops::Rope;
 use locus::kernels::{
-    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, Queries, SumOrder, Tier,
-    PACKED_PANEL_PAD, PACK_ROWS, PAIR_MIN_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+    dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, PackedSteps, Queries, SumOrder, Tier,
+    PACKED_PANEL_PAD, PACK_ROWS, PAIR_MIN_TOKENS, PANEL_ROWS, PANEL_TOKENS, STEPS_MIN_TOKENS,
+    TILE_ROWS,
 };
 use quickcheck::{Arbitrary, Gen};
 
@@ -313,10 +314,46 @@ fn check_packed_of(
             }
         }
         // All the groups in one run, as the forward pass calls it (the activations' views
-        // shared by the groups, each group's outputs handed on in order).
+        // shared by the groups, each group's outputs handed on in order), with the steps
+        // panels' interleaved activations built by the run and, where the tier takes them,
+        // built once beforehand as the forward pass hands them in.
+        let mut built = PackedSteps::default();
+        let prebuilt = k.build_packed_steps(&acts, &mut built);
+        if prebuilt
+            != (k.tier == Tier::Avx512 && (STEPS_MIN_TOKENS..PAIR_MIN_TOKENS).contains(&n_tokens))
+        {
+            eprintln!(
+                "tier {} built steps for {n_tokens} tokens: {prebuilt}",
+                k.tier
+            );
+            return false;
+        }
+        for steps in [None, Some(&built).filter(|_| prebuilt)] {
+            if !check_packed_run(k, (ty, layout), (&packed, &rows, groups), &acts, steps) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// One packed run of `groups` groups of `rows` (`packed`) against `acts`, with `steps` or
+/// none, each group's outputs against the scalar block-chain dot, bit for bit.
+fn check_packed_run(
+    k: &Kernels,
+    (ty, layout): (GgmlType, Layout),
+    (packed, rows, groups): (&[u8], &[Vec<u8>], usize),
+    acts: &[ActRow],
+    steps: Option<&PackedSteps>,
+) -> bool {
+    let scalar = Kernels::scalar();
+    let (order, n_tokens) = (SumOrder::BlockChain, acts.len());
+    let same =
+        |got: f32, want: f32| got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan();
+    {
         let (mut seen, mut bad) = (0, None);
         let mut out = vec![f32::NAN; PACK_ROWS * n_tokens];
-        k.dot_tile_packed_run(layout, &packed, groups, &acts, &mut out, |g, o| {
+        k.dot_tile_packed_run(layout, packed, groups, acts, steps, &mut out, |g, o| {
             if g != seen && bad.is_none() {
                 bad = Some(format!("group {g} handed on as number {seen}"));
             }
@@ -333,9 +370,11 @@ fn check_packed_of(
         });
         if let Some(b) = bad.or((seen != groups).then(|| format!("{seen} of {groups} groups"))) {
             eprintln!(
-                "{} tier {} packed run of {groups} groups, {n_tokens} tokens: {b}",
+                "{} tier {} packed run of {groups} groups, {n_tokens} tokens, steps handed in: \
+                 {}: {b}",
                 ty.name(),
-                k.tier
+                k.tier,
+                steps.is_some()
             );
             return false;
         }
@@ -508,10 +547,13 @@ fn tile_edges_equal_scalar_single_dots() {
     for groups in [2, 3] {
         for n_tokens in [
             1,
+            STEPS_MIN_TOKENS,
+            STEPS_MIN_TOKENS + 1,
             PANEL_TOKENS - 1,
             PANEL_TOKENS,
             PANEL_TOKENS + 1,
             PANEL_TOKENS + PACKED_PANEL_PAD,
+            PAIR_MIN_TOKENS - 1,
             PAIR_MIN_TOKENS + PACKED_PANEL_PAD - 2,
             PAIR_MIN_TOKENS + PACKED_PANEL_PAD,
             4 * PANEL_TOKENS + PACKED_PANEL_PAD,
@@ -522,6 +564,46 @@ fn tile_edges_equal_scalar_single_dots() {
             );
         }
     }
+}
+
+#[test]
+fn packed_runs_refuse_the_steps_of_other_activations() {
+    let Some(k) = tiers().into_iter().find(|k| k.tier == Tier::Avx512) else {
+        eprintln!("packed_runs_refuse_the_steps_of_other_activations: SKIPPED: no AVX-512 tier");
+        return;
+    };
+    let n = 2;
+    let act = |seed: f32| {
+        let mut a = ActRow::new_for(GgmlType::Q4_0);
+        a.set(
+            &(0..n * 32)
+                .map(|i| (i as f32 * seed).sin())
+                .collect::<Vec<_>>(),
+        );
+        a
+    };
+    let (a, b) = ([act(0.1), act(0.2)], [act(0.1), act(0.2)]);
+    let mut steps = PackedSteps::default();
+    assert!(k.build_packed_steps(&a, &mut steps));
+    assert!(steps.of(&a) && !steps.of(&b));
+    let group = vec![0u8; PACK_ROWS * n * 18];
+    let mut out = vec![0f32; PACK_ROWS * b.len()];
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        k.dot_tile_packed_run(
+            Layout::Q4_0x16,
+            &group,
+            1,
+            &b,
+            Some(&steps),
+            &mut out,
+            |_, _| {},
+        )
+    }));
+    let msg = run.expect_err("steps of equal, other activations were taken");
+    let msg = (msg.downcast_ref::<&str>().copied())
+        .or(msg.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or_default();
+    assert!(msg.contains("steps of other activations"), "{msg}");
 }
 
 #[test]

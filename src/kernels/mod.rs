@@ -48,11 +48,14 @@ pub mod ops;
 pub mod pack;
 pub mod pack_pairs;
 mod packed_run;
+mod packed_steps;
 pub mod scalar;
 mod types;
 
 use packed_run::PackedPanelPair;
 pub use packed_run::{PACKED_PANEL_PAD, PAIR_MIN_TOKENS};
+use packed_steps::StepsPanel;
+pub use packed_steps::{PackedSteps, STEPS_MIN_TOKENS};
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
@@ -623,6 +626,9 @@ pub struct Kernels {
     /// The packed panels over two groups at once (each broadcast feeding both), where the tier
     /// has them: Q4_0 and IQ4_NL.
     packed_pairs: Option<(PackedPanelPair, PackedPanelPair)>,
+    /// The packed panels over one group for up to [`PANEL_TOKENS`] tokens interleaved block by
+    /// block, where the tier has them: Q4_0 and IQ4_NL.
+    packed_steps: Option<(StepsPanel, StepsPanel)>,
     /// The wide Q8_0 tiles over a group of [`WIDE_TOKENS`] tokens and over its first half.
     q8_0_wide: Option<(Wide, Wide)>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -690,6 +696,7 @@ impl Kernels {
             q4_0_packed_panel: None,
             iq4_nl_packed: None,
             packed_pairs: None,
+            packed_steps: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -779,6 +786,10 @@ impl Kernels {
                 packed_pairs: Some((
                     x86_64::panel512_pair::panel_pair_q4_0_q8_0_packed,
                     x86_64::panel512_pair::panel_pair_iq4_nl_q8_0_packed,
+                )),
+                packed_steps: Some((
+                    x86_64::panel512_steps::Q4_0_STEPS,
+                    x86_64::panel512_steps::IQ4_NL_STEPS,
                 )),
                 q8_0_wide: Some((
                     x86_64::avx512::wide_q8_0_q8_0,

@@ -2,6 +2,7 @@
 //! runs of packed groups against a forward step's tokens, through the tier's packed panels
 //! (one group, or two at once) and single-token kernels.
 
+use super::packed_steps::PackedSteps;
 use super::{
     checked_blocks, panel_tokens_padded, ActRow, BlockQ4_0, GgmlType, Kernels, Layout, PackedGemv,
     PackedPanel, Q8Group, SumOrder, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_TOKENS, QK,
@@ -41,7 +42,7 @@ impl Kernels {
     /// If `out.len() != PACK_ROWS * acts.len()`, `layout` is neither of the two, or as
     /// [`Kernels::gemv_in`] does.
     pub fn dot_tile_packed(&self, layout: Layout, group: &[u8], acts: &[ActRow], out: &mut [f32]) {
-        self.dot_tile_packed_run(layout, group, 1, acts, out, |_, _| {});
+        self.dot_tile_packed_run(layout, group, 1, acts, None, out, |_, _| {});
     }
 
     /// The packed single-token kernel and panel of a block-chain layout
@@ -59,17 +60,21 @@ impl Kernels {
     /// except those of the second group of each pair that the two-group panels take (from
     /// [`PAIR_MIN_TOKENS`] tokens), which go to a buffer of the run's own: only `each` sees
     /// every group's outputs. The activations' panel views are built once for the run, not
-    /// once per group.
+    /// once per group, and the steps panels' activations (where this tier takes these tokens
+    /// through them) are `steps` ([`Kernels::build_packed_steps`] of `acts`, built once for
+    /// many runs) or, without them, built here.
     ///
     /// # Panics
-    /// If `groups` is not `count` whole groups of the activations' length, or as
-    /// [`Kernels::dot_tile_packed`] does.
+    /// If `groups` is not `count` whole groups of the activations' length, `steps` are not
+    /// those of `acts`, or as [`Kernels::dot_tile_packed`] does.
+    #[allow(clippy::too_many_arguments)]
     pub fn dot_tile_packed_run(
         &self,
         layout: Layout,
         groups: &[u8],
         count: usize,
         acts: &[ActRow],
+        steps: Option<&PackedSteps>,
         out: &mut [f32],
         mut each: impl FnMut(usize, &[f32]),
     ) {
@@ -94,30 +99,52 @@ impl Kernels {
             "packed groups of {n}-block rows"
         );
         let panel = self.chain_packed(layout).map(|(_, panel)| panel);
-        let done = match panel {
-            Some(_) => {
-                let pad = self.q4_0_panel_pad.min(PACKED_PANEL_PAD);
-                panel_tokens_padded(acts.len(), pad)
-            }
+        let paneled = match panel {
+            Some(_) => panel_tokens_padded(acts.len(), self.q4_0_panel_pad.min(PACKED_PANEL_PAD)),
             None => 0,
         };
-        let views: Vec<(usize, [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS])> = acts[..done]
-            .chunks(PACKED_PANEL_TOKENS)
-            .enumerate()
-            .map(|(c, ac)| (c * PACKED_PANEL_TOKENS, Q8Group::all(ac, n)))
-            .collect();
+        // The Q4_0 or the IQ4_NL one of a tier's pair of kernels.
+        fn pick<K>(ty: GgmlType, (q4_0, iq4_nl): (K, K)) -> K {
+            if ty == GgmlType::Iq4Nl {
+                iq4_nl
+            } else {
+                q4_0
+            }
+        }
         let pair = self
             .packed_pairs
-            .filter(|_| panel.is_some() && done >= PAIR_MIN_TOKENS);
-        let pair = pair.map(
-            |(q4_0, iq4_nl)| {
-                if ty == GgmlType::Iq4Nl {
-                    iq4_nl
-                } else {
-                    q4_0
-                }
-            },
-        );
+            .filter(|_| panel.is_some() && paneled >= PAIR_MIN_TOKENS)
+            .map(|k| pick(ty, k));
+        // Below the pairs, the steps panels (where the tier has them) take every token from
+        // `STEPS_MIN_TOKENS` up: a short group costs them only its own tokens.
+        let steps_panel = self
+            .packed_steps
+            .filter(|_| panel.is_some() && self.takes_steps(acts.len()))
+            .map(|k| pick(ty, k));
+        let done = match steps_panel {
+            Some(_) => acts.len(),
+            None => paneled,
+        };
+        let built;
+        let steps = match (steps_panel, steps) {
+            (None, _) => None,
+            (Some(_), Some(s)) => {
+                assert!(s.of(acts), "steps of other activations");
+                Some(s)
+            }
+            (Some(_), None) => {
+                built = PackedSteps::new(acts, n);
+                Some(&built)
+            }
+        };
+        let views: Vec<(usize, [Q8Group; MAX_PANEL_TOKENS / PANEL_TOKENS])> = match steps_panel {
+            Some(_) => Vec::new(),
+            None => acts[..done]
+                .chunks(PACKED_PANEL_TOKENS)
+                .enumerate()
+                .map(|(c, ac)| (c * PACKED_PANEL_TOKENS, Q8Group::all(ac, n)))
+                .collect(),
+        };
         // The second group of a pair is computed here, then handed on after the first.
         let mut second = match pair {
             Some(_) if count > 1 => vec![0f32; out.len()],
@@ -146,7 +173,13 @@ impl Kernels {
                 g += 2;
                 continue;
             }
-            if let Some(panel) = panel {
+            if let Some((panel, steps)) = steps_panel.zip(steps) {
+                let w = checked_blocks::<BlockQ4_0>(group, PACK_ROWS * n);
+                let outs = out[..done * PACK_ROWS].chunks_mut(PANEL_TOKENS * PACK_ROWS);
+                for (st, o) in steps.groups.iter().zip(outs) {
+                    panel(w, st, o.len() / PACK_ROWS, o);
+                }
+            } else if let Some(panel) = panel {
                 let w = checked_blocks::<BlockQ4_0>(group, PACK_ROWS * n);
                 for (t0, views) in &views {
                     let k = (done - t0).min(PACKED_PANEL_TOKENS);

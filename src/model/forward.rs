@@ -27,7 +27,7 @@ pub use super::kv::{Arith, KvType};
 use super::swa::SwaCells;
 use super::weights::{Ffn, Layer, Matrix, Tensor, Weights};
 use crate::kernels::ops::{self, Rope};
-use crate::kernels::{pack, ActRow, ActType, Kernels, Layout, SumOrder, PACK_ROWS};
+use crate::kernels::{pack, ActRow, ActType, Kernels, Layout, PackedSteps, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
 use attention::Rows;
 pub use mixed::Part;
@@ -284,6 +284,9 @@ struct BatchActs {
     /// Rows of each activation type, in [`ActType::ALL`]'s order.
     by_type: [Vec<ActRow>; ActType::ALL.len()],
     claims: Vec<Claims>,
+    /// The Q8_0 rows interleaved for the packed block-chain groups' steps panels, where a
+    /// step's matrices take them ([`Kernels::build_packed_steps`]).
+    steps: PackedSteps,
 }
 
 /// Most matrices one matmul step computes (q, k and v together; or gate and up of each of a
@@ -301,6 +304,7 @@ impl BatchActs {
         BatchActs {
             by_type: ActType::ALL.map(|t| (0..MAX_BATCH).map(|_| ActRow::of(t)).collect()),
             claims: Vec::new(),
+            steps: PackedSteps::default(),
         }
     }
 
@@ -681,6 +685,13 @@ impl<'a> Model<'a> {
         let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
         let tensors = jobs.each_ref().map(|(m, _)| &m.file);
         acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
+        // The few tokens a packed block-chain group's steps panel takes, interleaved once for
+        // every matrix and thread of the step.
+        let chain_packed = |t: &Tensor| matches!(t.layout, Layout::Q4_0x16 | Layout::Iq4NlX16);
+        let have_steps = jobs.iter().any(|(m, _)| m.views().iter().any(chain_packed)) && {
+            let q8 = &acts.by_type[BatchActs::index(ActType::Q8_0)][..n];
+            self.kernels.build_packed_steps(q8, &mut acts.steps)
+        };
         acts.claims.resize_with(pool.threads(), Claims::default);
         for c in &acts.claims {
             c.0[..N].iter().for_each(|a| a.store(0, Ordering::Relaxed));
@@ -724,10 +735,19 @@ impl<'a> Model<'a> {
                     let groups = (c1 - c0) / PACK_ROWS;
                     let step = &mut step[..PACK_ROWS * n];
                     let rows = t.rows_bytes(c0, c1);
-                    kernels.dot_tile_packed_run(t.layout, rows, groups, act, step, |g, o| {
-                        // SAFETY: this thread alone claimed rows c0..c1.
-                        unsafe { scatter(out, t.rows, c0 + g * PACK_ROWS, PACK_ROWS, o) };
-                    });
+                    let steps = Some(&acts.steps).filter(|s| have_steps && s.of(act));
+                    kernels.dot_tile_packed_run(
+                        t.layout,
+                        rows,
+                        groups,
+                        act,
+                        steps,
+                        step,
+                        |g, o| {
+                            // SAFETY: this thread alone claimed rows c0..c1.
+                            unsafe { scatter(out, t.rows, c0 + g * PACK_ROWS, PACK_ROWS, o) };
+                        },
+                    );
                     return;
                 }
                 // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
