@@ -17,7 +17,7 @@ use locus::kernels::half::{f16_to_f32, f32_to_f16};
 use locus::kernels::ops::Rope;
 use locus::kernels::{
     dequantize_row, pack, ActRow, GgmlType, Kernels, Layout, PackedSteps, Queries, SumOrder, Tier,
-    PACKED_PANEL_PAD, PACK_ROWS, PAIR_MIN_TOKENS, PANEL_ROWS, PANEL_TOKENS, STEPS_MIN_TOKENS,
+    MAX_PANEL_TOKENS, PACKED_PANEL_PAD, PACK_ROWS, PANEL_ROWS, PANEL_TOKENS, STEPS_MIN_TOKENS,
     TILE_ROWS,
 };
 use quickcheck::{Arbitrary, Gen};
@@ -319,9 +319,7 @@ fn check_packed_of(
         // built once beforehand as the forward pass hands them in.
         let mut built = PackedSteps::default();
         let prebuilt = k.build_packed_steps(&acts, &mut built);
-        if prebuilt
-            != (k.tier == Tier::Avx512 && (STEPS_MIN_TOKENS..PAIR_MIN_TOKENS).contains(&n_tokens))
-        {
+        if prebuilt != (k.tier == Tier::Avx512 && n_tokens >= STEPS_MIN_TOKENS) {
             eprintln!(
                 "tier {} built steps for {n_tokens} tokens: {prebuilt}",
                 k.tier
@@ -540,10 +538,9 @@ fn tile_edges_equal_scalar_single_dots() {
             assert!(check_tile(&r, n_rows, n_tokens), "tile {n_rows}x{n_tokens}");
         }
     }
-    // Packed groups, two and three (a pair of groups, then one alone): one and two panels of
-    // tokens, the single tokens around them, padded panels (from PACKED_PANEL_PAD tokens past
-    // a whole group) below and from PAIR_MIN_TOKENS, and a pair's second, shorter call past
-    // 32 tokens.
+    // Packed groups, two and three: one and two panels of tokens, the single tokens around
+    // them, padded panels (from PACKED_PANEL_PAD tokens past a whole group), a panel's second,
+    // shorter call past 32 tokens; the steps panels from STEPS_MIN_TOKENS to a whole batch.
     for groups in [2, 3] {
         for n_tokens in [
             1,
@@ -553,10 +550,11 @@ fn tile_edges_equal_scalar_single_dots() {
             PANEL_TOKENS,
             PANEL_TOKENS + 1,
             PANEL_TOKENS + PACKED_PANEL_PAD,
-            PAIR_MIN_TOKENS - 1,
-            PAIR_MIN_TOKENS + PACKED_PANEL_PAD - 2,
-            PAIR_MIN_TOKENS + PACKED_PANEL_PAD,
+            2 * PANEL_TOKENS - 1,
+            2 * PANEL_TOKENS + PACKED_PANEL_PAD - 2,
+            2 * PANEL_TOKENS + PACKED_PANEL_PAD,
             4 * PANEL_TOKENS + PACKED_PANEL_PAD,
+            MAX_PANEL_TOKENS,
         ] {
             assert!(
                 check_packed(&r, groups, n_tokens),

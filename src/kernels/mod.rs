@@ -52,9 +52,8 @@ mod packed_steps;
 pub mod scalar;
 mod types;
 
-use packed_run::PackedPanelPair;
-pub use packed_run::{PACKED_PANEL_PAD, PAIR_MIN_TOKENS};
-use packed_steps::StepsPanel;
+use packed_run::PackedMany;
+pub use packed_run::PACKED_PANEL_PAD;
 pub use packed_steps::{PackedSteps, STEPS_MIN_TOKENS};
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
@@ -616,19 +615,13 @@ pub struct Kernels {
     /// `PANEL_TOKENS - 1`: never).
     q4_0_panel_pad: usize,
     q4_0_chain_gemv: Option<GemvPanel>,
-    /// The single-token panel and the panel over one packed group ([`Layout::Q4_0x16`]); a
-    /// table with them asks for packed copies ([`Kernels::preferred_layout`]).
-    q4_0_packed_gemv: Option<PackedGemv>,
-    q4_0_packed_panel: Option<PackedPanel>,
+    /// The single-token and many-token kernels over one packed group of Q4_0 rows
+    /// ([`Layout::Q4_0x16`]); a table with them asks for packed copies
+    /// ([`Kernels::preferred_layout`]).
+    q4_0_packed: Option<(PackedGemv, PackedMany)>,
     /// The same two of IQ4_NL rows ([`Layout::Iq4NlX16`], its repacked order), over the same
     /// blocks.
-    iq4_nl_packed: Option<(PackedGemv, PackedPanel)>,
-    /// The packed panels over two groups at once (each broadcast feeding both), where the tier
-    /// has them: Q4_0 and IQ4_NL.
-    packed_pairs: Option<(PackedPanelPair, PackedPanelPair)>,
-    /// The packed panels over one group for up to [`PANEL_TOKENS`] tokens interleaved block by
-    /// block, where the tier has them: Q4_0 and IQ4_NL.
-    packed_steps: Option<(StepsPanel, StepsPanel)>,
+    iq4_nl_packed: Option<(PackedGemv, PackedMany)>,
     /// The wide Q8_0 tiles over a group of [`WIDE_TOKENS`] tokens and over its first half.
     q8_0_wide: Option<(Wide, Wide)>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -692,11 +685,8 @@ impl Kernels {
             iq4_nl_chain_panel: None,
             q4_0_panel_pad: PANEL_TOKENS,
             q4_0_chain_gemv: None,
-            q4_0_packed_gemv: None,
-            q4_0_packed_panel: None,
+            q4_0_packed: None,
             iq4_nl_packed: None,
-            packed_pairs: None,
-            packed_steps: None,
             q8_0_wide: None,
             q4_0_rows: scalar::rows_q4_0_q8_0,
             q4_0_chain_rows: scalar::rows_q4_0_q8_0_chain,
@@ -754,8 +744,10 @@ impl Kernels {
                 iq4_nl_chain_panel: None,
                 // Its panels skip a padded group's empty passes of tokens.
                 q4_0_panel_pad: 1,
-                q4_0_packed_gemv: Some(x86_64::avx2_panel::gemv16_q4_0_q8_0_packed),
-                q4_0_packed_panel: Some(x86_64::avx2_panel::panel_q4_0_q8_0_packed),
+                q4_0_packed: Some((
+                    x86_64::avx2_panel::gemv16_q4_0_q8_0_packed,
+                    PackedMany::Panel(x86_64::avx2_panel::panel_q4_0_q8_0_packed),
+                )),
                 iq4_nl_packed: None,
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,
@@ -777,19 +769,13 @@ impl Kernels {
                     rows: PANEL_ROWS,
                     run: x86_64::avx512::gemv16_q4_0_q8_0_chain,
                 }),
-                q4_0_packed_gemv: Some(x86_64::avx512::gemv16_q4_0_q8_0_packed),
-                q4_0_packed_panel: Some(x86_64::avx512::panel_q4_0_q8_0_packed),
+                q4_0_packed: Some((
+                    x86_64::avx512::gemv16_q4_0_q8_0_packed,
+                    PackedMany::Steps(x86_64::panel512_steps::Q4_0_STEPS),
+                )),
                 iq4_nl_packed: Some((
                     x86_64::avx512::gemv16_iq4_nl_q8_0_packed,
-                    x86_64::avx512::panel_iq4_nl_q8_0_packed,
-                )),
-                packed_pairs: Some((
-                    x86_64::panel512_pair::panel_pair_q4_0_q8_0_packed,
-                    x86_64::panel512_pair::panel_pair_iq4_nl_q8_0_packed,
-                )),
-                packed_steps: Some((
-                    x86_64::panel512_steps::Q4_0_STEPS,
-                    x86_64::panel512_steps::IQ4_NL_STEPS,
+                    PackedMany::Steps(x86_64::panel512_steps::IQ4_NL_STEPS),
                 )),
                 q8_0_wide: Some((
                     x86_64::avx512::wide_q8_0_q8_0,

@@ -1,15 +1,13 @@
-//! A forward step's few tokens (2 to 15) interleaved block by block for the packed Q4_0 and
-//! IQ4_NL groups' steps panels ([`Layout::Q4_0x16`](super::Layout::Q4_0x16),
-//! [`Layout::Iq4NlX16`](super::Layout::Iq4NlX16)): a serving step's decoded tokens and short
-//! prompts. A panel reading each token's block through its own slices steps one pointer per
-//! token; a step puts a block of eight tokens behind one, so a tier's panel keeps every token's
-//! sums in registers. They are built once for all the matrices a step's activations meet
-//! ([`Kernels::packed_steps`]).
+//! A forward step's tokens interleaved block by block for the packed Q4_0 and IQ4_NL groups'
+//! steps panels ([`Layout::Q4_0x16`](super::Layout::Q4_0x16),
+//! [`Layout::Iq4NlX16`](super::Layout::Iq4NlX16)): a serving step's decoded tokens and
+//! prompts' chunks. A panel reading each token's block through its own slices steps one
+//! pointer per token; a step puts a block of eight tokens behind one, so a tier's panel keeps
+//! every token's sums in registers. They are built once for all the matrices a step's
+//! activations meet ([`Kernels::build_packed_steps`]).
 
-use super::{
-    panel_tokens_padded, q8_0_row, ActRow, BlockQ4_0, Kernels, PACKED_PANEL_PAD, PAIR_MIN_TOKENS,
-    PANEL_TOKENS, QK,
-};
+use super::packed_run::PackedMany;
+use super::{q8_0_row, ActRow, BlockQ4_0, Kernels, PANEL_TOKENS, QK};
 
 /// One block of [`PANEL_TOKENS`] tokens' Q8_0 activations side by side, as the steps panels
 /// read them: the quants, each token's sum of them and its scale. Five cache lines.
@@ -30,8 +28,8 @@ impl Q8Step {
 }
 
 /// A packed panel over one group for its first `tokens` (1..=[`PANEL_TOKENS`]) tokens, their
-/// activations as [`Q8Step`]s: `out[t * PACK_ROWS + r]`, the bits of the tier's one-group
-/// packed panel.
+/// activations as [`Q8Step`]s: `out[t * PACK_ROWS + r]`, bit for bit the block-chain dot of
+/// row r and token t.
 pub(super) type StepsPanel = fn(&[BlockQ4_0], &[Q8Step], usize, &mut [f32]);
 
 /// The fewest tokens that go through the steps panels rather than one single-token gemv each.
@@ -91,11 +89,10 @@ impl PackedSteps {
 
 impl Kernels {
     /// Whether this tier's packed runs ([`Kernels::dot_tile_packed_run`]) take `tokens` tokens
-    /// through its steps panels: from [`STEPS_MIN_TOKENS`] up to where the two-group panels
-    /// start ([`PAIR_MIN_TOKENS`]).
-    pub(super) fn takes_steps(&self, tokens: usize) -> bool {
-        let paneled = panel_tokens_padded(tokens, self.q4_0_panel_pad.min(PACKED_PANEL_PAD));
-        self.packed_steps.is_some() && tokens >= STEPS_MIN_TOKENS && paneled < PAIR_MIN_TOKENS
+    /// through steps panels: from [`STEPS_MIN_TOKENS`] up, where it has them.
+    fn takes_steps(&self, tokens: usize) -> bool {
+        let steps = |p: Option<(_, PackedMany)>| matches!(p, Some((_, PackedMany::Steps(_))));
+        tokens >= STEPS_MIN_TOKENS && (steps(self.q4_0_packed) || steps(self.iq4_nl_packed))
     }
 
     /// Rebuilds `steps` from `acts` (Q8_0 activations of one length) where this tier's packed

@@ -36,7 +36,7 @@ const NIBBLE_GROUPS: usize = 8;
 const PACKED_SCALES: usize = 2 * PANEL_ROWS;
 /// Bytes each half takes of a packed 64-byte vector (and, halved, of the scales).
 const HALF_BYTES: usize = 32;
-/// How many block steps ahead the packed panels (this tier's and AVX-512's) request their
+/// How many block steps ahead the packed panels (this tier's, and AVX-512's steps panels) request their
 /// lines: sixteen steps, 4.5 KiB. A panel of eight tokens spends so long on each step that the
 /// out-of-order window reaches barely one step ahead and the hardware prefetchers leave the
 /// next step's loads waiting on memory. Four steps ahead (1152 bytes) took eight sequences

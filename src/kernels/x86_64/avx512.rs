@@ -24,7 +24,7 @@ use super::avx2::{
     q8_block, reduce16, row_scales, scale8, scale_products, spill, Prefetch, Q4_0_OFFSET,
     TILE_LANES,
 };
-use super::avx2_panel::{check_panel, prefetch_packed_step, PANEL_PREFETCH_STEPS};
+use super::avx2_panel::check_panel;
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::kblocks::KVALUES_IQ4NL;
 use crate::kernels::{
@@ -207,9 +207,6 @@ fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
 /// unpacked once for every token (up to [`MAX_PANEL_TOKENS`], in groups of [`PANEL_TOKENS`]
 /// whose sums run as independent chains), the tokens' accumulators kept in memory.
 ///
-/// With `PACKED`, the rows come from `packed`, one packed group (`kernels::pack`), and `w` is
-/// not read.
-///
 /// With `NL`, the rows are IQ4_NL (the same 18 bytes per block as Q4_0: an f16 scale, then
 /// sixteen nibble bytes, low nibbles elements 0..16) and a nibble stands for
 /// `KVALUES_IQ4NL[q]`: its value + 128 (a u8) comes from one `vpshufb`, and the chain starts
@@ -217,20 +214,15 @@ fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
 /// that table (`gemm_q4_b32_8x8_q8_0_lut_avx`), so the order is the same:
 /// `krepack::dot_iq4_nl_q8_0_repacked`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
+fn panel_q4_0_q8_0_chain_impl<const NL: bool>(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
-    packed: &[BlockQ4_0],
     a: &[Q8Group],
     tokens: usize,
     out: &mut [f32],
 ) {
     const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
-    let n = check_panel(PACKED.then_some(packed), w, a, tokens, out);
-    let w = if PACKED {
-        [&packed[..0]; PANEL_ROWS]
-    } else {
-        exact(w, n)
-    };
+    let n = check_panel(None, w, a, tokens, out);
+    let w = exact(w, n);
     let (lo_rows, hi_rows): (&[&[BlockQ4_0]; 8], &[&[BlockQ4_0]; 8]) = (
         w[..8].try_into().expect("eight rows"),
         w[8..].try_into().expect("eight rows"),
@@ -238,25 +230,17 @@ fn panel_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
     let (table, offset) = chain_codes::<NL>();
     let mut acc = [_mm512_setzero_ps(); MAX_PANEL_TOKENS];
     for i in 0..n {
-        if PACKED {
-            prefetch_packed_step(packed, i + PANEL_PREFETCH_STEPS);
-        }
-        let (x, dw) = if PACKED {
-            packed_block16(packed, i)
-        } else {
-            let x = transpose_qs16(std::array::from_fn(|r| {
-                if r < TILE_ROWS {
-                    &lo_rows[r][i].qs
-                } else {
-                    &hi_rows[r - TILE_ROWS][i].qs
-                }
-            }));
-            let dw = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-                _mm512_castpd256_pd512(_mm256_castps_pd(row_scales(lo_rows.map(|w| w[i].d)))),
-                _mm256_castps_pd(row_scales(hi_rows.map(|w| w[i].d))),
-            ));
-            (x, dw)
-        };
+        let x = transpose_qs16(std::array::from_fn(|r| {
+            if r < TILE_ROWS {
+                &lo_rows[r][i].qs
+            } else {
+                &hi_rows[r - TILE_ROWS][i].qs
+            }
+        }));
+        let dw = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castpd256_pd512(_mm256_castps_pd(row_scales(lo_rows.map(|w| w[i].d)))),
+            _mm256_castps_pd(row_scales(hi_rows.map(|w| w[i].d))),
+        ));
         let q = panel_codes::<NL>(x, table);
         for (g, ag) in a.iter().enumerate() {
             // −offset·Σy starts each token's chain: Σ (u − offset)·y = Σ u·y − offset·Σ y,
@@ -450,7 +434,7 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<false, false>(w, &[], a, tokens, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<false>(w, a, tokens, out) }
 }
 
 /// [`panel_q4_0_q8_0_chain`] of sixteen IQ4_NL rows, in the order of llama.cpp's repacked
@@ -463,7 +447,7 @@ pub(in crate::kernels) fn panel_iq4_nl_q8_0_chain(
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<false, true>(w, &[], a, tokens, out) }
+    unsafe { panel_q4_0_q8_0_chain_impl::<true>(w, a, tokens, out) }
 }
 
 const _: () = {
@@ -472,28 +456,6 @@ const _: () = {
     assert!(std::mem::offset_of!(BlockIq4Nl, d) == std::mem::offset_of!(BlockQ4_0, d));
     assert!(std::mem::offset_of!(BlockIq4Nl, qs) == std::mem::offset_of!(BlockQ4_0, qs));
 };
-
-/// [`panel_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
-pub(in crate::kernels) fn panel_q4_0_q8_0_packed(
-    w: &[BlockQ4_0],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<true, false>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
-}
-
-/// [`panel_iq4_nl_q8_0_chain`] of one packed group of IQ4_NL rows.
-pub(in crate::kernels) fn panel_iq4_nl_q8_0_packed(
-    w: &[BlockQ4_0],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<true, true>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
-}
 
 /// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k
 /// holds bytes 4k..4k+4 of row r in 32-bit lane r (as `avx2::transpose_qs` does for eight
