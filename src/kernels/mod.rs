@@ -52,8 +52,7 @@ mod packed_steps;
 pub mod scalar;
 mod types;
 
-use packed_run::PackedMany;
-pub use packed_run::PACKED_PANEL_PAD;
+use packed_steps::StepsPanel;
 pub use packed_steps::{PackedSteps, STEPS_MIN_TOKENS};
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
@@ -477,8 +476,6 @@ struct GemvPanel {
 /// A single-token panel over one packed group: `out[r] = dot(row r, a)` for its
 /// [`PACK_ROWS`] rows.
 type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
-/// A panel over one packed group: as [`Panel`], the rows from the group's bytes.
-type PackedPanel = fn(&[BlockQ4_0], &[Q8Group], usize, &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
 type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 /// A single-token kernel: `out[r] = dot(w[r], a)` for [`TILE_ROWS`] rows of one length.
@@ -615,13 +612,13 @@ pub struct Kernels {
     /// `PANEL_TOKENS - 1`: never).
     q4_0_panel_pad: usize,
     q4_0_chain_gemv: Option<GemvPanel>,
-    /// The single-token and many-token kernels over one packed group of Q4_0 rows
+    /// The single-token kernel and the steps panel over one packed group of Q4_0 rows
     /// ([`Layout::Q4_0x16`]); a table with them asks for packed copies
     /// ([`Kernels::preferred_layout`]).
-    q4_0_packed: Option<(PackedGemv, PackedMany)>,
+    q4_0_packed: Option<(PackedGemv, StepsPanel)>,
     /// The same two of IQ4_NL rows ([`Layout::Iq4NlX16`], its repacked order), over the same
     /// blocks.
-    iq4_nl_packed: Option<(PackedGemv, PackedMany)>,
+    iq4_nl_packed: Option<(PackedGemv, StepsPanel)>,
     /// The wide Q8_0 tiles over a group of [`WIDE_TOKENS`] tokens and over its first half.
     q8_0_wide: Option<(Wide, Wide)>,
     q4_0_rows: Rows<BlockQ4_0, BlockQ8_0>,
@@ -746,7 +743,7 @@ impl Kernels {
                 q4_0_panel_pad: 1,
                 q4_0_packed: Some((
                     x86_64::avx2_panel::gemv16_q4_0_q8_0_packed,
-                    PackedMany::Panel(x86_64::avx2_panel::panel_q4_0_q8_0_packed),
+                    x86_64::avx2_steps::Q4_0_STEPS,
                 )),
                 iq4_nl_packed: None,
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
@@ -771,11 +768,11 @@ impl Kernels {
                 }),
                 q4_0_packed: Some((
                     x86_64::avx512::gemv16_q4_0_q8_0_packed,
-                    PackedMany::Steps(x86_64::panel512_steps::Q4_0_STEPS),
+                    x86_64::panel512_steps::Q4_0_STEPS,
                 )),
                 iq4_nl_packed: Some((
                     x86_64::avx512::gemv16_iq4_nl_q8_0_packed,
-                    PackedMany::Steps(x86_64::panel512_steps::IQ4_NL_STEPS),
+                    x86_64::panel512_steps::IQ4_NL_STEPS,
                 )),
                 q8_0_wide: Some((
                     x86_64::avx512::wide_q8_0_q8_0,

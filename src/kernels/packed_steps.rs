@@ -6,7 +6,6 @@
 //! every token's sums in registers. They are built once for all the matrices a step's
 //! activations meet ([`Kernels::build_packed_steps`]).
 
-use super::packed_run::PackedMany;
 use super::{q8_0_row, ActRow, BlockQ4_0, Kernels, PANEL_TOKENS, QK};
 
 /// One block of [`PANEL_TOKENS`] tokens' Q8_0 activations side by side, as the steps panels
@@ -91,8 +90,7 @@ impl Kernels {
     /// Whether this tier's packed runs ([`Kernels::dot_tile_packed_run`]) take `tokens` tokens
     /// through steps panels: from [`STEPS_MIN_TOKENS`] up, where it has them.
     fn takes_steps(&self, tokens: usize) -> bool {
-        let steps = |p: Option<(_, PackedMany)>| matches!(p, Some((_, PackedMany::Steps(_))));
-        tokens >= STEPS_MIN_TOKENS && (steps(self.q4_0_packed) || steps(self.iq4_nl_packed))
+        tokens >= STEPS_MIN_TOKENS && (self.q4_0_packed.is_some() || self.iq4_nl_packed.is_some())
     }
 
     /// Rebuilds `steps` from `acts` (Q8_0 activations of one length) where this tier's packed

@@ -1,6 +1,8 @@
-//! The AVX2 tier's Q4_0 block-chain panels: [`PANEL_ROWS`] (16) rows against many tokens
-//! (prompts, and the server's decode steps of several sequences), from the file's rows or
-//! from one packed group (`kernels::pack`, [`crate::kernels::pack::Layout::Q4_0x16`]).
+//! The AVX2 tier's Q4_0 block-chain panel: [`PANEL_ROWS`] (16) rows of the file's layout
+//! against many tokens (prompts, and the server's decode steps of several sequences), and the
+//! pieces it shares with the packed groups' kernels (`kernels::pack`,
+//! [`crate::kernels::pack::Layout::Q4_0x16`]): the single-token one here, the steps panel in
+//! `avx2_steps.rs`.
 //!
 //! As in the AVX-512 panel, the block chain keeps one f32 per (row, token), so eight rows sit
 //! side by side in the eight lanes of one vector (lane r = row r) and no sum is ever reduced
@@ -24,27 +26,28 @@ use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::{Q8Group, Q8Row, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS};
 
 /// Eight-row halves of a panel's rows.
-const HALVES: usize = PANEL_ROWS / TILE_ROWS;
+pub(super) const HALVES: usize = PANEL_ROWS / TILE_ROWS;
 /// Tokens whose sums one inner pass keeps in registers, for both halves: four i16 sums, the
 /// two halves' nibble vectors of one group and a broadcast, the other nibble vectors reloaded
 /// from L1. Four tokens (eight sums) ran no faster (pp64, 1B Q4_0, two alternating rounds on
 /// Zen 3) and spilled more.
-const PASS_TOKENS: usize = 2;
+pub(super) const PASS_TOKENS: usize = 2;
 /// Groups of four nibble values in a block: the low and the high nibbles of four byte groups.
 const NIBBLE_GROUPS: usize = 8;
 /// Bytes of the scales at the start of a packed block step (sixteen f16 values).
 const PACKED_SCALES: usize = 2 * PANEL_ROWS;
 /// Bytes each half takes of a packed 64-byte vector (and, halved, of the scales).
 const HALF_BYTES: usize = 32;
-/// How many block steps ahead the packed panels (this tier's, and AVX-512's steps panels) request their
-/// lines: sixteen steps, 4.5 KiB. A panel of eight tokens spends so long on each step that the
-/// out-of-order window reaches barely one step ahead and the hardware prefetchers leave the
-/// next step's loads waiting on memory. Four steps ahead (1152 bytes) took eight sequences
-/// decoding together (the 1B Q4_0 model, 2 threads, Zen 4, AVX-512 panel) from 51–70 ms a step
-/// to 38–48 ms, and were still too few on Zen 5: with sixteen, pp8 on that model went from
-/// 169–195 to 256–264 t/s at one thread and 336–352 to 454–462 at two (AVX-512), 139–146 to
-/// 152 at one thread (AVX2 forced), with pp64 unchanged, in two alternating rounds; and
-/// `serve -np 8` from 254 to 304 t/s. Thirty-two read the same as sixteen.
+/// How many block steps ahead the packed groups' steps panels (this tier's and AVX-512's)
+/// request their lines: sixteen steps, 4.5 KiB. Measured on the panels they replaced: a panel
+/// of eight tokens spends so long on each step that the out-of-order window reaches barely
+/// one step ahead and the hardware prefetchers leave the next step's loads waiting on memory.
+/// Four steps ahead (1152 bytes) took eight sequences decoding together (the 1B Q4_0 model,
+/// 2 threads, Zen 4, AVX-512 panel) from 51–70 ms a step to 38–48 ms, and were still too few
+/// on Zen 5: with sixteen, pp8 on that model went from 169–195 to 256–264 t/s at one thread
+/// and 336–352 to 454–462 at two (AVX-512), 139–146 to 152 at one thread (AVX2 forced), with
+/// pp64 unchanged, in two alternating rounds; and `serve -np 8` from 254 to 304 t/s.
+/// Thirty-two read the same as sixteen.
 pub(super) const PANEL_PREFETCH_STEPS: usize = 16;
 
 const _: () = assert!(HALVES == 2 && PANEL_TOKENS.is_multiple_of(PASS_TOKENS));
@@ -133,7 +136,7 @@ unsafe fn pass_blocks<'a>(
 /// them (they are stored that way) and the eight rows' scales as f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn packed_half(w: &[BlockQ4_0], i: usize, h: usize) -> ([__m256i; 4], __m256) {
+pub(super) fn packed_half(w: &[BlockQ4_0], i: usize, h: usize) -> ([__m256i; 4], __m256) {
     let step = &w[i * PANEL_ROWS..(i + 1) * PANEL_ROWS];
     let base = step.as_ptr().cast::<u8>();
     debug_assert!(h < HALVES);
@@ -166,12 +169,11 @@ pub(super) fn prefetch_packed_step(w: &[BlockQ4_0], i: usize) {
 /// Checks a panel call's arguments (both tiers' panels take the same) and returns the rows'
 /// block count: `a` holds `tokens.div_ceil(PANEL_TOKENS)` groups (at most
 /// [`MAX_PANEL_TOKENS`] tokens) of activations of one length, `out` one output per row and
-/// token, and the weights are `packed`, one packed group of that length, or else `w`'s rows.
+/// token, and `w` rows of that length.
 ///
 /// # Panics
 /// Where any of that does not hold.
 pub(super) fn check_panel(
-    packed: Option<&[BlockQ4_0]>,
     w: &[&[BlockQ4_0]; PANEL_ROWS],
     a: &[Q8Group],
     tokens: usize,
@@ -190,17 +192,10 @@ pub(super) fn check_panel(
             && g.scales.iter().all(|s| s.len() == n)
     };
     assert!(a.iter().all(same), "panel activations of unequal lengths");
-    match packed {
-        Some(p) => assert_eq!(
-            p.len(),
-            PANEL_ROWS * n,
-            "panel: a packed group of {n}-block rows"
-        ),
-        None => assert!(
-            w.iter().all(|r| r.len() == n),
-            "panel: weight rows of {n} blocks"
-        ),
-    }
+    assert!(
+        w.iter().all(|r| r.len() == n),
+        "panel: weight rows of {n} blocks"
+    );
     n
 }
 
@@ -208,34 +203,20 @@ pub(super) fn check_panel(
 /// tokens of the groups `a` (at most [`MAX_PANEL_TOKENS`]; a last group may be padded):
 /// `out[t * PANEL_ROWS + r]`.
 /// Blocks outer, then the two halves, then tokens: each block of the sixteen rows is unpacked
-/// once for every token, the tokens' accumulators kept in memory. With `PACKED`, the rows come
-/// from `packed`, one packed group, and `w` is not read.
+/// once for every token, the tokens' accumulators kept in memory.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn panel_impl<const PACKED: bool>(
-    w: &[&[BlockQ4_0]; PANEL_ROWS],
-    packed: &[BlockQ4_0],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &mut [f32],
-) {
-    let n = check_panel(PACKED.then_some(packed), w, a, tokens, out);
+fn panel_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], tokens: usize, out: &mut [f32]) {
+    let n = check_panel(w, a, tokens, out);
     let mut acc = [[_mm256_setzero_ps(); HALVES]; MAX_PANEL_TOKENS];
     for i in 0..n {
-        if PACKED {
-            prefetch_packed_step(packed, i + PANEL_PREFETCH_STEPS);
-        }
         let halves: [([__m256i; 4], __m256); HALVES] = std::array::from_fn(|h| {
-            if PACKED {
-                packed_half(packed, i, h)
-            } else {
-                let rows: &[&[BlockQ4_0]; TILE_ROWS] = w[h * TILE_ROWS..(h + 1) * TILE_ROWS]
-                    .try_into()
-                    .expect("eight rows");
-                (
-                    transpose_qs(rows.map(|r| &r[i].qs)),
-                    row_scales(rows.map(|r| r[i].d)),
-                )
-            }
+            let rows: &[&[BlockQ4_0]; TILE_ROWS] = w[h * TILE_ROWS..(h + 1) * TILE_ROWS]
+                .try_into()
+                .expect("eight rows");
+            (
+                transpose_qs(rows.map(|r| &r[i].qs)),
+                row_scales(rows.map(|r| r[i].d)),
+            )
         });
         let q = halves.map(|(x, _)| nibble_groups(x));
         let dw = halves.map(|(_, d)| d);
@@ -309,18 +290,7 @@ pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
     out: &mut [f32],
 ) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { panel_impl::<false>(w, &[], a, tokens, out) }
-}
-
-/// [`panel_q4_0_q8_0_chain`] of one packed group (`kernels::pack`).
-pub(in crate::kernels) fn panel_q4_0_q8_0_packed(
-    w: &[BlockQ4_0],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { panel_impl::<true>(&[&[]; PANEL_ROWS], w, a, tokens, out) }
+    unsafe { panel_impl(w, a, tokens, out) }
 }
 
 /// [`gemv16_packed_impl`]: `out[r] = dot(row r, a)` over one packed group.

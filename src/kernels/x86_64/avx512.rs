@@ -221,7 +221,7 @@ fn panel_q4_0_q8_0_chain_impl<const NL: bool>(
     out: &mut [f32],
 ) {
     const { assert!(PANEL_ROWS == 2 * TILE_LANES && MAX_PANEL_TOKENS.is_multiple_of(PANEL_TOKENS)) };
-    let n = check_panel(None, w, a, tokens, out);
+    let n = check_panel(w, a, tokens, out);
     let w = exact(w, n);
     let (lo_rows, hi_rows): (&[&[BlockQ4_0]; 8], &[&[BlockQ4_0]; 8]) = (
         w[..8].try_into().expect("eight rows"),

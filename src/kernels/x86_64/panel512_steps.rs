@@ -1,7 +1,7 @@
 //! The AVX-512 block-chain panel over one packed Q4_0 (or IQ4_NL) group for up to eight tokens
 //! whose activations come interleaved block by block ([`Q8Step`]): this tier's path for every
-//! packed run of two tokens or more (a serving step's decoded tokens, prompts' chunks). Every
-//! row's integers and float chain are those of the file layout's panel
+//! packed run of two tokens or more (a serving step's decoded tokens, prompts' chunks; AVX2's
+//! is `avx2_steps.rs`). Every row's integers and float chain are those of the file layout's panel
 //! (`avx512::panel_q4_0_q8_0_chain_impl`), so the outputs are its bits: per block,
 //! `isum = −offset·Σy + Σ_k vpdpbusd(codes_k, y_k)` (exact in i32), then
 //! `acc = fma(isum, d_w·d_y, acc)`.
