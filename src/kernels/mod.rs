@@ -25,13 +25,16 @@
 //! accumulator chains overlap. Every output keeps its own float operations, so a tile is
 //! bit-identical to its single dots.
 //!
-//! Those panels also read Q4_0 packed ([`pack`], [`Layout::Q4_0x16`]; on AVX-512 IQ4_NL too,
+//! Q4_0 is also read packed ([`pack`], [`Layout::Q4_0x16`]; on AVX-512 IQ4_NL too,
 //! [`Layout::Iq4NlX16`], decode included): each block of sixteen
 //! rows as one sequential 288-byte step, scales and nibbles already in vector order, where the
-//! file's layout costs sixteen scattered reads, a gather and a register transpose per block. A
-//! table says which layout it reads fastest ([`Kernels::preferred_layout`]); placement packs
-//! its copies accordingly, and [`Kernels::gemv_in`] and [`Kernels::dot_tile_packed`] take
-//! packed groups (on any tier: one without packed kernels unpacks first).
+//! file's layout costs sixteen scattered reads, a gather and a register transpose per block.
+//! One token takes the packed single-token kernel; two or more take the steps panels, which
+//! read the tokens' activations interleaved block by block ([`PackedSteps`], built once per
+//! step) and keep up to eight tokens' sums in registers. A table says which layout it reads
+//! fastest ([`Kernels::preferred_layout`]); placement packs its copies accordingly, and
+//! [`Kernels::gemv_in`] and [`Kernels::dot_tile_packed`] take packed groups (on any tier: one
+//! without packed kernels unpacks first).
 
 pub mod blocks;
 pub mod entries;
