@@ -257,8 +257,10 @@ fn check_packed_of(
     let mut all = vec![scalar];
     all.extend(tiers());
     let n = r.w[0].len() / 32;
+    // Each group's rows start one further along `r.w`, so that groups differ even when it
+    // holds exactly one group's rows.
     let rows: Vec<Vec<u8>> = (0..groups * PACK_ROWS)
-        .map(|i| weight_bytes(ty, &r.w[i % r.w.len()]))
+        .map(|i| weight_bytes(ty, &r.w[(i + i / PACK_ROWS) % r.w.len()]))
         .collect();
     let group_bytes = PACK_ROWS * rows[0].len();
     let mut packed = vec![0u8; groups * group_bytes];

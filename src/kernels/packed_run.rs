@@ -1,8 +1,8 @@
 //! The packed block-chain layouts' many-token path ([`Layout::Q4_0x16`], [`Layout::Iq4NlX16`]):
 //! runs of packed groups against a forward step's tokens, through the tier's steps panels
-//! (every token from [`STEPS_MIN_TOKENS`] up) and its single-token kernel.
+//! (every token from [`STEPS_MIN_TOKENS`](super::STEPS_MIN_TOKENS) up) and its single-token kernel.
 
-use super::packed_steps::{PackedSteps, StepsPanel, STEPS_MIN_TOKENS};
+use super::packed_steps::{PackedSteps, StepsPanel};
 use super::{
     checked_blocks, ActRow, BlockQ4_0, GgmlType, Kernels, Layout, PackedGemv, SumOrder, PACK_ROWS,
     PANEL_TOKENS, QK,
@@ -12,8 +12,8 @@ impl Kernels {
     /// [`Kernels::dot_tile`] of one packed group of block-chain Q4_0 or IQ4_NL
     /// ([`Layout::Q4_0x16`] or [`Layout::Iq4NlX16`], [`PACK_ROWS`] rows in `group`'s bytes):
     /// `out[t * PACK_ROWS + r]` is row r against `acts[t]`, bit for bit as the file layout
-    /// gives it. From [`STEPS_MIN_TOKENS`] tokens up they go through the tier's steps panel,
-    /// fewer one at a time through [`Kernels::gemv_in`].
+    /// gives it. From [`STEPS_MIN_TOKENS`](super::STEPS_MIN_TOKENS) tokens up they go through the tier's steps panel
+    /// where it has one, otherwise one at a time through [`Kernels::gemv_in`].
     ///
     /// # Panics
     /// If `out.len() != PACK_ROWS * acts.len()`, `layout` is neither of the two, or as
@@ -71,17 +71,18 @@ impl Kernels {
             count * step,
             "packed groups of {n}-block rows"
         );
+        assert!(
+            steps.is_none_or(|s| s.of(acts)),
+            "steps of other activations"
+        );
         let panel = self
             .chain_packed(layout)
             .map(|(_, panel)| panel)
-            .filter(|_| acts.len() >= STEPS_MIN_TOKENS);
+            .filter(|_| self.takes_steps(layout, acts.len()));
         let built;
         let steps = match (panel, steps) {
             (None, _) => None,
-            (Some(_), Some(s)) => {
-                assert!(s.of(acts), "steps of other activations");
-                Some(s)
-            }
+            (Some(_), Some(s)) => Some(s),
             (Some(_), None) => {
                 built = PackedSteps::new(acts, n);
                 Some(&built)

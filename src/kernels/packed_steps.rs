@@ -6,7 +6,7 @@
 //! every token's sums in registers. They are built once for all the matrices a step's
 //! activations meet ([`Kernels::build_packed_steps`]).
 
-use super::{q8_0_row, ActRow, BlockQ4_0, Kernels, PANEL_TOKENS, QK};
+use super::{q8_0_row, ActRow, BlockQ4_0, Kernels, Layout, PANEL_TOKENS, QK};
 
 /// One block of [`PANEL_TOKENS`] tokens' Q8_0 activations side by side, as the steps panels
 /// read them: the quants, each token's sum of them and its scale. Five cache lines.
@@ -17,6 +17,11 @@ pub(super) struct Q8Step {
     pub sums: [i32; PANEL_TOKENS],
     pub scales: [f32; PANEL_TOKENS],
 }
+
+const _: () = assert!(
+    std::mem::size_of::<Q8Step>() == 5 * 64,
+    "a step is five cache lines"
+);
 
 impl Q8Step {
     const EMPTY: Q8Step = Q8Step {
@@ -43,9 +48,9 @@ pub const STEPS_MIN_TOKENS: usize = 2;
 #[derive(Default)]
 pub struct PackedSteps {
     pub(super) groups: Vec<Vec<Q8Step>>,
-    /// The address and length of the activations they hold (compared, never dereferenced);
-    /// `None` when they hold none.
-    of: Option<(usize, usize)>,
+    /// The address, token count and block count of the activations they hold (compared, never
+    /// dereferenced); `None` when they hold none.
+    of: Option<(usize, usize, usize)>,
 }
 
 impl PackedSteps {
@@ -76,27 +81,35 @@ impl PackedSteps {
                 }
             }
         }
-        self.of = Some((acts.as_ptr() as usize, acts.len()));
+        self.of = Some(Self::key(acts));
     }
 
-    /// Whether these were last built from `acts` (the same rows, not equal ones: the caller
-    /// rebuilds them whenever it rewrites the rows).
+    /// What [`PackedSteps::of`] compares: where the rows are, how many, and their blocks.
+    fn key(acts: &[ActRow]) -> (usize, usize, usize) {
+        let blocks = acts.first().map_or(0, |a| a.len() / QK);
+        (acts.as_ptr() as usize, acts.len(), blocks)
+    }
+
+    /// Whether these were last built from `acts`: the same rows (not equal ones), as many, of
+    /// as many blocks. Their contents are not compared: the caller rebuilds the steps whenever
+    /// it rewrites the rows.
     pub fn of(&self, acts: &[ActRow]) -> bool {
-        self.of == Some((acts.as_ptr() as usize, acts.len()))
+        self.of == Some(Self::key(acts))
     }
 }
 
 impl Kernels {
-    /// Whether this tier's packed runs ([`Kernels::dot_tile_packed_run`]) take `tokens` tokens
-    /// through steps panels: from [`STEPS_MIN_TOKENS`] up, where it has them.
-    fn takes_steps(&self, tokens: usize) -> bool {
-        tokens >= STEPS_MIN_TOKENS && (self.q4_0_packed.is_some() || self.iq4_nl_packed.is_some())
+    /// Whether this tier's packed runs of `layout` ([`Kernels::dot_tile_packed_run`]) take
+    /// `tokens` tokens through a steps panel: from [`STEPS_MIN_TOKENS`] up, where it has one.
+    pub fn takes_steps(&self, layout: Layout, tokens: usize) -> bool {
+        tokens >= STEPS_MIN_TOKENS && self.chain_packed(layout).is_some()
     }
 
     /// Rebuilds `steps` from `acts` (Q8_0 activations of one length) where this tier's packed
-    /// runs take that many tokens through its steps panels, and returns whether it did: built
-    /// once and handed to every run of a step ([`Kernels::dot_tile_packed_run`]) rather than
-    /// once per run. The caller rebuilds them whenever it rewrites `acts`.
+    /// runs of some block-chain layout take that many tokens through a steps panel, and returns
+    /// whether it did: built once and handed to every run of a step
+    /// ([`Kernels::dot_tile_packed_run`]) rather than once per run. The caller rebuilds them
+    /// whenever it rewrites `acts`.
     ///
     /// # Panics
     /// If the activations are not Q8_0 of one length.
@@ -105,7 +118,8 @@ impl Kernels {
         let Some(first) = acts.first() else {
             return false;
         };
-        if !self.takes_steps(acts.len()) {
+        let layouts = [Layout::Q4_0x16, Layout::Iq4NlX16];
+        if !layouts.iter().any(|&l| self.takes_steps(l, acts.len())) {
             return false;
         }
         steps.fill(acts, first.len() / QK);

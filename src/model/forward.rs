@@ -685,10 +685,10 @@ impl<'a> Model<'a> {
         let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
         let tensors = jobs.each_ref().map(|(m, _)| &m.file);
         acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
-        // The few tokens a packed block-chain group's steps panel takes, interleaved once for
-        // every matrix and thread of the step.
-        let chain_packed = |t: &Tensor| matches!(t.layout, Layout::Q4_0x16 | Layout::Iq4NlX16);
-        let have_steps = jobs.iter().any(|(m, _)| m.views().iter().any(chain_packed)) && {
+        // The tokens of the step interleaved for the packed block-chain groups' steps panels,
+        // once for every matrix and thread of the step.
+        let takes_steps = |t: &Tensor| self.kernels.takes_steps(t.layout, n);
+        let have_steps = jobs.iter().any(|(m, _)| m.views().iter().any(takes_steps)) && {
             let q8 = &acts.by_type[BatchActs::index(ActType::Q8_0)][..n];
             self.kernels.build_packed_steps(q8, &mut acts.steps)
         };
@@ -735,7 +735,13 @@ impl<'a> Model<'a> {
                     let groups = (c1 - c0) / PACK_ROWS;
                     let step = &mut step[..PACK_ROWS * n];
                     let rows = t.rows_bytes(c0, c1);
-                    let steps = Some(&acts.steps).filter(|s| have_steps && s.of(act));
+                    // The steps were built from these very rows (Q8_0, as every block-chain
+                    // packed layout takes them).
+                    let steps = have_steps.then_some(&acts.steps);
+                    assert!(
+                        steps.is_none_or(|s| s.of(act)),
+                        "the step's steps are stale"
+                    );
                     kernels.dot_tile_packed_run(
                         t.layout,
                         rows,

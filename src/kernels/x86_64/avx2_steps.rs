@@ -60,7 +60,7 @@ fn run(w: &[BlockQ4_0], steps: &[Q8Step], tokens: usize, out: &mut [f32]) {
         steps_impl::<8>,
     ];
     // SAFETY: only reachable through the table built after every feature the kernels enable was
-    // detected; the sizes were checked above.
+    // detected (`steps_impl` indexes through bounds-checked slices only).
     unsafe { table[tokens - 1](w, steps, out) }
 }
 

@@ -290,7 +290,7 @@ pub(super) fn chain_codes<const NL: bool>() -> (__m512i, i32) {
 }
 
 /// Four-byte groups of a Q4_0 block: the code vectors of one packed block of sixteen rows.
-pub(super) const PANEL_CODES: usize = 8;
+const PANEL_CODES: usize = 8;
 
 /// The sixteen rows' codes of one packed block (`x`, [`packed_block16`]): the low nibbles of
 /// its four vectors, then the high ones, as u8 (through `table`, the IQ4_NL values moved to

@@ -29,7 +29,7 @@ use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::packed_steps::{Q8Step, StepsPanel};
 use crate::kernels::{PANEL_ROWS, PANEL_TOKENS};
 
-/// A kernel for exactly as many tokens as its place in [`passes`] (index T − 1).
+/// A kernel for exactly as many tokens as its place in a `passes!` table (index T − 1).
 type Pass = unsafe fn(&[BlockQ4_0], &[Q8Step], &mut [f32]);
 
 /// `$kernel::<NL, T>` for T in 1..=[`PANEL_TOKENS`].
@@ -83,7 +83,7 @@ fn run<const NL: bool>(w: &[BlockQ4_0], steps: &[Q8Step], tokens: usize, out: &m
     );
     let table = if NL { passes!(true) } else { passes!(false) };
     // SAFETY: only reachable through the table built after every feature the kernels enable was
-    // detected; the sizes were checked above.
+    // detected (`steps_impl` indexes through bounds-checked slices only).
     unsafe { table[tokens - 1](w, steps, out) }
 }
 
