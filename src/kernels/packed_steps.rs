@@ -6,7 +6,7 @@
 //! every token's sums in registers. They are built once for all the matrices a step's
 //! activations meet ([`Kernels::build_packed_steps`]).
 
-use super::{q8_0_row, ActRow, BlockQ4_0, Kernels, Layout, PANEL_TOKENS, QK};
+use super::{q8_0_row, ActRow, BlockQ4_0, Kernels, Layout, PACK_ROWS, PANEL_TOKENS, QK};
 
 /// One block of [`PANEL_TOKENS`] tokens' Q8_0 activations side by side, as the steps panels
 /// read them: the quants, each token's sum of them and its scale. Five cache lines.
@@ -35,6 +35,25 @@ impl Q8Step {
 /// activations as [`Q8Step`]s: `out[t * PACK_ROWS + r]`, bit for bit the block-chain dot of
 /// row r and token t.
 pub(super) type StepsPanel = fn(&[BlockQ4_0], &[Q8Step], usize, &mut [f32]);
+
+/// Checks a steps panel's arguments (both tiers' take the same): one to [`PANEL_TOKENS`]
+/// tokens, `w` one packed group of `steps.len()` blocks, `out` sixteen outputs per token.
+///
+/// # Panics
+/// Where any of that does not hold.
+pub(super) fn check_steps(w: &[BlockQ4_0], steps: &[Q8Step], tokens: usize, out: &[f32]) {
+    assert!(
+        (1..=PANEL_TOKENS).contains(&tokens),
+        "a steps panel of {tokens} tokens"
+    );
+    let n = steps.len();
+    assert!(
+        n > 0 && w.len() == PACK_ROWS * n && out.len() == PACK_ROWS * tokens,
+        "steps panel: {} blocks, {n} steps, {} outputs for {tokens} tokens",
+        w.len(),
+        out.len()
+    );
+}
 
 /// The fewest tokens that go through the steps panels rather than one single-token gemv each.
 /// Over a packed group streamed from memory (2048 columns, one thread, Zen 5), two tokens'

@@ -16,7 +16,7 @@ use super::avx2_panel::{
     PASS_TOKENS,
 };
 use crate::kernels::blocks::BlockQ4_0;
-use crate::kernels::packed_steps::{Q8Step, StepsPanel};
+use crate::kernels::packed_steps::{check_steps, Q8Step, StepsPanel};
 use crate::kernels::{PANEL_ROWS, PANEL_TOKENS, TILE_ROWS};
 
 const _: () = assert!(
@@ -38,17 +38,7 @@ pub(in crate::kernels) const Q4_0_STEPS: StepsPanel = run;
 /// per token.
 fn run(w: &[BlockQ4_0], steps: &[Q8Step], tokens: usize, out: &mut [f32]) {
     const { assert!(PANEL_TOKENS == 8) };
-    assert!(
-        (1..=PANEL_TOKENS).contains(&tokens),
-        "a steps panel of {tokens} tokens"
-    );
-    let n = steps.len();
-    assert!(
-        n > 0 && w.len() == PANEL_ROWS * n && out.len() == PANEL_ROWS * tokens,
-        "steps panel: {} blocks, {n} steps, {} outputs for {tokens} tokens",
-        w.len(),
-        out.len()
-    );
+    check_steps(w, steps, tokens, out);
     let table: [Pass; PANEL_TOKENS] = [
         steps_impl::<1>,
         steps_impl::<2>,

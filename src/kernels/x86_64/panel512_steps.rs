@@ -26,7 +26,7 @@ use super::avx2::group;
 use super::avx2_panel::{prefetch_packed_step, PANEL_PREFETCH_STEPS};
 use super::avx512::{chain_codes, packed_block16, panel_codes};
 use crate::kernels::blocks::BlockQ4_0;
-use crate::kernels::packed_steps::{Q8Step, StepsPanel};
+use crate::kernels::packed_steps::{check_steps, Q8Step, StepsPanel};
 use crate::kernels::{PANEL_ROWS, PANEL_TOKENS};
 
 /// A kernel for exactly as many tokens as its place in a `passes!` table (index T − 1).
@@ -70,17 +70,7 @@ fn iq4_nl_steps(w: &[BlockQ4_0], steps: &[Q8Step], tokens: usize, out: &mut [f32
 }
 
 fn run<const NL: bool>(w: &[BlockQ4_0], steps: &[Q8Step], tokens: usize, out: &mut [f32]) {
-    assert!(
-        (1..=PANEL_TOKENS).contains(&tokens),
-        "a steps panel of {tokens} tokens"
-    );
-    let n = steps.len();
-    assert!(
-        n > 0 && w.len() == PANEL_ROWS * n && out.len() == PANEL_ROWS * tokens,
-        "steps panel: {} blocks, {n} steps, {} outputs for {tokens} tokens",
-        w.len(),
-        out.len()
-    );
+    check_steps(w, steps, tokens, out);
     let table = if NL { passes!(true) } else { passes!(false) };
     // SAFETY: only reachable through the table built after every feature the kernels enable was
     // detected (`steps_impl` indexes through bounds-checked slices only).
