@@ -562,23 +562,42 @@ fn resident_bytes(map: &memmap2::Mmap) -> usize {
     vec.iter().filter(|&&b| b & 1 != 0).count() * page
 }
 
-/// A copy drops the file's pages as it passes them: loading a model whose pages are not
-/// cached, the page cache never holds more than a small share of the file at once (the
-/// matrices being copied and the read-ahead), where a copy that dropped them only at the end
-/// held the whole file just before. The file is polled with `mincore` while `locus run`
-/// places a mirror copy of a 60 MiB model of many small matrices; the poll must also see the
-/// weights' pages come and go (more than the header resident at some point), or it proves
-/// nothing.
-#[test]
-fn a_copy_drops_the_files_pages_as_it_passes_them() {
+/// The page cache seen while `locus run` places a mirror copy of a generated model of many
+/// small matrices (`layers` layers of 1024 × 2048 Q4_0: a megabyte each, smaller than the page
+/// cache's largest folios), polled with `mincore` until it exits.
+struct Watch {
+    /// The file's and its header's sizes.
+    len: usize,
+    header: usize,
+    /// Resident bytes at each poll, and after the process exited.
+    polls: Vec<usize>,
+    after: usize,
+}
+
+impl Watch {
+    fn describe(&self) -> String {
+        let peak = self.polls.iter().max().copied().unwrap_or(0);
+        format!(
+            "{} byte file, {} byte header: peak {peak}, after {}, {} polls",
+            self.len,
+            self.header,
+            self.after,
+            self.polls.len()
+        )
+    }
+}
+
+/// Runs [`Watch`]: the file starts wholly cached (`warm`: read through) or not at all.
+fn watch_a_mirror_copy(tag: &str, layers: usize, warm: bool) -> Watch {
     // Under the build directory, not the system's temp dir: on tmpfs the file's pages are the
     // file, and no advice drops them.
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("placement-passing-{}", std::process::id()));
+        .join(format!("placement-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("m.gguf");
     let p = path.to_str().unwrap();
+    let layers = layers.to_string();
     let args = [
         "gen-model",
         p,
@@ -587,7 +606,7 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
         "--dim",
         "1024",
         "--layers",
-        "12",
+        &layers,
         "--ffn",
         "2048",
         "--heads",
@@ -616,6 +635,16 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
     }
     let cold = resident_bytes(&map);
     assert!(cold < map.len() / 10, "the file stays cached: {cold} bytes");
+    if warm {
+        // Read as `cat` would, so the page cache builds its folios as it does for any file.
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), map.len());
+        let cached = resident_bytes(&map);
+        assert!(
+            cached > map.len() * 9 / 10,
+            "the read left {cached} bytes cached"
+        );
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_locus"))
         .args([
             "run", "-m", p, "-p", "Hi", "-n", "1", "--numa", "mirror", "-t", "2",
@@ -624,10 +653,9 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("cannot start locus");
-    let (mut peak, mut polls) = (0usize, 0usize);
+    let mut polls = Vec::new();
     let status = loop {
-        peak = peak.max(resident_bytes(&map));
-        polls += 1;
+        polls.push(resident_bytes(&map));
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
@@ -637,22 +665,58 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(status.success(), "locus run: {err}");
     let after = resident_bytes(&map);
-    let what = format!(
-        "{} byte file, {header} byte header: peak {peak}, after {after}, {polls} polls",
-        map.len()
-    );
+    let len = map.len();
+    drop(map);
+    let _ = std::fs::remove_dir_all(&dir);
+    Watch {
+        len,
+        header,
+        polls,
+        after,
+    }
+}
+
+/// A copy drops the file's pages as it passes them: loading a model whose pages are not
+/// cached, the page cache never holds more than a small share of the file at once (the
+/// matrices being copied and the read-ahead), where a copy that dropped them only at the end
+/// held the whole file just before. The poll must also see the weights' pages come and go
+/// (more than the header resident at some point), or it proves nothing.
+#[test]
+fn a_copy_drops_the_files_pages_as_it_passes_them() {
+    let w = watch_a_mirror_copy("passing", 12, false);
+    let (peak, what) = (w.polls.iter().max().copied().unwrap_or(0), w.describe());
     assert!(
-        peak > header + (1 << 20),
+        peak > w.header + (1 << 20),
         "the poll never saw the weights read: {what}"
     );
     assert!(
-        peak < map.len() / 4,
+        peak < w.len / 4,
         "the page cache held most of the file: {what}"
     );
     assert!(
-        after < map.len() / 20,
+        w.after < w.len / 20,
         "the file's pages stayed cached: {what}"
     );
-    drop(map);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same from a warm page cache, which may hold the file in folios larger than a matrix
+/// (2 MiB ones where the file system builds them): dropping each matrix's own bytes then drops
+/// nothing until the end, so the copy drops the file in whole folios once every matrix in one
+/// is copied. While the copy runs, the poll must see the file part cached (between a tenth and
+/// nine tenths, at three polls or more; a copy that dropped everything at the end shows it
+/// whole, then gone).
+#[test]
+fn a_copy_from_a_warm_cache_drops_it_as_it_passes_too() {
+    let w = watch_a_mirror_copy("passing-warm", 40, true);
+    let what = w.describe();
+    let part = |&&r: &&usize| r > w.len / 10 && r < w.len * 9 / 10;
+    let between = w.polls.iter().filter(part).count();
+    assert!(
+        between >= 3,
+        "{between} polls saw the file part cached: {what}"
+    );
+    assert!(
+        w.after < w.len / 20,
+        "the file's pages stayed cached: {what}"
+    );
 }

@@ -10,12 +10,14 @@
 pub mod audit;
 pub mod cache;
 pub mod plan;
+pub mod release;
 pub mod store;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
 pub use plan::{Mode, Options, Pin, Plan, PlanError, Store};
+use release::{ChunkCounts, FOLIO_MAX_BYTES};
 pub use store::{BuildError, WeightStore};
 
 use crate::kernels::{Kernels, Layout};
@@ -80,10 +82,15 @@ impl Placement {
         // The fill asks for what it reads next (WILLNEED) and drops what it has copied; the
         // kernel's read-around (up to the disk's read_ahead_kb: 8 MiB here) would pull most of
         // a small file in ahead of it, so the mapping reads only what is touched until the
-        // copies are built. Advice, best effort both ways.
+        // copies are built. Once they are, the mapping serves only what the model still reads
+        // from it at load (norms: a page each), so it stays without read-around, which would
+        // pull megabytes the fill dropped back in around each; with no copies, the weights
+        // stream from it again. Advice, best effort both ways.
         let _ = memory::madvise(file.bytes(), memory::MADV_RANDOM);
         let built = Placement::build_copies(file, opts, topo);
-        let _ = memory::madvise(file.bytes(), memory::MADV_NORMAL);
+        if !matches!(&built, Ok(p) if !p.store.is_empty()) {
+            let _ = memory::madvise(file.bytes(), memory::MADV_NORMAL);
+        }
         built
     }
 
@@ -116,7 +123,15 @@ impl Placement {
         }
         let mut o = opts.clone();
         let mut plan = Plan::new(&topo, &o, need).map_err(PlacementError::Plan)?;
-        let release = |span: &[u8]| drop_whole_pages(file, span);
+        let base = file.bytes().as_ptr() as usize;
+        let offsets = |d: &[u8]| d.as_ptr() as usize - base..d.as_ptr() as usize - base + d.len();
+        let spans: Vec<_> = mats.iter().map(|m| offsets(m.file.data)).collect();
+        let counts = ChunkCounts::new(&spans, FOLIO_MAX_BYTES, memory::page_size());
+        let release = |data: &[u8]| {
+            for r in counts.done(&offsets(data)) {
+                drop_file_range(file, r);
+            }
+        };
         let will_need = |addrs: std::ops::Range<usize>| ask_for(file, addrs);
         let hooks = store::FileHooks {
             will_need: &will_need,
@@ -298,23 +313,17 @@ pub(crate) fn fault(kind: &str) -> Option<String> {
     }
 }
 
-/// Drops the whole pages of `span`, bytes of `file`'s mapping whose copies are all built, from
-/// this process and the page cache, while the rest of the model is still being copied. The
-/// pages it shares with its neighbours stay until [`Placement::release_file_pages`]. Best
-/// effort: what this cannot drop, that call drops (and reports).
-fn drop_whole_pages(file: &ModelFile, span: &[u8]) {
-    let page = memory::page_size();
-    let base = file.bytes().as_ptr() as usize;
-    let at = span.as_ptr() as usize;
-    let (lo, hi) = (at.div_ceil(page) * page, (at + span.len()) / page * page);
-    if hi <= lo || at < base {
+/// Drops the file offsets `r` (whole pages, all of them copied) from this process and the page
+/// cache while the rest of the model is still being copied. Best effort: what this cannot
+/// drop, [`Placement::release_file_pages`] drops (and reports).
+fn drop_file_range(file: &ModelFile, r: std::ops::Range<usize>) {
+    let Some(bytes) = file.bytes().get(r.clone()) else {
         return;
-    }
-    // SAFETY: `span` lies in the model file's private read-only mapping (the mapping starts
-    // on a page, so `lo - base` is the file offset of `lo`); nobody writes it, and pages
-    // read again refault unchanged.
-    let _ =
-        unsafe { memory::drop_file_pages(&span[lo - at..hi - at], file.fd(), (lo - base) as u64) };
+    };
+    // SAFETY: `bytes` lies in the model file's private read-only mapping, which starts on a
+    // page, so `r.start` is its file offset; nobody writes it, and pages read again refault
+    // unchanged.
+    let _ = unsafe { memory::drop_file_pages(bytes, file.fd(), r.start as u64) };
 }
 
 /// Starts reading `addrs`, addresses in `file`'s mapping, into the page cache (advice).

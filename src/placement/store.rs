@@ -102,7 +102,8 @@ pub struct Host<'a> {
 pub struct FileHooks<'a> {
     /// The fill is about to read these addresses of the file's mapping: start reading them.
     pub will_need: &'a (dyn Fn(Range<usize>) + Sync + 'a),
-    /// Every copy of this matrix's bytes is built: drop them from the page cache.
+    /// Every copy of this matrix's bytes is built: its pages may go from the page cache (once
+    /// every other matrix sharing them is copied too: [`super::release`]).
     pub release: &'a (dyn Fn(&[u8]) + Sync + 'a),
 }
 
