@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::plan::{Plan, Store};
@@ -474,7 +475,11 @@ fn fill(
     }
     // Bytes copied by the threads of each slot (one slot's threads fill its node's copy).
     let done_by_slot: &Vec<AtomicU64> = &plan.slots.iter().map(|_| AtomicU64::new(0)).collect();
-    let finished = &AtomicUsize::new(0);
+    let finished = &Finished {
+        count: AtomicUsize::new(0),
+        of: plan.threads,
+        reporter: OnceLock::new(),
+    };
     let read = &Read {
         jobs_of,
         mats,
@@ -484,6 +489,43 @@ fn fill(
     let progress = opts.progress;
     let t0 = Instant::now();
     std::thread::scope(|scope| {
+        if progress {
+            // Spawned first, so the last filler finds it to wake (no wait past the end).
+            let reporter = std::thread::Builder::new().spawn_scoped(scope, move || {
+                let mut next = Duration::from_secs(1);
+                while !finished.all() {
+                    std::thread::park_timeout(next.saturating_sub(t0.elapsed()));
+                    if finished.all() || t0.elapsed() < next {
+                        continue;
+                    }
+                    next += Duration::from_secs(1);
+                    let per: Vec<u64> = done_by_slot
+                        .iter()
+                        .map(|d| d.load(Ordering::Relaxed))
+                        .collect();
+                    let d: u64 = per.iter().sum();
+                    let nodes: Vec<String> = plan
+                        .slots
+                        .iter()
+                        .zip(&per)
+                        .map(|(s, b)| match s.node {
+                            Some(n) => format!("node {}: {} MiB", n.0, b >> 20),
+                            None => format!("{} MiB", b >> 20),
+                        })
+                        .collect();
+                    crate::diagln!(
+                        "locus: placing weights: {} of {} MiB ({}), {:.0} MB/s",
+                        d >> 20,
+                        total >> 20,
+                        nodes.join(", "),
+                        d as f64 / 1e6 / t0.elapsed().as_secs_f64()
+                    );
+                }
+            });
+            if let Ok(h) = reporter {
+                let _ = finished.reporter.set(h.thread().clone());
+            }
+        }
         // A thread that cannot be started (a pids limit) leaves its jobs to this one, which
         // is not pinned there: first touch then places them wherever it runs (mbind, where
         // allowed, still binds them), and the audit shows where they landed.
@@ -519,39 +561,6 @@ fn fill(
         }
         for (list, done) in leftover {
             run_fill_jobs(list, done, finished, read);
-        }
-        if progress {
-            let nthreads = plan.threads;
-            let _ = std::thread::Builder::new().spawn_scoped(scope, move || {
-                let mut next = Duration::from_secs(1);
-                while finished.load(Ordering::Acquire) < nthreads {
-                    std::thread::sleep(Duration::from_millis(50));
-                    if t0.elapsed() >= next {
-                        next += Duration::from_secs(1);
-                        let per: Vec<u64> = done_by_slot
-                            .iter()
-                            .map(|d| d.load(Ordering::Relaxed))
-                            .collect();
-                        let d: u64 = per.iter().sum();
-                        let nodes: Vec<String> = plan
-                            .slots
-                            .iter()
-                            .zip(&per)
-                            .map(|(s, b)| match s.node {
-                                Some(n) => format!("node {}: {} MiB", n.0, b >> 20),
-                                None => format!("{} MiB", b >> 20),
-                            })
-                            .collect();
-                        crate::diagln!(
-                            "locus: placing weights: {} of {} MiB ({}), {:.0} MB/s",
-                            d >> 20,
-                            total >> 20,
-                            nodes.join(", "),
-                            d as f64 / 1e6 / t0.elapsed().as_secs_f64()
-                        );
-                    }
-                }
-            });
         }
     });
     total
@@ -614,7 +623,7 @@ fn ask(f: &FileHooks, asked: &mut usize, from: usize, to: usize) {
 /// Copies (or packs) one thread's fill jobs, counting the bytes in `done`, each job in `read`
 /// and the thread in `finished`. Before each chunk the next [`READ_AHEAD`] bytes of the file
 /// (into the next job) are asked for, so the file streams in while the copy runs.
-fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsize, read: &Read) {
+fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, read: &Read) {
     let jobs = list.as_ref().map_or(&[][..], |l| &l.0[..]);
     let span = |j: &Job| j.src as usize..j.src as usize + j.len;
     // Where what has been asked for ends, in this job and in the next.
@@ -652,7 +661,29 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &AtomicUsiz
         read.job_done(j);
         (asked, next_asked) = (next_asked, 0);
     }
-    finished.fetch_add(1, Ordering::Release);
+    finished.one_done();
+}
+
+/// The fill's threads that are done, of how many; the progress reporter, if any, is woken by
+/// the last.
+struct Finished {
+    count: AtomicUsize,
+    of: usize,
+    reporter: OnceLock<std::thread::Thread>,
+}
+
+impl Finished {
+    fn one_done(&self) {
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.of {
+            if let Some(t) = self.reporter.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    fn all(&self) -> bool {
+        self.count.load(Ordering::Acquire) >= self.of
+    }
 }
 
 /// Packs the pieces whose layout asks for it, in place, after [`fill`] placed their pages:
@@ -759,3 +790,34 @@ struct SendJobs(Vec<Job>);
 // SAFETY: the jobs' pointers name disjoint ranges of regions and the shared read-only file
 // mapping, all alive for the whole fill scope; each list is used by exactly one thread.
 unsafe impl Send for SendJobs {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The progress reporter parks between reports; the fill's last thread wakes it, so a load
+    /// never waits out a report's interval after its copies are built.
+    #[test]
+    fn the_last_filler_wakes_the_reporter() {
+        let finished = Finished {
+            count: AtomicUsize::new(0),
+            of: 2,
+            reporter: OnceLock::new(),
+        };
+        let t0 = Instant::now();
+        std::thread::scope(|scope| {
+            let reporter = scope.spawn(|| {
+                while !finished.all() {
+                    std::thread::park_timeout(Duration::from_secs(120));
+                }
+            });
+            finished.reporter.set(reporter.thread().clone()).unwrap();
+            finished.one_done();
+            assert!(!finished.all());
+            std::thread::sleep(Duration::from_millis(20));
+            finished.one_done();
+        });
+        let waited = t0.elapsed();
+        assert!(waited < Duration::from_secs(60), "woken after {waited:?}");
+    }
+}
