@@ -83,7 +83,7 @@ impl Placement {
         // kernel's read-around (up to the disk's read_ahead_kb: 8 MiB here) would pull most of
         // a small file in ahead of it, so the mapping reads only what is touched until the
         // copies are built. Once they are, the mapping serves only what the model still reads
-        // from it at load (norms: a page each), so it stays without read-around, which would
+        // from it at load (norms, biases: a few pages each), so it stays without read-around, which would
         // pull megabytes the fill dropped back in around each; with no copies, the weights
         // stream from it again. Advice, best effort both ways.
         let _ = memory::madvise(file.bytes(), memory::MADV_RANDOM);
@@ -126,18 +126,19 @@ impl Placement {
         let base = file.bytes().as_ptr() as usize;
         let offsets = |d: &[u8]| d.as_ptr() as usize - base..d.as_ptr() as usize - base + d.len();
         let spans: Vec<_> = mats.iter().map(|m| offsets(m.file.data)).collect();
-        let counts = ChunkCounts::new(&spans, FOLIO_MAX_BYTES, memory::page_size());
-        let release = |data: &[u8]| {
-            for r in counts.done(&offsets(data)) {
-                drop_file_range(file, r);
-            }
-        };
         let will_need = |addrs: std::ops::Range<usize>| ask_for(file, addrs);
-        let hooks = store::FileHooks {
-            will_need: &will_need,
-            release: &release,
-        };
         let store = loop {
+            // Counted afresh for every attempt: each fills every matrix once.
+            let counts = ChunkCounts::new(&spans, FOLIO_MAX_BYTES, memory::page_size());
+            let release = |data: &[u8]| {
+                for r in counts.done(&offsets(data)) {
+                    drop_file_range(file, r);
+                }
+            };
+            let hooks = store::FileHooks {
+                will_need: &will_need,
+                release: &release,
+            };
             let host = store::Host {
                 topo: &topo,
                 caps: &caps,

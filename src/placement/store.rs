@@ -498,7 +498,7 @@ fn fill(
                     if finished.all() || t0.elapsed() < next {
                         continue;
                     }
-                    next += Duration::from_secs(1);
+                    next = t0.elapsed() + Duration::from_secs(1);
                     let per: Vec<u64> = done_by_slot
                         .iter()
                         .map(|d| d.load(Ordering::Relaxed))
@@ -526,6 +526,8 @@ fn fill(
                 let _ = finished.reporter.set(h.thread().clone());
             }
         }
+        // Should this thread panic before every filler is counted, the reporter stops.
+        let _stop = StopOnPanic(finished);
         // A thread that cannot be started (a pids limit) leaves its jobs to this one, which
         // is not pinned there: first touch then places them wherever it runs (mbind, where
         // allowed, still binds them), and the audit shows where they landed.
@@ -624,6 +626,9 @@ fn ask(f: &FileHooks, asked: &mut usize, from: usize, to: usize) {
 /// and the thread in `finished`. Before each chunk the next [`READ_AHEAD`] bytes of the file
 /// (into the next job) are asked for, so the file streams in while the copy runs.
 fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, read: &Read) {
+    // Counted however this returns: a filler that panics must not leave the reporter waiting
+    // (the panic then ends the fill's scope, as it would without one).
+    let _counted = OneDone(finished);
     let jobs = list.as_ref().map_or(&[][..], |l| &l.0[..]);
     let span = |j: &Job| j.src as usize..j.src as usize + j.len;
     // Where what has been asked for ends, in this job and in the next.
@@ -661,7 +666,29 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, 
         read.job_done(j);
         (asked, next_asked) = (next_asked, 0);
     }
-    finished.one_done();
+}
+
+/// Counts its filler done when dropped.
+struct OneDone<'a>(&'a Finished);
+
+impl Drop for OneDone<'_> {
+    fn drop(&mut self) {
+        self.0.one_done();
+    }
+}
+
+/// Ends the progress reports if dropped in a panic (the fillers' count may never complete).
+struct StopOnPanic<'a>(&'a Finished);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.count.fetch_add(self.0.of, Ordering::AcqRel);
+            if let Some(t) = self.0.reporter.get() {
+                t.unpark();
+            }
+        }
+    }
 }
 
 /// The fill's threads that are done, of how many; the progress reporter, if any, is woken by
@@ -807,8 +834,9 @@ mod tests {
         let t0 = Instant::now();
         std::thread::scope(|scope| {
             let reporter = scope.spawn(|| {
-                while !finished.all() {
-                    std::thread::park_timeout(Duration::from_secs(120));
+                // Gives up after a minute, so a missing wake-up fails the test, not hangs it.
+                while !finished.all() && t0.elapsed() < Duration::from_secs(60) {
+                    std::thread::park_timeout(Duration::from_secs(30));
                 }
             });
             finished.reporter.set(reporter.thread().clone()).unwrap();
@@ -818,6 +846,45 @@ mod tests {
             finished.one_done();
         });
         let waited = t0.elapsed();
-        assert!(waited < Duration::from_secs(60), "woken after {waited:?}");
+        assert!(waited < Duration::from_secs(20), "woken after {waited:?}");
+    }
+
+    /// A filler that panics is still counted, and a panic on the thread that starts the
+    /// fillers stops the reports: the fill's scope ends (and the panic goes on) instead of
+    /// waiting for a reporter that waits for fillers that never ran.
+    #[test]
+    fn a_panic_in_the_fill_does_not_leave_the_reporter_waiting() {
+        let finished = Finished {
+            count: AtomicUsize::new(0),
+            of: 3,
+            reporter: OnceLock::new(),
+        };
+        let t0 = Instant::now();
+        std::thread::scope(|scope| {
+            let reporter = scope.spawn(|| {
+                // Gives up after a minute, so a missing wake-up fails the test, not hangs it.
+                while !finished.all() && t0.elapsed() < Duration::from_secs(60) {
+                    std::thread::park_timeout(Duration::from_secs(30));
+                }
+            });
+            finished.reporter.set(reporter.thread().clone()).unwrap();
+            let filler = scope.spawn(|| {
+                let _counted = OneDone(&finished);
+                panic!("a filler fails");
+            });
+            assert!(filler.join().is_err());
+            assert_eq!(finished.count.load(Ordering::Acquire), 1);
+            let starter = std::panic::catch_unwind(|| {
+                let _stop = StopOnPanic(&finished);
+                panic!("the fillers' start fails");
+            });
+            assert!(starter.is_err());
+            assert!(finished.all());
+        });
+        let waited = t0.elapsed();
+        assert!(
+            waited < Duration::from_secs(60),
+            "the scope ended after {waited:?}"
+        );
     }
 }
