@@ -125,11 +125,12 @@ impl Placement {
         let mut plan = Plan::new(&topo, &o, need).map_err(PlacementError::Plan)?;
         let base = file.bytes().as_ptr() as usize;
         let offsets = |d: &[u8]| d.as_ptr() as usize - base..d.as_ptr() as usize - base + d.len();
-        let spans: Vec<_> = mats.iter().map(|m| offsets(m.file.data)).collect();
+        let span = data_span(&mats, base);
         let will_need = |addrs: std::ops::Range<usize>| ask_for(file, addrs);
         let store = loop {
-            // Counted afresh for every attempt: each fills every matrix once.
-            let counts = ChunkCounts::new(&spans, FOLIO_MAX_BYTES, memory::page_size());
+            // Counted afresh for every attempt (each fill counts its own reads).
+            let counts = ChunkCounts::new(span.clone(), FOLIO_MAX_BYTES, memory::page_size());
+            let expect = |data: &[u8]| counts.expect(&offsets(data));
             let release = |data: &[u8]| {
                 for r in counts.done(&offsets(data)) {
                     drop_file_range(file, r);
@@ -137,6 +138,7 @@ impl Placement {
             };
             let hooks = store::FileHooks {
                 will_need: &will_need,
+                expect: &expect,
                 release: &release,
             };
             let host = store::Host {
@@ -161,10 +163,7 @@ impl Placement {
         };
         warnings.extend(plan.fallbacks.iter().cloned());
         warnings.extend(store.warnings.iter().cloned());
-        let file_span = (!store.is_empty()).then(|| {
-            let bytes = file.bytes();
-            data_span(&mats, bytes.as_ptr() as usize)
-        });
+        let file_span = (!store.is_empty()).then_some(span);
         if let Some(p) = &caps.start_policy {
             if p.mode != mempolicy::MPOL_DEFAULT && plan.store == Store::File {
                 warnings.push(format!(

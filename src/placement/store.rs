@@ -103,8 +103,11 @@ pub struct Host<'a> {
 pub struct FileHooks<'a> {
     /// The fill is about to read these addresses of the file's mapping: start reading them.
     pub will_need: &'a (dyn Fn(Range<usize>) + Sync + 'a),
-    /// Every copy of this matrix's bytes is built: its pages may go from the page cache (once
-    /// every other matrix sharing them is copied too: [`super::release`]).
+    /// A copy will read these bytes of the file's mapping (said of every read before any
+    /// starts).
+    pub expect: &'a (dyn Fn(&[u8]) + Sync + 'a),
+    /// A copy has read these bytes: once every read of a page's folio is done, it may go from
+    /// the page cache ([`super::release`]).
     pub release: &'a (dyn Fn(&[u8]) + Sync + 'a),
 }
 
@@ -359,13 +362,12 @@ fn free_huge_bytes(topo: &Topology, store: &Store, node: Option<NodeId>) -> u64 
 }
 
 /// A copy job: `len` bytes from `src` to `dst`, done by a thread of `slot` (or any thread),
-/// packed on the way where `pack` says so. `matrix` indexes the job's matrix in the fill.
+/// packed on the way where `pack` says so.
 struct Job {
     dst: *mut u8,
     src: *const u8,
     len: usize,
     pack: Option<PackJob>,
-    matrix: usize,
 }
 
 /// How a job packs: whole groups of `group` bytes, `blocks` blocks per row, into `layout`.
@@ -407,9 +409,8 @@ fn fill(
         .iter_mut()
         .map(|r| r.as_mut_slice().as_mut_ptr())
         .collect();
-    // Per filler thread: its jobs; per matrix: how many jobs read it.
+    // Per filler thread: its jobs.
     let mut jobs: Vec<Vec<Job>> = (0..plan.threads).map(|_| Vec::new()).collect();
-    let jobs_of: Vec<AtomicUsize> = mats.iter().map(|_| AtomicUsize::new(0)).collect();
     let mut total = 0u64;
     for p in pieces {
         let matrix = by_name[p.tensor.as_str()];
@@ -426,8 +427,7 @@ fn fill(
         };
         let mut push = |t: usize, lo: usize, hi: usize, pack: Option<PackJob>| {
             // SAFETY: lo..hi lies inside both the piece and the source (same length).
-            jobs[t].push(unsafe { job((base, src.as_ptr()), (lo, hi), pack, matrix) });
-            jobs_of[matrix].fetch_add(1, Ordering::Relaxed);
+            jobs[t].push(unsafe { job((base, src.as_ptr()), (lo, hi), pack) });
         };
         if interleave_by_touch {
             // Page i (by address) goes to slot i % nslots: that slot's threads touch it.
@@ -481,11 +481,15 @@ fn fill(
         reporter: OnceLock::new(),
     };
     let read = &Read {
-        jobs_of,
-        mats,
         file: opts.file,
         release: opts.fused,
     };
+    if let (Some(f), true) = (read.file, read.release) {
+        for j in jobs.iter().flatten() {
+            // SAFETY: a job's source is `len` bytes of the file's mapping (see `job`).
+            (f.expect)(unsafe { std::slice::from_raw_parts(j.src, j.len) });
+        }
+    }
     let progress = opts.progress;
     let t0 = Instant::now();
     std::thread::scope(|scope| {
@@ -568,22 +572,20 @@ fn fill(
     total
 }
 
-/// The matrices a fill reads, with how many of their jobs are still to run.
+/// How a fill reads the file: where it asks for bytes ahead and says what it has read
+/// (`None`: it only reads the mapping).
 struct Read<'a> {
-    jobs_of: Vec<AtomicUsize>,
-    mats: &'a [&'a Matrix<'a>],
     file: Option<&'a FileHooks<'a>>,
-    /// Release each matrix's file bytes once its last job is done.
+    /// Say what is read (only when packing is fused with the copy: otherwise packing reads
+    /// the file again, so nothing may go as the fill passes).
     release: bool,
 }
 
 impl Read<'_> {
-    /// Counts job `j` done; the last one of its matrix releases the matrix's file bytes.
-    fn job_done(&self, j: &Job) {
-        if self.jobs_of[j.matrix].fetch_sub(1, Ordering::AcqRel) == 1 {
-            if let (Some(f), true) = (self.file, self.release) {
-                (f.release)(self.mats[j.matrix].file.data);
-            }
+    /// One copy has read `src` (bytes of the file's mapping).
+    fn passed(&self, src: &[u8]) {
+        if let (Some(f), true) = (self.file, self.release) {
+            (f.release)(src);
         }
     }
 
@@ -652,6 +654,7 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, 
                 for (s, d) in src.chunks_exact(p.group).zip(dst.chunks_exact_mut(p.group)) {
                     ahead(s.as_ptr() as usize);
                     pack::pack_group(p.layout, s, p.blocks, d);
+                    read.passed(s);
                     done.fetch_add(p.group as u64, Ordering::Relaxed);
                 }
             }
@@ -659,11 +662,11 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, 
                 for (s, d) in src.chunks(FILL_CHUNK).zip(dst.chunks_mut(FILL_CHUNK)) {
                     ahead(s.as_ptr() as usize);
                     d.copy_from_slice(s);
+                    read.passed(s);
                     done.fetch_add(s.len() as u64, Ordering::Relaxed);
                 }
             }
         }
-        read.job_done(j);
         (asked, next_asked) = (next_asked, 0);
     }
 }
@@ -792,7 +795,7 @@ struct SendGroups(Vec<PackGroup>);
 // packing scope, and are only read.
 unsafe impl Sync for SendGroups {}
 
-/// Bytes `lo..hi` of matrix `matrix`'s piece `base` and its source `src`, packed as `pack` says.
+/// Bytes `lo..hi` of a piece at `base` and of its source `src`, packed as `pack` says.
 ///
 /// # Safety
 /// `lo..hi` must lie inside both the destination region and the source.
@@ -800,7 +803,6 @@ unsafe fn job(
     (base, src): (*mut u8, *const u8),
     (lo, hi): (usize, usize),
     pack: Option<PackJob>,
-    matrix: usize,
 ) -> Job {
     Job {
         // SAFETY: in bounds by the caller's promise.
@@ -809,7 +811,6 @@ unsafe fn job(
         src: unsafe { src.add(lo) },
         len: hi - lo,
         pack,
-        matrix,
     }
 }
 
