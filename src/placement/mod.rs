@@ -83,9 +83,9 @@ impl Placement {
         // kernel's read-around (up to the disk's read_ahead_kb: 8 MiB here) would pull most of
         // a small file in ahead of it, so the mapping reads only what is touched until the
         // copies are built. Once they are, the mapping serves only what the model still reads
-        // from it at load (norms, biases: a few pages each), so it stays without read-around, which would
-        // pull megabytes the fill dropped back in around each; with no copies, the weights
-        // stream from it again. Advice, best effort both ways.
+        // from it at load (norms, biases: a few pages each), so it stays without read-around,
+        // which would pull megabytes the fill dropped back in around each; with no copies, the
+        // weights stream from it again. Advice, best effort both ways.
         let _ = memory::madvise(file.bytes(), memory::MADV_RANDOM);
         let built = Placement::build_copies(file, opts, topo);
         if !matches!(&built, Ok(p) if !p.store.is_empty()) {

@@ -475,11 +475,7 @@ fn fill(
     }
     // Bytes copied by the threads of each slot (one slot's threads fill its node's copy).
     let done_by_slot: &Vec<AtomicU64> = &plan.slots.iter().map(|_| AtomicU64::new(0)).collect();
-    let finished = &Finished {
-        count: AtomicUsize::new(0),
-        of: plan.threads,
-        reporter: OnceLock::new(),
-    };
+    let finished = &Finished::new(plan.threads);
     let read = &Read {
         file: opts.file,
         release: opts.fused,
@@ -687,9 +683,7 @@ impl Drop for StopOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.count.fetch_add(self.0.of, Ordering::AcqRel);
-            if let Some(t) = self.0.reporter.get() {
-                t.unpark();
-            }
+            self.0.wake();
         }
     }
 }
@@ -703,11 +697,23 @@ struct Finished {
 }
 
 impl Finished {
+    fn new(of: usize) -> Finished {
+        Finished {
+            count: AtomicUsize::new(0),
+            of,
+            reporter: OnceLock::new(),
+        }
+    }
+
     fn one_done(&self) {
         if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.of {
-            if let Some(t) = self.reporter.get() {
-                t.unpark();
-            }
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(t) = self.reporter.get() {
+            t.unpark();
         }
     }
 
@@ -823,24 +829,26 @@ unsafe impl Send for SendJobs {}
 mod tests {
     use super::*;
 
+    /// Spawns a stand-in reporter on `scope` and registers it with `finished`: it parks until
+    /// every filler is counted, giving up after a minute so a missing wake-up fails a test
+    /// instead of hanging it.
+    fn reporter<'s>(scope: &'s std::thread::Scope<'s, '_>, finished: &'s Finished, t0: Instant) {
+        let r = scope.spawn(move || {
+            while !finished.all() && t0.elapsed() < Duration::from_secs(60) {
+                std::thread::park_timeout(Duration::from_secs(30));
+            }
+        });
+        finished.reporter.set(r.thread().clone()).unwrap();
+    }
+
     /// The progress reporter parks between reports; the fill's last thread wakes it, so a load
     /// never waits out a report's interval after its copies are built.
     #[test]
     fn the_last_filler_wakes_the_reporter() {
-        let finished = Finished {
-            count: AtomicUsize::new(0),
-            of: 2,
-            reporter: OnceLock::new(),
-        };
+        let finished = Finished::new(2);
         let t0 = Instant::now();
         std::thread::scope(|scope| {
-            let reporter = scope.spawn(|| {
-                // Gives up after a minute, so a missing wake-up fails the test, not hangs it.
-                while !finished.all() && t0.elapsed() < Duration::from_secs(60) {
-                    std::thread::park_timeout(Duration::from_secs(30));
-                }
-            });
-            finished.reporter.set(reporter.thread().clone()).unwrap();
+            reporter(scope, &finished, t0);
             finished.one_done();
             assert!(!finished.all());
             std::thread::sleep(Duration::from_millis(20));
@@ -855,20 +863,10 @@ mod tests {
     /// waiting for a reporter that waits for fillers that never ran.
     #[test]
     fn a_panic_in_the_fill_does_not_leave_the_reporter_waiting() {
-        let finished = Finished {
-            count: AtomicUsize::new(0),
-            of: 3,
-            reporter: OnceLock::new(),
-        };
+        let finished = Finished::new(3);
         let t0 = Instant::now();
         std::thread::scope(|scope| {
-            let reporter = scope.spawn(|| {
-                // Gives up after a minute, so a missing wake-up fails the test, not hangs it.
-                while !finished.all() && t0.elapsed() < Duration::from_secs(60) {
-                    std::thread::park_timeout(Duration::from_secs(30));
-                }
-            });
-            finished.reporter.set(reporter.thread().clone()).unwrap();
+            reporter(scope, &finished, t0);
             let filler = scope.spawn(|| {
                 let _counted = OneDone(&finished);
                 panic!("a filler fails");
