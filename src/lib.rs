@@ -14,6 +14,9 @@ pub mod model;
 pub mod placement;
 /// The worker pool that runs every parallel step of the forward pass.
 pub mod pool;
+/// The shared runtime: place, load, pool, context sizing, KV cache placement — what `run`,
+/// `perplexity`, `bench`, `audit` and `serve` all use.
+pub mod runtime;
 /// `locus serve`: HTTP/1.1, the OpenAI-compatible API, the continuous-batching scheduler.
 pub mod serve;
 /// Linux: topology from sysfs, affinity, memory-policy syscalls, the capability probe. Knows no models.

@@ -12,13 +12,13 @@ mod golden;
 
 use std::time::Instant;
 
-use locus::app::Loaded;
 use locus::kernels::{GgmlType, Layout, SumOrder};
 use locus::model::forward::KvType;
 use locus::model::sampler::argmax;
 use locus::model::ModelFile;
 use locus::placement::{Mode, Options, Placement};
 use locus::pool::Pool;
+use locus::runtime::LoadedModel;
 
 /// Logit gap below which llama.cpp's own choice is a coin toss at float precision.
 const NEAR_TIE: f32 = 0.01;
@@ -87,7 +87,7 @@ fn check_from(quant: &str, from: Weights) {
     });
     let l = match &placement {
         Some(p) => {
-            let l = Loaded::load_placed(&file, p, Instant::now()).unwrap();
+            let l = LoadedModel::load_placed(&file, p, Instant::now()).unwrap();
             let packed = p
                 .store
                 .pieces()
@@ -104,7 +104,7 @@ fn check_from(quant: &str, from: Weights) {
             } else {
                 GgmlType::Q4_0
             };
-            if l.llama.kernels.preferred_layout(ty, SumOrder::BlockChain) != Layout::Rows {
+            if l.model.kernels.preferred_layout(ty, SumOrder::BlockChain) != Layout::Rows {
                 assert!(
                     packed > 0,
                     "{quant}: the kernels read packed {}, but nothing was packed",
@@ -113,7 +113,7 @@ fn check_from(quant: &str, from: Weights) {
             }
             l
         }
-        None => Loaded::load(&file, Instant::now()).unwrap(),
+        None => LoadedModel::load(&file, Instant::now()).unwrap(),
     };
     // One thread per test: the three quant tests run side by side on a small machine, and
     // results do not depend on the thread count (tests/forward_reference.rs checks that).
@@ -136,9 +136,9 @@ fn check_from(quant: &str, from: Weights) {
             ));
             continue;
         }
-        let mut s = l.llama.new_state(2048, pool.threads(), KvType::F16);
-        let mut last = vec![0f32; l.llama.config.n_vocab];
-        l.llama.eval(
+        let mut s = l.model.new_state(2048, pool.threads(), KvType::F16);
+        let mut last = vec![0f32; l.model.config.n_vocab];
+        l.model.eval(
             &pool,
             &mut s,
             &case.prompt_ids,
@@ -160,7 +160,7 @@ fn check_from(quant: &str, from: Weights) {
                 }
                 break;
             }
-            l.llama.forward(&pool, &mut s, got, true);
+            l.model.forward(&pool, &mut s, got, true);
             last.copy_from_slice(s.logits(0));
         }
     }
@@ -310,14 +310,14 @@ fn check_logits(quant: &str, prompts: &[(usize, &str)]) {
     };
     let cases = golden::read_greedy(&text);
     let file = ModelFile::open(&path).unwrap();
-    let l = Loaded::load(&file, Instant::now()).unwrap();
+    let l = LoadedModel::load(&file, Instant::now()).unwrap();
     let pool = Pool::new(1, |_| {});
     for &(idx, name) in prompts {
         let want = golden::read_logits(&format!("logits_{quant}_p{idx:02}.txt.gz"));
         let case = cases.iter().find(|c| c.name == name).unwrap();
-        let mut s = l.llama.new_state(2048, 1, KvType::F16);
+        let mut s = l.model.new_state(2048, 1, KvType::F16);
         let mut got = Vec::new();
-        l.llama.eval(
+        l.model.eval(
             &pool,
             &mut s,
             &case.prompt_ids,

@@ -14,11 +14,11 @@ mod golden;
 
 use std::time::Instant;
 
-use locus::app::Loaded;
 use locus::model::forward::KvType;
 use locus::model::sampler::argmax;
 use locus::model::ModelFile;
 use locus::pool::Pool;
+use locus::runtime::LoadedModel;
 
 /// `locus gen-model` shape shared by every family's model.
 const SHAPE: [&str; 15] = [
@@ -173,8 +173,8 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
         "{tag}: gen-model's output changed (FNV {fnv:#x}); the golden data describe another model"
     );
     let file = ModelFile::open(&path).unwrap();
-    let l = Loaded::load(&file, Instant::now()).unwrap();
-    assert_eq!(l.llama.config.arch.name(), arch);
+    let l = LoadedModel::load(&file, Instant::now()).unwrap();
+    assert_eq!(l.model.config.arch.name(), arch);
     let pool = Pool::new(2, |_| {});
     let mut failures = Vec::new();
     let mut past_window = 0;
@@ -188,12 +188,12 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
             case.name
         );
         past_window += usize::from(ids.len() + STEPS > window);
-        let mut s = l.llama.new_state(2048, pool.threads(), KvType::F16);
+        let mut s = l.model.new_state(2048, pool.threads(), KvType::F16);
         let mut logits = Vec::new();
-        l.llama.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
+        l.model.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
             logits = lg.to_vec()
         });
-        if let (Some(counts), Some(moe)) = (s.expert_counts(), l.llama.config.moe) {
+        if let (Some(counts), Some(moe)) = (s.expert_counts(), l.model.config.moe) {
             // The prompt ran as one step of ≤ 32 tokens per layer but the last (which keeps
             // one token): in layer 0, one expert must have served several of its tokens at
             // once and another none, so the batched expert path is checked on both.
@@ -229,7 +229,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
         for _ in 0..STEPS.min(case.gen_ids.len()) {
             let tok = argmax(&logits);
             gen.push(tok);
-            l.llama.forward(&pool, &mut s, tok, true);
+            l.model.forward(&pool, &mut s, tok, true);
             logits = s.logits(0).to_vec();
         }
         if wraps {
@@ -262,7 +262,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
             WRAP_PROMPT.1
         );
     }
-    if let Some(moe) = l.llama.config.moe {
+    if let Some(moe) = l.model.config.moe {
         // With 8 experts and 2 per token every expert serves a short prompt; with 128 and 8
         // some prompt must leave experts idle while others serve several tokens.
         if moe.n_expert > 4 * moe.n_used {

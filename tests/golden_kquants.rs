@@ -16,12 +16,12 @@ mod golden;
 use std::path::Path;
 use std::time::Instant;
 
-use locus::app::Loaded;
 use locus::kernels::Layout;
 use locus::model::forward::KvType;
 use locus::model::ModelFile;
 use locus::placement::{Mode, Options, Placement};
 use locus::pool::Pool;
+use locus::runtime::LoadedModel;
 
 /// `locus gen-model` arguments of the F32 source model.
 const GEN_ARGS: [&str; 17] = [
@@ -119,8 +119,8 @@ fn every_type_gives_llama_cpp_logits_bit_for_bit() {
             .count();
         for copy in [false, true] {
             let l = match copy {
-                false => Loaded::load(&file, Instant::now()).unwrap(),
-                true => Loaded::load_placed(&file, &placement, Instant::now()).unwrap(),
+                false => LoadedModel::load(&file, Instant::now()).unwrap(),
+                true => LoadedModel::load_placed(&file, &placement, Instant::now()).unwrap(),
             };
             let from = if copy {
                 format!("a copy ({packed} matrices packed)")
@@ -137,7 +137,7 @@ fn every_type_gives_llama_cpp_logits_bit_for_bit() {
 /// The logits after each recorded prompt against llama.cpp's, bit for bit; a difference is
 /// added to `failures`.
 fn check_prompts(
-    l: &Loaded,
+    l: &LoadedModel,
     pool: &Pool,
     prompts: &[golden::Greedy],
     target: &str,
@@ -149,9 +149,9 @@ fn check_prompts(
         let ids = l.tokenizer.encode(&case.prompt, true, true);
         assert_eq!(ids, case.prompt_ids, "{name}: tokenization differs");
         let want = golden_logits(target, idx);
-        let mut s = l.llama.new_state(256, pool.threads(), KvType::F16);
+        let mut s = l.model.new_state(256, pool.threads(), KvType::F16);
         let mut got = Vec::new();
-        l.llama
+        l.model
             .eval(pool, &mut s, &ids, ids.len() - 1, |_, lg| got = lg.to_vec());
         assert_eq!(got.len(), want.len(), "{target} {name}: vocabulary size");
         let differing = got

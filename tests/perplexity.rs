@@ -13,9 +13,9 @@ mod common;
 use std::time::Instant;
 
 use locus::app::perplexity::{perplexity, PerplexityOptions, PerplexityResult};
-use locus::app::Loaded;
 use locus::model::forward::KvType;
 use locus::model::ModelFile;
+use locus::runtime::LoadedModel;
 
 /// 40 chunks of 512 = 20,480 tokens.
 const CHUNKS: usize = 40;
@@ -81,7 +81,7 @@ fn running_estimates_of(
 ) -> Option<(Vec<String>, PerplexityResult)> {
     let model = common::model_path(name)?;
     let file = ModelFile::open(&model).unwrap();
-    let l = Loaded::load(&file, Instant::now()).unwrap();
+    let l = LoadedModel::load(&file, Instant::now()).unwrap();
     let mut text =
         std::fs::read_to_string(common::repo_path("tests/data/ppl/english.txt")).unwrap();
     text.pop(); // llama-perplexity's -f drops the trailing newline

@@ -9,13 +9,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::topo::json_string;
-use super::{AppError, Loaded};
+use super::AppError;
 use crate::kernels::Layout;
 use crate::model::forward::KvType;
 use crate::model::ModelFile;
 use crate::placement::audit::{audit, Audit, CopyReport};
 use crate::placement::cache::CacheAudit;
 use crate::placement::Placement;
+use crate::runtime::LoadedModel;
 
 /// Options of `locus audit`.
 #[derive(Clone, Debug)]
@@ -40,19 +41,19 @@ pub struct AuditRun {
 pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
     let started = Instant::now();
     let file = ModelFile::open(&o.model)?;
-    let p = super::place(&file, &o.numa, false)?;
-    let l = Loaded::load_placed(&file, &p, started)?;
-    let pool = super::pool_of(&p)?;
+    let p = crate::runtime::place(&file, &o.numa, false)?;
+    let l = LoadedModel::load_placed(&file, &p, started)?;
+    let pool = crate::runtime::pool_of(&p)?;
     // A run's cache, placed as `run` places it; one token evaluated writes every head block's
     // first page (and faults in the weights that come from the page cache where a run would).
-    let n_ctx = super::generate::context_size(&l, o.ctx);
-    let mut state = l.llama.try_new_state(n_ctx, pool.threads(), KvType::F16)?;
-    let regions = super::place_cache(&p, state.kv_head_blocks(&l.llama, &pool));
+    let n_ctx = crate::runtime::context_size(&l, o.ctx);
+    let mut state = l.model.try_new_state(n_ctx, pool.threads(), KvType::F16)?;
+    let regions = crate::runtime::place_cache(&p, state.kv_head_blocks(&l.model, &pool));
     let tok = l.tokenizer.bos().unwrap_or(0);
-    l.llama.forward(&pool, &mut state, tok, true);
+    l.model.forward(&pool, &mut state, tok, true);
     let kv = crate::placement::cache::audit(&regions);
     let kv_bytes = regions.iter().map(|r| r.len as u64).sum();
-    let a = audit(&p, &l.llama.weights, &file);
+    let a = audit(&p, &l.model.weights, &file);
     let json = render_json(&p, &a, &kv, kv_bytes);
     if o.json {
         super::write_stdout(&format!("{json}\n"))?;

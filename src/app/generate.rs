@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{AppError, Loaded};
+use super::AppError;
 use crate::model::chat::{ChatFormat, ChatTemplate};
 use crate::model::forward::KvType;
 use crate::model::generation::{Finish, Params, Sequence};
@@ -15,6 +15,7 @@ use crate::model::sampler::SamplerConfig;
 use crate::model::{ModelError, ModelFile};
 use crate::placement::Placement;
 use crate::pool::Pool;
+use crate::runtime::{context_size, warn_beyond_training, LoadedModel};
 
 /// Where the prompt comes from.
 #[derive(Clone, Debug)]
@@ -34,7 +35,7 @@ pub struct RunOptions {
     pub n_predict: Option<usize>,
     /// Placement mode, threads (`numa.threads`), pinning.
     pub numa: crate::placement::Options,
-    /// Context size in tokens (`-c`): `None` = the default, [`DEFAULT_CTX`] or the training
+    /// Context size in tokens (`-c`): `None` = the default, [`DEFAULT_CTX`](crate::runtime::DEFAULT_CTX) or the training
     /// context where that is smaller; `Some(0)` = the training context; more than the training
     /// context is allowed, with a warning.
     pub ctx: Option<usize>,
@@ -71,35 +72,9 @@ pub struct RunReport {
     pub kv_audit: Option<crate::placement::cache::CacheAudit>,
 }
 
-/// `run`'s context when `-c` is not given (llama.cpp's default), unless the model was trained
-/// with less.
-pub const DEFAULT_CTX: usize = 4096;
-
-/// The context size a run uses (see [`RunOptions::ctx`]).
-pub fn context_size(l: &Loaded, ctx: Option<usize>) -> usize {
-    let train = l.llama.config.n_ctx_train;
-    match ctx {
-        None if train > 0 => DEFAULT_CTX.min(train),
-        None => DEFAULT_CTX,
-        Some(0) => train.max(1),
-        Some(c) => c,
-    }
-}
-
-/// A warning where the context exceeds the training context (allowed, as llama.cpp allows it).
-pub fn warn_beyond_training(l: &Loaded, n_ctx: usize) {
-    let train = l.llama.config.n_ctx_train;
-    if train > 0 && n_ctx > train {
-        crate::diagln!(
-            "locus: warning: -c {n_ctx} is more than the model's training context ({train}); \
-             output quality may fall beyond it"
-        );
-    }
-}
-
 /// The prompt's text: `-p` as given, or `-f`'s file read with a cap of `n_ctx` times the
 /// vocabulary's longest piece (a longer text cannot fit in the context).
-pub fn read_prompt(l: &Loaded, prompt: &Prompt, n_ctx: usize) -> Result<String, AppError> {
+pub fn read_prompt(l: &LoadedModel, prompt: &Prompt, n_ctx: usize) -> Result<String, AppError> {
     let path = match prompt {
         Prompt::Text(t) => return Ok(t.clone()),
         Prompt::File(p) => p,
@@ -121,7 +96,7 @@ pub fn read_prompt(l: &Loaded, prompt: &Prompt, n_ctx: usize) -> Result<String, 
 
 /// Builds the prompt text: the raw prompt, or the chat template applied to it (`--chat`: the
 /// named format, else the model's template; an error naming the choices when neither is there).
-pub fn prompt_text(l: &Loaded, opts: &RunOptions, prompt: &str) -> Result<String, AppError> {
+pub fn prompt_text(l: &LoadedModel, opts: &RunOptions, prompt: &str) -> Result<String, AppError> {
     if !opts.chat {
         return Ok(prompt.to_string());
     }
@@ -164,7 +139,7 @@ pub fn describe(t: &ChatTemplate) -> String {
 
 /// Runs generation, streaming text to `out`. Returns the report; the caller prints timings.
 pub fn generate(
-    l: &Loaded,
+    l: &LoadedModel,
     pool: &Pool,
     placement: &Placement,
     opts: &RunOptions,
@@ -173,15 +148,15 @@ pub fn generate(
     let n_ctx = context_size(l, opts.ctx);
     // The cache first: a context no memory holds fails here, before a prompt file sized by it
     // is read. Each head's block is bound to the node of the threads that write it.
-    let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
-    let kv_regions = super::place_cache(placement, state.kv_head_blocks(&l.llama, pool));
+    let mut state = l.model.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    let kv_regions = crate::runtime::place_cache(placement, state.kv_head_blocks(&l.model, pool));
     if opts.verbose {
-        let bytes = l.llama.state_bytes(n_ctx, pool.threads(), opts.kv_type);
+        let bytes = l.model.state_bytes(n_ctx, pool.threads(), opts.kv_type);
         crate::diagln!(
             "kv cache: {:.1} MiB ({}; {})",
             bytes.map_or(0.0, |b| b.kv as f64 / (1024.0 * 1024.0)),
             opts.kv_type.name(),
-            l.llama.kv_layout(n_ctx)
+            l.model.kv_layout(n_ctx)
         );
     }
     let text = prompt_text(l, opts, &read_prompt(l, &opts.prompt, n_ctx)?)?;
@@ -212,7 +187,7 @@ pub fn generate(
         stop: Vec::new(),
         ignore_eos: opts.ignore_eos,
     };
-    let mut seq = Sequence::new(prompt.clone(), params, 0, n_ctx, l.llama.config.n_vocab);
+    let mut seq = Sequence::new(prompt.clone(), params, 0, n_ctx, l.model.config.n_vocab);
     let mut report = RunReport {
         prompt_tokens: prompt,
         load_ms: l.load_ms,
@@ -222,7 +197,7 @@ pub fn generate(
     // The prompt, a forward step at a time (the step API `locus serve` runs its slots on).
     let t0 = Instant::now();
     while !seq.decoding() && !state.stopped() {
-        seq.feed_prompt(&l.llama, pool, &mut state);
+        seq.feed_prompt(&l.model, pool, &mut state);
     }
     report.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.prompt_evaluated = state.pos;
@@ -264,7 +239,7 @@ pub fn generate(
                 break;
             }
             let next = seq.last_token().expect("a token was sampled");
-            l.llama.forward(pool, &mut state, next, true);
+            l.model.forward(pool, &mut state, next, true);
             if state.stopped() {
                 report.interrupted = true;
                 break;
@@ -289,12 +264,12 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     let started = Instant::now();
     let file = ModelFile::open(&opts.model)?;
     check_chat_format(&file, opts)?;
-    let placement = super::place(&file, &opts.numa, opts.verbose)?;
-    let l = Loaded::load_placed(&file, &placement, started)?;
-    let pool = super::pool_of(&placement)?;
+    let placement = crate::runtime::place(&file, &opts.numa, opts.verbose)?;
+    let l = LoadedModel::load_placed(&file, &placement, started)?;
+    let pool = crate::runtime::pool_of(&placement)?;
     // From here on Ctrl-C stops the work it interrupts (before, it ends the process at once).
     super::catch_interrupts();
-    let c = &l.llama.config;
+    let c = &l.model.config;
     if opts.verbose {
         crate::diagln!(
             "model: {} ({} layers, dim {}, {} heads / {} kv heads, ffn {}, vocab {}), kernels: {} (prefetch to {}), threads: {}",
@@ -305,7 +280,7 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             c.n_head_kv,
             c.n_ff,
             c.n_vocab,
-            l.llama.kernels.tier,
+            l.model.kernels.tier,
             crate::kernels::stream_target().name(),
             pool.threads()
         );
@@ -317,12 +292,12 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
     crate::diagln!();
     if opts.verbose {
         // After generation: every weight page a run reads has been read once.
-        let a = crate::placement::audit::audit(&placement, &l.llama.weights, &file);
+        let a = crate::placement::audit::audit(&placement, &l.model.weights, &file);
         crate::diagln!("locus: audit: {}", super::audit::one_line(&a));
         if let Some(kv) = &report.kv_audit {
             crate::diagln!("locus: kv cache: {}", super::audit::cache_line(kv));
         }
-        if let Some(moe) = l.llama.config.moe {
+        if let Some(moe) = l.model.config.moe {
             for line in expert_lines(&report.expert_counts, moe.n_expert) {
                 crate::diagln!("locus: {line}");
             }

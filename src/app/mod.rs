@@ -14,14 +14,10 @@ pub mod topo;
 use std::fmt;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use crate::kernels::{self, KernelError, Kernels, StreamTarget};
-use crate::model::forward::Model;
-use crate::model::tokenizer::Tokenizer;
-use crate::model::weights::Weights;
-use crate::model::{Config, ModelError, ModelFile};
-use crate::placement::Placement;
+use crate::kernels::KernelError;
+use crate::model::ModelError;
+use crate::runtime::RuntimeError;
 
 /// Any failure of a command.
 #[derive(Debug)]
@@ -85,34 +81,34 @@ impl From<crate::placement::PlacementError> for AppError {
     }
 }
 
+impl From<RuntimeError> for AppError {
+    fn from(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::Model(e) => e.into(),
+            RuntimeError::Kernels(e) => AppError::Kernels(e),
+            RuntimeError::Placement(e) => AppError::Placement(e),
+            RuntimeError::Threads(e) => AppError::Threads(e),
+            e @ RuntimeError::BadPrefetch(_) => AppError::Usage(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::serve::ServeError> for AppError {
+    fn from(e: crate::serve::ServeError) -> Self {
+        match e {
+            crate::serve::ServeError::Runtime(e) => e.into(),
+            e => AppError::Usage(e.to_string()),
+        }
+    }
+}
+
 impl From<KernelError> for AppError {
     fn from(e: KernelError) -> Self {
         AppError::Kernels(e)
     }
 }
 
-/// Writes `text` to stderr as it is (add the newline yourself; [`crate::diagln!`] does).
-/// Diagnostics never fail a command: where stderr itself cannot be written (closed, a full
-/// disk) there is nowhere left to say so, so the failure is ignored rather than turned into a
-/// panic, as C tools ignore a failed `fprintf(stderr, …)`.
-pub fn diag(text: &str) {
-    use std::io::Write;
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
-}
-
-/// `eprintln!` that never panics: one line to stderr through [`diag`].
-#[macro_export]
-macro_rules! diagln {
-    () => { $crate::app::diag("\n") };
-    ($($arg:tt)*) => { $crate::app::diag(&format!("{}\n", format_args!($($arg)*))) };
-}
-
-/// `eprint!` that never panics (no newline added).
-#[macro_export]
-macro_rules! diag {
-    ($($arg:tt)*) => { $crate::app::diag(&format!($($arg)*)) };
-}
+pub use crate::sys::diag::diag;
 
 /// Installs the Ctrl-C flag handler for a command whose loops poll it (a warning where it
 /// cannot be installed: Ctrl-C then ends the process at once).
@@ -231,148 +227,3 @@ fn utf8_text(bytes: Vec<u8>, name: &str) -> Result<String, AppError> {
 /// The most bytes of text a command reads with no context to bound it (`perplexity -f`,
 /// `tokenize -f` / `--stdin`): 256 MiB, two hundred times wikitext-2's test set.
 pub const MAX_TEXT_BYTES: u64 = 256 << 20;
-
-/// A model loaded and ready: weights borrowed from the mapped file, plus its tokenizer.
-pub struct Loaded<'a> {
-    pub llama: Model<'a>,
-    pub tokenizer: Tokenizer,
-    pub load_ms: f64,
-}
-
-impl<'a> Loaded<'a> {
-    /// Loads with the weights read straight from the file's mapping (no placement).
-    pub fn load(file: &'a ModelFile, started: Instant) -> Result<Loaded<'a>, AppError> {
-        Loaded::load_inner(file, None, started)
-    }
-
-    /// Loads with the weights read from `placement`'s copies (built beforehand).
-    pub fn load_placed(
-        file: &'a ModelFile,
-        placement: &'a Placement,
-        started: Instant,
-    ) -> Result<Loaded<'a>, AppError> {
-        Loaded::load_inner(file, Some(placement), started)
-    }
-
-    fn load_inner(
-        file: &'a ModelFile,
-        placement: Option<&'a Placement>,
-        started: Instant,
-    ) -> Result<Loaded<'a>, AppError> {
-        let g = file.gguf()?;
-        let config = Config::from_gguf(&g)?;
-        let mut weights = Weights::from_gguf(&g, &config)?;
-        if let Some(p) = placement {
-            p.bind(&mut weights);
-        }
-        let tokenizer = Tokenizer::from_gguf(&g)?;
-        if tokenizer.n_vocab() != config.n_vocab {
-            return Err(AppError::Model(ModelError::BadKey {
-                key: "tokenizer.ggml.tokens".into(),
-                why: format!(
-                    "has {} entries but the model's vocabulary is {}",
-                    tokenizer.n_vocab(),
-                    config.n_vocab
-                ),
-            }));
-        }
-        let kernels = Kernels::detect()?;
-        kernels::set_stream_target(stream_target_for(&weights)?);
-        let llama = Model::new(config, weights, kernels);
-        if let Some(p) = placement {
-            if let Err(w) = p.release_file_pages(file) {
-                crate::diagln!("locus: warning: {w}");
-            }
-        }
-        Ok(Loaded {
-            llama,
-            tokenizer,
-            load_ms: started.elapsed().as_secs_f64() * 1e3,
-        })
-    }
-}
-
-/// Where the kernels should prefetch for these weights: into L2 when the matrices read each
-/// token outgrow the last-level cache (they stream from memory), else into L1; `LOCUS_PREFETCH`
-/// overrides.
-fn stream_target_for(w: &Weights) -> Result<StreamTarget, AppError> {
-    if let Ok(s) = std::env::var(kernels::PREFETCH_ENV) {
-        return StreamTarget::parse(&s).ok_or_else(|| {
-            AppError::Usage(format!(
-                "{}={s:?} is not a prefetch target; use l1 or l2",
-                kernels::PREFETCH_ENV
-            ))
-        });
-    }
-    let bytes = w
-        .read_per_token()
-        .iter()
-        .map(|(m, share)| (m.file.data.len() as f64 * share) as u64)
-        .sum();
-    Ok(StreamTarget::for_weights(
-        bytes,
-        crate::sys::cache::last_level_bytes(0),
-    ))
-}
-
-/// Detects the host and places `file`'s weights for `opts`, printing every warning and
-/// fallback to stderr (never silently), and the plan's summary with `verbose`; a slow
-/// placement's progress lines when stderr is a terminal or with `verbose`.
-pub fn place(
-    file: &ModelFile,
-    opts: &crate::placement::Options,
-    verbose: bool,
-) -> Result<Placement, AppError> {
-    let opts = crate::placement::Options {
-        progress: opts.progress || verbose || std::io::stderr().is_terminal(),
-        ..opts.clone()
-    };
-    let p = Placement::build(file, &opts)?;
-    for w in &p.warnings {
-        crate::diagln!("locus: warning: {w}");
-    }
-    if verbose {
-        for n in &p.plan.notes {
-            crate::diagln!("locus: {n}");
-        }
-        crate::diagln!("locus: numa: {}", p.summary());
-    }
-    Ok(p)
-}
-
-/// Binds a sequence cache's blocks (each with the pool group whose threads write it, as
-/// [`crate::model::forward::State::kv_head_blocks`] gives them) to that group's node, and
-/// returns the regions for [`crate::placement::cache::audit`]. Where binding is refused on a
-/// host with several nodes it says so once: first touch by the pinned writers places the pages.
-pub fn place_cache(
-    p: &Placement,
-    blocks: Vec<(&[u8], usize)>,
-) -> Vec<crate::placement::cache::CacheRegion> {
-    let nodes: Vec<_> = p.plan.slots.iter().map(|s| s.node).collect();
-    let blocks: Vec<_> = blocks
-        .into_iter()
-        .map(|(b, g)| (b, nodes.get(g).copied().flatten()))
-        .collect();
-    let (regions, refused) = crate::placement::cache::place(&blocks);
-    if let (Some(e), true) = (refused, nodes.iter().flatten().count() > 1) {
-        crate::diagln!("locus: warning: the KV cache cannot be bound to its nodes ({e}); its pages are placed by first touch from the pinned threads");
-    }
-    regions
-}
-
-/// The placement's pinned pool; pinning failures go to stderr, a thread that cannot be
-/// started is an error.
-pub fn pool_of(p: &Placement) -> Result<crate::pool::Pool, AppError> {
-    let (pool, warnings) = p.pool().map_err(AppError::Threads)?;
-    for w in warnings {
-        crate::diagln!("locus: warning: {w}");
-    }
-    Ok(pool)
-}
-
-/// The CPUs this process may run on (sched_getaffinity), at least 1.
-pub fn default_threads() -> usize {
-    crate::sys::affinity::allowed_cpu_count()
-        .unwrap_or(1)
-        .max(1)
-}

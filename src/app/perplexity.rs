@@ -6,10 +6,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{AppError, Loaded};
+use super::AppError;
 use crate::model::forward::KvType;
 use crate::model::ModelFile;
 use crate::pool::Pool;
+use crate::runtime::LoadedModel;
 
 #[derive(Clone, Debug)]
 pub struct PerplexityOptions {
@@ -42,14 +43,14 @@ pub fn nll(logits: &[f32], target: u32) -> f64 {
 
 /// Scores `text` with a loaded model; `progress` receives each chunk's running estimate.
 pub fn perplexity(
-    l: &Loaded,
+    l: &LoadedModel,
     pool: &Pool,
     text: &str,
     opts: &PerplexityOptions,
     mut progress: impl FnMut(usize, f64),
 ) -> Result<PerplexityResult, AppError> {
     let n_ctx = if opts.ctx == 0 {
-        l.llama.config.n_ctx_train
+        l.model.config.n_ctx_train
     } else {
         opts.ctx
     };
@@ -69,8 +70,8 @@ pub fn perplexity(
             tokens.len(),
         )));
     }
-    let mut state = l.llama.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
-    super::generate::warn_beyond_training(l, n_ctx);
+    let mut state = l.model.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    crate::runtime::warn_beyond_training(l, n_ctx);
     state.set_stop(crate::sys::signal::interrupt_flag());
     let first = n_ctx / 2;
     let (mut sum, mut sum2, mut count) = (0f64, 0f64, 0usize);
@@ -84,7 +85,7 @@ pub fn perplexity(
         // The whole window is evaluated, as llama-perplexity does (the last token's logits
         // predict nothing here): how many tokens a batch holds, and how many of them want
         // logits, decides which of llama.cpp's kernels computes each of them.
-        l.llama.eval(pool, &mut state, &window, first, |j, logits| {
+        l.model.eval(pool, &mut state, &window, first, |j, logits| {
             if let Some(&next) = targets.get(j + 1) {
                 let v = nll(logits, next);
                 sum += v;
@@ -126,9 +127,9 @@ pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
         text.pop();
     }
     let file = ModelFile::open(&opts.model)?;
-    let placement = super::place(&file, &opts.numa, false)?;
-    let l = Loaded::load_placed(&file, &placement, started)?;
-    let pool = super::pool_of(&placement)?;
+    let placement = crate::runtime::place(&file, &opts.numa, false)?;
+    let l = LoadedModel::load_placed(&file, &placement, started)?;
+    let pool = crate::runtime::pool_of(&placement)?;
     super::catch_interrupts();
     let t = Instant::now();
     let r = perplexity(&l, &pool, &text, opts, |i, p| crate::diag!("[{i}]{p:.4},"));

@@ -82,6 +82,6 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
     }
     o.kv_type = kv.unwrap_or(KvType::F16);
     o.model = model.ok_or_else(|| CliError::Message("serve: -m FILE is required".into()))?;
-    locus::serve::run(&o)?;
+    locus::serve::run(&o).map_err(locus::app::AppError::from)?;
     Ok(())
 }

@@ -68,7 +68,7 @@ pub fn quantize(a: Args) -> Result<(), CliError> {
         None => 0,
     };
     let n_threads = if n_threads == 0 {
-        app::default_threads()
+        locus::runtime::default_threads()
     } else {
         n_threads
     };
@@ -209,7 +209,7 @@ pub fn bench(mut a: Args) -> Result<(), CliError> {
         n_prompt: 512,
         n_gen: 128,
         reps: 5,
-        threads: vec![app::default_threads()],
+        threads: vec![locus::runtime::default_threads()],
         modes: vec![placement::Mode::Auto],
         numa: placement::Options::default(),
         cold: false,
@@ -298,7 +298,7 @@ pub fn bench(mut a: Args) -> Result<(), CliError> {
 /// `locus membw`.
 pub fn membw(mut a: Args) -> Result<(), CliError> {
     let mut o = app::membw::MembwOptions {
-        threads: app::default_threads(),
+        threads: locus::runtime::default_threads(),
         bytes: app::membw::default_bytes(0),
         passes: 5,
         matrix: false,

@@ -18,6 +18,7 @@ pub mod http;
 pub mod json;
 pub mod metrics;
 
+use std::fmt;
 use std::io::{self, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -26,11 +27,11 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::app::AppError;
 use crate::model::chat::{ChatFormat, ChatTemplate};
 use crate::model::forward::KvType;
 use crate::model::tokenizer::Tokenizer;
-use crate::model::ModelFile;
+use crate::model::{ModelError, ModelFile};
+use crate::runtime::RuntimeError;
 use api::{ApiError, Context, Envelope, Generate, Kind};
 use engine::{EngineOptions, Event, Job};
 use json::Json;
@@ -87,22 +88,65 @@ struct Server {
     next_id: AtomicU64,
 }
 
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum ServeError {
+    /// The model could not be placed, loaded or given its threads.
+    Runtime(RuntimeError),
+    /// The address could not be listened on.
+    Listen {
+        host: String,
+        port: u16,
+        err: io::Error,
+    },
+    /// Another start-up step failed: what, and the OS's word.
+    Start { what: &'static str, err: io::Error },
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Runtime(e) => write!(f, "{e}"),
+            ServeError::Listen { host, port, err } => write!(
+                f,
+                "serve: cannot listen on {host}:{port}: {err} (another server on that port? try --port)"
+            ),
+            ServeError::Start { what, err } => write!(f, "serve: {what}: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+impl From<RuntimeError> for ServeError {
+    fn from(e: RuntimeError) -> Self {
+        ServeError::Runtime(e)
+    }
+}
+
+impl From<ModelError> for ServeError {
+    fn from(e: ModelError) -> Self {
+        ServeError::Runtime(e.into())
+    }
+}
+
 /// Runs the server until SIGTERM or SIGINT; returns once it has shut down.
-pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
+pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     if let Err(e) = crate::sys::signal::catch_shutdown() {
         crate::diagln!(
             "locus: warning: cannot catch SIGTERM/SIGINT ({e}); they will end the server at once"
         );
     }
-    let listener = TcpListener::bind((opts.host.as_str(), opts.port)).map_err(|e| {
-        AppError::Usage(format!(
-            "serve: cannot listen on {}:{}: {e} (another server on that port? try --port)",
-            opts.host, opts.port
-        ))
+    let listener =
+        TcpListener::bind((opts.host.as_str(), opts.port)).map_err(|err| ServeError::Listen {
+            host: opts.host.clone(),
+            port: opts.port,
+            err,
+        })?;
+    let addr = listener.local_addr().map_err(|err| ServeError::Start {
+        what: "cannot read the listening address",
+        err,
     })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| AppError::Usage(format!("serve: {e}")))?;
     let (tx, rx) = mpsc::channel();
     // The process's own state: leaked, so every thread may hold it until exit.
     let server: &'static Server = Box::leak(Box::new(Server {
@@ -120,28 +164,35 @@ pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
     let acceptor = std::thread::Builder::new()
         .name("accept".into())
         .spawn(move || accept_loop(server, listener))
-        .map_err(|e| AppError::Usage(format!("serve: cannot start the accepting thread: {e}")))?;
+        .map_err(|err| ServeError::Start {
+            what: "cannot start the accepting thread",
+            err,
+        })?;
 
     let started = Instant::now();
     let file: &'static ModelFile = Box::leak(Box::new(ModelFile::open(&opts.model)?));
-    let placement = Box::leak(Box::new(crate::app::place(file, &opts.numa, opts.verbose)?));
-    let loaded = Box::leak(Box::new(crate::app::Loaded::load_placed(
+    let placement = Box::leak(Box::new(crate::runtime::place(
+        file,
+        &opts.numa,
+        opts.verbose,
+    )?));
+    let loaded = Box::leak(Box::new(crate::runtime::LoadedModel::load_placed(
         file, placement, started,
     )?));
-    let pool = crate::app::pool_of(placement)?;
-    let audit = crate::placement::audit::audit(placement, &loaded.llama.weights, file);
+    let pool = crate::runtime::pool_of(placement)?;
+    let audit = crate::placement::audit::audit(placement, &loaded.model.weights, file);
     server
         .metrics
         .set_placement(placement.plan.mode.name().to_string(), audit.locality);
-    let ctx = crate::app::generate::context_size(loaded, opts.ctx);
-    crate::app::generate::warn_beyond_training(loaded, ctx);
+    let ctx = crate::runtime::context_size(loaded, opts.ctx);
+    crate::runtime::warn_beyond_training(loaded, ctx);
     let eopts = EngineOptions {
         slots: opts.slots,
         ctx,
         grace: SHUTDOWN_GRACE,
     };
     let mut engine = engine::Engine::new(
-        &loaded.llama,
+        &loaded.model,
         &loaded.tokenizer,
         &pool,
         rx,
@@ -150,7 +201,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
         opts.kv_type,
     )?;
     // Each slot's cache on the nodes whose threads write it, audited by /metrics.
-    let regions = crate::app::place_cache(placement, engine.kv_blocks());
+    let regions = crate::runtime::place_cache(placement, engine.kv_blocks());
     server.metrics.set_kv_cache(regions);
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
@@ -174,7 +225,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), AppError> {
         template,
         names,
         ctx,
-        n_ctx_train: loaded.llama.config.n_ctx_train,
+        n_ctx_train: loaded.model.config.n_ctx_train,
     });
     crate::diagln!(
         "locus: ready in {:.1} s: {} slot{} of {ctx} tokens, {} threads, numa {} (locality {}), on http://{addr}",

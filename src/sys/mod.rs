@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod cache;
+pub mod diag;
 pub mod errno;
 pub mod fs;
 pub mod ids;

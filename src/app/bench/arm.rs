@@ -12,13 +12,14 @@ use super::json::{
     self, json_f64, json_f64s, json_node_map, json_opt_f64, json_strings, json_u64s,
 };
 use crate::app::topo::json_string;
-use crate::app::{AppError, Loaded};
+use crate::app::AppError;
 use crate::model::forward::KvType;
 use crate::model::sampler::Rng;
 use crate::model::ModelFile;
 use crate::placement::audit::audit;
 use crate::placement::Options;
 use crate::pool::Pool;
+use crate::runtime::LoadedModel;
 use crate::sys::memory;
 
 /// One arm, as the child process runs it.
@@ -90,12 +91,12 @@ fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
 }
 
 /// Times `n` prompt tokens evaluated in batches from an empty cache; tokens/s.
-fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
+fn time_pp(l: &LoadedModel, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
     let mut s = l
-        .llama
+        .model
         .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
     let t = Instant::now();
-    l.llama.eval(
+    l.model.eval(
         pool,
         &mut s,
         tokens,
@@ -107,13 +108,13 @@ fn time_pp(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), A
 }
 
 /// Times `n` single-token decode steps from an empty cache; tokens/s.
-fn time_tg(l: &Loaded, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
+fn time_tg(l: &LoadedModel, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
     let mut s = l
-        .llama
+        .model
         .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
     let t = Instant::now();
     for &tok in tokens {
-        l.llama.forward(pool, &mut s, tok, true);
+        l.model.forward(pool, &mut s, tok, true);
     }
     let tps = tokens.len() as f64 / t.elapsed().as_secs_f64();
     Ok((tps, s.expert_counts().unwrap_or_default().to_vec()))
@@ -142,15 +143,15 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
             ));
         }
     }
-    let p = crate::app::place(&file, &o.numa, false)?;
-    let l = Loaded::load_placed(&file, &p, started)?;
-    let pool = crate::app::pool_of(&p)?;
-    let c = &l.llama.config;
+    let p = crate::runtime::place(&file, &o.numa, false)?;
+    let l = LoadedModel::load_placed(&file, &p, started)?;
+    let pool = crate::runtime::pool_of(&p)?;
+    let c = &l.model.config;
     // The largest state a test needs, allocated once up front: a -p or -n no memory holds is
     // an error naming the size here, not an abort inside a timed run.
     let longest = o.n_prompt.max(o.n_gen).max(1);
     drop(
-        l.llama
+        l.model
             .try_new_state(longest, pool.threads(), KvType::F16)
             .map_err(|e| match e {
                 crate::model::ModelError::ContextTooLarge { .. } => AppError::Usage(format!(
@@ -192,18 +193,18 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
     // After the timed runs every weight page a run reads has been read (and, for the modes
     // that read the file mapping, placed by that first read), as `locus audit` arranges.
     if p.plan.store == crate::placement::Store::File && pp.is_empty() && tg.is_empty() {
-        let mut state = l.llama.try_new_state(1, pool.threads(), KvType::F16)?;
-        l.llama
+        let mut state = l.model.try_new_state(1, pool.threads(), KvType::F16)?;
+        l.model
             .forward(&pool, &mut state, l.tokenizer.bos().unwrap_or(0), true);
     }
-    let a = audit(&p, &l.llama.weights, &file);
+    let a = audit(&p, &l.model.weights, &file);
     warnings.extend(p.warnings.iter().cloned());
     warnings.extend(a.warnings.iter().cloned());
     Ok(ArmReport {
         model: file_name(&o.model),
         size_bytes: file.bytes().len() as u64,
         params,
-        kernels: l.llama.kernels.tier.name().to_string(),
+        kernels: l.model.kernels.tier.name().to_string(),
         requested: p.plan.requested.name().to_string(),
         mode: p.plan.mode.name().to_string(),
         threads: pool.threads(),
