@@ -1,11 +1,11 @@
 //! The kernel table's rows for the types that go through one generic path: each weight type's
-//! activation type, block geometry and dot products over raw row bytes.
+//! dot products over raw row bytes (its activation type and block geometry are the type
+//! table's, [`GgmlType::row`]).
 //!
-//! A row says everything the drivers need to know about a type: which activation its dot
-//! product consumes ([`ActType`]), how many elements a block holds (256 for the K-quants), and
-//! the row · activation dot product in each order llama.cpp computes it — the plain `vec_dot`
-//! order and, for the types llama.cpp repacks into interleaved 8-row blocks at load on x86, the
-//! repacked kernels' order. Adding a type means adding its block code and one row here.
+//! A row says which kernels compute a type: the row · activation dot product in each order
+//! llama.cpp computes it — the plain `vec_dot` order and, for the types llama.cpp repacks into
+//! interleaved 8-row blocks at load on x86, the repacked kernels' order — and a tier's tile and
+//! packed kernels. Adding a type means adding its block code, its type row and one row here.
 //!
 //! Every dot product here is the scalar oracle; a tier that has a faster kernel for a type puts
 //! its own function in its copy of the row (see [`super::Kernels::for_tier`]), tested against
@@ -13,12 +13,12 @@
 //! the row's `tile`, which `Kernels::gemv` and `Kernels::dot_tile` take for decode's runs of
 //! rows and for prompt tiles.
 
-use super::blocks::{Block, BlockQ8_0, BlockQ8_1, QK};
+use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
 use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, QK_K,
+    BlockQ8K,
 };
-use super::{kdot, krepack, ktiled, ActRow, ActType, GgmlType, SumOrder};
+use super::{kdot, krepack, ktiled, ActRow, GgmlType, SumOrder};
 
 /// A row · activation dot product over the row's bytes. The activation must be of the row's
 /// [`ActType`] and length (callers check row lengths when a model is loaded; a mismatch here
@@ -78,10 +78,6 @@ pub struct Packed {
 pub struct Entry {
     /// The weight type this row is for.
     pub ty: GgmlType,
-    /// The activation its dot products consume (ggml's `vec_dot_type`).
-    pub act: ActType,
-    /// Elements per weight block.
-    pub block: usize,
     /// The dot product in ggml's `vec_dot` order.
     pub dot: RowDot,
     /// The dot product in the order of llama.cpp's repacked gemv, for the types it repacks
@@ -204,8 +200,6 @@ pub(crate) use row_dot;
 pub const SCALAR: [Entry; 9] = [
     Entry {
         ty: GgmlType::Q5_0,
-        act: ActType::Q8_0,
-        block: QK,
         dot: row_dot!(kdot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
         dot_repacked: None,
         dot_repacked_gemm: None,
@@ -216,8 +210,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Q5_1,
-        act: ActType::Q8_1,
-        block: QK,
         dot: row_dot!(kdot::dot_q5_1_q8_1, BlockQ5_1, q8_1),
         dot_repacked: None,
         dot_repacked_gemm: None,
@@ -228,8 +220,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Iq4Nl,
-        act: ActType::Q8_0,
-        block: QK,
         dot: row_dot!(kdot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
         dot_repacked: Some(row_dot!(
             krepack::dot_iq4_nl_q8_0_repacked,
@@ -245,8 +235,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Q2K,
-        act: ActType::Q8K,
-        block: QK_K,
         dot: row_dot!(kdot::dot_q2_k_q8_k, BlockQ2K, q8_k),
         dot_repacked: Some(row_dot!(krepack::dot_q2_k_q8_k_repacked, BlockQ2K, q8_k)),
         dot_repacked_gemm: Some(row_dot!(
@@ -262,8 +250,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Q3K,
-        act: ActType::Q8K,
-        block: QK_K,
         dot: row_dot!(kdot::dot_q3_k_q8_k, BlockQ3K, q8_k),
         dot_repacked: None,
         dot_repacked_gemm: None,
@@ -275,8 +261,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Q4K,
-        act: ActType::Q8K,
-        block: QK_K,
         dot: row_dot!(kdot::dot_q4_k_q8_k, BlockQ4K, q8_k),
         dot_repacked: Some(row_dot!(krepack::dot_q4_k_q8_k_repacked, BlockQ4K, q8_k)),
         dot_repacked_gemm: Some(row_dot!(
@@ -292,8 +276,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Q5K,
-        act: ActType::Q8K,
-        block: QK_K,
         dot: row_dot!(kdot::dot_q5_k_q8_k, BlockQ5K, q8_k),
         dot_repacked: None,
         dot_repacked_gemm: None,
@@ -305,8 +287,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Q6K,
-        act: ActType::Q8K,
-        block: QK_K,
         dot: row_dot!(kdot::dot_q6_k_q8_k, BlockQ6K, q8_k),
         dot_repacked: None,
         dot_repacked_gemm: None,
@@ -318,8 +298,6 @@ pub const SCALAR: [Entry; 9] = [
     },
     Entry {
         ty: GgmlType::Iq4Xs,
-        act: ActType::Q8K,
-        block: QK_K,
         dot: row_dot!(kdot::dot_iq4_xs_q8_k, BlockIq4Xs, q8_k),
         dot_repacked: None,
         dot_repacked_gemm: None,
@@ -331,7 +309,32 @@ pub const SCALAR: [Entry; 9] = [
     },
 ];
 
+/// Marks an id of [`INDEX`] that has no row.
+const NO_ROW: u8 = u8::MAX;
+
+/// Where each type's row sits in [`SCALAR`] (and in every tier's copy of it, which keeps its
+/// order), by ggml id: looked up, not searched, on every dot product.
+const INDEX: [u8; 64] = {
+    let mut index = [NO_ROW; 64];
+    let mut i = 0;
+    while i < SCALAR.len() {
+        index[SCALAR[i].ty as usize] = i as u8;
+        i += 1;
+    }
+    index
+};
+
+/// The position of `ty`'s row in a table of rows ordered as [`SCALAR`], if it goes through
+/// this path.
+#[inline]
+pub fn index_of(ty: GgmlType) -> Option<usize> {
+    match INDEX[ty as usize] {
+        NO_ROW => None,
+        i => Some(usize::from(i)),
+    }
+}
+
 /// The oracle row for `ty`, if it goes through this path.
 pub fn scalar_entry(ty: GgmlType) -> Option<&'static Entry> {
-    SCALAR.iter().find(|e| e.ty == ty)
+    index_of(ty).map(|i| &SCALAR[i])
 }

@@ -66,7 +66,7 @@ pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 pub use entries::{Entry, Variant};
 use kblocks::BlockQ8K;
 pub use pack::{Layout, PACK_ROWS};
-pub use types::GgmlType;
+pub use types::{GgmlType, TypeRow};
 
 /// Environment variable that forces a kernel tier.
 pub const KERNELS_ENV: &str = "LOCUS_KERNELS";
@@ -241,12 +241,9 @@ impl ActType {
     /// Every activation type, in the order batches keep their rows.
     pub const ALL: [ActType; 4] = [ActType::F32, ActType::Q8_0, ActType::Q8_1, ActType::Q8K];
 
+    /// The activation of weights of `ty` (the type table's; F32 for a type without kernels).
     pub fn for_weight(ty: GgmlType) -> ActType {
-        match ty {
-            GgmlType::Q4_0 | GgmlType::Q8_0 => ActType::Q8_0,
-            GgmlType::Q4_1 => ActType::Q8_1,
-            t => entries::scalar_entry(t).map_or(ActType::F32, |e| e.act),
-        }
+        ty.act().unwrap_or(ActType::F32)
     }
 
     /// Elements per activation block (a row's length must be a multiple).
@@ -820,7 +817,9 @@ impl Kernels {
     /// This table's row for `ty`, if `ty` goes through the generic path ([`entries`]).
     #[inline]
     pub fn entry(&self, ty: GgmlType) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.ty == ty)
+        let e = &self.entries[entries::index_of(ty)?];
+        debug_assert_eq!(e.ty, ty, "a tier's rows keep the oracle's order");
+        Some(e)
     }
 
     /// The best tier this CPU runs, unless `LOCUS_KERNELS` forces one.

@@ -1,239 +1,211 @@
-//! ggml tensor types: their numbering in GGUF files and their block geometry.
+//! ggml tensor types: one row per type, indexed by the type's ggml id, holding every fact about
+//! the type that does not depend on the CPU (its name, block geometry, and the activation its
+//! dot products consume). What a tier computes with it is the kernel table's business
+//! ([`super::Kernels`]); what llama-quantize does with it is `model::quant_mix`'s.
+//!
+//! Adding a type means its block code, one row here (`supported: true` once it has kernels),
+//! and its row in the kernel table ([`super::entries`]).
 
-/// Tensor element types as numbered by ggml. Only some have kernels (see [`GgmlType::supported`]);
-/// the rest are known by name so errors can say what the file holds.
+use super::ActType;
+
+/// Tensor element types as numbered by ggml: the discriminant is the id GGUF files store.
+/// Only some have kernels (see [`GgmlType::supported`]); the rest are known by name so errors
+/// can say what the file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
 pub enum GgmlType {
-    F32,
-    F16,
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q5_1,
-    Q8_0,
-    Q8_1,
-    Q2K,
-    Q3K,
-    Q4K,
-    Q5K,
-    Q6K,
-    Q8K,
-    Iq2Xxs,
-    Iq2Xs,
-    Iq3Xxs,
-    Iq1S,
-    Iq4Nl,
-    Iq3S,
-    Iq2S,
-    Iq4Xs,
-    I8,
-    I16,
-    I32,
-    I64,
-    F64,
-    Iq1M,
-    Bf16,
-    Tq1_0,
-    Tq2_0,
-    Mxfp4,
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2K = 10,
+    Q3K = 11,
+    Q4K = 12,
+    Q5K = 13,
+    Q6K = 14,
+    Q8K = 15,
+    Iq2Xxs = 16,
+    Iq2Xs = 17,
+    Iq3Xxs = 18,
+    Iq1S = 19,
+    Iq4Nl = 20,
+    Iq3S = 21,
+    Iq2S = 22,
+    Iq4Xs = 23,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    Iq1M = 29,
+    Bf16 = 30,
+    Tq1_0 = 34,
+    Tq2_0 = 35,
+    Mxfp4 = 39,
 }
 
+/// Everything locus knows about one type apart from its kernels.
+#[derive(Clone, Copy, Debug)]
+pub struct TypeRow {
+    pub ty: GgmlType,
+    /// The name llama.cpp prints.
+    pub name: &'static str,
+    /// Elements per block.
+    pub block: usize,
+    /// Bytes per block.
+    pub bytes: usize,
+    /// The activation its dot products consume (ggml's `vec_dot_type`), for the types locus
+    /// computes with (weights locus has kernels for); `None` for the rest.
+    pub act: Option<ActType>,
+}
+
+/// Rows of the types locus has kernels for, and of those it only names.
+const fn kernels(
+    ty: GgmlType,
+    name: &'static str,
+    block: usize,
+    bytes: usize,
+    act: ActType,
+) -> Option<TypeRow> {
+    Some(TypeRow {
+        ty,
+        name,
+        block,
+        bytes,
+        act: Some(act),
+    })
+}
+
+const fn named(ty: GgmlType, name: &'static str, block: usize, bytes: usize) -> Option<TypeRow> {
+    Some(TypeRow {
+        ty,
+        name,
+        block,
+        bytes,
+        act: None,
+    })
+}
+
+/// One past the largest ggml id locus knows.
+const N_IDS: usize = 40;
+/// 32-element blocks (the legacy quants, IQ4_NL, MXFP4) and 256-element super-blocks (the
+/// K-quants and the other IQ types).
+const B32: usize = 32;
+const B256: usize = 256;
+
+/// The type table, indexed by ggml id (the gaps are ids ggml retired).
+static TYPES: [Option<TypeRow>; N_IDS] = {
+    use GgmlType::*;
+    let mut t: [Option<TypeRow>; N_IDS] = [None; N_IDS];
+    t[0] = kernels(F32, "F32", 1, 4, ActType::F32);
+    t[1] = kernels(F16, "F16", 1, 2, ActType::F32);
+    t[2] = kernels(Q4_0, "Q4_0", B32, 18, ActType::Q8_0);
+    t[3] = kernels(Q4_1, "Q4_1", B32, 20, ActType::Q8_1);
+    t[6] = kernels(Q5_0, "Q5_0", B32, 22, ActType::Q8_0);
+    t[7] = kernels(Q5_1, "Q5_1", B32, 24, ActType::Q8_1);
+    t[8] = kernels(Q8_0, "Q8_0", B32, 34, ActType::Q8_0);
+    t[9] = named(Q8_1, "Q8_1", B32, 36);
+    t[10] = kernels(Q2K, "Q2_K", B256, 84, ActType::Q8K);
+    t[11] = kernels(Q3K, "Q3_K", B256, 110, ActType::Q8K);
+    t[12] = kernels(Q4K, "Q4_K", B256, 144, ActType::Q8K);
+    t[13] = kernels(Q5K, "Q5_K", B256, 176, ActType::Q8K);
+    t[14] = kernels(Q6K, "Q6_K", B256, 210, ActType::Q8K);
+    t[15] = named(Q8K, "Q8_K", B256, 292);
+    t[16] = named(Iq2Xxs, "IQ2_XXS", B256, 66);
+    t[17] = named(Iq2Xs, "IQ2_XS", B256, 74);
+    t[18] = named(Iq3Xxs, "IQ3_XXS", B256, 98);
+    t[19] = named(Iq1S, "IQ1_S", B256, 50);
+    t[20] = kernels(Iq4Nl, "IQ4_NL", B32, 18, ActType::Q8_0);
+    t[21] = named(Iq3S, "IQ3_S", B256, 110);
+    t[22] = named(Iq2S, "IQ2_S", B256, 82);
+    t[23] = kernels(Iq4Xs, "IQ4_XS", B256, 136, ActType::Q8K);
+    t[24] = named(I8, "I8", 1, 1);
+    t[25] = named(I16, "I16", 1, 2);
+    t[26] = named(I32, "I32", 1, 4);
+    t[27] = named(I64, "I64", 1, 8);
+    t[28] = named(F64, "F64", 1, 8);
+    t[29] = named(Iq1M, "IQ1_M", B256, 56);
+    t[30] = kernels(Bf16, "BF16", 1, 2, ActType::F32);
+    t[34] = named(Tq1_0, "TQ1_0", B256, 54);
+    t[35] = named(Tq2_0, "TQ2_0", B256, 66);
+    t[39] = named(Mxfp4, "MXFP4", B32, 17);
+    t
+};
+
+// Each row sits at its own type's id.
+const _: () = {
+    let mut id = 0;
+    while id < N_IDS {
+        if let Some(r) = &TYPES[id] {
+            assert!(r.ty as usize == id, "a type row is not at its ggml id");
+        }
+        id += 1;
+    }
+};
+
 impl GgmlType {
+    /// The type with ggml id `v`, if locus knows it.
     pub fn from_u32(v: u32) -> Option<Self> {
-        use GgmlType::*;
-        Some(match v {
-            0 => F32,
-            1 => F16,
-            2 => Q4_0,
-            3 => Q4_1,
-            6 => Q5_0,
-            7 => Q5_1,
-            8 => Q8_0,
-            9 => Q8_1,
-            10 => Q2K,
-            11 => Q3K,
-            12 => Q4K,
-            13 => Q5K,
-            14 => Q6K,
-            15 => Q8K,
-            16 => Iq2Xxs,
-            17 => Iq2Xs,
-            18 => Iq3Xxs,
-            19 => Iq1S,
-            20 => Iq4Nl,
-            21 => Iq3S,
-            22 => Iq2S,
-            23 => Iq4Xs,
-            24 => I8,
-            25 => I16,
-            26 => I32,
-            27 => I64,
-            28 => F64,
-            29 => Iq1M,
-            30 => Bf16,
-            34 => Tq1_0,
-            35 => Tq2_0,
-            39 => Mxfp4,
-            _ => return None,
-        })
+        TYPES.get(v as usize).copied().flatten().map(|r| r.ty)
     }
 
+    /// The type's ggml id.
     pub fn to_u32(self) -> u32 {
-        use GgmlType::*;
-        match self {
-            F32 => 0,
-            F16 => 1,
-            Q4_0 => 2,
-            Q4_1 => 3,
-            Q5_0 => 6,
-            Q5_1 => 7,
-            Q8_0 => 8,
-            Q8_1 => 9,
-            Q2K => 10,
-            Q3K => 11,
-            Q4K => 12,
-            Q5K => 13,
-            Q6K => 14,
-            Q8K => 15,
-            Iq2Xxs => 16,
-            Iq2Xs => 17,
-            Iq3Xxs => 18,
-            Iq1S => 19,
-            Iq4Nl => 20,
-            Iq3S => 21,
-            Iq2S => 22,
-            Iq4Xs => 23,
-            I8 => 24,
-            I16 => 25,
-            I32 => 26,
-            I64 => 27,
-            F64 => 28,
-            Iq1M => 29,
-            Bf16 => 30,
-            Tq1_0 => 34,
-            Tq2_0 => 35,
-            Mxfp4 => 39,
+        self as u32
+    }
+
+    /// The type's row of the table.
+    #[inline]
+    pub fn row(self) -> &'static TypeRow {
+        match &TYPES[self as usize] {
+            Some(r) => r,
+            None => unreachable!("every GgmlType has a row (checked at compile time)"),
         }
+    }
+
+    /// Every type locus knows, in id order.
+    pub fn all() -> impl Iterator<Item = GgmlType> {
+        TYPES.iter().flatten().map(|r| r.ty)
     }
 
     /// The name llama.cpp prints for this type.
     pub fn name(self) -> &'static str {
-        use GgmlType::*;
-        match self {
-            F32 => "F32",
-            F16 => "F16",
-            Q4_0 => "Q4_0",
-            Q4_1 => "Q4_1",
-            Q5_0 => "Q5_0",
-            Q5_1 => "Q5_1",
-            Q8_0 => "Q8_0",
-            Q8_1 => "Q8_1",
-            Q2K => "Q2_K",
-            Q3K => "Q3_K",
-            Q4K => "Q4_K",
-            Q5K => "Q5_K",
-            Q6K => "Q6_K",
-            Q8K => "Q8_K",
-            Iq2Xxs => "IQ2_XXS",
-            Iq2Xs => "IQ2_XS",
-            Iq3Xxs => "IQ3_XXS",
-            Iq1S => "IQ1_S",
-            Iq4Nl => "IQ4_NL",
-            Iq3S => "IQ3_S",
-            Iq2S => "IQ2_S",
-            Iq4Xs => "IQ4_XS",
-            I8 => "I8",
-            I16 => "I16",
-            I32 => "I32",
-            I64 => "I64",
-            F64 => "F64",
-            Iq1M => "IQ1_M",
-            Bf16 => "BF16",
-            Tq1_0 => "TQ1_0",
-            Tq2_0 => "TQ2_0",
-            Mxfp4 => "MXFP4",
-        }
+        self.row().name
     }
 
     /// Parses a name as printed by [`GgmlType::name`] (case-insensitive).
     pub fn from_name(s: &str) -> Option<Self> {
-        (0..64)
-            .filter_map(Self::from_u32)
-            .find(|t| t.name().eq_ignore_ascii_case(s))
+        Self::all().find(|t| t.name().eq_ignore_ascii_case(s))
     }
 
     /// Elements per block.
     pub fn block_size(self) -> usize {
-        use GgmlType::*;
-        match self {
-            F32 | F16 | Bf16 | I8 | I16 | I32 | I64 | F64 => 1,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | Iq4Nl | Mxfp4 => 32,
-            _ => 256,
-        }
+        self.row().block
     }
 
     /// Bytes per block.
     pub fn block_bytes(self) -> usize {
-        use GgmlType::*;
-        match self {
-            F32 | I32 => 4,
-            F16 | Bf16 | I16 => 2,
-            I8 => 1,
-            I64 | F64 => 8,
-            Q4_0 => 18,
-            Q4_1 => 20,
-            Q5_0 => 22,
-            Q5_1 => 24,
-            Q8_0 => 34,
-            Q8_1 => 36,
-            Q2K => 84,
-            Q3K => 110,
-            Q4K => 144,
-            Q5K => 176,
-            Q6K => 210,
-            Q8K => 292,
-            Iq2Xxs => 66,
-            Iq2Xs => 74,
-            Iq3Xxs => 98,
-            Iq1S => 50,
-            Iq4Nl => 18,
-            Iq3S => 110,
-            Iq2S => 82,
-            Iq4Xs => 136,
-            Iq1M => 56,
-            Tq1_0 => 54,
-            Tq2_0 => 66,
-            Mxfp4 => 17,
-        }
+        self.row().bytes
+    }
+
+    /// The activation this type's dot products consume, if locus has kernels for it.
+    pub fn act(self) -> Option<ActType> {
+        self.row().act
     }
 
     /// Whether locus has kernels for weights of this type.
     pub fn supported(self) -> bool {
-        use GgmlType::*;
-        matches!(
-            self,
-            F32 | F16
-                | Bf16
-                | Q4_0
-                | Q4_1
-                | Q5_0
-                | Q5_1
-                | Q8_0
-                | Q2K
-                | Q3K
-                | Q4K
-                | Q5K
-                | Q6K
-                | Iq4Nl
-                | Iq4Xs
-        )
+        self.act().is_some()
     }
 
     /// The names of the types [`GgmlType::supported`] accepts, comma-separated (for errors and
     /// help texts).
     pub fn supported_names() -> String {
-        (0..64)
-            .filter_map(Self::from_u32)
+        Self::all()
             .filter(|t| t.supported())
             .map(|t| t.name())
             .collect::<Vec<_>>()
@@ -243,5 +215,32 @@ impl GgmlType {
     /// Bytes taken by `n` elements (n must be a multiple of the block size).
     pub fn row_bytes(self, n: usize) -> usize {
         n / self.block_size() * self.block_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_round_trips_and_names_are_unique() {
+        let all: Vec<_> = GgmlType::all().collect();
+        assert_eq!(all.len(), 32, "types known by id");
+        for &t in &all {
+            assert_eq!(GgmlType::from_u32(t.to_u32()), Some(t));
+            assert_eq!(GgmlType::from_name(&t.name().to_lowercase()), Some(t));
+            assert!(t.block_bytes() > 0 && t.block_size() > 0, "{t:?}");
+        }
+        for id in [4, 5, 31, 32, 33, 36, 37, 38, 40, 1000] {
+            assert_eq!(GgmlType::from_u32(id), None, "id {id}");
+        }
+    }
+
+    #[test]
+    fn the_supported_types_are_those_with_an_activation() {
+        assert_eq!(
+            GgmlType::supported_names(),
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16"
+        );
     }
 }
