@@ -37,6 +37,7 @@
 //! without packed kernels unpacks first).
 
 pub mod blocks;
+pub mod codec;
 pub mod entries;
 pub mod gelu;
 pub mod ggml_math;
@@ -1709,41 +1710,15 @@ fn u16_row(row: &[u8]) -> std::borrow::Cow<'_, [u16]> {
     }
 }
 
-/// The blocks of a weight row.
+/// Dequantizes one row of `ty` into `out` (for embedding lookups and tests).
 ///
 /// # Panics
-/// If the row is not a whole number of blocks (row lengths are checked when a model is loaded).
-fn kblocks_of<B: blocks::Block>(row: &[u8]) -> &[B] {
-    blocks::as_blocks(row).expect("weight row is not a whole number of blocks")
-}
-
-/// Dequantizes one row of `ty` into `out` (for embedding lookups and tests).
+/// For a type without kernels ([`GgmlType::supported`]; the loader refuses those), or a row
+/// that is not whole blocks.
 pub fn dequantize_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
-    match ty {
-        GgmlType::F32 => out.copy_from_slice(&f32_row(row)),
-        GgmlType::F16 => {
-            for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
-                *o = half::f16_to_f32(*h);
-            }
-        }
-        GgmlType::Bf16 => {
-            for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
-                *o = half::bf16_to_f32(*h);
-            }
-        }
-        GgmlType::Q4_0 => blocks::dequantize_q4_0(blocks::as_blocks(row).expect("q4_0 row"), out),
-        GgmlType::Q4_1 => blocks::dequantize_q4_1(blocks::as_blocks(row).expect("q4_1 row"), out),
-        GgmlType::Q8_0 => blocks::dequantize_q8_0(blocks::as_blocks(row).expect("q8_0 row"), out),
-        GgmlType::Q5_0 => kdequant::dequantize_q5_0(kblocks_of(row), out),
-        GgmlType::Q5_1 => kdequant::dequantize_q5_1(kblocks_of(row), out),
-        GgmlType::Iq4Nl => kdequant::dequantize_iq4_nl(kblocks_of(row), out),
-        GgmlType::Q2K => kdequant::dequantize_q2_k(kblocks_of(row), out),
-        GgmlType::Q3K => kdequant::dequantize_q3_k(kblocks_of(row), out),
-        GgmlType::Q4K => kdequant::dequantize_q4_k(kblocks_of(row), out),
-        GgmlType::Q5K => kdequant::dequantize_q5_k(kblocks_of(row), out),
-        GgmlType::Q6K => kdequant::dequantize_q6_k(kblocks_of(row), out),
-        GgmlType::Iq4Xs => kdequant::dequantize_iq4_xs(kblocks_of(row), out),
-        t => panic!("dequantize_row: unsupported type {}", t.name()),
+    match ty.codec() {
+        Some(c) => (c.dequantize)(row, out),
+        None => panic!("dequantize_row: unsupported type {}", ty.name()),
     }
 }
 

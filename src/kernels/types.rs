@@ -6,6 +6,7 @@
 //! Adding a type means its block code, one row here (`supported: true` once it has kernels),
 //! and its row in the kernel table ([`super::entries`]).
 
+use super::codec::{self, Codec};
 use super::ActType;
 
 /// Tensor element types as numbered by ggml: the discriminant is the id GGUF files store.
@@ -61,15 +62,18 @@ pub struct TypeRow {
     /// The activation its dot products consume (ggml's `vec_dot_type`), for the types locus
     /// computes with (weights locus has kernels for); `None` for the rest.
     pub act: Option<ActType>,
+    /// Its row dequantizer and reference quantizer, for the types locus computes with.
+    pub codec: Option<Codec>,
 }
 
-/// Rows of the types locus has kernels for, and of those it only names.
+/// The row of a type locus computes with: `(elements, bytes)` per block, its activation and
+/// its codec.
 const fn kernels(
     ty: GgmlType,
     name: &'static str,
-    block: usize,
-    bytes: usize,
+    (block, bytes): (usize, usize),
     act: ActType,
+    codec: Codec,
 ) -> Option<TypeRow> {
     Some(TypeRow {
         ty,
@@ -77,9 +81,11 @@ const fn kernels(
         block,
         bytes,
         act: Some(act),
+        codec: Some(codec),
     })
 }
 
+/// The row of a type locus only names (errors say what the file holds).
 const fn named(ty: GgmlType, name: &'static str, block: usize, bytes: usize) -> Option<TypeRow> {
     Some(TypeRow {
         ty,
@@ -87,6 +93,7 @@ const fn named(ty: GgmlType, name: &'static str, block: usize, bytes: usize) -> 
         block,
         bytes,
         act: None,
+        codec: None,
     })
 }
 
@@ -101,35 +108,35 @@ const B256: usize = 256;
 static TYPES: [Option<TypeRow>; N_IDS] = {
     use GgmlType::*;
     let mut t: [Option<TypeRow>; N_IDS] = [None; N_IDS];
-    t[0] = kernels(F32, "F32", 1, 4, ActType::F32);
-    t[1] = kernels(F16, "F16", 1, 2, ActType::F32);
-    t[2] = kernels(Q4_0, "Q4_0", B32, 18, ActType::Q8_0);
-    t[3] = kernels(Q4_1, "Q4_1", B32, 20, ActType::Q8_1);
-    t[6] = kernels(Q5_0, "Q5_0", B32, 22, ActType::Q8_0);
-    t[7] = kernels(Q5_1, "Q5_1", B32, 24, ActType::Q8_1);
-    t[8] = kernels(Q8_0, "Q8_0", B32, 34, ActType::Q8_0);
+    t[0] = kernels(F32, "F32", (1, 4), ActType::F32, codec::F32);
+    t[1] = kernels(F16, "F16", (1, 2), ActType::F32, codec::F16);
+    t[2] = kernels(Q4_0, "Q4_0", (B32, 18), ActType::Q8_0, codec::Q4_0);
+    t[3] = kernels(Q4_1, "Q4_1", (B32, 20), ActType::Q8_1, codec::Q4_1);
+    t[6] = kernels(Q5_0, "Q5_0", (B32, 22), ActType::Q8_0, codec::Q5_0);
+    t[7] = kernels(Q5_1, "Q5_1", (B32, 24), ActType::Q8_1, codec::Q5_1);
+    t[8] = kernels(Q8_0, "Q8_0", (B32, 34), ActType::Q8_0, codec::Q8_0);
     t[9] = named(Q8_1, "Q8_1", B32, 36);
-    t[10] = kernels(Q2K, "Q2_K", B256, 84, ActType::Q8K);
-    t[11] = kernels(Q3K, "Q3_K", B256, 110, ActType::Q8K);
-    t[12] = kernels(Q4K, "Q4_K", B256, 144, ActType::Q8K);
-    t[13] = kernels(Q5K, "Q5_K", B256, 176, ActType::Q8K);
-    t[14] = kernels(Q6K, "Q6_K", B256, 210, ActType::Q8K);
+    t[10] = kernels(Q2K, "Q2_K", (B256, 84), ActType::Q8K, codec::Q2_K);
+    t[11] = kernels(Q3K, "Q3_K", (B256, 110), ActType::Q8K, codec::Q3_K);
+    t[12] = kernels(Q4K, "Q4_K", (B256, 144), ActType::Q8K, codec::Q4_K);
+    t[13] = kernels(Q5K, "Q5_K", (B256, 176), ActType::Q8K, codec::Q5_K);
+    t[14] = kernels(Q6K, "Q6_K", (B256, 210), ActType::Q8K, codec::Q6_K);
     t[15] = named(Q8K, "Q8_K", B256, 292);
     t[16] = named(Iq2Xxs, "IQ2_XXS", B256, 66);
     t[17] = named(Iq2Xs, "IQ2_XS", B256, 74);
     t[18] = named(Iq3Xxs, "IQ3_XXS", B256, 98);
     t[19] = named(Iq1S, "IQ1_S", B256, 50);
-    t[20] = kernels(Iq4Nl, "IQ4_NL", B32, 18, ActType::Q8_0);
+    t[20] = kernels(Iq4Nl, "IQ4_NL", (B32, 18), ActType::Q8_0, codec::IQ4_NL);
     t[21] = named(Iq3S, "IQ3_S", B256, 110);
     t[22] = named(Iq2S, "IQ2_S", B256, 82);
-    t[23] = kernels(Iq4Xs, "IQ4_XS", B256, 136, ActType::Q8K);
+    t[23] = kernels(Iq4Xs, "IQ4_XS", (B256, 136), ActType::Q8K, codec::IQ4_XS);
     t[24] = named(I8, "I8", 1, 1);
     t[25] = named(I16, "I16", 1, 2);
     t[26] = named(I32, "I32", 1, 4);
     t[27] = named(I64, "I64", 1, 8);
     t[28] = named(F64, "F64", 1, 8);
     t[29] = named(Iq1M, "IQ1_M", B256, 56);
-    t[30] = kernels(Bf16, "BF16", 1, 2, ActType::F32);
+    t[30] = kernels(Bf16, "BF16", (1, 2), ActType::F32, codec::BF16);
     t[34] = named(Tq1_0, "TQ1_0", B256, 54);
     t[35] = named(Tq2_0, "TQ2_0", B256, 66);
     t[39] = named(Mxfp4, "MXFP4", B32, 17);
@@ -195,6 +202,11 @@ impl GgmlType {
     /// The activation this type's dot products consume, if locus has kernels for it.
     pub fn act(self) -> Option<ActType> {
         self.row().act
+    }
+
+    /// The type's row codec, if locus computes with it.
+    pub fn codec(self) -> Option<Codec> {
+        self.row().codec
     }
 
     /// Whether locus has kernels for weights of this type.

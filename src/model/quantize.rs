@@ -23,8 +23,6 @@ use super::gguf::TensorInfo;
 use super::gguf_write::{GgufStream, MetaValue, TensorEntry};
 use super::quant_mix::{MixOptions, MixPlan, ModelShape, Preset};
 use super::ModelFile;
-use crate::kernels::blocks::{self, block_bytes, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0};
-use crate::kernels::kquantize;
 use crate::kernels::{dequantize_row, GgmlType};
 
 /// llama.cpp's `llama_ftype` for a model whose weights are "mostly" of `ty`.
@@ -50,51 +48,14 @@ pub fn file_type_code(ty: GgmlType) -> Option<u32> {
     })
 }
 
-/// One row through a quantizer of `kquantize`, whose blocks hold `per_block` values.
-fn kquant<B: Block>(q: fn(&[f32], &mut [B]), per_block: usize, x: &[f32]) -> Vec<u8> {
-    let mut b = vec![B::default(); x.len() / per_block];
-    q(x, &mut b);
-    block_bytes(&b).to_vec()
-}
-
-/// Quantizes one f32 row into `ty` with the reference quantizers.
+/// Quantizes one f32 row into `ty` with the reference quantizers (the type table's codec).
+///
+/// # Panics
+/// For a type locus has no quantizer for, or a row that is not whole blocks.
 pub fn quantize_row(ty: GgmlType, x: &[f32]) -> Vec<u8> {
-    let nb = x.len() / blocks::QK;
-    match ty {
-        GgmlType::Q8_0 => {
-            let mut b = vec![BlockQ8_0::default(); nb];
-            blocks::quantize_q8_0_ref(x, &mut b);
-            block_bytes(&b).to_vec()
-        }
-        GgmlType::Q4_0 => {
-            let mut b = vec![BlockQ4_0::default(); nb];
-            blocks::quantize_q4_0_ref(x, &mut b);
-            block_bytes(&b).to_vec()
-        }
-        GgmlType::Q4_1 => {
-            let mut b = vec![BlockQ4_1::default(); nb];
-            blocks::quantize_q4_1_ref(x, &mut b);
-            block_bytes(&b).to_vec()
-        }
-        GgmlType::Q5_0 => kquant(kquantize::quantize_q5_0, ty.block_size(), x),
-        GgmlType::Q5_1 => kquant(kquantize::quantize_q5_1, ty.block_size(), x),
-        GgmlType::Iq4Nl => kquant(kquantize::quantize_iq4_nl, ty.block_size(), x),
-        GgmlType::Q2K => kquant(kquantize::quantize_q2_k, ty.block_size(), x),
-        GgmlType::Q3K => kquant(kquantize::quantize_q3_k, ty.block_size(), x),
-        GgmlType::Q4K => kquant(kquantize::quantize_q4_k, ty.block_size(), x),
-        GgmlType::Q5K => kquant(kquantize::quantize_q5_k, ty.block_size(), x),
-        GgmlType::Q6K => kquant(kquantize::quantize_q6_k, ty.block_size(), x),
-        GgmlType::Iq4Xs => kquant(kquantize::quantize_iq4_xs, ty.block_size(), x),
-        GgmlType::F32 => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        GgmlType::F16 => x
-            .iter()
-            .flat_map(|&v| crate::kernels::half::f32_to_f16(v).to_le_bytes())
-            .collect(),
-        GgmlType::Bf16 => x
-            .iter()
-            .flat_map(|&v| crate::kernels::half::f32_to_bf16(v).to_le_bytes())
-            .collect(),
-        t => panic!("quantize_row: no quantizer for {}", t.name()),
+    match ty.codec() {
+        Some(c) => (c.quantize)(x),
+        None => panic!("quantize_row: no quantizer for {}", ty.name()),
     }
 }
 
