@@ -565,7 +565,7 @@ fn tile_edges_equal_scalar_single_dots() {
 fn packed_runs_refuse_the_steps_of_other_activations() {
     // Every SIMD tier has steps panels.
     let Some(k) = tiers().into_iter().next() else {
-        eprintln!("packed_runs_refuse_the_steps_of_other_activations: SKIPPED: no SIMD tier");
+        common::skip::skip("no SIMD tier on this CPU");
         return;
     };
     let n = 2;

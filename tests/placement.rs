@@ -19,6 +19,7 @@ use json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 const MODES: [&str; 7] = locus::placement::Mode::ALL_NAMES;
 /// Modes that copy the weights out of the file.
@@ -564,7 +565,8 @@ fn resident_bytes(map: &memmap2::Mmap) -> usize {
 
 /// The page cache seen while `locus run` places a mirror copy of a generated model of many
 /// small matrices (`layers` layers of 1024 × 2048 Q4_0: a megabyte each, smaller than the page
-/// cache's largest folios), polled with `mincore` until it exits.
+/// cache's largest folios), polled with `mincore`, the child stopped for each poll, until it
+/// exits.
 struct Watch {
     /// The file's and its header's sizes.
     len: usize,
@@ -585,6 +587,66 @@ impl Watch {
             self.polls.len()
         )
     }
+}
+
+/// How long a watched `locus run` may take, from start to exit: far beyond what it needs.
+const PATIENCE: Duration = Duration::from_secs(300);
+/// How long the poll sleeps between two polls of a watched child, which runs meanwhile (for as
+/// long as the poll's waking takes to get the CPU back: a scheduler tick or so).
+const STEP: Duration = Duration::from_micros(200);
+
+/// Sends `sig` to `child`.
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: signalling our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+/// The calling thread pinned to the first CPU it may run on (and so every child it starts
+/// meanwhile); its former CPUs again when dropped.
+struct OnOneCpu(libc::cpu_set_t);
+
+impl OnOneCpu {
+    fn pin() -> OnOneCpu {
+        // SAFETY: cpu_set_t is plain bits, for which all zeros is the empty set.
+        let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: sched_getaffinity fills at most the size given, that of `allowed`.
+        let r =
+            unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&allowed), &mut allowed) };
+        assert_eq!(
+            r,
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `c` is below CPU_SETSIZE, the set's size in bits.
+            .find(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+            .expect("this thread may run on some CPU");
+        // SAFETY: as for `allowed`.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` is below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu, &mut one) };
+        set_affinity(&one);
+        OnOneCpu(allowed)
+    }
+}
+
+impl Drop for OnOneCpu {
+    fn drop(&mut self) {
+        set_affinity(&self.0);
+    }
+}
+
+/// `sched_setaffinity` of the calling thread.
+fn set_affinity(set: &libc::cpu_set_t) {
+    // SAFETY: sched_setaffinity reads the set of the size given.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) };
+    assert_eq!(
+        r,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Runs [`Watch`]: the file starts wholly cached (`warm`: read through) or not at all.
@@ -645,6 +707,17 @@ fn watch_a_mirror_copy(tag: &str, layers: usize, warm: bool) -> Watch {
             "the read left {cached} bytes cached"
         );
     }
+    // One watch at a time: another's child would take the CPU this one's poll wakes up on.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // This thread and the child on one CPU. The child's two fillers take turns there, so
+    // neither runs far ahead of the other: each 2 MiB chunk goes once both have read their
+    // halves of the matrices in it, so on a busy machine a filler starved on one CPU while the
+    // other raced on would hold the chunks between them, and the peak would measure the
+    // machine's load, not the copy. And the child runs only while this thread sleeps between
+    // polls (a woken poll takes the CPU back within a scheduler slice), not while it waits for
+    // a CPU another program holds: the copy is seen at the same steps however busy the machine.
+    let pinned = OnOneCpu::pin();
     let mut child = Command::new(env!("CARGO_BIN_EXE_locus"))
         .args([
             "run", "-m", p, "-p", "Hi", "-n", "1", "--numa", "mirror", "-t", "2",
@@ -653,14 +726,37 @@ fn watch_a_mirror_copy(tag: &str, layers: usize, warm: bool) -> Watch {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("cannot start locus");
+    // The child runs in steps, stopped (SIGSTOP, every thread) for each poll: a poll is a
+    // snapshot, and the child does no work while this thread reads the page cache (a few
+    // milliseconds for the larger file). Between polls it runs from this thread's falling
+    // asleep until its waking takes the CPU back: at most a scheduler tick or two of work, on
+    // a busy machine as on an idle one.
     let mut polls = Vec::new();
+    let t0 = Instant::now();
     let status = loop {
+        signal(&child, libc::SIGSTOP);
+        let exited = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if common::all_stopped(child.id()) {
+                break None;
+            }
+            if t0.elapsed() > PATIENCE {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("locus run had not finished after {PATIENCE:?}");
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        };
         polls.push(resident_bytes(&map));
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = exited {
             break s;
         }
-        std::thread::sleep(std::time::Duration::from_micros(200));
+        signal(&child, libc::SIGCONT);
+        std::thread::sleep(STEP);
     };
+    drop(pinned);
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(status.success(), "locus run: {err}");
@@ -680,10 +776,12 @@ fn watch_a_mirror_copy(tag: &str, layers: usize, warm: bool) -> Watch {
 /// cached, the page cache never holds more than a small share of the file at once (the
 /// matrices being copied and the read-ahead), where a copy that dropped them only at the end
 /// held the whole file just before. The poll must also see the weights' pages come and go
-/// (more than the header resident at some point), or it proves nothing.
+/// (more than the header resident at some point), or it proves nothing. The file is 200 MB:
+/// what a copy holds at once (each filler's 4 MiB asked for ahead, the 2 MiB chunks it is in:
+/// some 5 to 20 MB seen) is a small share of it, as it was not of the 64 MB of 12 layers.
 #[test]
 fn a_copy_drops_the_files_pages_as_it_passes_them() {
-    let w = watch_a_mirror_copy("passing", 12, false);
+    let w = watch_a_mirror_copy("passing", 40, false);
     let (peak, what) = (w.polls.iter().max().copied().unwrap_or(0), w.describe());
     assert!(
         peak > w.header + (1 << 20),
@@ -704,10 +802,12 @@ fn a_copy_drops_the_files_pages_as_it_passes_them() {
 /// nothing until the end, so the copy drops the file in whole folios once every matrix in one
 /// is copied. While the copy runs, the poll must see the file part cached (between a tenth and
 /// nine tenths, at three polls or more; a copy that dropped everything at the end shows it
-/// whole, then gone).
+/// whole, then gone). The file is 400 MB: a copy from the cache is quick, and the child works
+/// a scheduler tick or so between polls, so a 200 MB one was seen part cached 4 or 5 times,
+/// this one 9 or 10.
 #[test]
 fn a_copy_from_a_warm_cache_drops_it_as_it_passes_too() {
-    let w = watch_a_mirror_copy("passing-warm", 40, true);
+    let w = watch_a_mirror_copy("passing-warm", 80, true);
     let what = w.describe();
     let part = |&&r: &&usize| r > w.len / 10 && r < w.len * 9 / 10;
     let between = w.polls.iter().filter(part).count();

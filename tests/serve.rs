@@ -16,14 +16,15 @@ const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const SMOL_KQ: &str = "SmolLM2-135M-Instruct.Q4_K_M.gguf";
 const QUESTION: &str = "What is the capital of France? Answer in one sentence.";
 
-/// Polls `done` every 20 ms; fails naming `what` after `secs` seconds.
-fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+/// How long a wait for an event may last: far beyond what any of them needs, so a loaded
+/// machine never fails a test, while one that never comes fails it instead of blocking the run.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `done` every 20 ms; fails naming `what` after [`PATIENCE`].
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !done() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "waited {secs} s for {what}"
-        );
+        assert!(t0.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -230,17 +231,18 @@ fn concurrent_requests_get_the_tokens_they_get_alone() {
     assert_eq!(text_of(&j, &["choices", "0", "text"]), want);
     // The engine updates the gauge after the step that answered (a slot that leaks never
     // gets there).
-    wait_for("every slot to be freed", 10, || {
+    wait_for("every slot to be freed", || {
         srv.metric("locus_slots_busy") == 0.0
     });
 }
 
-/// Reads until the peer closes or `limit` passes; the bytes.
-fn read_all(s: &mut std::net::TcpStream, limit: Duration) -> Vec<u8> {
+/// Reads until the peer closes or `limit` passes; the bytes, and whether the peer closed (the
+/// read ended at the end of the stream, not at our limit).
+fn read_all(s: &mut std::net::TcpStream, limit: Duration) -> (Vec<u8>, bool) {
     s.set_read_timeout(Some(limit)).unwrap();
     let mut v = Vec::new();
-    let _ = s.read_to_end(&mut v);
-    v
+    let closed = s.read_to_end(&mut v).is_ok();
+    (v, closed)
 }
 
 #[test]
@@ -342,18 +344,19 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
     s.write_all(b"GARBAGE\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut s).status, 400);
 
-    // A slow client: half a request head, then nothing; the server gives up after --timeout.
-    let t0 = Instant::now();
+    // A slow client: half a request head, then nothing; the server gives up after --timeout
+    // (2 s): it answers 408 and closes. Our reader waits 30 s, generous on a loaded machine
+    // yet half the default --timeout (60 s), so a 408 and a close within it are the server's
+    // own doing under --timeout 2, not our reader giving up or the default deadline.
     let mut slow = srv.connect();
     slow.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Le")
         .unwrap();
-    let got = read_all(&mut slow, Duration::from_secs(10));
+    let (got, closed) = read_all(&mut slow, Duration::from_secs(30));
     assert!(
-        String::from_utf8_lossy(&got).starts_with("HTTP/1.1 408"),
-        "{:?}",
+        String::from_utf8_lossy(&got).starts_with("HTTP/1.1 408") && closed,
+        "{:?} (the server closed: {closed})",
         String::from_utf8_lossy(&got)
     );
-    assert!(t0.elapsed() < Duration::from_secs(6));
 
     // A full queue: one long stream holds the only slot, one request waits, the next is told
     // to come back later. The stream's client then hangs up: the slot frees, the waiting one runs.
@@ -377,7 +380,7 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
             while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
         }
     });
-    wait_for("the stream to take the only slot", 10, || {
+    wait_for("the stream to take the only slot", || {
         srv.metric("locus_slots_busy") == 1.0 && srv.metric("locus_queue_depth") == 0.0
     });
     let waiting = std::thread::spawn({
@@ -395,7 +398,7 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
             .status
         }
     });
-    wait_for("the second request to queue", 10, || {
+    wait_for("the second request to queue", || {
         srv.metric("locus_queue_depth") >= 1.0
     });
     let r = call(
@@ -410,7 +413,7 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
     drop(holder);
     drain.join().unwrap();
     assert_eq!(waiting.join().unwrap(), 200);
-    wait_for("the dropped stream's slot to be freed", 10, || {
+    wait_for("the dropped stream's slot to be freed", || {
         srv.metric("locus_cancelled_total") >= 1.0 && srv.metric("locus_slots_busy") == 0.0
     });
     let r = call(
@@ -423,11 +426,9 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
     // Each closed client's connection thread sees the close a moment after the client drops
     // it, so wait for that (a connection that leaks never gets there); the scrape itself is
     // the one connection that stays.
-    wait_for(
-        "every closed client's connection to be released",
-        10,
-        || srv.metric("locus_open_connections") == 1.0,
-    );
+    wait_for("every closed client's connection to be released", || {
+        srv.metric("locus_open_connections") == 1.0
+    });
 }
 
 #[test]
@@ -447,13 +448,14 @@ fn sigterm_finishes_streams_cleanly_and_exits_0() {
     let _ = s.read(&mut first).unwrap();
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(srv.child.id() as i32, libc::SIGTERM) };
-    let rest = String::from_utf8_lossy(&read_all(&mut s, Duration::from_secs(30))).to_string();
+    let (rest, _) = read_all(&mut s, PATIENCE);
+    let rest = String::from_utf8_lossy(&rest).to_string();
     assert!(
         rest.contains("data: [DONE]") && rest.ends_with("0\r\n\r\n"),
         "{rest}"
     );
     let mut status = None;
-    wait_for("the server to exit", 20, || {
+    wait_for("the server to exit", || {
         status = srv.child.try_wait().unwrap();
         status.is_some()
     });
@@ -626,10 +628,10 @@ fn a_bounded_load_leaves_nothing_behind() {
         after <= before + 4096,
         "RSS grew from {before} KiB to {after} KiB"
     );
-    wait_for("every slot to be freed and the queue emptied", 10, || {
+    wait_for("every slot to be freed and the queue emptied", || {
         srv.metric("locus_slots_busy") == 0.0 && srv.metric("locus_queue_depth") == 0.0
     });
-    wait_for("the connections to close", 5, || {
+    wait_for("the connections to close", || {
         srv.metric("locus_open_connections") <= 1.0
     });
 }

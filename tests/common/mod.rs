@@ -181,3 +181,26 @@ pub fn fnv(bytes: &[u8]) -> u64 {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
 }
+
+/// Whether every thread of the process `pid` is stopped (SIGSTOP took hold of all of them).
+pub fn all_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut any = false;
+    for task in tasks.flatten() {
+        // `TID (comm) STATE …`: the state follows the last parenthesis.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue; // a thread that just exited
+        };
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.trim_start().chars().next());
+        if state != Some('T') {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
