@@ -6,6 +6,9 @@
 
 /// The commands behind the CLI (run, perplexity, tokenize, quantize).
 pub mod app;
+/// The one JSON codec: values, the strict reader, the writer and its string escaping (serve,
+/// bench, topo, audit and the tests share it).
+pub mod json;
 /// Compute kernels: block formats, dot products, the runtime dispatch table. Knows no files.
 pub mod kernels;
 /// Models: GGUF, weights, the llama forward pass, tokenizer, sampler, chat templates.

@@ -3,12 +3,10 @@
 //! `locus audit` reports; `--svg` draws every arm; bad requests and failed arms exit 2.
 
 mod common;
-#[path = "common/json.rs"]
-mod json;
 
 use std::path::{Path, PathBuf};
 
-use json::Value;
+use locus::json::Json;
 use locus::kernels::GgmlType;
 use locus::model::synth::{synth_model, SynthSpec};
 
@@ -28,22 +26,22 @@ fn ok_stdout(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn rows_of(text: &str) -> Vec<Value> {
-    match json::parse(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}")) {
-        Value::Array(v) => v,
+fn rows_of(text: &str) -> Vec<Json> {
+    match Json::parse(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}")) {
+        Json::Arr(v) => v,
         other => panic!("not an array: {other:?}"),
     }
 }
 
-fn num(r: &Value, k: &str) -> f64 {
+fn num(r: &Json, k: &str) -> f64 {
     r.get(k)
-        .and_then(Value::as_f64)
+        .and_then(Json::as_f64)
         .unwrap_or_else(|| panic!("no number '{k}' in {r:?}"))
 }
 
-fn string<'a>(r: &'a Value, k: &str) -> &'a str {
+fn string<'a>(r: &'a Json, k: &str) -> &'a str {
     r.get(k)
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .unwrap_or_else(|| panic!("no string '{k}' in {r:?}"))
 }
 
@@ -60,7 +58,7 @@ fn bench_reports_every_model_thread_count_and_test() {
     assert_eq!(rows.len(), 2 * 2 * 2, "models × threads × tests: {text}");
     for r in &rows {
         assert!(num(r, "mean_tps") > 0.0);
-        assert_eq!(r.get("samples").and_then(Value::as_array).unwrap().len(), 2);
+        assert_eq!(r.get("samples").and_then(Json::as_array).unwrap().len(), 2);
         let test = string(r, "test");
         assert!(test == "pp16" || test == "tg8", "{test}");
         assert_eq!(
@@ -69,7 +67,7 @@ fn bench_reports_every_model_thread_count_and_test() {
             "--numa defaults to auto"
         );
         assert!(num(r, "load_ms") > 0.0 && num(r, "read_bytes_per_token") > 0.0);
-        assert_eq!(r.get("error"), Some(&Value::Null));
+        assert_eq!(r.get("error"), Some(&Json::Null));
         // Decode rows carry the roofline share (bandwidth is measured on every host).
         if test == "tg8" {
             let share = num(r, "roofline_share");
@@ -180,7 +178,7 @@ fn every_mode_is_an_arm_and_locality_agrees_with_audit() {
         }
         let effective = string(tg, "numa");
         if nodes == 1 || !matches!(effective, "off" | "distribute") {
-            let audit = json::parse(
+            let audit = Json::parse(
                 ok_stdout(&[
                     "audit", "-m", m, "--numa", mode, "-t", "2", "--poll", "0", "--json",
                 ])
@@ -195,12 +193,12 @@ fn every_mode_is_an_arm_and_locality_agrees_with_audit() {
             );
         }
         let resident: f64 = match tg.get("bytes_by_node") {
-            Some(Value::Object(kv)) => kv.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
+            Some(Json::Obj(kv)) => kv.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
             other => panic!("bytes_by_node: {other:?}"),
         };
         assert!(resident > 0.0, "{mode}: resident bytes per node");
         // The modes that copy report how fast they built the copies; the others copy nothing.
-        let rate = tg.get("place_gb_per_s").and_then(Value::as_f64);
+        let rate = tg.get("place_gb_per_s").and_then(Json::as_f64);
         match effective {
             "off" | "distribute" => assert_eq!(rate, None, "{mode}: nothing is copied"),
             _ => assert!(
@@ -224,8 +222,8 @@ fn every_mode_is_an_arm_and_locality_agrees_with_audit() {
 }
 
 fn topo_nodes() -> usize {
-    let t = json::parse(ok_stdout(&["topo", "--json"]).trim()).unwrap();
-    t.get("nodes").and_then(Value::as_array).unwrap().len()
+    let t = Json::parse(ok_stdout(&["topo", "--json"]).trim()).unwrap();
+    t.get("nodes").and_then(Json::as_array).unwrap().len()
 }
 
 #[test]
@@ -337,7 +335,7 @@ fn warm_arms_start_warm_and_rounds_pool_samples() {
     let rows = rows_of(&text);
     assert_eq!(rows.len(), 4, "{text}");
     for r in &rows {
-        assert_eq!(r.get("samples").and_then(Value::as_array).unwrap().len(), 4);
+        assert_eq!(r.get("samples").and_then(Json::as_array).unwrap().len(), 4);
         assert_eq!(num(r, "rounds"), 2.0);
         // mincore counts whole pages: the last one may reach past the file's end.
         assert!(num(r, "cached_bytes") >= num(r, "file_bytes"), "{r:?}");
@@ -381,7 +379,7 @@ fn json_rows_count_the_experts_each_test_chose() {
     assert_eq!(rows.len(), 2, "{text}");
     let used = spec.n_expert_used as u64;
     for r in &rows {
-        let layers = r.get("expert_counts").and_then(Value::as_array).unwrap();
+        let layers = r.get("expert_counts").and_then(Json::as_array).unwrap();
         assert_eq!(layers.len(), spec.n_layer, "{r:?}");
         let decode = string(r, "test").starts_with("tg");
         for (i, l) in layers.iter().enumerate() {
@@ -421,6 +419,6 @@ fn json_rows_count_the_experts_each_test_chose() {
         "--json",
     ]);
     for r in &rows_of(&text) {
-        assert_eq!(r.get("expert_counts"), Some(&Value::Null), "{r:?}");
+        assert_eq!(r.get("expert_counts"), Some(&Json::Null), "{r:?}");
     }
 }

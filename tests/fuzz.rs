@@ -1418,7 +1418,7 @@ fn fuzz_tokenizer() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The server's readers: HTTP requests (`serve::http`) and JSON bodies (`serve::json`, then the
+// The server's readers: HTTP requests (`serve::http`) and JSON bodies (`locus::json`, then the
 // API's request reader `serve::api`).
 
 const HTTP_LIMITS: locus::serve::http::Limits = locus::serve::http::Limits {
@@ -1575,8 +1575,8 @@ fn check_http(b: &[u8]) -> Result<String, Failure> {
 /// Parses the bytes as JSON (a value must write back to itself) and reads them as both kinds
 /// of generation request; neither may panic.
 fn check_json(b: &[u8], cx: &locus::serve::api::Context) -> Result<String, Failure> {
+    use locus::json::Json;
     use locus::serve::api::{Generate, Kind};
-    use locus::serve::json::Json;
     run_case(|| {
         let sig = match Json::parse(b) {
             Ok(v) => {

@@ -1,8 +1,8 @@
 //! `locus membw` measures every node (or node pair with --matrix) and prints valid JSON.
 
 mod common;
-#[path = "common/json.rs"]
-mod json;
+
+use locus::json::Json;
 
 #[test]
 fn membw_json_has_a_positive_reading_per_node_pair() {
@@ -30,12 +30,12 @@ fn membw_json_has_a_positive_reading_per_node_pair() {
             String::from_utf8_lossy(&out.stderr)
         );
         let text = String::from_utf8(out.stdout).unwrap();
-        let v = json::parse(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
-        let readings = v.get("readings").and_then(json::Value::as_array).unwrap();
+        let v = Json::parse(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let readings = v.get("readings").and_then(Json::as_array).unwrap();
         assert_eq!(readings.len(), want, "{flags:?}: {text}");
         for r in readings {
             assert!(
-                r.get("gb_per_s").and_then(json::Value::as_f64).unwrap() > 0.0,
+                r.get("gb_per_s").and_then(Json::as_f64).unwrap() > 0.0,
                 "{text}"
             );
         }

@@ -10,12 +10,10 @@
 //! fault and flag tests need only some tokens, so they use a generated model and always run.
 
 mod common;
-#[path = "common/json.rs"]
-mod json;
 #[path = "common/seccomp.rs"]
 mod seccomp;
 
-use json::Value as Json;
+use locus::json::Json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -116,7 +114,7 @@ fn audit(model: &Path, mode: &str, container: bool) -> Json {
         "audit --numa {mode}: {}",
         text(&out.stderr)
     );
-    json::parse(text(&out.stdout).trim())
+    Json::parse(text(&out.stdout).trim())
         .unwrap_or_else(|e| panic!("audit --numa {mode} --json: {e}"))
 }
 
@@ -172,7 +170,7 @@ fn check_audit(mode: &str, a: &Json, container: bool) {
     // or (where move_pages is refused) honestly not located.
     let kv = a.get("kv_cache").expect("kv_cache");
     let written: f64 = match kv.get("bytes_by_node") {
-        Some(Json::Object(m)) => m.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
+        Some(Json::Obj(m)) => m.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
         other => panic!("{mode}: kv_cache bytes_by_node {other:?}"),
     };
     if container {
@@ -187,7 +185,7 @@ fn check_audit(mode: &str, a: &Json, container: bool) {
     let source = if container { "numa_maps" } else { "move_pages" };
     assert_eq!(
         a.get("page_source"),
-        Some(&Json::String(source.into())),
+        Some(&Json::Str(source.into())),
         "{mode}"
     );
     let copies = a.get("copies").and_then(Json::as_array).unwrap();
@@ -215,7 +213,7 @@ fn check_audit(mode: &str, a: &Json, container: bool) {
             let what = format!("{mode}: {:?} on node {:?}", c.get("tensor"), node_key(c));
             assert_eq!(num(c, "unknown_pages"), 0.0, "{what}");
             let by_node = match c.get("pages_by_node") {
-                Some(Json::Object(kv)) => kv,
+                Some(Json::Obj(kv)) => kv,
                 _ => panic!("pages_by_node"),
             };
             let total: f64 = by_node.iter().map(|(_, v)| v.as_f64().unwrap()).sum();

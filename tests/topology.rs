@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use locus::app::topo::{render_json, render_text, TopoReport};
+use locus::json::Json;
 use locus::sys::probe::{Capabilities, Capability};
 use locus::sys::topology::{NumaBalancing, Source, Thp, Topology, TopologyError};
 use locus::sys::{CpuId, CpuSet, NodeId, NodeMask, SysError};
@@ -386,7 +387,7 @@ fn report_of_a_seccomp_container_on_epyc() {
         kernel_tier: "avx2 \"quoted\"\\".to_string(),
     };
     let json = render_json(&report);
-    let v = json::parse(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let v = Json::parse(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
     check_required_keys(&v);
     let caps = v.get("capabilities").unwrap();
     assert_eq!(
@@ -401,10 +402,10 @@ fn report_of_a_seccomp_container_on_epyc() {
     assert_eq!(v.get("numa_balancing").unwrap().as_str().unwrap(), "on");
     let nodes = v.get("nodes").unwrap().as_array().unwrap();
     assert_eq!(nodes.len(), 2);
-    assert_eq!(nodes[1].get("memory_only"), Some(&json::Value::Bool(true)));
+    assert_eq!(nodes[1].get("memory_only"), Some(&Json::Bool(true)));
     assert_eq!(
         nodes[0].get("mem_total"),
-        Some(&json::Value::Number(384.0 * (1u64 << 30) as f64))
+        Some(&Json::Num(384.0 * (1u64 << 30) as f64))
     );
     let warnings = v.get("warnings").unwrap().as_array().unwrap();
     assert_eq!(warnings.len(), 5, "balancing + four refused calls: {json}");
@@ -417,7 +418,7 @@ fn report_of_a_seccomp_container_on_epyc() {
     assert!(text.contains("allowed CPUs: 0-3 (4)"), "{text}");
 }
 
-fn check_required_keys(v: &json::Value) {
+fn check_required_keys(v: &Json) {
     for key in [
         "nodes",
         "distances",
@@ -509,7 +510,7 @@ fn cli_topo_json_parses_and_has_the_keys() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v = json::parse(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let v = Json::parse(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     check_required_keys(&v);
     let tier = v.get("kernel_tier").unwrap().as_str().unwrap();
     assert!(["scalar", "avx2", "avx512"].contains(&tier), "{tier}");
@@ -561,7 +562,7 @@ fn cli_topo_under_a_seccomp_filter_reports_eperm() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v = json::parse(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let v = Json::parse(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     check_required_keys(&v);
     let caps = v.get("capabilities").unwrap();
     for call in ["mbind", "set_mempolicy", "get_mempolicy", "move_pages"] {
@@ -571,7 +572,7 @@ fn cli_topo_under_a_seccomp_filter_reports_eperm() {
     for call in ["getcpu", "sched_setaffinity"] {
         assert_eq!(caps.get(call).unwrap().as_str(), Some("ok"), "{call}");
     }
-    assert_eq!(v.get("memory_policy"), Some(&json::Value::Null));
+    assert_eq!(v.get("memory_policy"), Some(&Json::Null));
     let warnings = v.get("warnings").unwrap().as_array().unwrap();
     assert!(
         warnings.iter().any(|w| w
@@ -582,8 +583,6 @@ fn cli_topo_under_a_seccomp_filter_reports_eperm() {
     );
 }
 
-#[path = "common/json.rs"]
-mod json;
 #[path = "common/seccomp.rs"]
 mod seccomp;
 #[path = "common/skip.rs"]

@@ -17,14 +17,11 @@
 //! one node too small for a copy checks that `auto` picks shard and `mirror --strict` fails.
 
 mod common;
-#[path = "common/json.rs"]
-mod json;
 #[path = "common/vm.rs"]
 mod vm;
 
-use json::Value as Json;
-
 use common::write_synth_typed;
+use locus::json::Json;
 use locus::kernels::GgmlType::Q4K;
 use locus::placement::Mode;
 use std::collections::BTreeMap;
@@ -438,7 +435,7 @@ fn check_topology(name: &str, topo: &Topo) {
         "0",
         "vm {name}: guest locus topo failed"
     );
-    let json = json::parse(get("topo_json"))
+    let json = Json::parse(get("topo_json"))
         .unwrap_or_else(|e| panic!("vm {name}: topo --json is not JSON: {e}"));
     let nodes = json
         .get("nodes")
@@ -511,7 +508,7 @@ fn check_topology(name: &str, topo: &Topo) {
             "vm {name}: audit --numa {mode} failed: {}",
             get(&format!("audit_err {mode}"))
         );
-        let a = json::parse(get(&format!("audit {mode}")))
+        let a = Json::parse(get(&format!("audit {mode}")))
             .unwrap_or_else(|e| panic!("vm {name}: audit --numa {mode} --json: {e}"));
         check_audit(name, mode, topo, &a);
     }
@@ -538,7 +535,7 @@ fn check_topology(name: &str, topo: &Topo) {
                 "vm {name}: {tag} audit --numa {mode} failed: {}",
                 key("audit_err")
             );
-            let a = json::parse(key("audit"))
+            let a = Json::parse(key("audit"))
                 .unwrap_or_else(|e| panic!("vm {name}: {tag} audit --numa {mode} --json: {e}"));
             check_audit(name, mode, topo, &a);
         }
@@ -556,7 +553,7 @@ fn check_topology(name: &str, topo: &Topo) {
         "vm {name}: --hugepages fell back: {}",
         get("huge_err")
     );
-    let a = json::parse(get("huge")).expect("hugepages audit JSON");
+    let a = Json::parse(get("huge")).expect("hugepages audit JSON");
     check_audit(name, "mirror", topo, &a);
 
     // (7) `locus serve` in the placement modes that keep one copy per node or one shard per
@@ -571,7 +568,7 @@ fn check_topology(name: &str, topo: &Topo) {
             "vm {name}: serve --numa {m}: {}",
             key("serve_err")
         );
-        let r = json::parse(key("serve"))
+        let r = Json::parse(key("serve"))
             .unwrap_or_else(|e| panic!("vm {name}: serve --numa {m}: {e}: {}", key("serve_err")));
         let text = r
             .get("choices")
@@ -608,7 +605,7 @@ fn cpu_nodes(topo: &Topo) -> Vec<u32> {
 /// `pages_by_node` of a copy as (node, pages) pairs.
 fn pages_by_node(c: &Json) -> Vec<(u32, f64)> {
     match c.get("pages_by_node") {
-        Some(Json::Object(kv)) => kv
+        Some(Json::Obj(kv)) => kv
             .iter()
             .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap()))
             .collect(),
@@ -620,7 +617,7 @@ fn pages_by_node(c: &Json) -> Vec<(u32, f64)> {
 fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
     let num = |v: &Json, k: &str| v.get(k).and_then(Json::as_f64);
     let effective = match a.get("mode") {
-        Some(Json::String(m)) => m.clone(),
+        Some(Json::Str(m)) => m.clone(),
         other => panic!("vm {name}: audit {mode}: mode {other:?}"),
     };
     let want = if mode == "auto" { "mirror" } else { mode };
@@ -635,7 +632,7 @@ fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
     if matches!(want, "mirror" | "shard" | "isolate") {
         let kv = a.get("kv_cache").expect("audit JSON has kv_cache");
         let written: f64 = match kv.get("bytes_by_node") {
-            Some(Json::Object(m)) => m.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
+            Some(Json::Obj(m)) => m.iter().map(|(_, v)| v.as_f64().unwrap()).sum(),
             other => panic!("vm {name}: kv_cache bytes_by_node {other:?}"),
         };
         assert!(
@@ -658,7 +655,7 @@ fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
             nodes_seen.insert(node);
             assert_eq!(
                 c.get("kind"),
-                Some(&Json::String(kind.into())),
+                Some(&Json::Str(kind.into())),
                 "vm {name}: {mode}: kind"
             );
             let pages = num(c, "pages").unwrap();
@@ -699,7 +696,7 @@ fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
             for c in copies {
                 let r = c.get("rows").and_then(Json::as_array).unwrap();
                 let t = match c.get("tensor") {
-                    Some(Json::String(t)) => t.clone(),
+                    Some(Json::Str(t)) => t.clone(),
                     _ => panic!("tensor name"),
                 };
                 rows.entry(t)
@@ -721,7 +718,7 @@ fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
         }
         "interleave" => {
             let by_node: Vec<(u32, f64)> = match a.get("bytes_by_node") {
-                Some(Json::Object(kv)) => kv
+                Some(Json::Obj(kv)) => kv
                     .iter()
                     .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap()))
                     .collect(),
@@ -753,7 +750,7 @@ fn check_audit(name: &str, mode: &str, topo: &Topo, a: &Json) {
                 copies.len(),
                 copies
                     .iter()
-                    .filter(|c| c.get("kind") == Some(&Json::String("file".into())))
+                    .filter(|c| c.get("kind") == Some(&Json::Str("file".into())))
                     .count()
             );
         }
@@ -826,14 +823,14 @@ fn topo_args_and_lists() {
     assert_eq!(s["b"], "\n");
     assert_eq!(s["c"], "");
     assert_eq!(from_hex(" 61 0a\n ff\n"), [0x61, 0x0a, 0xff]);
-    let j = json::parse(r#"{"a": [1, -2.5e1, true, null], "s": "x\"\u00e9y", "o": {}}"#).unwrap();
+    let j = Json::parse(r#"{"a": [1, -2.5e1, true, null], "s": "x\"\u00e9y", "o": {}}"#).unwrap();
     assert_eq!(
         j.get("a").and_then(Json::as_array).unwrap()[1].as_f64(),
         Some(-25.0)
     );
-    assert_eq!(j.get("s"), Some(&Json::String("x\"éy".into())));
-    assert_eq!(j.get("o"), Some(&Json::Object(vec![])));
-    assert!(json::parse("[1,").is_err());
+    assert_eq!(j.get("s"), Some(&Json::Str("x\"éy".into())));
+    assert_eq!(j.get("o"), Some(&Json::Obj(vec![])));
+    assert!(Json::parse("[1,").is_err());
 }
 
 /// A model of about 71 MiB for the node-too-small VM: a full copy with locus's margin (87 MiB)
@@ -941,10 +938,10 @@ echo "== end"
         "vm {name}: auto audit failed: {}",
         get("auto_err")
     );
-    let a = json::parse(get("auto")).expect("auto audit JSON");
+    let a = Json::parse(get("auto")).expect("auto audit JSON");
     assert_eq!(
         a.get("mode"),
-        Some(&Json::String("shard".into())),
+        Some(&Json::Str("shard".into())),
         "vm {name}: auto must choose shard when node 1 cannot hold a copy"
     );
     check_audit(name, "shard", &topo, &a);

@@ -5,19 +5,17 @@
 //! vm-test` installs them).
 
 mod common;
-#[path = "common/json.rs"]
-mod json;
 #[path = "common/vm.rs"]
 mod vm;
 
 use std::process::Command;
 use std::time::Instant;
 
-use json::Value;
+use locus::json::Json;
 
-fn num(r: &Value, k: &str) -> f64 {
+fn num(r: &Json, k: &str) -> f64 {
     r.get(k)
-        .and_then(Value::as_f64)
+        .and_then(Json::as_f64)
         .unwrap_or_else(|| panic!("no number '{k}' in {r:?}"))
 }
 
@@ -80,8 +78,8 @@ echo "== end"
             .iter()
             .all(|v| v.parse::<f64>().is_ok_and(|x| x > 0.0)));
     }
-    let rows = match json::parse(get("bench")).expect("bench JSON") {
-        Value::Array(v) => v,
+    let rows = match Json::parse(get("bench")).expect("bench JSON") {
+        Json::Arr(v) => v,
         other => panic!("not an array: {other:?}"),
     };
     let modes = [
@@ -95,24 +93,21 @@ echo "== end"
     assert_eq!(rows.len(), 2 * modes.len(), "every arm × pp, tg");
     for (i, mode) in modes.iter().enumerate() {
         let tg = &rows[2 * i + 1];
-        assert_eq!(
-            tg.get("numa_requested").and_then(Value::as_str),
-            Some(*mode)
-        );
-        assert_eq!(tg.get("error"), Some(&Value::Null), "{mode}");
+        assert_eq!(tg.get("numa_requested").and_then(Json::as_str), Some(*mode));
+        assert_eq!(tg.get("error"), Some(&Json::Null), "{mode}");
         assert!(num(tg, "mean_tps") > 0.0 && num(&rows[2 * i], "mean_tps") > 0.0);
-        let audit = json::parse(get(&format!("audit {mode}"))).expect("audit JSON");
+        let audit = Json::parse(get(&format!("audit {mode}"))).expect("audit JSON");
         eprintln!(
             "vm bench: {mode}: locality bench {:?} audit {:?}, resident {:?}, load {:.0} ms",
-            tg.get("locality").and_then(Value::as_f64),
-            audit.get("locality").and_then(Value::as_f64),
+            tg.get("locality").and_then(Json::as_f64),
+            audit.get("locality").and_then(Json::as_f64),
             tg.get("bytes_by_node"),
             num(tg, "load_ms")
         );
         if *mode == "off" {
             // Unpinned threads on two nodes have no node: no locality, in both reports.
-            assert_eq!(tg.get("locality"), Some(&Value::Null), "off");
-            assert_eq!(audit.get("locality"), Some(&Value::Null), "off");
+            assert_eq!(tg.get("locality"), Some(&Json::Null), "off");
+            assert_eq!(audit.get("locality"), Some(&Json::Null), "off");
         } else {
             let (loc, want) = (num(tg, "locality"), num(&audit, "locality"));
             match *mode {

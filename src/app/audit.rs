@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::topo::json_string;
 use super::AppError;
+use crate::json::Quoted;
 use crate::kernels::Layout;
 use crate::model::forward::KvType;
 use crate::model::ModelFile;
@@ -242,10 +242,8 @@ fn json_share(o: &mut String, v: Option<f64>) {
 
 /// One JSON object: mode, nodes, slots, copies, totals, page cache, locality, warnings.
 pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> String {
-    let mut o = String::from("{\"mode\":");
-    json_string(&mut o, p.plan.mode.name());
-    o.push_str(",\"requested\":");
-    json_string(&mut o, p.plan.requested.name());
+    let mut o = format!("{{\"mode\":{}", Quoted(p.plan.mode.name()));
+    let _ = write!(o, ",\"requested\":{}", Quoted(p.plan.requested.name()));
     let _ = write!(o, ",\"threads\":{}", p.plan.threads);
     o.push_str(",\"nodes\":[");
     for (i, n) in p.topo.nodes.iter().enumerate() {
@@ -253,7 +251,7 @@ pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> 
             o.push(',');
         }
         let _ = write!(o, "{{\"id\":{},\"cpus\":", n.id.0);
-        json_string(&mut o, &n.cpus.to_list());
+        let _ = write!(o, "{}", Quoted(&n.cpus.to_list()));
         let _ = write!(
             o,
             ",\"mem_total\":{},\"mem_free\":{}}}",
@@ -277,8 +275,7 @@ pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> 
         if i > 0 {
             o.push(',');
         }
-        o.push_str("{\"tensor\":");
-        json_string(&mut o, &c.tensor);
+        let _ = write!(o, "{{\"tensor\":{}", Quoted(&c.tensor));
         let node = c.node.map_or("null".to_string(), |n| n.0.to_string());
         let _ = write!(
             o,
@@ -331,7 +328,7 @@ pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> 
         if i > 0 {
             o.push(',');
         }
-        json_string(&mut o, w);
+        let _ = write!(o, "{}", Quoted(w));
     }
     o.push_str("]}");
     o

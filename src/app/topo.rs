@@ -7,6 +7,7 @@
 use std::fmt;
 use std::fmt::Write as _;
 
+use crate::json::Quoted;
 use crate::kernels::Kernels;
 use crate::sys::ids::{CpuSet, NodeMask};
 use crate::sys::mempolicy;
@@ -255,25 +256,6 @@ fn policy_text(p: &mempolicy::Policy) -> String {
     }
 }
 
-/// Appends `s` as a JSON string literal.
-pub fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 fn json_ids(out: &mut String, ids: impl Iterator<Item = u32>) {
     out.push('[');
     for (i, id) in ids.enumerate() {
@@ -312,8 +294,7 @@ pub fn render_json(r: &TopoReport) -> String {
         }
         let _ = write!(o, "{{\"id\":{},\"cpus\":", n.id);
         json_cpus(&mut o, &n.cpus);
-        o.push_str(",\"cpulist\":");
-        json_string(&mut o, &n.cpus.to_list());
+        let _ = write!(o, ",\"cpulist\":{}", Quoted(&n.cpus.to_list()));
         o.push_str(",\"allowed_cpus\":");
         json_cpus(&mut o, &t.allowed_cpus_of(n.id));
         let m = &n.memory;
@@ -356,45 +337,41 @@ pub fn render_json(r: &TopoReport) -> String {
         if i > 0 {
             o.push(',');
         }
-        json_string(&mut o, name);
-        o.push(':');
+        let _ = write!(o, "{}:", Quoted(name));
         let verdict = match c {
             Capability::Allowed => "ok".to_string(),
             Capability::Refused(e) => e.errno_text(),
         };
-        json_string(&mut o, &verdict);
+        let _ = write!(o, "{}", Quoted(&verdict));
     }
     o.push_str("},\"memory_policy\":");
     match &r.capabilities.start_policy {
         Some(p) => {
-            o.push_str("{\"mode\":");
-            json_string(&mut o, mempolicy::mode_name(p.mode));
+            let _ = write!(o, "{{\"mode\":{}", Quoted(mempolicy::mode_name(p.mode)));
             o.push_str(",\"nodes\":");
             json_nodes(&mut o, &p.nodes);
             o.push('}');
         }
         None => o.push_str("null"),
     }
-    o.push_str(",\"numa_balancing\":");
-    json_string(&mut o, &t.numa_balancing.to_string());
-    o.push_str(",\"thp\":");
-    json_string(&mut o, &t.thp.to_string());
-    o.push_str(",\"kernel_tier\":");
-    json_string(&mut o, &r.kernel_tier);
-    o.push_str(",\"source\":");
-    json_string(
-        &mut o,
-        match t.source {
-            Source::Sysfs => "sysfs",
-            Source::NoNodeDirectory => "no node directory",
-        },
+    let _ = write!(
+        o,
+        ",\"numa_balancing\":{}",
+        Quoted(&t.numa_balancing.to_string())
     );
+    let _ = write!(o, ",\"thp\":{}", Quoted(&t.thp.to_string()));
+    let _ = write!(o, ",\"kernel_tier\":{}", Quoted(&r.kernel_tier));
+    let source = match t.source {
+        Source::Sysfs => "sysfs",
+        Source::NoNodeDirectory => "no node directory",
+    };
+    let _ = write!(o, ",\"source\":{}", Quoted(source));
     o.push_str(",\"warnings\":[");
     for (i, w) in r.warnings().iter().enumerate() {
         if i > 0 {
             o.push(',');
         }
-        json_string(&mut o, w);
+        let _ = write!(o, "{}", Quoted(w));
     }
     o.push_str("]}");
     o
@@ -403,13 +380,6 @@ pub fn render_json(r: &TopoReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        let mut s = String::new();
-        json_string(&mut s, "a\"b\\c\nd\u{1}é");
-        assert_eq!(s, "\"a\\\"b\\\\c\\nd\\u0001é\"");
-    }
 
     #[test]
     fn sizes_read_well() {

@@ -3,7 +3,7 @@
 //! objects and stream chunks. Every wrong field is an [`ApiError`] naming it.
 
 use super::engine::{Finish, Params, Usage};
-use super::json::Json;
+use crate::json::Json;
 use crate::model::chat::{ChatTemplate, Role};
 use crate::model::sampler::SamplerConfig;
 use crate::model::tokenizer::Tokenizer;
@@ -29,7 +29,7 @@ impl ApiError {
     }
 
     /// A body that is not JSON.
-    pub fn not_json(e: super::json::JsonError) -> ApiError {
+    pub fn not_json(e: crate::json::JsonError) -> ApiError {
         ApiError::new(
             400,
             "invalid_request_error",

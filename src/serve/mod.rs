@@ -15,7 +15,6 @@
 pub mod api;
 pub mod engine;
 pub mod http;
-pub mod json;
 pub mod metrics;
 
 use std::fmt;
@@ -27,6 +26,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::json::Json;
 use crate::model::chat::{ChatFormat, ChatTemplate};
 use crate::model::forward::KvType;
 use crate::model::tokenizer::Tokenizer;
@@ -34,7 +34,6 @@ use crate::model::{ModelError, ModelFile};
 use crate::runtime::RuntimeError;
 use api::{ApiError, Context, Envelope, Generate, Kind};
 use engine::{EngineOptions, Event, Job};
-use json::Json;
 use metrics::Metrics;
 
 /// Running streams get this long to finish after SIGTERM or SIGINT.

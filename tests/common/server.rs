@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use locus::serve::json::Json;
+pub use locus::json::Json;
 
 /// A running server; killed when dropped.
 pub struct Server {

@@ -3,16 +3,12 @@
 //! [`ArmReport`] as one JSON line, which the parent reads back with [`ArmReport::from_json`].
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::file_name;
-use super::json::{
-    self, json_f64, json_f64s, json_node_map, json_opt_f64, json_strings, json_u64s,
-};
-use crate::app::topo::json_string;
+use super::{file_name, node_map};
 use crate::app::AppError;
+use crate::json::Json;
 use crate::model::forward::KvType;
 use crate::model::sampler::Rng;
 use crate::model::ModelFile;
@@ -249,67 +245,47 @@ pub fn run_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
 impl ArmReport {
     /// One line of JSON (the child's output).
     pub fn to_json(&self) -> String {
-        let mut o = String::from("{\"model\":");
-        json_string(&mut o, &self.model);
-        let _ = write!(
-            o,
-            ",\"size_bytes\":{},\"params\":{},\"kernels\":",
-            self.size_bytes, self.params
-        );
-        json_string(&mut o, &self.kernels);
-        o.push_str(",\"requested\":");
-        json_string(&mut o, &self.requested);
-        o.push_str(",\"mode\":");
-        json_string(&mut o, &self.mode);
-        let _ = write!(o, ",\"threads\":{},\"slots\":[", self.threads);
-        for (i, (node, k)) in self.slots.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            let node = node.map_or("null".to_string(), |n| n.to_string());
-            let _ = write!(o, "{{\"node\":{node},\"threads\":{k}}}");
-        }
-        o.push_str("],\"load_ms\":");
-        json_f64(&mut o, self.load_ms);
-        o.push_str(",\"place_gb_per_s\":");
-        json_opt_f64(&mut o, self.place_gb_per_s);
-        let _ = write!(o, ",\"cold\":{},\"cached_bytes\":", self.cold);
-        match self.cached_bytes {
-            Some(b) => {
-                let _ = write!(o, "{b}");
-            }
-            None => o.push_str("null"),
-        }
-        let _ = write!(o, ",\"file_bytes\":{},\"pp\":", self.file_bytes);
-        json_f64s(&mut o, &self.pp);
-        o.push_str(",\"tg\":");
-        json_f64s(&mut o, &self.tg);
-        let _ = write!(o, ",\"n_expert\":{},\"pp_experts\":", self.n_expert);
-        json_u64s(&mut o, &self.pp_experts);
-        o.push_str(",\"tg_experts\":");
-        json_u64s(&mut o, &self.tg_experts);
-        o.push_str(",\"bytes_by_node\":");
-        json_node_map(&mut o, &self.bytes_by_node);
-        let _ = write!(o, ",\"unknown_bytes\":{},\"locality\":", self.unknown_bytes);
-        json_opt_f64(&mut o, self.locality);
-        o.push_str(",\"page_source\":");
-        json_string(&mut o, &self.page_source);
-        let _ = write!(
-            o,
-            ",\"read_bytes_per_token\":{},\"page_cache_after\":{},\"warnings\":",
-            self.read_bytes_per_token, self.page_cache_after
-        );
-        json_strings(&mut o, &self.warnings);
-        o.push('}');
-        o
+        let slots = self
+            .slots
+            .iter()
+            .map(|&(node, k)| Json::obj([("node", node.into()), ("threads", k.into())]))
+            .collect();
+        Json::obj([
+            ("model", Json::str(&self.model)),
+            ("size_bytes", self.size_bytes.into()),
+            ("params", self.params.into()),
+            ("kernels", Json::str(&self.kernels)),
+            ("requested", Json::str(&self.requested)),
+            ("mode", Json::str(&self.mode)),
+            ("threads", self.threads.into()),
+            ("slots", slots),
+            ("load_ms", self.load_ms.into()),
+            ("place_gb_per_s", self.place_gb_per_s.into()),
+            ("cold", self.cold.into()),
+            ("cached_bytes", self.cached_bytes.into()),
+            ("file_bytes", self.file_bytes.into()),
+            ("pp", self.pp.iter().copied().collect()),
+            ("tg", self.tg.iter().copied().collect()),
+            ("n_expert", self.n_expert.into()),
+            ("pp_experts", self.pp_experts.iter().copied().collect()),
+            ("tg_experts", self.tg_experts.iter().copied().collect()),
+            ("bytes_by_node", node_map(&self.bytes_by_node)),
+            ("unknown_bytes", self.unknown_bytes.into()),
+            ("locality", self.locality.into()),
+            ("page_source", Json::str(&self.page_source)),
+            ("read_bytes_per_token", self.read_bytes_per_token.into()),
+            ("page_cache_after", self.page_cache_after.into()),
+            ("warnings", self.warnings.iter().map(Json::str).collect()),
+        ])
+        .to_string()
     }
 
     /// Reads back [`ArmReport::to_json`]'s line.
     pub fn from_json(text: &str) -> Result<ArmReport, String> {
-        let v = json::parse(text)?;
+        let v = Json::parse(text).map_err(|e| e.to_string())?;
         let num = |k: &str| -> Result<f64, String> {
             v.get(k)
-                .and_then(json::Value::as_f64)
+                .and_then(Json::as_f64)
                 .ok_or_else(|| format!("no number '{k}'"))
         };
         let uint = |k: &str| -> Result<u64, String> {
@@ -321,13 +297,13 @@ impl ArmReport {
         };
         let string = |k: &str| -> Result<String, String> {
             v.get(k)
-                .and_then(json::Value::as_str)
+                .and_then(Json::as_str)
                 .map(str::to_string)
                 .ok_or_else(|| format!("no string '{k}'"))
         };
         let floats = |k: &str| -> Result<Vec<f64>, String> {
             v.get(k)
-                .and_then(json::Value::as_array)
+                .and_then(Json::as_array)
                 .ok_or_else(|| format!("no array '{k}'"))?
                 .iter()
                 .map(|x| {
@@ -341,7 +317,7 @@ impl ArmReport {
         };
         let opt_num = |k: &str| -> Result<Option<f64>, String> {
             match v.get(k) {
-                Some(json::Value::Null) => Ok(None),
+                Some(Json::Null) => Ok(None),
                 Some(x) => x
                     .as_f64()
                     .map(Some)
@@ -351,25 +327,25 @@ impl ArmReport {
         };
         let slots = v
             .get("slots")
-            .and_then(json::Value::as_array)
+            .and_then(Json::as_array)
             .ok_or("no array 'slots'")?
             .iter()
             .map(|s| {
                 let node = match s.get("node") {
-                    Some(json::Value::Null) => None,
+                    Some(Json::Null) => None,
                     Some(n) => Some(n.as_f64().ok_or("slot node is not a number")? as u32),
                     None => return Err("slot without 'node'".to_string()),
                 };
                 let k = s
                     .get("threads")
-                    .and_then(json::Value::as_f64)
+                    .and_then(Json::as_f64)
                     .ok_or("slot without 'threads'")?;
                 Ok((node, k as usize))
             })
             .collect::<Result<Vec<_>, String>>()?;
         let mut bytes_by_node = BTreeMap::new();
         match v.get("bytes_by_node") {
-            Some(json::Value::Object(kv)) => {
+            Some(Json::Obj(kv)) => {
                 for (k, b) in kv {
                     let n: u32 = k.parse().map_err(|_| format!("bad node id '{k}'"))?;
                     bytes_by_node.insert(n, b.as_f64().ok_or("bad byte count")? as u64);
@@ -379,7 +355,7 @@ impl ArmReport {
         }
         let warnings = v
             .get("warnings")
-            .and_then(json::Value::as_array)
+            .and_then(Json::as_array)
             .ok_or("no array 'warnings'")?
             .iter()
             .map(|w| w.as_str().map(str::to_string).ok_or("a non-string warning"))
@@ -395,7 +371,7 @@ impl ArmReport {
             slots,
             load_ms: num("load_ms")?,
             place_gb_per_s: opt_num("place_gb_per_s")?,
-            cold: matches!(v.get("cold"), Some(json::Value::Bool(true))),
+            cold: matches!(v.get("cold"), Some(Json::Bool(true))),
             cached_bytes: opt_num("cached_bytes")?.map(|x| x as u64),
             file_bytes: uint("file_bytes")?,
             pp: floats("pp")?,
@@ -463,7 +439,7 @@ mod tests {
             }
         }
         assert!(ArmReport::from_json(&good.replace("\"tg\"", "\"tx\"")).is_err());
-        assert!(json::parse(&"[".repeat(100)).is_err());
-        assert!(json::parse("{\"a\":1} x").is_err());
+        assert!(ArmReport::from_json(&"[".repeat(100)).is_err());
+        assert!(ArmReport::from_json(&format!("{good} x")).is_err());
     }
 }

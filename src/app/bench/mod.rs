@@ -19,17 +19,18 @@
 //! and the parent's orchestration of the arms (spawning each child, pooling its rounds);
 //! `arm.rs` is what one child measures and the JSON line it prints; `roofline.rs` measures the
 //! read bandwidth the arms' nodes allow; `report.rs` renders the results (markdown, JSON, CSV,
-//! SVG); `json.rs` writes and reads that JSON without a dependency.
+//! SVG). Both JSON texts go through the crate's codec, [`crate::json`].
 
 mod arm;
-mod json;
 mod report;
 mod roofline;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
 use super::AppError;
+use crate::json::Json;
 use crate::placement::{Mode, Options, Pin};
 use crate::sys::topology::{NumaBalancing, Topology};
 
@@ -120,6 +121,15 @@ pub(super) fn file_name(path: &std::path::Path) -> String {
     path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// Bytes by node as a JSON object keyed by node id (`{"0":…,"1":…}`).
+fn node_map(m: &BTreeMap<u32, u64>) -> Json {
+    Json::Obj(
+        m.iter()
+            .map(|(n, b)| (n.to_string(), (*b).into()))
+            .collect(),
     )
 }
 

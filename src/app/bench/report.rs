@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::json::{json_f64s, json_node_map, json_opt_f64, json_opt_str, json_opt_u64, json_u64s};
-use super::{file_name, mean, sd, ArmReport, ArmResult, BenchReport};
-use crate::app::topo::json_string;
+use super::{file_name, mean, node_map, sd, ArmReport, ArmResult, BenchReport};
+use crate::json::Json;
 
 fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
@@ -376,75 +375,48 @@ fn fields(rep: &BenchReport) -> Vec<Fields> {
 
 /// A JSON array with one object per row (llama-bench's `-o json` shape, placement added).
 pub fn render_json(rep: &BenchReport) -> String {
-    let items: Vec<String> = fields(rep)
+    let rows: Json = fields(rep)
         .into_iter()
         .map(|f| {
-            let mut o = String::from("{\"model\":");
-            json_string(&mut o, &f.model);
-            o.push_str(",\"size_bytes\":");
-            json_opt_u64(&mut o, f.size_bytes);
-            o.push_str(",\"params\":");
-            json_opt_u64(&mut o, f.params);
-            o.push_str(",\"kernels\":");
-            json_opt_str(&mut o, f.kernels.as_deref());
-            o.push_str(",\"numa\":");
-            json_string(&mut o, &f.numa);
-            o.push_str(",\"numa_requested\":");
-            json_string(&mut o, &f.numa_requested);
-            let _ = write!(o, ",\"threads\":{},\"test\":", f.threads);
-            json_opt_str(&mut o, f.test.as_deref());
-            o.push_str(",\"mean_tps\":");
-            json_opt_f64(&mut o, f.mean_tps);
-            o.push_str(",\"sd_tps\":");
-            json_opt_f64(&mut o, f.sd_tps);
-            o.push_str(",\"samples\":");
-            json_f64s(&mut o, &f.samples);
-            o.push_str(",\"load_ms\":");
-            json_opt_f64(&mut o, f.load_ms);
-            o.push_str(",\"place_gb_per_s\":");
-            json_opt_f64(&mut o, f.place_gb_per_s);
-            let _ = write!(o, ",\"cold\":{},\"cached_bytes\":", f.cold);
-            json_opt_u64(&mut o, f.cached_bytes);
-            o.push_str(",\"file_bytes\":");
-            json_opt_u64(&mut o, f.file_bytes);
-            o.push_str(",\"locality\":");
-            json_opt_f64(&mut o, f.locality);
-            o.push_str(",\"bytes_by_node\":");
-            json_node_map(&mut o, &f.bytes_by_node);
-            o.push_str(",\"read_bytes_per_token\":");
-            json_opt_u64(&mut o, f.read_bytes_per_token);
-            o.push_str(",\"expert_counts\":");
-            match &f.expert_counts {
-                Some(layers) => {
-                    o.push('[');
-                    for (i, l) in layers.iter().enumerate() {
-                        if i > 0 {
-                            o.push(',');
-                        }
-                        json_u64s(&mut o, l);
-                    }
-                    o.push(']');
-                }
-                None => o.push_str("null"),
-            }
-            o.push_str(",\"bw_gb_per_s\":");
-            json_opt_f64(&mut o, f.bw_gb_per_s);
-            o.push_str(",\"roofline_tps\":");
-            json_opt_f64(&mut o, f.roofline_tps);
-            o.push_str(",\"roofline_share\":");
-            json_opt_f64(&mut o, f.roofline_share);
-            let _ = write!(o, ",\"rounds\":{},\"reps\":{}", rep.rounds, rep.reps);
-            o.push_str(",\"numa_balancing\":");
-            json_string(&mut o, &rep.host.numa_balancing);
-            o.push_str(",\"thp\":");
-            json_string(&mut o, &rep.host.thp);
-            o.push_str(",\"error\":");
-            json_opt_str(&mut o, f.error.as_deref());
-            o.push('}');
-            o
+            let expert_counts = f.expert_counts.as_ref().map(|layers| {
+                layers
+                    .iter()
+                    .map(|l| l.iter().copied().collect::<Json>())
+                    .collect::<Json>()
+            });
+            Json::obj([
+                ("model", Json::str(f.model)),
+                ("size_bytes", f.size_bytes.into()),
+                ("params", f.params.into()),
+                ("kernels", f.kernels.map(Json::str).into()),
+                ("numa", Json::str(f.numa)),
+                ("numa_requested", Json::str(f.numa_requested)),
+                ("threads", f.threads.into()),
+                ("test", f.test.map(Json::str).into()),
+                ("mean_tps", f.mean_tps.into()),
+                ("sd_tps", f.sd_tps.into()),
+                ("samples", f.samples.iter().copied().collect()),
+                ("load_ms", f.load_ms.into()),
+                ("place_gb_per_s", f.place_gb_per_s.into()),
+                ("cold", f.cold.into()),
+                ("cached_bytes", f.cached_bytes.into()),
+                ("file_bytes", f.file_bytes.into()),
+                ("locality", f.locality.into()),
+                ("bytes_by_node", node_map(&f.bytes_by_node)),
+                ("read_bytes_per_token", f.read_bytes_per_token.into()),
+                ("expert_counts", expert_counts.into()),
+                ("bw_gb_per_s", f.bw_gb_per_s.into()),
+                ("roofline_tps", f.roofline_tps.into()),
+                ("roofline_share", f.roofline_share.into()),
+                ("rounds", rep.rounds.into()),
+                ("reps", rep.reps.into()),
+                ("numa_balancing", Json::str(&rep.host.numa_balancing)),
+                ("thp", Json::str(&rep.host.thp)),
+                ("error", f.error.map(Json::str).into()),
+            ])
         })
         .collect();
-    format!("[{}]", items.join(","))
+    rows.to_string()
 }
 
 /// A CSV field, quoted when it holds a comma, quote or line break.

@@ -1,9 +1,13 @@
-//! A JSON reader and writer for the server's requests and responses (RFC 8259): values, a
-//! depth cap, exact error positions, and string escaping that never writes invalid JSON.
+//! The crate's one JSON codec (RFC 8259; the crate has no JSON dependency): the server's
+//! requests and responses, `bench`'s child line and `--json` rows, the string escaping of
+//! `topo --json` and `audit --json`, and the integration tests' checks of all of them.
+//! Values, a depth cap, exact error positions, and string escaping that never writes
+//! invalid JSON.
 //!
 //! Numbers are kept as `f64` (what every field the API takes needs: counts, probabilities,
-//! seeds up to 2^53). Objects keep their members in order; a repeated key is an error (the
-//! API cannot say which of two `max_tokens` a client meant).
+//! seeds up to 2^53; byte counts convert exactly below 8 PiB). Objects keep their members in
+//! order; a repeated key is an error (the API cannot say which of two `max_tokens` a client
+//! meant).
 
 use std::fmt::{self, Write};
 
@@ -38,7 +42,8 @@ impl std::error::Error for JsonError {}
 
 impl Json {
     /// Parses one JSON text (white space around it allowed, nothing else after it).
-    pub fn parse(text: &[u8]) -> Result<Json, JsonError> {
+    pub fn parse(text: impl AsRef<[u8]>) -> Result<Json, JsonError> {
+        let text = text.as_ref();
         let mut p = Parser { s: text, i: 0 };
         p.ws();
         let v = p.value(0)?;
@@ -53,6 +58,27 @@ impl Json {
     pub fn get(&self, key: &str) -> Option<&Json> {
         match self {
             Json::Obj(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Json::Num(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[Json]> {
+        match self {
+            Json::Arr(a) => Some(a),
             _ => None,
         }
     }
@@ -88,6 +114,51 @@ impl Json {
     }
 }
 
+impl From<bool> for Json {
+    fn from(b: bool) -> Json {
+        Json::Bool(b)
+    }
+}
+
+impl From<f64> for Json {
+    fn from(n: f64) -> Json {
+        Json::Num(n)
+    }
+}
+
+/// Counts and byte sizes: exact up to 2^53.
+impl From<u64> for Json {
+    fn from(n: u64) -> Json {
+        Json::Num(n as f64)
+    }
+}
+
+impl From<u32> for Json {
+    fn from(n: u32) -> Json {
+        Json::Num(n.into())
+    }
+}
+
+impl From<usize> for Json {
+    fn from(n: usize) -> Json {
+        Json::Num(n as f64)
+    }
+}
+
+/// `None` is `null`.
+impl<T: Into<Json>> From<Option<T>> for Json {
+    fn from(v: Option<T>) -> Json {
+        v.map_or(Json::Null, Into::into)
+    }
+}
+
+/// An array of the items.
+impl<T: Into<Json>> FromIterator<T> for Json {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Json {
+        Json::Arr(items.into_iter().map(Into::into).collect())
+    }
+}
+
 /// Writes compact JSON. A number that JSON cannot hold (NaN, ±∞) is written as `null`.
 impl fmt::Display for Json {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -97,7 +168,7 @@ impl fmt::Display for Json {
             Json::Num(n) if !n.is_finite() => f.write_str("null"),
             Json::Num(n) if n.fract() == 0.0 && n.abs() < 1e15 => write!(f, "{}", *n as i64),
             Json::Num(n) => write!(f, "{n}"),
-            Json::Str(s) => write_str(f, s),
+            Json::Str(s) => Quoted(s).fmt(f),
             Json::Arr(a) => {
                 f.write_char('[')?;
                 for (i, v) in a.iter().enumerate() {
@@ -114,8 +185,7 @@ impl fmt::Display for Json {
                     if i > 0 {
                         f.write_char(',')?;
                     }
-                    write_str(f, k)?;
-                    write!(f, ":{v}")?;
+                    write!(f, "{}:{v}", Quoted(k))?;
                 }
                 f.write_char('}')
             }
@@ -123,23 +193,29 @@ impl fmt::Display for Json {
     }
 }
 
-/// A JSON string literal of `s`: quotes, backslashes and control characters escaped.
-fn write_str(f: &mut impl Write, s: &str) -> fmt::Result {
-    f.write_char('"')?;
-    for c in s.chars() {
-        match c {
-            '"' => f.write_str("\\\"")?,
-            '\\' => f.write_str("\\\\")?,
-            '\n' => f.write_str("\\n")?,
-            '\r' => f.write_str("\\r")?,
-            '\t' => f.write_str("\\t")?,
-            c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
-                write!(f, "\\u{:04x}", c as u32)?
+/// `s` written as a JSON string literal: quotes, backslashes and control characters escaped
+/// (and U+2028/U+2029, which JavaScript once refused in strings). The one escaper: writers that
+/// build their text by hand (`topo`, `audit`) use it through `write!`.
+pub struct Quoted<'a>(pub &'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_char('"')?;
+        for c in self.0.chars() {
+            match c {
+                '"' => f.write_str("\\\"")?,
+                '\\' => f.write_str("\\\\")?,
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
+                    write!(f, "\\u{:04x}", c as u32)?
+                }
+                c => f.write_char(c)?,
             }
-            c => f.write_char(c)?,
         }
+        f.write_char('"')
     }
-    f.write_char('"')
 }
 
 struct Parser<'a> {
@@ -403,6 +479,10 @@ mod tests {
             ("1 2", 2),
             ("\"\\ud800\"", 7),
             ("1e999", 0),
+            ("{\"a\":1,}", 7),
+            ("[1 2]", 3),
+            ("\"\n\"", 1),
+            ("[1]x", 3),
         ] {
             let e = Json::parse(text.as_bytes()).unwrap_err();
             assert_eq!(e.at, at, "{text:?}: {e}");
@@ -423,5 +503,33 @@ mod tests {
         assert_eq!(Json::Num(f64::NAN).to_string(), "null");
         assert_eq!(Json::Num(3.0).to_string(), "3");
         assert_eq!(Json::Num(0.25).to_string(), "0.25");
+    }
+
+    #[test]
+    fn quoted_strings_are_escaped() {
+        let s = Quoted("a\"b\\c\nd\u{1}é\u{2028}").to_string();
+        assert_eq!(s, "\"a\\\"b\\\\c\\nd\\u0001é\\u2028\"");
+    }
+
+    #[test]
+    fn rust_values_convert_as_json_writes_them() {
+        let v = Json::obj([
+            ("n", 3u64.into()),
+            ("x", (-0.5f64).into()),
+            ("none", Option::<u32>::None.into()),
+            ("b", true.into()),
+            ("a", [1usize, 2].into_iter().collect()),
+        ]);
+        assert_eq!(
+            v.to_string(),
+            r#"{"n":3,"x":-0.5,"none":null,"b":true,"a":[1,2]}"#
+        );
+        assert_eq!(v.get("x").and_then(Json::as_f64), Some(-0.5));
+        assert_eq!(
+            v.get("a").and_then(Json::as_array).map(<[Json]>::len),
+            Some(2)
+        );
+        assert_eq!(Json::str("s").as_str(), Some("s"));
+        assert_eq!(Json::Null.as_str(), None);
     }
 }
