@@ -13,9 +13,7 @@ use std::arch::x86_64::*;
 use super::avx2_panel::{block_sums, nibble_groups};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::gelu;
-use crate::kernels::{
-    stream_target, Q8Row, StreamTarget, BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT,
-};
+use crate::kernels::{stream_target, Q8Row, StreamTarget, TILE_ROWS};
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
 #[target_feature(enable = "avx2,fma")]
@@ -550,140 +548,62 @@ pub(super) fn spill(v: __m256, buf: &mut [f32; TILE_LANES]) -> &[f32; TILE_LANES
     std::hint::black_box(buf)
 }
 
-/// Tiled Q4_0·Q8_0 (lanes order), the tile of [`dot_q4_0_q8_0_impl`]:
-/// ```text
-/// for each block i:
-///   x[r] = nibbles(w[r][i]) − 8                                      once per row
-///   y[t] = a[t][i].qs                                                once per token
-///   d[t*R+r] = f16→f32(w[r][i].d) · f16→f32(a[t][i].d)               one vector for all
-///   acc[t][r] = fma(d[t*R+r], Σ4 x[r]·y[t] per lane, acc[t][r])      per output
-/// out[t][r] = hsum_float_8(acc[t][r])
-/// ```
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let off = _mm256_set1_epi8(8);
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut d_buf = [0f32; TILE_LANES];
-    // Single-token passes stream their rows from memory; tiles reuse theirs from cache.
-    let pf = if T == 1 {
-        Prefetch::new(&w)
-    } else {
-        Prefetch::NONE
-    };
-    for i in 0..n {
-        pf.at(i);
-        let d = spill(
-            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-            &mut d_buf,
-        );
-        let qx: [__m256i; R] =
-            std::array::from_fn(|r| _mm256_sub_epi8(bytes_from_nibbles_32(&w[r][i].qs), off));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let qy = load_qs(&a[t][i].qs);
-            for r in 0..R {
-                let q = mul_sum_i8_pairs_float(qx[r], qy);
-                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-            }
-        }
-    }
-    for (o, acc_t) in out.iter_mut().zip(&acc) {
-        for (v, s) in o.iter_mut().zip(acc_t) {
-            *v = hsum_float_8(*s);
-        }
-    }
+// ---------------------------------------------------------------------------------------------
+// The tiles of Q4_0, Q4_1 and Q8_0 (`legacy_tiles.rs`), over AVX2's four-product sums:
+// `maddubs` multiplies u8 by i8 into i16 pairs, `madd` by ones adds the pairs into i32. Signed
+// weights go through `sign` (|x| as u8, y with x's sign), which cannot overflow an i16 pair
+// here: |x| ≤ 128 and |y| ≤ 127.
+// ---------------------------------------------------------------------------------------------
+
+/// A Q4_0 block's values `q − 8`, signed.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn q4_0_codes(qs: &[u8; 16]) -> __m256i {
+    _mm256_sub_epi8(bytes_from_nibbles_32(qs), _mm256_set1_epi8(Q4_0_OFFSET))
 }
 
-/// Tiled Q8_0·Q8_0 (lanes order), the tile of [`dot_q8_0_q8_0_impl`]; as
-/// [`tile_q4_0_q8_0_impl`] with the weights loaded instead of unpacked.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_q8_0_q8_0_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ8_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut d_buf = [0f32; TILE_LANES];
-    // Single-token passes stream their rows from memory; tiles reuse theirs from cache.
-    let pf = if T == 1 {
-        Prefetch::new(&w)
-    } else {
-        Prefetch::NONE
-    };
-    for i in 0..n {
-        pf.at(i);
-        let d = spill(
-            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-            &mut d_buf,
-        );
-        let qx: [__m256i; R] = std::array::from_fn(|r| load_qs(&w[r][i].qs));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let qy = load_qs(&a[t][i].qs);
-            for r in 0..R {
-                let q = mul_sum_i8_pairs_float(qx[r], qy);
-                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-            }
-        }
-    }
-    for (o, acc_t) in out.iter_mut().zip(&acc) {
-        for (v, s) in o.iter_mut().zip(acc_t) {
-            *v = hsum_float_8(*s);
-        }
-    }
+/// A Q8_0 block's values as they are.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn q8_0_codes(qs: &[i8; 32]) -> __m256i {
+    load_qs(qs)
 }
 
-/// Tiled Q4_1·Q8_1, the tile of [`dot_q4_1_q8_1_impl`]: the lanes as in
-/// [`tile_q4_0_q8_0_impl`] (nibbles unsigned, no offset), plus per output the chain
-/// `summs[t*R+r] += m_w[r]·s_a[t]` in block order (all R·T chains in one vector), added after
-/// the lanes' hsum.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_q4_1_q8_1_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_1]; R],
-    a: &[&[BlockQ8_1]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut d_buf = [0f32; TILE_LANES];
-    let mut summs = _mm256_setzero_ps();
-    // Single-token passes stream their rows from memory; tiles reuse theirs from cache.
-    let pf = if T == 1 {
-        Prefetch::new(&w)
-    } else {
-        Prefetch::NONE
-    };
-    for i in 0..n {
-        pf.at(i);
-        let d = spill(
-            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-            &mut d_buf,
-        );
-        let ms = scale_products(w.map(|w| w[i].m), a.map(|a| a[i].s));
-        summs = _mm256_add_ps(summs, ms);
-        let qx: [__m256i; R] = std::array::from_fn(|r| bytes_from_nibbles_32(&w[r][i].qs));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let qy = load_qs(&a[t][i].qs);
-            for r in 0..R {
-                let q = mul_sum_us8_pairs_float(qx[r], qy);
-                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-            }
-        }
-    }
-    let summs = lanes(summs);
-    for (t, (o, acc_t)) in out.iter_mut().zip(&acc).enumerate() {
-        for (r, (v, s)) in o.iter_mut().zip(acc_t).enumerate() {
-            *v = hsum_float_8(*s) + summs[t * R + r];
-        }
-    }
+/// Nothing to correct: AVX2's codes are the signed values themselves.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn q4_0_correction(_y: __m256i) -> __m256i {
+    _mm256_setzero_si256()
 }
+
+/// Nothing to correct (see [`q4_0_correction`]).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn q8_0_correction(_y: __m256i) -> __m256i {
+    _mm256_setzero_si256()
+}
+
+/// `Σ4 x·y` per i32 lane of signed `x` and `y` (`c` is always zero here).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn sums(_c: __m256i, x: __m256i, y: __m256i) -> __m256i {
+    sums_unsigned(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+/// `Σ4 x·y` per i32 lane of u8 `x` and i8 `y`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn sums_unsigned(x: __m256i, y: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1))
+}
+
+mod tiles {
+    super::super::legacy_tiles::legacy_tiles!("avx2,fma,f16c");
+}
+pub(in crate::kernels) use tiles::{
+    tile_q4_0_q8_0, tile_q4_0_q8_0_chain, tile_q4_1_q8_1, tile_q8_0_q8_0,
+};
+use tiles::{tile_q4_0_q8_0_impl, tile_q4_1_q8_1_impl, tile_q8_0_q8_0_impl};
 
 /// The totals of eight vectors of eight i32, in order, for partial sums of magnitude at most
 /// 4096 (so every intermediate fits i16): two rounds of `packs_epi32` (exact, nothing
@@ -712,89 +632,6 @@ pub(super) fn hsum_i32_8x8_small(v: [__m256i; TILE_LANES]) -> __m256i {
 const LOW_HALVES: i32 = 0x20;
 /// `_mm256_permute2x128_si256` control: (a's high half, b's high half).
 const HIGH_HALVES: i32 = 0x31;
-
-/// Tiled Q4_0·Q8_0 (block-chain order), the tile of [`dot_q4_0_q8_0_chain_impl`]. The R·T
-/// chains run side by side in the lanes of one vector (lane `t*R + r`):
-/// ```text
-/// for each block i:
-///   isum[t*R+r] = Σ_{32} x[r]·y[t]                     (exact, reduced eight at a time)
-///   acc = fma(isum, d, acc)                             (one vector fma for all chains)
-/// ```
-/// Each |x − 8| ≤ 8 and |y| ≤ 128, so a lane's four products stay within 4096.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let off = _mm256_set1_epi8(8);
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_ps();
-    // Single-token passes stream their rows from memory; tiles reuse theirs from cache.
-    let pf = if T == 1 {
-        Prefetch::new(&w)
-    } else {
-        Prefetch::NONE
-    };
-    for i in 0..n {
-        pf.at(i);
-        let d = scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d));
-        let qx: [__m256i; R] =
-            std::array::from_fn(|r| _mm256_sub_epi8(bytes_from_nibbles_32(&w[r][i].qs), off));
-        let mut sums = [_mm256_setzero_si256(); TILE_LANES];
-        for (t, a_t) in a.iter().enumerate() {
-            let qy = load_qs(&a_t[i].qs);
-            for (r, x) in qx.iter().enumerate() {
-                let (ax, sy) = (_mm256_sign_epi8(*x, *x), _mm256_sign_epi8(qy, *x));
-                sums[t * R + r] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), ones);
-            }
-        }
-        let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(sums));
-        acc = _mm256_fmadd_ps(isum, d, acc);
-    }
-    let acc = lanes(acc);
-    for (t, o) in out.iter_mut().enumerate() {
-        o.copy_from_slice(&acc[t * R..t * R + R]);
-    }
-}
-
-pub(in crate::kernels) fn tile_q4_0_q8_0(
-    w: &[&[BlockQ4_0]; TR],
-    a: &[&[BlockQ8_0]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { tile_q4_0_q8_0_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn tile_q4_0_q8_0_chain(
-    w: &[&[BlockQ4_0]; TR],
-    a: &[&[BlockQ8_0]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { tile_q4_0_q8_0_chain_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn tile_q4_1_q8_1(
-    w: &[&[BlockQ4_1]; TR],
-    a: &[&[BlockQ8_1]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { tile_q4_1_q8_1_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn tile_q8_0_q8_0(
-    w: &[&[BlockQ8_0]; TR],
-    a: &[&[BlockQ8_0]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { tile_q8_0_q8_0_impl(w, a, out) }
-}
 
 /// Software prefetch of the rows a few passes ahead, spread over this pass's blocks.
 ///
@@ -1015,7 +852,7 @@ pub(in crate::kernels) fn rows_q4_0_q8_0(
 }
 
 /// Single-token Q4_0·Q8_0 (block-chain order) over all [`TILE_ROWS`] rows in one pass: the
-/// block sums of row r as [`tile_q4_0_q8_0_chain_impl`] forms them, their chains side by side
+/// block sums of row r as `legacy_tiles.rs`' block-chain tile forms them, their chains side by side
 /// in the lanes of one accumulator (lane r), so the reduction, the scale conversion and the
 /// fma of a block serve eight rows rather than four.
 #[target_feature(enable = "avx2,fma,f16c")]

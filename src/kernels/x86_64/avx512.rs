@@ -21,15 +21,14 @@ use std::arch::x86_64::*;
 
 use super::avx2::{
     bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-    q8_block, reduce16, row_scales, scale8, scale_products, spill, Prefetch, Q4_0_OFFSET,
-    TILE_LANES,
+    q8_block, reduce16, row_scales, scale8, spill, Prefetch, Q4_0_OFFSET, TILE_LANES,
 };
 use super::avx2_panel::check_panel;
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::kblocks::KVALUES_IQ4NL;
 use crate::kernels::{
-    Q8Group, Q8Row, Queries, BATCH_TILE_ROWS as TR, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS,
-    TILE_ROWS, TILE_TOKENS as TT, WIDE_ROWS, WIDE_TOKENS,
+    Q8Group, Q8Row, Queries, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS, WIDE_ROWS,
+    WIDE_TOKENS,
 };
 
 /// The offset that maps an i8 weight onto u8 (`x + 128`, the top bit flipped).
@@ -44,148 +43,57 @@ fn offset_correction(offset: i8, y: __m256i) -> __m256i {
     _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(offset), y))
 }
 
-/// Tiled Q4_0·Q8_0 (lanes order), as `avx2::tile_q4_0_q8_0_impl` with the integer sums
-/// formed from the unsigned nibbles:
-/// ```text
-/// c[t]      = −8 · Σ4 y[t] per lane                                     once per token
-/// acc[t][r] = fma(d[t*R+r], (f32) dpbusd(c[t], nibbles[r], y[t]), acc[t][r])
-/// ```
+/// The tiles of Q4_0, Q4_1 and Q8_0 (`legacy_tiles.rs`) form their four-product sums with
+/// `vpdpbusd` (u8 × i8, added to an i32 start): a Q4_0 weight's unsigned nibble `q` stands for
+/// `q − 8`, a Q8_0 weight goes in as `x + 128` (the top bit flipped), and the start `c` takes
+/// the offset's share out (`−offset · Σ4 y`), exactly.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut d_buf = [0f32; TILE_LANES];
-    for i in 0..n {
-        let d = spill(
-            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-            &mut d_buf,
-        );
-        let qx: [__m256i; R] = std::array::from_fn(|r| bytes_from_nibbles_32(&w[r][i].qs));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let qy = load_qs(&a[t][i].qs);
-            let c = offset_correction(Q4_0_OFFSET, qy);
-            for r in 0..R {
-                let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, qx[r], qy));
-                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-            }
-        }
-    }
-    for (o, acc_t) in out.iter_mut().zip(&acc) {
-        for (v, s) in o.iter_mut().zip(acc_t) {
-            *v = hsum_float_8(*s);
-        }
-    }
+#[inline]
+fn q4_0_codes(qs: &[u8; 16]) -> __m256i {
+    bytes_from_nibbles_32(qs)
 }
 
-/// Tiled Q8_0·Q8_0 (lanes order): as [`tile_q4_0_q8_0_impl`], the weights loaded and offset
-/// by 128 into u8.
+/// A Q8_0 block's values offset into u8 (`x + 128`).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_q8_0_q8_0_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ8_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let flip = _mm256_set1_epi8(I8_TO_U8_OFFSET);
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut d_buf = [0f32; TILE_LANES];
-    for i in 0..n {
-        let d = spill(
-            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-            &mut d_buf,
-        );
-        let qx: [__m256i; R] =
-            std::array::from_fn(|r| _mm256_xor_si256(load_qs(&w[r][i].qs), flip));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let qy = load_qs(&a[t][i].qs);
-            let c = offset_correction(I8_TO_U8_OFFSET, qy);
-            for r in 0..R {
-                let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, qx[r], qy));
-                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-            }
-        }
-    }
-    for (o, acc_t) in out.iter_mut().zip(&acc) {
-        for (v, s) in o.iter_mut().zip(acc_t) {
-            *v = hsum_float_8(*s);
-        }
-    }
+#[inline]
+fn q8_0_codes(qs: &[i8; 32]) -> __m256i {
+    _mm256_xor_si256(load_qs(qs), _mm256_set1_epi8(I8_TO_U8_OFFSET))
 }
 
-/// Tiled Q4_1·Q8_1: the nibbles are unsigned already, so no correction; the `m·s` chains as in
-/// `avx2::tile_q4_1_q8_1_impl`.
+/// The start that takes Q4_0's offset of 8 out of the sums.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_q4_1_q8_1_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_1]; R],
-    a: &[&[BlockQ8_1]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let zero = _mm256_setzero_si256();
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut d_buf = [0f32; TILE_LANES];
-    let mut summs = _mm256_setzero_ps();
-    for i in 0..n {
-        let d = spill(
-            scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-            &mut d_buf,
-        );
-        let ms = scale_products(w.map(|w| w[i].m), a.map(|a| a[i].s));
-        summs = _mm256_add_ps(summs, ms);
-        let qx: [__m256i; R] = std::array::from_fn(|r| bytes_from_nibbles_32(&w[r][i].qs));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let qy = load_qs(&a[t][i].qs);
-            for r in 0..R {
-                let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(zero, qx[r], qy));
-                acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-            }
-        }
-    }
-    let summs = lanes(summs);
-    for (t, (o, acc_t)) in out.iter_mut().zip(&acc).enumerate() {
-        for (r, (v, s)) in o.iter_mut().zip(acc_t).enumerate() {
-            *v = hsum_float_8(*s) + summs[t * R + r];
-        }
-    }
+#[inline]
+fn q4_0_correction(y: __m256i) -> __m256i {
+    offset_correction(Q4_0_OFFSET, y)
 }
 
-/// Tiled Q4_0·Q8_0 (block-chain order), as `avx2::tile_q4_0_q8_0_chain_impl` with the four-
-/// sums from [`tile_q4_0_q8_0_impl`] (each |Σ4 (q − 8)·y| ≤ 4 · 8 · 128 = 4096).
+/// The start that takes Q8_0's offset of 128 out of the sums.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_q4_0_q8_0_chain_impl<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    let n = a[0].len();
-    let (w, a) = (exact(w, n), exact(a, n));
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..n {
-        let d = scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d));
-        let qx: [__m256i; R] = std::array::from_fn(|r| bytes_from_nibbles_32(&w[r][i].qs));
-        let mut sums = [_mm256_setzero_si256(); TILE_LANES];
-        for (t, a_t) in a.iter().enumerate() {
-            let qy = load_qs(&a_t[i].qs);
-            let c = offset_correction(Q4_0_OFFSET, qy);
-            for (r, x) in qx.iter().enumerate() {
-                sums[t * R + r] = _mm256_dpbusd_epi32(c, *x, qy);
-            }
-        }
-        let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(sums));
-        acc = _mm256_fmadd_ps(isum, d, acc);
-    }
-    let acc = lanes(acc);
-    for (t, o) in out.iter_mut().enumerate() {
-        o.copy_from_slice(&acc[t * R..t * R + R]);
-    }
+#[inline]
+fn q8_0_correction(y: __m256i) -> __m256i {
+    offset_correction(I8_TO_U8_OFFSET, y)
 }
+
+/// `c + Σ4 x·y` per i32 lane (x as u8).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn sums(c: __m256i, x: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(c, x, y)
+}
+
+/// `Σ4 x·y` per i32 lane of u8 `x` (no offset to take out).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn sums_unsigned(x: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y)
+}
+
+mod tiles {
+    super::super::legacy_tiles::legacy_tiles!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
+}
+pub(in crate::kernels) use tiles::{
+    tile_q4_0_q8_0, tile_q4_0_q8_0_chain, tile_q4_1_q8_1, tile_q8_0_q8_0,
+};
 
 // ---------------------------------------------------------------------------------------------
 // The Q4_0 block-chain panel: PANEL_ROWS (16) rows × many tokens, for prompts. The
@@ -340,7 +248,7 @@ fn row_scales4(d: [[u8; 2]; WIDE_ROWS]) -> __m128 {
 }
 
 /// The wide Q8_0·Q8_0 tile (lanes order): [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens, each
-/// output's eight lanes as in [`tile_q8_0_q8_0_impl`], two outputs (one row, two tokens) per
+/// output's eight lanes as in `legacy_tiles.rs`' Q8_0 tile, two outputs (one row, two tokens) per
 /// 512-bit vector: the row's block in both halves, the two tokens' blocks side by side, so each
 /// `vpdpbusd`, conversion, multiply and fma serves two outputs. The tokens' f32 scales come
 /// precomputed (`Q8Row`). Per block, for token pair p and row r:
@@ -963,42 +871,6 @@ pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
     unsafe { softmax_impl(x, scale) }
 }
 
-pub(in crate::kernels) fn tile_q4_0_q8_0(
-    w: &[&[BlockQ4_0]; TR],
-    a: &[&[BlockQ8_0]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { tile_q4_0_q8_0_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn tile_q4_0_q8_0_chain(
-    w: &[&[BlockQ4_0]; TR],
-    a: &[&[BlockQ8_0]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { tile_q4_0_q8_0_chain_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn tile_q4_1_q8_1(
-    w: &[&[BlockQ4_1]; TR],
-    a: &[&[BlockQ8_1]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { tile_q4_1_q8_1_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn tile_q8_0_q8_0(
-    w: &[&[BlockQ8_0]; TR],
-    a: &[&[BlockQ8_0]; TT],
-    out: &mut [[f32; TR]; TT],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { tile_q8_0_q8_0_impl(w, a, out) }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Single-token kernels: TILE_ROWS (8) weight rows × one activation per pass, for decoding. One
 // activation block is loaded (and, for Q4_0 and Q8_0, its offset correction formed) once for
@@ -1150,7 +1022,7 @@ fn rows_q4_1_q8_1_impl(w: &[&[BlockQ4_1]; TILE_ROWS], a: &[BlockQ8_1], out: &mut
 
 /// Single-token Q4_0·Q8_0 (block-chain order), each row as `avx2::dot_q4_0_q8_0_chain_impl`:
 /// the eight rows' chains side by side in the lanes of one vector (lane r), their block sums
-/// reduced eight at a time as in [`tile_q4_0_q8_0_chain_impl`].
+/// reduced eight at a time as in `legacy_tiles.rs`' block-chain tile.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q4_0_q8_0_chain_impl(
     w: &[&[BlockQ4_0]; TILE_ROWS],

@@ -17,5 +17,6 @@ pub(super) mod kpacked_tile;
 pub(super) mod kpanel512;
 pub(super) mod kquant_kernels;
 pub(super) mod kwide_kernels;
+pub(super) mod legacy_tiles;
 pub(super) mod panel512_steps;
 pub(super) mod tile_call;

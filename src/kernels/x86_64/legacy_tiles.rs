@@ -1,0 +1,249 @@
+//! The tiles of Q4_0, Q4_1 and Q8_0 (R weight rows × T tokens per pass, in the lanes order and
+//! Q4_0's block-chain order), written once as a macro ([`legacy_tiles`]) and expanded by each
+//! tier over its own way of forming four-product integer sums (`avx2.rs`: `maddubs` +
+//! `madd`; `avx512.rs`: VNNI's `vpdpbusd` with an offset correction). The sums are exact
+//! integers either way, so both tiers run the same float operations, bit for bit the scalar
+//! oracle's (`scalar.rs`).
+//!
+//! The primitives the expanding module (the macro's `super`) provides, all on 256-bit vectors:
+//! - `q4_0_codes(qs)`, `q8_0_codes(qs)`: a weight block's 32 values as the tier's `sums`
+//!   takes them (AVX2: signed, `q − 8` and `q`; VNNI: offset into u8, `q` and `q + 128`);
+//! - `q4_0_correction(y)`, `q8_0_correction(y)`: what a token's block contributes to undo
+//!   that offset (AVX2: nothing; VNNI: `−offset · Σ4 y` per lane);
+//! - `sums(c, x, y)`: `Σ4 x·y` per i32 lane of signed codes (started from `c`);
+//! - `sums_unsigned(x, y)`: the same of u8 codes `x` (Q4_1's nibbles).
+
+/// The four tiles and their safe wrappers, compiled with the target features `$feat`, over the
+/// primitives of the module that expands it (see the module documentation).
+macro_rules! legacy_tiles {
+    ($feat:literal) => {
+        use std::arch::x86_64::*;
+
+        use super::{
+            q4_0_codes, q4_0_correction, q8_0_codes, q8_0_correction, sums, sums_unsigned,
+        };
+        use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+        use crate::kernels::x86_64::avx2::{
+            bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
+            scale_products, spill, Prefetch, TILE_LANES,
+        };
+        use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_TOKENS as TT};
+
+        /// Tiled Q4_0·Q8_0 (lanes order), R rows × T tokens:
+        /// ```text
+        /// for each block i:
+        ///   x[r] = codes(w[r][i])                                            once per row
+        ///   y[t] = a[t][i].qs; c[t] = correction(y[t])                       once per token
+        ///   d[t*R+r] = f16→f32(w[r][i].d) · f16→f32(a[t][i].d)               one vector for all
+        ///   acc[t][r] = fma(d[t*R+r], (f32) Σ4 (q − 8)·y per lane, acc[t][r])   per output
+        /// out[t][r] = hsum_float_8(acc[t][r])
+        /// ```
+        /// With one token (a tier's single-token passes) the rows stream from memory and are
+        /// prefetched; tiles reuse theirs from cache.
+        #[target_feature(enable = $feat)]
+        pub(in crate::kernels::x86_64) fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
+            w: &[&[BlockQ4_0]; R],
+            a: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            let n = a[0].len();
+            let (w, a) = (exact(w, n), exact(a, n));
+            let mut acc = [[_mm256_setzero_ps(); R]; T];
+            let mut d_buf = [0f32; TILE_LANES];
+            let pf = if T == 1 {
+                Prefetch::new(&w)
+            } else {
+                Prefetch::NONE
+            };
+            for i in 0..n {
+                pf.at(i);
+                let d = spill(
+                    scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+                    &mut d_buf,
+                );
+                let qx: [__m256i; R] = std::array::from_fn(|r| q4_0_codes(&w[r][i].qs));
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    let qy = load_qs(&a[t][i].qs);
+                    let c = q4_0_correction(qy);
+                    for r in 0..R {
+                        let q = _mm256_cvtepi32_ps(sums(c, qx[r], qy));
+                        acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+                    }
+                }
+            }
+            for (o, acc_t) in out.iter_mut().zip(&acc) {
+                for (v, s) in o.iter_mut().zip(acc_t) {
+                    *v = hsum_float_8(*s);
+                }
+            }
+        }
+
+        /// Tiled Q8_0·Q8_0 (lanes order): as [`tile_q4_0_q8_0_impl`], the weights loaded
+        /// instead of unpacked.
+        #[target_feature(enable = $feat)]
+        pub(in crate::kernels::x86_64) fn tile_q8_0_q8_0_impl<const R: usize, const T: usize>(
+            w: &[&[BlockQ8_0]; R],
+            a: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            let n = a[0].len();
+            let (w, a) = (exact(w, n), exact(a, n));
+            let mut acc = [[_mm256_setzero_ps(); R]; T];
+            let mut d_buf = [0f32; TILE_LANES];
+            let pf = if T == 1 {
+                Prefetch::new(&w)
+            } else {
+                Prefetch::NONE
+            };
+            for i in 0..n {
+                pf.at(i);
+                let d = spill(
+                    scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+                    &mut d_buf,
+                );
+                let qx: [__m256i; R] = std::array::from_fn(|r| q8_0_codes(&w[r][i].qs));
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    let qy = load_qs(&a[t][i].qs);
+                    let c = q8_0_correction(qy);
+                    for r in 0..R {
+                        let q = _mm256_cvtepi32_ps(sums(c, qx[r], qy));
+                        acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+                    }
+                }
+            }
+            for (o, acc_t) in out.iter_mut().zip(&acc) {
+                for (v, s) in o.iter_mut().zip(acc_t) {
+                    *v = hsum_float_8(*s);
+                }
+            }
+        }
+
+        /// Tiled Q4_1·Q8_1: the lanes as in [`tile_q4_0_q8_0_impl`] (nibbles unsigned, no
+        /// offset), plus per output the chain `summs[t*R+r] += m_w[r]·s_a[t]` in block order
+        /// (all R·T chains in one vector), added after the lanes' hsum.
+        #[target_feature(enable = $feat)]
+        pub(in crate::kernels::x86_64) fn tile_q4_1_q8_1_impl<const R: usize, const T: usize>(
+            w: &[&[BlockQ4_1]; R],
+            a: &[&[BlockQ8_1]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            let n = a[0].len();
+            let (w, a) = (exact(w, n), exact(a, n));
+            let mut acc = [[_mm256_setzero_ps(); R]; T];
+            let mut d_buf = [0f32; TILE_LANES];
+            let mut summs = _mm256_setzero_ps();
+            let pf = if T == 1 {
+                Prefetch::new(&w)
+            } else {
+                Prefetch::NONE
+            };
+            for i in 0..n {
+                pf.at(i);
+                let d = spill(
+                    scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+                    &mut d_buf,
+                );
+                let ms = scale_products(w.map(|w| w[i].m), a.map(|a| a[i].s));
+                summs = _mm256_add_ps(summs, ms);
+                let qx: [__m256i; R] = std::array::from_fn(|r| bytes_from_nibbles_32(&w[r][i].qs));
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    let qy = load_qs(&a[t][i].qs);
+                    for r in 0..R {
+                        let q = _mm256_cvtepi32_ps(sums_unsigned(qx[r], qy));
+                        acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+                    }
+                }
+            }
+            let summs = lanes(summs);
+            for (t, (o, acc_t)) in out.iter_mut().zip(&acc).enumerate() {
+                for (r, (v, s)) in o.iter_mut().zip(acc_t).enumerate() {
+                    *v = hsum_float_8(*s) + summs[t * R + r];
+                }
+            }
+        }
+
+        /// Tiled Q4_0·Q8_0 (block-chain order). The R·T chains run side by side in the lanes
+        /// of one vector (lane `t*R + r`):
+        /// ```text
+        /// for each block i:
+        ///   isum[t*R+r] = Σ_{32} (q − 8)·y[t]                (exact, reduced eight at a time)
+        ///   acc = fma(isum, d, acc)                             (one vector fma for all chains)
+        /// ```
+        /// Each |q − 8| ≤ 8 and |y| ≤ 128, so a lane's four products stay within 4096.
+        #[target_feature(enable = $feat)]
+        pub(in crate::kernels::x86_64) fn tile_q4_0_q8_0_chain_impl<
+            const R: usize,
+            const T: usize,
+        >(
+            w: &[&[BlockQ4_0]; R],
+            a: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            let n = a[0].len();
+            let (w, a) = (exact(w, n), exact(a, n));
+            let mut acc = _mm256_setzero_ps();
+            let pf = if T == 1 {
+                Prefetch::new(&w)
+            } else {
+                Prefetch::NONE
+            };
+            for i in 0..n {
+                pf.at(i);
+                let d = scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d));
+                let qx: [__m256i; R] = std::array::from_fn(|r| q4_0_codes(&w[r][i].qs));
+                let mut s = [_mm256_setzero_si256(); TILE_LANES];
+                for (t, a_t) in a.iter().enumerate() {
+                    let qy = load_qs(&a_t[i].qs);
+                    let c = q4_0_correction(qy);
+                    for (r, x) in qx.iter().enumerate() {
+                        s[t * R + r] = sums(c, *x, qy);
+                    }
+                }
+                let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(s));
+                acc = _mm256_fmadd_ps(isum, d, acc);
+            }
+            let acc = lanes(acc);
+            for (t, o) in out.iter_mut().enumerate() {
+                o.copy_from_slice(&acc[t * R..t * R + R]);
+            }
+        }
+
+        pub(in crate::kernels) fn tile_q4_0_q8_0(
+            w: &[&[BlockQ4_0]; TR],
+            a: &[&[BlockQ8_0]; TT],
+            out: &mut [[f32; TR]; TT],
+        ) {
+            // SAFETY: only reachable through the table built after the features of this
+            // tier ($feat) were detected.
+            unsafe { tile_q4_0_q8_0_impl(w, a, out) }
+        }
+
+        pub(in crate::kernels) fn tile_q4_0_q8_0_chain(
+            w: &[&[BlockQ4_0]; TR],
+            a: &[&[BlockQ8_0]; TT],
+            out: &mut [[f32; TR]; TT],
+        ) {
+            // SAFETY: as for `tile_q4_0_q8_0`.
+            unsafe { tile_q4_0_q8_0_chain_impl(w, a, out) }
+        }
+
+        pub(in crate::kernels) fn tile_q4_1_q8_1(
+            w: &[&[BlockQ4_1]; TR],
+            a: &[&[BlockQ8_1]; TT],
+            out: &mut [[f32; TR]; TT],
+        ) {
+            // SAFETY: as for `tile_q4_0_q8_0`.
+            unsafe { tile_q4_1_q8_1_impl(w, a, out) }
+        }
+
+        pub(in crate::kernels) fn tile_q8_0_q8_0(
+            w: &[&[BlockQ8_0]; TR],
+            a: &[&[BlockQ8_0]; TT],
+            out: &mut [[f32; TR]; TT],
+        ) {
+            // SAFETY: as for `tile_q4_0_q8_0`.
+            unsafe { tile_q8_0_q8_0_impl(w, a, out) }
+        }
+    };
+}
+pub(super) use legacy_tiles;
