@@ -29,22 +29,26 @@ macro_rules! legacy_tiles {
         };
         use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_TOKENS as TT};
 
-        /// Tiled Q4_0·Q8_0 (lanes order), R rows × T tokens:
+        /// Tiled lanes-order dots of a block type `B` (Q4_0 or Q8_0 weights) against Q8_0
+        /// activations, R rows × T tokens:
         /// ```text
         /// for each block i:
         ///   x[r] = codes(w[r][i])                                            once per row
         ///   y[t] = a[t][i].qs; c[t] = correction(y[t])                       once per token
-        ///   d[t*R+r] = f16→f32(w[r][i].d) · f16→f32(a[t][i].d)               one vector for all
-        ///   acc[t][r] = fma(d[t*R+r], (f32) Σ4 (q − 8)·y per lane, acc[t][r])   per output
+        ///   d[t*R+r] = f16→f32(d(w[r][i])) · f16→f32(a[t][i].d)              one vector for all
+        ///   acc[t][r] = fma(d[t*R+r], (f32) Σ4 x·y per lane, acc[t][r])        per output
         /// out[t][r] = hsum_float_8(acc[t][r])
         /// ```
         /// With one token (a tier's single-token passes) the rows stream from memory and are
         /// prefetched; tiles reuse theirs from cache.
         #[target_feature(enable = $feat)]
-        pub(in crate::kernels::x86_64) fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ4_0]; R],
-            a: &[&[BlockQ8_0]; T],
+        #[inline]
+        fn tile_lanes<B, const R: usize, const T: usize>(
+            (w, a): (&[&[B]; R], &[&[BlockQ8_0]; T]),
             out: &mut [[f32; R]; T],
+            d: impl Fn(&B) -> [u8; 2],
+            codes: impl Fn(&B) -> __m256i,
+            correction: impl Fn(__m256i) -> __m256i,
         ) {
             let n = a[0].len();
             let (w, a) = (exact(w, n), exact(a, n));
@@ -57,17 +61,17 @@ macro_rules! legacy_tiles {
             };
             for i in 0..n {
                 pf.at(i);
-                let d = spill(
-                    scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
+                let dp = spill(
+                    scale_products(w.map(|w| d(&w[i])), a.map(|a| a[i].d)),
                     &mut d_buf,
                 );
-                let qx: [__m256i; R] = std::array::from_fn(|r| q4_0_codes(&w[r][i].qs));
+                let qx: [__m256i; R] = std::array::from_fn(|r| codes(&w[r][i]));
                 for (t, acc_t) in acc.iter_mut().enumerate() {
                     let qy = load_qs(&a[t][i].qs);
-                    let c = q4_0_correction(qy);
+                    let c = correction(qy);
                     for r in 0..R {
                         let q = _mm256_cvtepi32_ps(sums(c, qx[r], qy));
-                        acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
+                        acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(dp[t * R + r]), q, acc_t[r]);
                     }
                 }
             }
@@ -78,44 +82,36 @@ macro_rules! legacy_tiles {
             }
         }
 
-        /// Tiled Q8_0·Q8_0 (lanes order): as [`tile_q4_0_q8_0_impl`], the weights loaded
-        /// instead of unpacked.
+        /// Tiled Q4_0·Q8_0 (lanes order): [`tile_lanes`] of the codes `q − 8`.
+        #[target_feature(enable = $feat)]
+        pub(in crate::kernels::x86_64) fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
+            w: &[&[BlockQ4_0]; R],
+            a: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            tile_lanes(
+                (w, a),
+                out,
+                |b| b.d,
+                |b| q4_0_codes(&b.qs),
+                |y| q4_0_correction(y),
+            )
+        }
+
+        /// Tiled Q8_0·Q8_0 (lanes order): [`tile_lanes`] of the weights as they are loaded.
         #[target_feature(enable = $feat)]
         pub(in crate::kernels::x86_64) fn tile_q8_0_q8_0_impl<const R: usize, const T: usize>(
             w: &[&[BlockQ8_0]; R],
             a: &[&[BlockQ8_0]; T],
             out: &mut [[f32; R]; T],
         ) {
-            let n = a[0].len();
-            let (w, a) = (exact(w, n), exact(a, n));
-            let mut acc = [[_mm256_setzero_ps(); R]; T];
-            let mut d_buf = [0f32; TILE_LANES];
-            let pf = if T == 1 {
-                Prefetch::new(&w)
-            } else {
-                Prefetch::NONE
-            };
-            for i in 0..n {
-                pf.at(i);
-                let d = spill(
-                    scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d)),
-                    &mut d_buf,
-                );
-                let qx: [__m256i; R] = std::array::from_fn(|r| q8_0_codes(&w[r][i].qs));
-                for (t, acc_t) in acc.iter_mut().enumerate() {
-                    let qy = load_qs(&a[t][i].qs);
-                    let c = q8_0_correction(qy);
-                    for r in 0..R {
-                        let q = _mm256_cvtepi32_ps(sums(c, qx[r], qy));
-                        acc_t[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[t * R + r]), q, acc_t[r]);
-                    }
-                }
-            }
-            for (o, acc_t) in out.iter_mut().zip(&acc) {
-                for (v, s) in o.iter_mut().zip(acc_t) {
-                    *v = hsum_float_8(*s);
-                }
-            }
+            tile_lanes(
+                (w, a),
+                out,
+                |b| b.d,
+                |b| q8_0_codes(&b.qs),
+                |y| q8_0_correction(y),
+            )
         }
 
         /// Tiled Q4_1·Q8_1: the lanes as in [`tile_q4_0_q8_0_impl`] (nibbles unsigned, no
