@@ -917,16 +917,24 @@ fn spill2(v: [__m256; 2], buf: &mut [f32; 2 * TILE_LANES]) -> &[f32; 2 * TILE_LA
     std::hint::black_box(buf)
 }
 
-/// Single-token Q4_0·Q8_0 (lanes order), each row as `avx2::dot_q4_0_q8_0_impl`:
+/// Single-token lanes-order dots of [`TILE_ROWS`] rows of a block type `B` (Q4_0 or Q8_0)
+/// against one Q8_0 activation, each row as `avx2::dot_q4_0_q8_0_impl` (or the Q8_0 one):
 /// ```text
 /// for each block i:
-///   y = a[i].qs; c = −8 · Σ4 y per lane                              once per block
-///   d[r] = f16→f32(w[r][i].d) · f16→f32(a[i].d)                      one vector for all rows
-///   acc[r] = fma(d[r], (f32) dpbusd(c, nibbles(w[r][i]), y), acc[r])  per row
+///   y = a[i].qs; c = correction(y)                                   once per block
+///   d[r] = f16→f32(d(w[r][i])) · f16→f32(a[i].d)                     one vector for all rows
+///   acc[r] = fma(d[r], (f32) dpbusd(c, codes(w[r][i]), y), acc[r])    per row
 /// out[r] = hsum_float_8(acc[r])
 /// ```
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_0_q8_0_impl(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
+#[inline]
+fn rows_lanes<B>(
+    (w, a): (&[&[B]; TILE_ROWS], &[BlockQ8_0]),
+    out: &mut [f32; TILE_ROWS],
+    d: impl Fn(&B) -> [u8; 2],
+    codes: impl Fn(&B) -> __m256i,
+    correction: impl Fn(__m256i) -> __m256i,
+) {
     let n = a.len();
     let w = exact(w, n);
     let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
@@ -935,12 +943,15 @@ fn rows_q4_0_q8_0_impl(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut
     for (i, y) in a.iter().enumerate() {
         pf.at(i);
         let dy = scale8(y.d);
-        let d = spill(_mm256_mul_ps(row_scales(w.map(|w| w[i].d)), dy), &mut d_buf);
+        let dp = spill(
+            _mm256_mul_ps(row_scales(w.map(|w| d(&w[i]))), dy),
+            &mut d_buf,
+        );
         let qy = load_qs(&y.qs);
-        let c = offset_correction(Q4_0_OFFSET, qy);
+        let c = correction(qy);
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, nibbles(&w[r][i].qs), qy));
-            *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(d[r]), q, *acc_r);
+            let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, codes(&w[r][i]), qy));
+            *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(dp[r]), q, *acc_r);
         }
     }
     for (o, s) in out.iter_mut().zip(&acc) {
@@ -948,35 +959,33 @@ fn rows_q4_0_q8_0_impl(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut
     }
 }
 
-/// Single-token Q8_0·Q8_0 (lanes order): as [`rows_q4_0_q8_0_impl`], the weights loaded and
-/// offset by 128 into u8.
+/// Single-token Q4_0·Q8_0 (lanes order): [`rows_lanes`] of the unsigned nibbles, the offset of
+/// 8 taken out through the start.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_q8_0_impl(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
+    rows_lanes(
+        (w, a),
+        out,
+        |b| b.d,
+        |b| nibbles(&b.qs),
+        |y| q4_0_correction(y),
+    )
+}
+
+/// Single-token Q8_0·Q8_0 (lanes order): [`rows_lanes`] of the weights offset by 128 into u8.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn rows_q8_0_q8_0_impl(w: &[&[BlockQ8_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
-    let n = a.len();
-    let w = exact(w, n);
-    let flip = _mm256_set1_epi8(I8_TO_U8_OFFSET);
-    let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
-    let mut d_buf = [0f32; TILE_LANES];
-    let pf = Prefetch::new(&w);
-    for (i, y) in a.iter().enumerate() {
-        pf.at(i);
-        let dy = scale8(y.d);
-        let d = spill(_mm256_mul_ps(row_scales(w.map(|w| w[i].d)), dy), &mut d_buf);
-        let qy = load_qs(&y.qs);
-        let c = offset_correction(I8_TO_U8_OFFSET, qy);
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let qx = _mm256_xor_si256(load_qs(&w[r][i].qs), flip);
-            let q = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, qx, qy));
-            *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(d[r]), q, *acc_r);
-        }
-    }
-    for (o, s) in out.iter_mut().zip(&acc) {
-        *o = hsum_float_8(*s);
-    }
+    rows_lanes(
+        (w, a),
+        out,
+        |b| b.d,
+        |b| q8_0_codes(&b.qs),
+        |y| q8_0_correction(y),
+    )
 }
 
 /// Single-token Q4_1·Q8_1, each row as `avx2::dot_q4_1_q8_1_impl`: the lanes as in
-/// [`rows_q4_0_q8_0_impl`] (nibbles unsigned, no correction), and the rows' `m·s` chains side
+/// [`rows_lanes`] (nibbles unsigned, no correction), and the rows' `m·s` chains side
 /// by side in the odd lanes of two vectors. Each row's (d, m) pair is converted together, and
 /// multiplied by the activation's (d, s):
 /// ```text
