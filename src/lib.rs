@@ -6,6 +6,9 @@
 
 /// The commands behind the CLI (run, perplexity, tokenize, quantize).
 pub mod app;
+/// One buffer written by many threads, each its own parts: the disjoint writer every parallel
+/// step uses, borrowing the buffer so it cannot be freed under the threads.
+pub mod disjoint;
 /// The one JSON codec: values, the strict reader, the writer and its string escaping (serve,
 /// bench, topo, audit and the tests share it).
 pub mod json;

@@ -14,6 +14,7 @@ use std::time::Instant;
 use memmap2::MmapMut;
 
 use super::AppError;
+use crate::disjoint::Disjoint;
 use crate::sys::affinity::set_affinity;
 use crate::sys::ids::{CpuSet, NodeId, NodeMask};
 use crate::sys::mempolicy::{mbind, MPOL_BIND};
@@ -143,7 +144,10 @@ pub fn measure(
     mask.insert(mem_node);
     // Refused in some containers: first touch by threads pinned near the node still places it.
     let bound = mbind(&map[..], MPOL_BIND, Some(&mask), 0).is_ok();
-    let base = map.as_mut_ptr() as usize;
+    // SAFETY: u64 is valid for any bytes; the mapping is page-aligned and `bytes` a multiple
+    // of 8, so the aligned middle is the whole mapping (and `slice` checks each thread's part).
+    let (_, all, _) = unsafe { map.align_to_mut::<u64>() };
+    let all = Disjoint::new(all);
     let mut best = 0f64;
     let barrier = std::sync::Barrier::new(n);
     // Threads wait at this gate until all are started; where one cannot be (a pids limit),
@@ -173,15 +177,9 @@ pub fn measure(
                         one.insert(c);
                         let _ = set_affinity(&one);
                     }
-                    // SAFETY: each thread owns the disjoint slice [t·w, (t+1)·w) of the
-                    // mapping, which outlives the scope; u64 is valid for any bytes and the
-                    // mapping is page-aligned.
-                    let words = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            (base as *mut u64).add(t * words_per_thread),
-                            words_per_thread,
-                        )
-                    };
+                    // SAFETY: each thread owns the disjoint words [t·w, (t+1)·w).
+                    let words =
+                        unsafe { all.slice(t * words_per_thread..(t + 1) * words_per_thread) };
                     for (i, w) in words.iter_mut().enumerate() {
                         *w = i as u64; // first touch, by a thread on the reading node
                     }

@@ -26,6 +26,7 @@ use super::kv::KvBuf;
 pub use super::kv::{Arith, KvType};
 use super::swa::SwaCells;
 use super::weights::{Ffn, Layer, Matrix, Tensor, Weights};
+use crate::disjoint::Disjoint;
 use crate::kernels::ops::{self, Rope};
 use crate::kernels::{pack, ActRow, ActType, Kernels, Layout, PackedSteps, SumOrder, PACK_ROWS};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
@@ -351,39 +352,31 @@ impl BatchActs {
     }
 }
 
-/// A shared mutable f32 buffer that threads write in disjoint places.
-struct Out {
-    ptr: *mut f32,
-    len: usize,
-}
-// SAFETY: threads only write disjoint elements (callers split work so), and the buffer outlives
-// the parallel step (`Pool::run` returns only after every thread is done).
-unsafe impl Sync for Out {}
+/// A shared mutable f32 buffer that threads write in disjoint places: a [`Disjoint`] writer
+/// (which keeps the buffer borrowed while it lives) addressed as the forward pass does, by
+/// start and end.
+#[derive(Clone, Copy)]
+struct Out<'a>(Disjoint<'a, f32>);
 
-impl Out {
-    fn new(v: &mut [f32]) -> Out {
-        Out {
-            ptr: v.as_mut_ptr(),
-            len: v.len(),
-        }
+impl<'a> Out<'a> {
+    fn new(v: &'a mut [f32]) -> Out<'a> {
+        Out(Disjoint::new(v))
     }
 
     /// # Safety
     /// No two live slices or writes from the same `Out` may overlap.
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self, start: usize, end: usize) -> &mut [f32] {
-        assert!(start <= end && end <= self.len, "Out::slice out of range");
-        // SAFETY: in bounds (checked above); exclusivity is the caller's obligation.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+        // SAFETY: exclusivity is the caller's obligation, passed on; `slice` checks bounds.
+        unsafe { self.0.slice(start..end) }
     }
 
     /// # Safety
     /// No other thread may access element `i` during the step.
     #[inline]
     unsafe fn write(&self, i: usize, v: f32) {
-        assert!(i < self.len, "Out::write out of range");
-        // SAFETY: in bounds (checked above); exclusivity is the caller's obligation.
-        unsafe { *self.ptr.add(i) = v }
+        // SAFETY: exclusivity is the caller's obligation, passed on; `write` checks bounds.
+        unsafe { self.0.write(i, v) }
     }
 }
 

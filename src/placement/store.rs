@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::plan::{Plan, Store};
+use crate::disjoint::Disjoint;
 use crate::kernels::{pack, Kernels, Layout, PACK_ROWS};
 use crate::model::weights::{Matrix, Tensor, Weights};
 use crate::pool::rows_of_group;
@@ -361,12 +362,13 @@ fn free_huge_bytes(topo: &Topology, store: &Store, node: Option<NodeId>) -> u64 
     }
 }
 
-/// A copy job: `len` bytes from `src` to `dst`, done by a thread of `slot` (or any thread),
-/// packed on the way where `pack` says so.
-struct Job {
-    dst: *mut u8,
-    src: *const u8,
-    len: usize,
+/// A copy job: the bytes of `src` (of the file's mapping) to bytes `at` of the region `dst`,
+/// done by a thread of `slot` (or any thread), packed on the way where `pack` says so. No two
+/// jobs' `at` overlap in one region.
+struct Job<'a> {
+    dst: Disjoint<'a, u8>,
+    at: Range<usize>,
+    src: &'a [u8],
     pack: Option<PackJob>,
 }
 
@@ -405,9 +407,9 @@ fn fill(
     let page = memory::page_size();
     let interleave_by_touch = matches!(plan.store, Store::Interleaved(_)) && !opts.mbind_ok;
     let nslots = plan.slots.len();
-    let bases: Vec<*mut u8> = regions
+    let dsts: Vec<Disjoint<u8>> = regions
         .iter_mut()
-        .map(|r| r.as_mut_slice().as_mut_ptr())
+        .map(|r| Disjoint::new(r.as_mut_slice()))
         .collect();
     // Per filler thread: its jobs.
     let mut jobs: Vec<Vec<Job>> = (0..plan.threads).map(|_| Vec::new()).collect();
@@ -418,20 +420,22 @@ fn fill(
         let src = m.file.rows_bytes(p.rows.start, p.rows.end);
         assert_eq!(src.len(), p.len, "piece and source sizes differ");
         total += p.len as u64;
-        // SAFETY: the piece lies inside its region (laid out by `build`).
-        let base = unsafe { bases[p.region].add(p.offset) };
-        let len = p.len;
+        let (dst, len) = (dsts[p.region], p.len);
         let threads: Range<usize> = match p.slot {
             Some(s) => plan.slots[s].threads.clone(),
             None => 0..plan.threads,
         };
         let mut push = |t: usize, lo: usize, hi: usize, pack: Option<PackJob>| {
-            // SAFETY: lo..hi lies inside both the piece and the source (same length).
-            jobs[t].push(unsafe { job((base, src.as_ptr()), (lo, hi), pack) });
+            jobs[t].push(Job {
+                dst,
+                at: p.offset + lo..p.offset + hi,
+                src: &src[lo..hi],
+                pack,
+            });
         };
         if interleave_by_touch {
             // Page i (by address) goes to slot i % nslots: that slot's threads touch it.
-            let first_page = base as usize / page;
+            let first_page = (dst.as_ptr() as usize + p.offset) / page;
             let mut off = 0;
             while off < len {
                 let end = ((off / page + 1) * page).min(len);
@@ -482,8 +486,7 @@ fn fill(
     };
     if let (Some(f), true) = (read.file, read.release) {
         for j in jobs.iter().flatten() {
-            // SAFETY: a job's source is `len` bytes of the file's mapping (see `job`).
-            (f.expect)(unsafe { std::slice::from_raw_parts(j.src, j.len) });
+            (f.expect)(j.src);
         }
     }
     let progress = opts.progress;
@@ -540,7 +543,6 @@ fn fill(
                 .position(|s| s.threads.contains(&tid))
                 .unwrap_or(0);
             let done = &done_by_slot[slot];
-            let list = SendJobs(list);
             let list = std::sync::Arc::new(std::sync::Mutex::new(Some(list)));
             let mine = std::sync::Arc::clone(&list);
             // Test hook: `LOCUS_FAULT=fill-spawn` fails every fill thread, as a pids limit would.
@@ -623,12 +625,12 @@ fn ask(f: &FileHooks, asked: &mut usize, from: usize, to: usize) {
 /// Copies (or packs) one thread's fill jobs, counting the bytes in `done`, each job in `read`
 /// and the thread in `finished`. Before each chunk the next [`READ_AHEAD`] bytes of the file
 /// (into the next job) are asked for, so the file streams in while the copy runs.
-fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, read: &Read) {
+fn run_fill_jobs(list: Option<Vec<Job>>, done: &AtomicU64, finished: &Finished, read: &Read) {
     // Counted however this returns: a filler that panics must not leave the reporter waiting
     // (the panic then ends the fill's scope, as it would without one).
     let _counted = OneDone(finished);
-    let jobs = list.as_ref().map_or(&[][..], |l| &l.0[..]);
-    let span = |j: &Job| j.src as usize..j.src as usize + j.len;
+    let jobs = list.as_deref().unwrap_or_default();
+    let span = |j: &Job| j.src.as_ptr() as usize..j.src.as_ptr() as usize + j.src.len();
     // Where what has been asked for ends, in this job and in the next.
     let (mut asked, mut next_asked) = (0, 0);
     for (i, j) in jobs.iter().enumerate() {
@@ -636,15 +638,10 @@ fn run_fill_jobs(list: Option<SendJobs>, done: &AtomicU64, finished: &Finished, 
         let mut ahead = |pos: usize| {
             read.keep_ahead(pos, (&cur, next.as_ref()), &mut asked, &mut next_asked);
         };
-        // SAFETY: every job covers a range of its region no other job covers, the source is
-        // the mapped file's tensor bytes of the same length, and the regions outlive the
-        // fill's scope, which this call runs within.
-        let (src, dst) = unsafe {
-            (
-                std::slice::from_raw_parts(j.src, j.len),
-                std::slice::from_raw_parts_mut(j.dst, j.len),
-            )
-        };
+        // SAFETY: every job covers a range of its region no other job covers (`fill` splits
+        // each piece among its threads, and `build` lays pieces out apart), and each job is
+        // run by one thread; `slice` checks the range lies in the region.
+        let (src, dst) = (j.src, unsafe { j.dst.slice(j.at.clone()) });
         match j.pack {
             Some(p) => {
                 for (s, d) in src.chunks_exact(p.group).zip(dst.chunks_exact_mut(p.group)) {
@@ -739,44 +736,32 @@ fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[
             groups.push((
                 p.region,
                 p.offset + g * group_bytes,
-                src[g * group_bytes..].as_ptr(),
+                &src[g * group_bytes..(g + 1) * group_bytes],
                 p.layout,
                 n,
-                group_bytes,
             ));
         }
     }
     if groups.is_empty() {
         return;
     }
-    let bases: Vec<(usize, usize)> = regions
+    let dsts: Vec<Disjoint<u8>> = regions
         .iter_mut()
-        .map(|r| {
-            let s = r.as_mut_slice();
-            (s.as_mut_ptr() as usize, s.len())
-        })
+        .map(|r| Disjoint::new(r.as_mut_slice()))
         .collect();
     let next = AtomicUsize::new(0);
-    let (groups, bases, next) = (&SendGroups(groups), &bases, &next);
+    let (groups, dsts, next) = (&groups, &dsts, &next);
     // Each thread packs groups until none is left; where a thread cannot be started (a pids
     // limit) the others, and this one, pack its share.
     let work = move || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&(region, offset, src, layout, n, len)) = groups.0.get(i) else {
+        let Some(&(region, offset, src, layout, n)) = groups.get(i) else {
             break;
         };
-        let (base, size) = bases[region];
-        assert!(offset + len <= size, "a packed group outside its region");
-        // SAFETY: the group lies inside its region (asserted) and no other group
-        // overlaps it, so this thread alone writes these bytes while the scope runs;
-        // `src` is the same group's bytes in the file's read-only mapping, alive for
-        // the whole build.
-        let (dst, src) = unsafe {
-            (
-                std::slice::from_raw_parts_mut((base as *mut u8).add(offset), len),
-                std::slice::from_raw_parts(src, len),
-            )
-        };
+        // SAFETY: no other group overlaps this one, and the counter hands each group to
+        // one thread, so this thread alone writes these bytes while the scope runs; `slice`
+        // checks that the group lies inside its region.
+        let dst = unsafe { dsts[region].slice(offset..offset + src.len()) };
         pack::pack_group(layout, src, n, dst);
     };
     std::thread::scope(|scope| {
@@ -793,37 +778,8 @@ fn pack_pieces(plan: &Plan, mats: &[&Matrix], regions: &mut [Region], pieces: &[
 }
 
 /// A packed group to write: (region, offset in it, its bytes in the file, layout, blocks per
-/// row, bytes).
-type PackGroup = (usize, usize, *const u8, Layout, usize, usize);
-
-struct SendGroups(Vec<PackGroup>);
-// SAFETY: the pointers name groups of the shared read-only file mapping, alive for the whole
-// packing scope, and are only read.
-unsafe impl Sync for SendGroups {}
-
-/// Bytes `lo..hi` of a piece at `base` and of its source `src`, packed as `pack` says.
-///
-/// # Safety
-/// `lo..hi` must lie inside both the destination region and the source.
-unsafe fn job(
-    (base, src): (*mut u8, *const u8),
-    (lo, hi): (usize, usize),
-    pack: Option<PackJob>,
-) -> Job {
-    Job {
-        // SAFETY: in bounds by the caller's promise.
-        dst: unsafe { base.add(lo) },
-        // SAFETY: in bounds by the caller's promise.
-        src: unsafe { src.add(lo) },
-        len: hi - lo,
-        pack,
-    }
-}
-
-struct SendJobs(Vec<Job>);
-// SAFETY: the jobs' pointers name disjoint ranges of regions and the shared read-only file
-// mapping, all alive for the whole fill scope; each list is used by exactly one thread.
-unsafe impl Send for SendJobs {}
+/// row).
+type PackGroup<'a> = (usize, usize, &'a [u8], Layout, usize);
 
 #[cfg(test)]
 mod tests {

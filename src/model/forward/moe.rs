@@ -246,4 +246,4 @@ impl Model<'_> {
 
 /// A single-token matmul of [`Model::gemvs`]: the matrix, the activation row it reads, and
 /// where its outputs go.
-type Gemv<'m, 'o> = (&'m Matrix<'m>, usize, &'o Out, usize);
+type Gemv<'m, 'o> = (&'m Matrix<'m>, usize, &'o Out<'o>, usize);
