@@ -738,14 +738,13 @@ impl Kernels {
                     rows: TILE_ROWS,
                     run: x86_64::avx2::gemv8_q4_0_q8_0_chain,
                 }),
-                q4_0_chain_panel: Some(x86_64::avx2_panel::panel_q4_0_q8_0_chain),
+                // The token is there: `available` checked the same features.
+                q4_0_chain_panel: x86_64::Avx2::detect().map(x86_64::Avx2::panel_q4_0_q8_0_chain),
                 iq4_nl_chain_panel: None,
                 // Its panels skip a padded group's empty passes of tokens.
                 q4_0_panel_pad: 1,
-                q4_0_packed: Some((
-                    x86_64::avx2_panel::gemv16_q4_0_q8_0_packed,
-                    x86_64::avx2_steps::Q4_0_STEPS,
-                )),
+                q4_0_packed: x86_64::Avx2::detect()
+                    .map(|t| (t.gemv16_q4_0_q8_0_packed(), x86_64::avx2_steps::Q4_0_STEPS)),
                 iq4_nl_packed: None,
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,

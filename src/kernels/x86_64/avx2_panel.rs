@@ -18,12 +18,19 @@
 //! in i16 before one `madd` widens them, so a token's block costs eight `maddubs`, seven adds
 //! and one `madd` for eight rows, where the 2 × 4 tile pays per row a sign fix, a `maddubs`,
 //! a `madd` and its share of a horizontal reduction.
+//!
+//! The kernels' `#[target_feature]` functions and their safe wrappers are private to this file;
+//! the wrappers leave it only as function pointers from methods on the [`Avx2`] token, which
+//! only [`Avx2::detect`] makes (the memchr model, fitted to a table of function pointers).
 
 use std::arch::x86_64::*;
 
 use super::avx2::{group, q8_block, row_scales, transpose_qs, Prefetch, Q4_0_OFFSET};
+use super::Avx2;
 use crate::kernels::blocks::BlockQ4_0;
-use crate::kernels::{Q8Group, Q8Row, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS};
+use crate::kernels::{
+    PackedGemv, Panel, Q8Group, Q8Row, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS,
+};
 
 /// Eight-row halves of a panel's rows.
 pub(super) const HALVES: usize = PANEL_ROWS / TILE_ROWS;
@@ -283,19 +290,35 @@ fn gemv16_packed_impl(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32; PANEL_ROWS]) {
     }
 }
 
-pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
+/// This file's kernels, handed out only to a holder of the [`Avx2`] token: the table gets them
+/// from here, so no path reaches them without the features' detection.
+impl Avx2 {
+    /// The Q4_0 block-chain panel ([`panel_impl`]).
+    pub(in crate::kernels) fn panel_q4_0_q8_0_chain(self) -> Panel {
+        panel_q4_0_q8_0_chain
+    }
+
+    /// The single-token panel over one packed Q4_0 group ([`gemv16_packed_impl`]).
+    pub(in crate::kernels) fn gemv16_q4_0_q8_0_packed(self) -> PackedGemv {
+        gemv16_q4_0_q8_0_packed
+    }
+}
+
+fn panel_q4_0_q8_0_chain(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
     a: &[Q8Group],
     tokens: usize,
     out: &mut [f32],
 ) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    // SAFETY: handed out only by `Avx2::panel_q4_0_q8_0_chain`, whose token exists only once
+    // AVX2, FMA and F16C were detected (the function is private and called nowhere else).
     unsafe { panel_impl(w, a, tokens, out) }
 }
 
 /// [`gemv16_packed_impl`]: `out[r] = dot(row r, a)` over one packed group.
-pub(in crate::kernels) fn gemv16_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
+fn gemv16_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
     let out = out.try_into().expect("sixteen outputs");
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    // SAFETY: handed out only by `Avx2::gemv16_q4_0_q8_0_packed`, whose token exists only once
+    // AVX2, FMA and F16C were detected (the function is private and called nowhere else).
     unsafe { gemv16_packed_impl(w, a, out) }
 }

@@ -1,6 +1,10 @@
 //! x86-64 tiers. Each file holds one tier (the `k*_kernels.rs` macros hold kernels both tiers
 //! expand over their own primitives); nothing here is reachable except through the dispatch
 //! table built after feature detection.
+//!
+//! A tier's token ([`Avx2`]) proves its features were detected; a file that hands its kernels
+//! out only through methods on the token (`avx2_panel.rs`) makes that proof the one way to
+//! reach them, rather than module privacy alone.
 
 pub(super) mod avx2;
 pub(super) mod avx2_panel;
@@ -20,3 +24,31 @@ pub(super) mod kwide_kernels;
 pub(super) mod legacy_tiles;
 pub(super) mod panel512_steps;
 pub(super) mod tile_call;
+
+/// Proof that this CPU runs AVX2, FMA and F16C: zero-sized, and made only by [`Avx2::detect`],
+/// after `is_x86_feature_detected!` (which also checks that the OS saves the registers).
+#[derive(Clone, Copy, Debug)]
+pub(in crate::kernels) struct Avx2(());
+
+impl Avx2 {
+    /// The token, where this CPU has the features (the same ones `Tier::Avx2.available()`
+    /// checks: a test keeps the two lists in step).
+    pub(in crate::kernels) fn detect() -> Option<Avx2> {
+        (is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c"))
+        .then_some(Avx2(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Avx2;
+    use crate::kernels::Tier;
+
+    #[test]
+    fn the_token_and_the_tier_agree() {
+        assert_eq!(Avx2::detect().is_some(), Tier::Avx2.available().is_ok());
+        assert_eq!(std::mem::size_of::<Avx2>(), 0);
+    }
+}
