@@ -1,7 +1,7 @@
 //! Hyper-parameters, all read from GGUF metadata: the ones every family shares under the same
 //! `{arch}.…` keys, and the family's [`Recipe`] (see `arch`).
 
-use super::arch::{Arch, Recipe, Shape};
+use super::arch::{Arch, ExpertWidth, Moe, Need, Recipe, Routing, Shape};
 use super::error::ModelError;
 use super::gguf::Gguf;
 
@@ -28,8 +28,8 @@ pub struct Config {
     pub moe: Option<MoeShape>,
 }
 
-/// A mixture-of-experts FFN's shape (`{arch}.expert_count` > 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A mixture-of-experts FFN's shape (`{arch}.expert_count` > 0) and its routing.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoeShape {
     /// Experts per layer.
     pub n_expert: usize,
@@ -37,16 +37,17 @@ pub struct MoeShape {
     pub n_used: usize,
     /// Width of one expert's FFN.
     pub n_ff: usize,
+    /// How a token picks its experts (the family's, from its recipe).
+    pub routing: Routing,
 }
 
 /// llama.cpp's limit on experts per layer (`LLAMA_MAX_EXPERTS`).
 pub const MAX_EXPERTS: usize = 1024;
 
-/// The experts `g` declares for `arch`, checked as llama.cpp checks them: a count of 0 or
-/// none is a dense model (refused for a family that has only MoE layers), a used count between
-/// 1 and the count. Qwen3-MoE's experts have `expert_feed_forward_length` values (else
-/// `n_ff / n_used`, as llama.cpp falls back); Mixtral's (llama) `feed_forward_length`.
-fn moe_shape(g: &Gguf, arch: Arch, n_ff: usize) -> Result<Option<MoeShape>, ModelError> {
+/// The experts `g` declares for a family whose recipe says `moe`, checked as llama.cpp checks
+/// them: a count of 0 or none is a dense model (refused for a family that has only MoE
+/// layers), a used count between 1 and the count, an expert width where the recipe says.
+fn moe_shape(g: &Gguf, arch: Arch, moe: &Moe, n_ff: usize) -> Result<Option<MoeShape>, ModelError> {
     let k = |s: &str| format!("{}.{s}", arch.name());
     let count = |key: &str| -> Result<Option<u64>, ModelError> {
         match g.get(key) {
@@ -61,12 +62,18 @@ fn moe_shape(g: &Gguf, arch: Arch, n_ff: usize) -> Result<Option<MoeShape>, Mode
             }),
         }
     };
+    if moe.layers == Need::No {
+        return Ok(None);
+    }
     let n_expert = count(&k("expert_count"))?.unwrap_or(0);
     if n_expert == 0 {
-        if arch == Arch::Qwen3Moe {
+        if moe.layers == Need::Yes {
             return Err(ModelError::BadKey {
                 key: k("expert_count"),
-                why: "is missing or 0, and every qwen3moe layer is a mixture of experts".into(),
+                why: format!(
+                    "is missing or 0, and every {} layer is a mixture of experts",
+                    arch.name()
+                ),
             });
         }
         return Ok(None);
@@ -86,12 +93,12 @@ fn moe_shape(g: &Gguf, arch: Arch, n_ff: usize) -> Result<Option<MoeShape>, Mode
         });
     }
     let n_used = n_used as usize;
-    let n_ff = match arch {
-        Arch::Qwen3Moe => match opt_u64(g, &k("expert_feed_forward_length"))? {
+    let n_ff = match moe.width {
+        ExpertWidth::ExpertKey => match opt_u64(g, &k("expert_feed_forward_length"))? {
             Some(f) => f as usize,
             None => n_ff / n_used,
         },
-        _ => n_ff,
+        ExpertWidth::FeedForward => n_ff,
     };
     if n_ff == 0 {
         return Err(ModelError::BadKey {
@@ -103,6 +110,7 @@ fn moe_shape(g: &Gguf, arch: Arch, n_ff: usize) -> Result<Option<MoeShape>, Mode
         n_expert: n_expert as usize,
         n_used,
         n_ff,
+        routing: moe.routing,
     }))
 }
 
@@ -251,7 +259,7 @@ impl Config {
         };
         let recipe = arch.recipe(g, &shape)?;
         let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
-        let moe = moe_shape(g, arch, n_ff)?;
+        let moe = moe_shape(g, arch, &recipe.moe, n_ff)?;
         Ok(Config {
             n_vocab,
             n_embd,

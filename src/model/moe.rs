@@ -1,17 +1,19 @@
 //! A mixture-of-experts router, step by step as llama.cpp computes it on the CPU (an AVX-512
-//! build), so each token picks the same experts with the same weights to the last bit:
+//! build), so each token picks the same experts with the same weights to the last bit. The
+//! family's [`Routing`] says which steps it takes:
 //!
 //! ```text
-//! p      = soft_max(logits)            ggml's row softmax: 16-lane blocks, a libm tail
+//! p      = soft_max(logits)            gating: ggml's row softmax (16-lane blocks, a libm tail)
 //! sel    = argsort(p, descending)[..k] libstdc++'s std::sort on the indices (its ties)
 //! w[i]   = p[sel[i]]
-//! w[i]  /= max((f32) Σ (f64) w, 2⁻¹⁴)  the weights renormalised (Qwen3-MoE, Mixtral)
+//! w[i]  /= max((f32) Σ (f64) w, 2⁻¹⁴)  norm_weights: renormalised (Qwen3-MoE, Mixtral)
 //! ```
 //!
 //! The slot order (`sel`'s) is also the order in which the experts' outputs are added, so
 //! it must be the one llama.cpp's sort leaves, equal probabilities included.
 
 use crate::kernels::ggml_math::{expf, reduce16};
+use crate::model::arch::{Gating, Routing};
 
 /// The smallest weight sum llama.cpp divides by (the smallest normal f16, 2⁻¹⁴).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
@@ -46,25 +48,37 @@ pub fn softmax_row(x: &mut [f32]) {
     }
 }
 
-/// Routes one token: `probs` (the router's logits, turned into probabilities in place) picks
-/// `sel.len()` experts into `sel`, in slot order, with their renormalised weights in `w`.
+/// Routes one token as `r` says: `probs` (the router's logits, turned into probabilities in
+/// place) picks `sel.len()` experts into `sel`, in slot order, with their weights in `w`.
 /// `order` is scratch for the sort (any contents).
-pub fn route(probs: &mut [f32], order: &mut Vec<usize>, sel: &mut [usize], w: &mut [f32]) {
+pub fn route(
+    r: &Routing,
+    probs: &mut [f32],
+    order: &mut Vec<usize>,
+    sel: &mut [usize],
+    w: &mut [f32],
+) {
     assert!(!sel.is_empty() && sel.len() <= probs.len() && sel.len() == w.len());
-    softmax_row(probs);
+    match r.gating {
+        Gating::Softmax => softmax_row(probs),
+    }
     order.clear();
     order.extend(0..probs.len());
     let p = &*probs;
     std_sort(order, &|a, b| p[a] > p[b]);
     sel.copy_from_slice(&order[..sel.len()]);
-    let mut sum = 0f64;
     for (wi, &e) in w.iter_mut().zip(sel.iter()) {
         *wi = p[e];
-        sum += *wi as f64;
     }
-    let sum = (sum as f32).max(MIN_WEIGHT_SUM);
-    for wi in w.iter_mut() {
-        *wi /= sum;
+    if r.norm_weights {
+        let mut sum = 0f64;
+        for &wi in w.iter() {
+            sum += wi as f64;
+        }
+        let sum = (sum as f32).max(MIN_WEIGHT_SUM);
+        for wi in w.iter_mut() {
+            *wi /= sum;
+        }
     }
 }
 
@@ -261,7 +275,11 @@ mod tests {
     fn routing_renormalises_the_chosen_weights() {
         let mut logits = [0.5f32, 2.0, -1.0, 1.0, 2.0, 0.0, 0.25, -3.0];
         let (mut sel, mut w, mut order) = ([0usize; 3], [0f32; 3], Vec::new());
-        route(&mut logits, &mut order, &mut sel, &mut w);
+        let r = Routing {
+            gating: Gating::Softmax,
+            norm_weights: true,
+        };
+        route(&r, &mut logits, &mut order, &mut sel, &mut w);
         // The two equal logits keep index order (insertion sort), then the next.
         assert_eq!(sel, [1, 4, 3]);
         assert_eq!(w[0], w[1]);

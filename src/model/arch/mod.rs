@@ -1,6 +1,6 @@
 //! The architecture seam. A family is a [`Recipe`]: which optional tensors its layers carry and
 //! which shared steps its forward pass takes (RoPE pairing, FFN activation, embedding and query
-//! scaling, sliding-window layers). Each family's differences from llama sit in one short file
+//! scaling, sliding-window layers, experts and their routing). Each family's differences from llama sit in one short file
 //! here; the loader (`weights.rs`) and the forward pass (`forward.rs`) are shared and read only
 //! the recipe, and placement, audit, bench and prefetch read only the weights' matrix list.
 
@@ -117,6 +117,48 @@ pub enum FfnAct {
     GeluTanh,
 }
 
+/// A family's mixture-of-experts FFN: whether its layers have one, how wide an expert is, and
+/// how a token picks its experts. The counts are the file's (`Config::moe`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Moe {
+    /// Whether the layers' FFN is a mixture of experts: [`Need::Yes`], every layer
+    /// (qwen3moe); [`Need::Optional`], where the file declares `expert_count` (Mixtral, under
+    /// `llama`); [`Need::No`], never (the expert keys are not read).
+    pub layers: Need,
+    pub width: ExpertWidth,
+    pub routing: Routing,
+}
+
+/// Where the file says how wide one expert's FFN is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpertWidth {
+    /// `feed_forward_length`, as a dense layer's (Mixtral).
+    FeedForward,
+    /// `expert_feed_forward_length`, else `feed_forward_length / expert_used_count` (llama.cpp's
+    /// fallback; Qwen3-MoE).
+    ExpertKey,
+}
+
+/// How the router's logits become a token's experts and their weights (`model::moe::route`:
+/// gate, top-k, weights). What the next families route with goes here as it is implemented:
+/// sigmoid gating (a [`Gating`] variant), the expert score bias that only the choice sees
+/// (`exp_probs_b`, a tensor the experts then carry), group-limited top-k (`n_group`,
+/// `topk_group`), a scale of the chosen weights (`expert_weights_scale`), and shared experts
+/// (their matrices beside the routed ones in `weights::Experts`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Routing {
+    pub gating: Gating,
+    /// The chosen experts' weights divided by their sum (Qwen3-MoE, Mixtral).
+    pub norm_weights: bool,
+}
+
+/// The router's probabilities from its logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// ggml's row softmax over every expert.
+    Softmax,
+}
+
 /// Sliding-window (local) attention layers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Swa {
@@ -141,6 +183,7 @@ pub struct Recipe {
     /// the softmax scales the scores by 1/√head_dim.
     pub q_scale: Option<f32>,
     pub swa: Option<Swa>,
+    pub moe: Moe,
 }
 
 impl Recipe {
@@ -159,6 +202,15 @@ impl Recipe {
             embd_scale: None,
             q_scale: None,
             swa: None,
+            // Mixtral's experts, which llama.cpp runs under `llama`.
+            moe: Moe {
+                layers: Need::Optional,
+                width: ExpertWidth::FeedForward,
+                routing: Routing {
+                    gating: Gating::Softmax,
+                    norm_weights: true,
+                },
+            },
         }
     }
 

@@ -72,8 +72,10 @@ impl Model<'_> {
             (n, at),
             [(&x.router, &mut bufs.probs)],
         );
+        let routing = &c.moe.as_ref().expect("a mixture-of-experts model").routing;
         for b in 0..n {
             route(
+                routing,
                 &mut bufs.probs[b * ne..(b + 1) * ne],
                 &mut bufs.order,
                 &mut bufs.sel[b * k..(b + 1) * k],
