@@ -150,10 +150,29 @@ impl<'a> Matrix<'a> {
     }
 }
 
-/// One layer's weights. The optional parts are there where the family's recipe asks for them
-/// (see `arch`); the forward pass applies each step whose weights are present.
+/// One layer's weights: a norm and an attention block, a norm and an FFN block. The optional
+/// parts are there where the family's recipe asks for them (see `arch`); the forward pass
+/// applies each step whose weights are present.
 pub struct Layer<'a> {
     pub attn_norm: Vec<f32>,
+    pub attn: Attention<'a>,
+    /// RMSNorm weights of the attention output and of the FFN output, applied before each
+    /// residual add.
+    pub post_norms: Option<[Vec<f32>; 2]>,
+    pub ffn_norm: Vec<f32>,
+    pub ffn: Ffn<'a>,
+}
+
+/// A layer's attention block: how it projects a token to queries, keys and values, what its
+/// cache keeps, and how it projects the heads' outputs back. Latent attention (DeepSeek's
+/// compressed cache, issue 41) and attention sinks (gpt-oss, issue 43) join here.
+pub enum Attention<'a> {
+    /// Grouped-query attention: `n_head` query heads share `n_head_kv` key and value heads.
+    Gqa(Gqa<'a>),
+}
+
+/// Grouped-query attention's weights.
+pub struct Gqa<'a> {
     pub wq: Matrix<'a>,
     pub wk: Matrix<'a>,
     pub wv: Matrix<'a>,
@@ -164,11 +183,21 @@ pub struct Layer<'a> {
     pub bo: Option<Vec<f32>>,
     /// RMSNorm weights of every query head and every key head (`head_dim` each).
     pub qk_norm: Option<[Vec<f32>; 2]>,
-    /// RMSNorm weights of the attention output and of the FFN output, applied before each
-    /// residual add.
-    pub post_norms: Option<[Vec<f32>; 2]>,
-    pub ffn_norm: Vec<f32>,
-    pub ffn: Ffn<'a>,
+}
+
+impl<'a> Attention<'a> {
+    /// Its matrices, in the order a token reads them.
+    pub fn matrices(&self) -> [&Matrix<'a>; 4] {
+        match self {
+            Attention::Gqa(a) => [&a.wq, &a.wk, &a.wv, &a.wo],
+        }
+    }
+
+    fn matrices_mut(&mut self) -> [&mut Matrix<'a>; 4] {
+        match self {
+            Attention::Gqa(a) => [&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+        }
+    }
 }
 
 /// A layer's feed-forward network.
@@ -204,9 +233,7 @@ impl<'a> Layer<'a> {
     /// Every matrix, with the share of its bytes a token reads on average: all of each, but
     /// of the experts `n_used` in `n_expert`.
     fn matrices_read(&self) -> Vec<(&Matrix<'a>, f64)> {
-        let mut v: Vec<_> = [&self.wq, &self.wk, &self.wv, &self.wo]
-            .map(|m| (m, 1.0))
-            .into();
+        let mut v: Vec<_> = self.attn.matrices().map(|m| (m, 1.0)).into();
         match &self.ffn {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down].map(|m| (m, 1.0))),
             Ffn::Moe(x) => {
@@ -221,7 +248,7 @@ impl<'a> Layer<'a> {
     }
 
     fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
-        let mut v = vec![&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo];
+        let mut v: Vec<_> = self.attn.matrices_mut().into();
         match &mut self.ffn {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
             Ffn::Moe(x) => {
@@ -383,38 +410,15 @@ impl<'a> Weights<'a> {
             // that copy is repacked by the usual rule (the embedding itself never is).
             Matrix::new(embd, as_matmul_weight(token_embd.file))
         };
-        let (qd, kvd, hd, e) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_embd);
+        let e = c.n_embd;
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
-            let mat = |s: &str, cols, rows| r.matrix(&n(s), cols, rows);
             let vec = |s: &str, len| r.vector(&n(s), len);
             let opt = |need, first: &str| r.optional(need, &n(first));
             layers.push(Layer {
                 attn_norm: vec("attn_norm.weight", e)?,
-                wq: mat("attn_q.weight", e, qd)?,
-                wk: mat("attn_k.weight", e, kvd)?,
-                wv: mat("attn_v.weight", e, kvd)?,
-                wo: mat("attn_output.weight", qd, e)?,
-                qkv_bias: match opt(spec.qkv_bias, "attn_q.bias")? {
-                    false => None,
-                    true => Some([
-                        vec("attn_q.bias", qd)?,
-                        vec("attn_k.bias", kvd)?,
-                        vec("attn_v.bias", kvd)?,
-                    ]),
-                },
-                bo: match opt(spec.out_bias, "attn_output.bias")? {
-                    false => None,
-                    true => Some(vec("attn_output.bias", e)?),
-                },
-                qk_norm: match opt(spec.qk_norm, "attn_q_norm.weight")? {
-                    false => None,
-                    true => Some([
-                        vec("attn_q_norm.weight", hd)?,
-                        vec("attn_k_norm.weight", hd)?,
-                    ]),
-                },
+                attn: r.attention(c, i)?,
                 post_norms: match opt(spec.post_norms, "post_attention_norm.weight")? {
                     false => None,
                     true => Some([
@@ -470,6 +474,42 @@ impl<'a> Reader<'_, 'a> {
             name,
             as_matmul_weight(self.tensor(name, cols, rows)?),
         ))
+    }
+
+    /// Layer `i`'s attention (grouped-query, the only kind so far), with the optional tensors
+    /// its recipe asks for.
+    fn attention(&self, c: &Config, i: usize) -> Result<Attention<'a>, ModelError> {
+        let spec = &c.recipe.tensors;
+        let (qd, kvd, hd, e) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_embd);
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let mat = |s: &str, cols, rows| self.matrix(&n(s), cols, rows);
+        let vec = |s: &str, len| self.vector(&n(s), len);
+        let opt = |need, first: &str| self.optional(need, &n(first));
+        Ok(Attention::Gqa(Gqa {
+            wq: mat("attn_q.weight", e, qd)?,
+            wk: mat("attn_k.weight", e, kvd)?,
+            wv: mat("attn_v.weight", e, kvd)?,
+            wo: mat("attn_output.weight", qd, e)?,
+            qkv_bias: match opt(spec.qkv_bias, "attn_q.bias")? {
+                false => None,
+                true => Some([
+                    vec("attn_q.bias", qd)?,
+                    vec("attn_k.bias", kvd)?,
+                    vec("attn_v.bias", kvd)?,
+                ]),
+            },
+            bo: match opt(spec.out_bias, "attn_output.bias")? {
+                false => None,
+                true => Some(vec("attn_output.bias", e)?),
+            },
+            qk_norm: match opt(spec.qk_norm, "attn_q_norm.weight")? {
+                false => None,
+                true => Some([
+                    vec("attn_q_norm.weight", hd)?,
+                    vec("attn_k_norm.weight", hd)?,
+                ]),
+            },
+        }))
     }
 
     /// Layer `i`'s FFN: dense, or the experts `c.moe` declares.

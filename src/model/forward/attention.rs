@@ -1,5 +1,7 @@
-//! Attention over the KV cache: storing a batch's keys and values, and each (token, head)
-//! pair's scores, softmax and weighted values.
+//! A layer's attention block: the norm, the layer's kind of attention ([`Attention`]; today
+//! grouped-query), the residual add. Grouped-query attention projects each token to queries,
+//! keys and values, stores the keys and values in the cache, and computes each (token, head)
+//! pair's scores, softmax and weighted values over it.
 //!
 //! A layer's cache is a row of cells per KV head. The global layers keep one cell per
 //! position; the sliding-window layers keep a ring ([`SwaCells`]) placed as llama.cpp places
@@ -7,11 +9,25 @@
 //! does not see set to −∞ (exact zeros after the softmax, as ggml's mask makes them), so the
 //! sums run in llama.cpp's order.
 
-use super::{Items, Model, Out, State};
+use super::parallel::{per_token, Out};
+use super::step::Step;
+use super::{add_into, Model, State};
+use crate::kernels::ops;
 use crate::kernels::{Kernels, Queries, SumOrder};
+use crate::model::arch::RopeStyle;
 use crate::model::kv::{Arith, KvType, KV_PAD};
 use crate::model::swa::SwaCells;
+use crate::model::weights::{Attention, Gqa, Layer};
 use crate::pool::{rows_of_group, split, Pool};
+
+/// A thread's share of an attention step ([`Model::attention_items`]): items `first, first +
+/// step, …` below `count`, of the KV heads from `g0` on.
+struct Items {
+    g0: usize,
+    first: usize,
+    count: usize,
+    step: usize,
+}
 
 /// Where one kind of layer (global or sliding-window) keeps a batch's tokens and which cells
 /// each token reads; filled once per batch, shared by every layer of that kind.
@@ -76,6 +92,184 @@ impl Rows {
     fn runs(&self, b: usize) -> &[(usize, usize)] {
         let start = if b == 0 { 0 } else { self.ends[b - 1] };
         &self.runs[start..self.ends[b]]
+    }
+}
+
+impl Model<'_> {
+    /// Each token's cache cells (a new micro-batch first takes its sliding-window cells) and
+    /// its RoPE angles, for every layer of the step.
+    pub(super) fn place(&self, s: &mut State, step: &mut Step) {
+        step.each_state(s, |q, n, micro| {
+            let (m, i0) = micro.tokens;
+            q.rows[0].fill_linear(q.n_ctx, q.pos, n);
+            if let Some(swa) = &mut q.swa {
+                if i0 == 0 {
+                    swa.place(q.pos, m);
+                }
+                q.rows[1].fill_ring(swa, i0, q.pos, n);
+            }
+        });
+        s.rope_cache.clear();
+        s.rope_cache_local.clear();
+        for b in 0..step.n {
+            let pos = step.pos(s, b);
+            self.rope.append_cache(pos, &mut s.rope_cache);
+            if let Some(r) = &self.rope_local {
+                r.append_cache(pos, &mut s.rope_cache_local);
+            }
+        }
+    }
+
+    /// Layer `li`'s attention block for the step's tokens: `x` normed, through the layer's kind
+    /// of attention, (normed again where the family does) and added to `x`. The same parallel
+    /// step then norms the new `x` into `xn` for the FFN.
+    pub(super) fn attention_block(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        step: &mut Step,
+        (li, layer): (usize, &Layer),
+    ) {
+        let c = &self.config;
+        let (e, n) = (c.n_embd, step.n);
+        {
+            let (x, xn) = (&s.x, Out::new(&mut s.xn));
+            per_token(pool, n, &|b| {
+                // SAFETY: token b's row of xn is written by this call alone.
+                let xn = unsafe { xn.slice(b * e, (b + 1) * e) };
+                ops::rms_norm(&x[b * e..(b + 1) * e], &layer.attn_norm, c.rms_eps, xn);
+            });
+        }
+        if s.check_stop() {
+            return;
+        }
+        let out_bias = match &layer.attn {
+            Attention::Gqa(a) => {
+                self.gqa(pool, s, step, (li, a));
+                a.bo.as_deref()
+            }
+        };
+        if s.stopped {
+            return;
+        }
+        let (tmp, x, xn) = (
+            Out::new(&mut s.tmp),
+            Out::new(&mut s.x),
+            Out::new(&mut s.xn),
+        );
+        per_token(pool, n, &|b| {
+            // SAFETY: token b's rows of tmp, x and xn are touched by this call alone.
+            let (t, x, xn) = unsafe {
+                (
+                    tmp.slice(b * e, (b + 1) * e),
+                    x.slice(b * e, (b + 1) * e),
+                    xn.slice(b * e, (b + 1) * e),
+                )
+            };
+            if let Some(bo) = out_bias {
+                add_into(t, bo);
+            }
+            match &layer.post_norms {
+                Some([post_attn, _]) => {
+                    ops::rms_norm(t, post_attn, c.rms_eps, xn);
+                    add_into(x, xn);
+                }
+                None => add_into(x, t),
+            }
+            ops::rms_norm(x, &layer.ffn_norm, c.rms_eps, xn);
+        });
+        s.check_stop();
+    }
+
+    /// Grouped-query attention of the normed tokens `s.xn` into `s.tmp` (its output bias, if
+    /// any, not yet added): the projections, the family's steps on the fresh queries and keys,
+    /// the keys and values into each sequence's cache, attention over it, the output
+    /// projection.
+    fn gqa(&self, pool: &Pool, s: &mut State, step: &mut Step, (li, a): (usize, &Gqa)) {
+        let n = step.n;
+        self.matmuls(
+            pool,
+            &mut s.acts,
+            &s.xn,
+            (n, step.at()),
+            [
+                (&a.wq, &mut s.q),
+                (&a.wk, &mut s.kcur),
+                (&a.wv, &mut s.vcur),
+            ],
+        );
+        let local = self.config.recipe.is_local(li);
+        self.qkv_steps(pool, s, a, local, n);
+        step.per_sequence(s, |s, rows, micro| {
+            self.store_kv(pool, s, li, rows, local);
+            self.attention(pool, s, li, rows, micro.arith, local);
+        });
+        if s.check_stop() {
+            return;
+        }
+        self.matmuls(
+            pool,
+            &mut s.acts,
+            &s.att,
+            (n, step.at()),
+            [(&a.wo, &mut s.tmp)],
+        );
+    }
+
+    /// What the family does to each token's fresh queries and keys before attention: biases,
+    /// per-head RMSNorm, RoPE (the layer's: local layers have their own base), query scaling.
+    fn qkv_steps(&self, pool: &Pool, s: &mut State, a: &Gqa, local: bool, n: usize) {
+        let c = &self.config;
+        let (qd, kvd, hd, half) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_rot / 2);
+        let kernels = &self.kernels;
+        let rc = if local {
+            &s.rope_cache_local
+        } else {
+            &s.rope_cache
+        };
+        let (q, k, v) = (
+            Out::new(&mut s.q),
+            Out::new(&mut s.kcur),
+            Out::new(&mut s.vcur),
+        );
+        per_token(pool, n, &|b| {
+            let rc = &rc[b * half..(b + 1) * half];
+            // SAFETY: token b's rows of q, kcur and vcur are touched by this call alone.
+            let (q, k, v) = unsafe {
+                (
+                    q.slice(b * qd, (b + 1) * qd),
+                    k.slice(b * kvd, (b + 1) * kvd),
+                    v.slice(b * kvd, (b + 1) * kvd),
+                )
+            };
+            if let Some([bq, bk, bv]) = &a.qkv_bias {
+                add_into(q, bq);
+                add_into(k, bk);
+                add_into(v, bv);
+            }
+            if let Some([qn, kn]) = &a.qk_norm {
+                let mut head = vec![0f32; hd];
+                for (x, w) in [(&mut *q, qn), (&mut *k, kn)] {
+                    for h in x.chunks_exact_mut(hd) {
+                        head.copy_from_slice(h);
+                        ops::rms_norm(&head, w, c.rms_eps, h);
+                    }
+                }
+            }
+            match c.recipe.rope {
+                RopeStyle::Normal => {
+                    kernels.rope(rc, q, hd);
+                    kernels.rope(rc, k, hd);
+                }
+                RopeStyle::Neox => {
+                    kernels.rope_neox(rc, q, hd);
+                    kernels.rope_neox(rc, k, hd);
+                }
+            }
+            if let Some(scale) = c.recipe.q_scale {
+                q.iter_mut().for_each(|v| *v *= scale);
+            }
+        });
     }
 }
 

@@ -3,7 +3,8 @@
 //! token keeps the arithmetic it has when its sequence runs alone ([`Model::eval_chunk`] for
 //! a prompt, [`Model::forward`] for a decoded token), so the results are the same bits.
 
-use super::{Micro, Model, State, MAX_BATCH, UBATCH};
+use super::step::Micro;
+use super::{Model, State, MAX_BATCH, UBATCH};
 use crate::model::kv::Arith;
 use crate::pool::Pool;
 

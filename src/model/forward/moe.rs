@@ -4,8 +4,9 @@
 //! chosen experts, and every node works on each of them); each token's outputs are weighted
 //! and added in its slot order, as llama.cpp adds them.
 
-use super::{claim_rows, group_share, MAX_JOBS};
-use super::{per_token, token_order, At, BatchActs, Claims, Model, Out, State, MAX_BATCH};
+use super::parallel::{claim_rows, group_share, per_token, token_order};
+use super::parallel::{At, BatchActs, Claims, Out, MAX_JOBS};
+use super::{Model, State, MAX_BATCH};
 use crate::kernels::ActType;
 use crate::model::config::MoeShape;
 use crate::model::moe::route;
