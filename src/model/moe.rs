@@ -285,6 +285,14 @@ mod tests {
         assert_eq!(w[0], w[1]);
         let sum: f32 = w.iter().sum();
         assert!((sum - 1.0).abs() < 1e-6, "{w:?}");
+        // Without normalisation the weights are the chosen experts' probabilities.
+        let mut probs = [0.5f32, 2.0, -1.0, 1.0, 2.0, 0.0, 0.25, -3.0];
+        let raw = Routing {
+            norm_weights: false,
+            ..r
+        };
+        route(&raw, &mut probs, &mut order, &mut sel, &mut w);
+        assert_eq!(w, [probs[1], probs[4], probs[3]]);
         // The softmax sums to one and orders as the logits do.
         let mut x: Vec<f32> = (0..40).map(|i| (i as f32 * 0.37).sin()).collect();
         let y = x.clone();

@@ -285,4 +285,35 @@ mod tests {
         });
         assert!(g3.recipe.swa.is_none() && !g3.recipe.is_local(0));
     }
+
+    #[test]
+    fn the_experts_and_their_routing_are_the_recipe_s() {
+        let base = SynthSpec::tiny(GgmlType::F32);
+        let softmax_norm = Routing {
+            gating: Gating::Softmax,
+            norm_weights: true,
+        };
+        // Qwen3-MoE: experts in every layer, of the width its own key says.
+        let q = config(&SynthSpec {
+            arch: Arch::Qwen3Moe,
+            n_expert: 8,
+            n_expert_used: 2,
+            n_ff_exp: 48,
+            ..base.clone()
+        });
+        assert_eq!(q.recipe.moe.layers, Need::Yes);
+        let moe = q.moe.expect("experts");
+        assert_eq!((moe.n_expert, moe.n_used, moe.n_ff), (8, 2, 48));
+        assert_eq!(moe.routing, softmax_norm);
+        // Mixtral under llama: experts where the file declares them, as wide as a dense FFN.
+        let m = config(&SynthSpec {
+            n_expert: 4,
+            n_expert_used: 2,
+            n_ff_exp: base.n_ff,
+            ..base.clone()
+        });
+        let moe = m.moe.expect("experts");
+        assert_eq!((moe.n_ff, moe.routing), (base.n_ff, softmax_norm));
+        assert!(config(&base).moe.is_none());
+    }
 }
