@@ -601,7 +601,7 @@ mod tiles {
     super::super::legacy_tiles::legacy_tiles!("avx2,fma,f16c");
 }
 pub(in crate::kernels) use tiles::{
-    rows_q4_0_q8_0_chain, tile_q4_0_q8_0, tile_q4_0_q8_0_chain, tile_q4_1_q8_1, tile_q8_0_q8_0,
+    tile_q4_0_q8_0, tile_q4_0_q8_0_chain, tile_q4_1_q8_1, tile_q8_0_q8_0,
 };
 use tiles::{tile_q4_0_q8_0_impl, tile_q4_1_q8_1_impl, tile_q8_0_q8_0_impl};
 
@@ -849,6 +849,47 @@ pub(in crate::kernels) fn rows_q4_0_q8_0(
         a,
         out,
     )
+}
+
+/// Single-token Q4_0·Q8_0 (block-chain order) over all [`TILE_ROWS`] rows in one pass: the
+/// block sums of row r as `legacy_tiles.rs`' block-chain tile forms them, their chains side by side
+/// in the lanes of one accumulator (lane r), so the reduction, the scale conversion and the
+/// fma of a block serve eight rows rather than four.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows_q4_0_q8_0_chain_impl(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    const { assert!(TILE_ROWS == TILE_LANES) };
+    let n = a.len();
+    let w = exact(w, n);
+    let off = _mm256_set1_epi8(8);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps();
+    let pf = Prefetch::new(&w);
+    for (i, y) in a.iter().enumerate() {
+        pf.at(i);
+        let d = _mm256_mul_ps(row_scales(w.map(|w| w[i].d)), scale8(y.d));
+        let qy = load_qs(&y.qs);
+        let sums: [__m256i; TILE_LANES] = std::array::from_fn(|r| {
+            let x = _mm256_sub_epi8(bytes_from_nibbles_32(&w[r][i].qs), off);
+            let (ax, sy) = (_mm256_sign_epi8(x, x), _mm256_sign_epi8(qy, x));
+            _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), ones)
+        });
+        let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(sums));
+        acc = _mm256_fmadd_ps(isum, d, acc);
+    }
+    *out = lanes(acc);
+}
+
+pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
+    unsafe { rows_q4_0_q8_0_chain_impl(w, a, out) }
 }
 
 pub(in crate::kernels) fn rows_q4_1_q8_1(

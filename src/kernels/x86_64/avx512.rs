@@ -20,8 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{
-    exact, group, hsum_float_8, load_qs, q8_block, reduce16, row_scales, scale8, spill, Prefetch,
-    Q4_0_OFFSET, TILE_LANES,
+    bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
+    q8_block, reduce16, row_scales, scale8, spill, Prefetch, Q4_0_OFFSET, TILE_LANES,
 };
 use super::avx2_panel::check_panel;
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
@@ -50,7 +50,7 @@ fn offset_correction(offset: i8, y: __m256i) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn q4_0_codes(qs: &[u8; 16]) -> __m256i {
-    nibbles(qs)
+    bytes_from_nibbles_32(qs)
 }
 
 /// A Q8_0 block's values offset into u8 (`x + 128`).
@@ -92,7 +92,7 @@ mod tiles {
     super::super::legacy_tiles::legacy_tiles!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
 }
 pub(in crate::kernels) use tiles::{
-    rows_q4_0_q8_0_chain, tile_q4_0_q8_0, tile_q4_0_q8_0_chain, tile_q4_1_q8_1, tile_q8_0_q8_0,
+    tile_q4_0_q8_0, tile_q4_0_q8_0_chain, tile_q4_1_q8_1, tile_q8_0_q8_0,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1029,6 +1029,33 @@ fn rows_q4_1_q8_1_impl(w: &[&[BlockQ4_1]; TILE_ROWS], a: &[BlockQ8_1], out: &mut
     }
 }
 
+/// Single-token Q4_0·Q8_0 (block-chain order), each row as `avx2::dot_q4_0_q8_0_chain_impl`:
+/// the eight rows' chains side by side in the lanes of one vector (lane r), their block sums
+/// reduced eight at a time as in `legacy_tiles.rs`' block-chain tile.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rows_q4_0_q8_0_chain_impl(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    let n = a.len();
+    let w = exact(w, n);
+    let mut acc = _mm256_setzero_ps();
+    let pf = Prefetch::new(&w);
+    for (i, y) in a.iter().enumerate() {
+        pf.at(i);
+        let dy = scale8(y.d);
+        let d = _mm256_mul_ps(row_scales(w.map(|w| w[i].d)), dy);
+        let qy = load_qs(&y.qs);
+        let c = offset_correction(Q4_0_OFFSET, qy);
+        let sums: [__m256i; TILE_LANES] =
+            std::array::from_fn(|r| _mm256_dpbusd_epi32(c, nibbles(&w[r][i].qs), qy));
+        let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(sums));
+        acc = _mm256_fmadd_ps(isum, d, acc);
+    }
+    *out = lanes(acc);
+}
+
 pub(in crate::kernels) fn rows_q4_0_q8_0(
     w: &[&[BlockQ4_0]; TILE_ROWS],
     a: &[BlockQ8_0],
@@ -1036,6 +1063,15 @@ pub(in crate::kernels) fn rows_q4_0_q8_0(
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
     unsafe { rows_q4_0_q8_0_impl(w, a, out) }
+}
+
+pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
+    w: &[&[BlockQ4_0]; TILE_ROWS],
+    a: &[BlockQ8_0],
+    out: &mut [f32; TILE_ROWS],
+) {
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe { rows_q4_0_q8_0_chain_impl(w, a, out) }
 }
 
 pub(in crate::kernels) fn rows_q4_1_q8_1(

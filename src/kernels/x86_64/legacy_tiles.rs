@@ -1,5 +1,5 @@
 //! The tiles of Q4_0, Q4_1 and Q8_0 (R weight rows × T tokens per pass, in the lanes order and
-//! Q4_0's block-chain order) and the single-token block-chain pass of Q4_0, written once as a macro ([`legacy_tiles`]) and expanded by each
+//! Q4_0's block-chain order), written once as a macro ([`legacy_tiles`]) and expanded by each
 //! tier over its own way of forming four-product integer sums (`avx2.rs`: `maddubs` +
 //! `madd`; `avx512.rs`: VNNI's `vpdpbusd` with an offset correction). The sums are exact
 //! integers either way, so both tiers run the same float operations, bit for bit the scalar
@@ -25,9 +25,9 @@ macro_rules! legacy_tiles {
         use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
         use crate::kernels::x86_64::avx2::{
             bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-            row_scales, scale8, scale_products, spill, Prefetch, TILE_LANES,
+            scale_products, spill, Prefetch, TILE_LANES,
         };
-        use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_ROWS, TILE_TOKENS as TT};
+        use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_TOKENS as TT};
 
         /// Tiled lanes-order dots of a block type `B` (Q4_0 or Q8_0 weights) against Q8_0
         /// activations, R rows × T tokens:
@@ -202,44 +202,6 @@ macro_rules! legacy_tiles {
             for (t, o) in out.iter_mut().enumerate() {
                 o.copy_from_slice(&acc[t * R..t * R + R]);
             }
-        }
-
-        /// Single-token Q4_0·Q8_0 (block-chain order) over all [`TILE_ROWS`] rows in one pass:
-        /// the block sums of row r as [`tile_q4_0_q8_0_chain_impl`] forms them, their chains
-        /// side by side in the lanes of one accumulator (lane r), so the reduction, the scale
-        /// conversion and the fma of a block serve eight rows.
-        #[target_feature(enable = $feat)]
-        fn rows_q4_0_q8_0_chain_impl(
-            w: &[&[BlockQ4_0]; TILE_ROWS],
-            a: &[BlockQ8_0],
-            out: &mut [f32; TILE_ROWS],
-        ) {
-            const { assert!(TILE_ROWS == TILE_LANES) };
-            let n = a.len();
-            let w = exact(w, n);
-            let mut acc = _mm256_setzero_ps();
-            let pf = Prefetch::new(&w);
-            for (i, y) in a.iter().enumerate() {
-                pf.at(i);
-                let d = _mm256_mul_ps(row_scales(w.map(|w| w[i].d)), scale8(y.d));
-                let qy = load_qs(&y.qs);
-                let c = q4_0_correction(qy);
-                let s: [__m256i; TILE_LANES] =
-                    std::array::from_fn(|r| sums(c, q4_0_codes(&w[r][i].qs), qy));
-                let isum = _mm256_cvtepi32_ps(hsum_i32_8x8_small(s));
-                acc = _mm256_fmadd_ps(isum, d, acc);
-            }
-            *out = lanes(acc);
-        }
-
-        pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
-            w: &[&[BlockQ4_0]; TILE_ROWS],
-            a: &[BlockQ8_0],
-            out: &mut [f32; TILE_ROWS],
-        ) {
-            // SAFETY: only reachable through the table built after the features of this
-            // tier ($feat) were detected.
-            unsafe { rows_q4_0_q8_0_chain_impl(w, a, out) }
         }
 
         pub(in crate::kernels) fn tile_q4_0_q8_0(
