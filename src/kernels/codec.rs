@@ -51,30 +51,22 @@ pub const F32: Codec = Codec {
     dequantize: |row, out| out.copy_from_slice(&f32_row(row)),
     quantize: |x| x.iter().flat_map(|v| v.to_le_bytes()).collect(),
 };
-pub const F16: Codec = Codec {
-    dequantize: |row, out| {
-        for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
-            *o = half::f16_to_f32(*h);
+/// The codec of a 16-bit float type: its widening and narrowing conversions.
+macro_rules! half_codec {
+    ($widen:path, $narrow:path) => {
+        Codec {
+            dequantize: |row, out| {
+                for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
+                    *o = $widen(*h);
+                }
+            },
+            quantize: |x| x.iter().flat_map(|&v| $narrow(v).to_le_bytes()).collect(),
         }
-    },
-    quantize: |x| {
-        x.iter()
-            .flat_map(|&v| half::f32_to_f16(v).to_le_bytes())
-            .collect()
-    },
-};
-pub const BF16: Codec = Codec {
-    dequantize: |row, out| {
-        for (o, h) in out.iter_mut().zip(u16_row(row).iter()) {
-            *o = half::bf16_to_f32(*h);
-        }
-    },
-    quantize: |x| {
-        x.iter()
-            .flat_map(|&v| half::f32_to_bf16(v).to_le_bytes())
-            .collect()
-    },
-};
+    };
+}
+
+pub const F16: Codec = half_codec!(half::f16_to_f32, half::f32_to_f16);
+pub const BF16: Codec = half_codec!(half::bf16_to_f32, half::f32_to_bf16);
 pub const Q4_0: Codec = block_codec!(
     BlockQ4_0,
     QK,
