@@ -13,7 +13,16 @@ use std::arch::x86_64::*;
 use super::avx2_panel::{block_sums, nibble_groups};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::gelu;
-use crate::kernels::{stream_target, Q8Row, StreamTarget, TILE_ROWS};
+use crate::kernels::{Q8Row, TILE_ROWS};
+
+// `pub(super)` for the files that still import these helpers from here (they moved to
+// `vec256.rs` and `prefetch.rs`): to become plain imports once those files import them from
+// their homes.
+pub(super) use super::prefetch::Prefetch;
+pub(super) use super::vec256::{
+    bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
+    q8_block, reduce16, row_scales, scale8, transpose_qs, Q4_0_OFFSET, TILE_LANES,
+};
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).
 #[target_feature(enable = "avx2,fma")]
@@ -33,43 +42,11 @@ fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
     mul_sum_us8_pairs_float(ax, sy)
 }
 
-/// 32 nibbles → 32 bytes: low nibbles in the low 128 bits, high nibbles in the high 128 bits.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
-    // SAFETY: qs is exactly 16 readable bytes; the load is unaligned.
-    let tmp = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
-    let bytes = _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp);
-    _mm256_and_si256(bytes, _mm256_set1_epi8(0x0f))
-}
-
-// f16 block scales → f32 with the F16C instruction (exactly as the software conversion),
-// broadcast to every lane and used as vectors. Converting a lone scalar instead lets the
-// compiler insert the f16 into whatever register it likes (often the loop's accumulator), which
-// chains every block's scale conversion behind the previous block's sum.
-
-/// An f16 block scale → f32 in all four lanes.
+/// An f16 block scale → f32 in all four lanes (a vector, as `vec256::scale8` says why).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn scale4(d: [u8; 2]) -> __m128 {
     _mm_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(d)))
-}
-
-/// An f16 block scale → f32 in all eight lanes.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn scale8(d: [u8; 2]) -> __m256 {
-    _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(d)))
-}
-
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn hsum_float_8(x: __m256) -> f32 {
-    let mut res = _mm256_extractf128_ps(x, 1);
-    res = _mm_add_ps(res, _mm256_castps256_ps128(x));
-    res = _mm_add_ps(res, _mm_movehl_ps(res, res));
-    res = _mm_add_ss(res, _mm_movehdup_ps(res));
-    _mm_cvtss_f32(res)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -181,16 +158,6 @@ fn load_f32x8(y: &[f32], i: usize) -> __m256 {
     assert!(i + 8 <= y.len());
     // SAFETY: 8 elements from i are in bounds (asserted); unaligned load.
     unsafe { _mm256_loadu_ps(y.as_ptr().add(i)) }
-}
-
-/// GCC's `_mm512_reduce_add_ps` order over a 16-lane value held as (lo, hi) halves.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn reduce16(lo: __m256, hi: __m256) -> f32 {
-    let t = _mm256_add_ps(lo, hi);
-    let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    let v = _mm_add_ps(u, _mm_movehl_ps(u, u)); // (u0+u2, u1+u3)
-    _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
 }
 
 /// See `ggml_math::dot_f16_gemv` (same operation order).
@@ -464,90 +431,6 @@ pub(in crate::kernels) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
 // R·T independent accumulator chains hide each other's fma latency.
 // ---------------------------------------------------------------------------------------------
 
-/// 32 bytes of quantized values, read unaligned.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn load_qs(qs: &[i8; 32]) -> __m256i {
-    // SAFETY: qs is exactly 32 readable bytes; the load is unaligned.
-    unsafe { _mm256_loadu_si256(qs.as_ptr().cast()) }
-}
-
-/// `rows` cut to exactly `n` elements each, so indexing below `n` needs no bounds checks.
-#[inline(always)]
-pub(super) fn exact<'a, B, const K: usize>(rows: &[&'a [B]; K], n: usize) -> [&'a [B]; K] {
-    std::array::from_fn(|k| &rows[k][..n])
-}
-
-/// Most outputs a tile may have: one per lane of an f32 vector, so a tile's scale products
-/// (and its block-chain sums) travel as one vector, output `t*R + r` in lane `t*R + r`.
-pub(super) const TILE_LANES: usize = 8;
-
-/// `x[r]·y[t]` in lane `t*R + r`, for R + T f16 values converted to f32 by one instruction.
-/// A product of two f16 values is exact in f32, so each lane is bit for bit the product the
-/// single dot forms from the same two scales.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn scale_products<const R: usize, const T: usize>(
-    x: [[u8; 2]; R],
-    y: [[u8; 2]; T],
-) -> __m256 {
-    const { assert!(R + T <= TILE_LANES && R * T <= TILE_LANES) };
-    // The eight f16 values packed in two general registers, then moved over whole: building
-    // the vector by word inserts would merge into (and wait for) a stale register.
-    let mut h = [0u64; 2];
-    for (k, v) in x.iter().chain(&y).enumerate() {
-        h[k / 4] |= u64::from(u16::from_le_bytes(*v)) << (16 * (k % 4));
-    }
-    let f = _mm256_cvtph_ps(_mm_set_epi64x(h[1] as i64, h[0] as i64));
-    let xi: [i32; TILE_LANES] = std::array::from_fn(|o| (o % R) as i32);
-    let yi: [i32; TILE_LANES] = std::array::from_fn(|o| (R + (o / R).min(T - 1)) as i32);
-    // SAFETY: xi and yi are 8 i32s each; unaligned loads.
-    let (xi, yi) = unsafe {
-        (
-            _mm256_loadu_si256(xi.as_ptr().cast()),
-            _mm256_loadu_si256(yi.as_ptr().cast()),
-        )
-    };
-    _mm256_mul_ps(
-        _mm256_permutevar8x32_ps(f, xi),
-        _mm256_permutevar8x32_ps(f, yi),
-    )
-}
-
-/// f16 → f32 of one f16 value per row (lane r from row r), the values gathered in general
-/// registers and moved over whole.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn row_scales(d: [[u8; 2]; TILE_ROWS]) -> __m256 {
-    const { assert!(TILE_ROWS == TILE_LANES) };
-    let mut h = [0u64; 2];
-    for (k, v) in d.iter().enumerate() {
-        h[k / 4] |= u64::from(u16::from_le_bytes(*v)) << (16 * (k % 4));
-    }
-    _mm256_cvtph_ps(_mm_set_epi64x(h[1] as i64, h[0] as i64))
-}
-
-/// The lanes of an f32 vector as an array.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn lanes(v: __m256) -> [f32; TILE_LANES] {
-    let mut a = [0f32; TILE_LANES];
-    // SAFETY: a is 8 writable f32s; the store is unaligned.
-    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
-    a
-}
-
-/// The lanes of `v`, stored in `buf` and kept in memory (`black_box`): each lane is then
-/// broadcast straight from its load (one micro-op, or none where AVX-512 folds the broadcast
-/// into the instruction), not extracted by shuffles.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn spill(v: __m256, buf: &mut [f32; TILE_LANES]) -> &[f32; TILE_LANES] {
-    // SAFETY: buf is 8 writable f32s; the store is unaligned.
-    unsafe { _mm256_storeu_ps(buf.as_mut_ptr(), v) };
-    std::hint::black_box(buf)
-}
-
 // ---------------------------------------------------------------------------------------------
 // The tiles of Q4_0, Q4_1 and Q8_0 (`legacy_tiles.rs`), over AVX2's four-product sums:
 // `maddubs` multiplies u8 by i8 into i16 pairs, `madd` by ones adds the pairs into i32. Signed
@@ -605,166 +488,6 @@ pub(in crate::kernels) use tiles::{
 };
 use tiles::{tile_q4_0_q8_0_impl, tile_q4_1_q8_1_impl, tile_q8_0_q8_0_impl};
 
-/// The totals of eight vectors of eight i32, in order, for partial sums of magnitude at most
-/// 4096 (so every intermediate fits i16): two rounds of `packs_epi32` (exact, nothing
-/// saturates) and `madd_epi16` by ones (adds neighbours), then the two 128-bit halves added.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn hsum_i32_8x8_small(v: [__m256i; TILE_LANES]) -> __m256i {
-    let ones = _mm256_set1_epi16(1);
-    // Per 128-bit half: [a0+a1, a2+a3, b0+b1, b2+b3] (low) and the same of lanes 4..8 (high).
-    let pair = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
-    let (ab, cd, ef, gh) = (
-        pair(v[0], v[1]),
-        pair(v[2], v[3]),
-        pair(v[4], v[5]),
-        pair(v[6], v[7]),
-    );
-    // [a, b, c, d] over lanes 0..4 | the same over lanes 4..8.
-    let (abcd, efgh) = (pair(ab, cd), pair(ef, gh));
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256(abcd, efgh, LOW_HALVES),
-        _mm256_permute2x128_si256(abcd, efgh, HIGH_HALVES),
-    )
-}
-
-/// `_mm256_permute2x128_si256` control: (a's low half, b's low half).
-const LOW_HALVES: i32 = 0x20;
-/// `_mm256_permute2x128_si256` control: (a's high half, b's high half).
-const HIGH_HALVES: i32 = 0x31;
-
-/// Software prefetch of the rows a few passes ahead, spread over this pass's blocks.
-///
-/// Decoding streams every weight once per token, mostly from beyond the caches. A pass reads its
-/// rows side by side (eight, or four on AVX2), short streams at once, which the hardware
-/// prefetchers follow poorly: without help a pass waits on memory at nearly every new cache line,
-/// and one core reads far less than plain streaming does (figures: BENCHMARKS.md, "Design
-/// measurements behind the code"). When the pass's rows are consecutive rows of one matrix (as a
-/// matmul hands them), the rows [`prefetch_passes`] passes ahead start that many spans of the
-/// pass's rows further on; requesting their lines while this pass computes keeps the memory busy.
-/// Rows laid out otherwise get no prefetch. A prefetch is a hint that never faults, so the lines
-/// past the end of a matrix cost an idle request at most.
-///
-/// The lines go to L1 (`prefetcht0`) or, where [`crate::kernels::stream_target`] says the
-/// weights stream from memory, to L2 (`prefetcht1`): see [`StreamTarget`].
-pub(super) struct Prefetch {
-    ahead: *const u8,
-    span: usize,
-    per_block: usize,
-    to_l2: bool,
-}
-
-/// About how far ahead, in bytes, [`Prefetch`] reads: whole passes (of a kernel's rows), at
-/// least one. On short rows (SmolLM2-sized, from DRAM) one to four passes ahead all helped about
-/// equally. On the long rows of the generated 1B model, 3 KiB ahead left one core's decode well
-/// short of what 6 or 12 KiB gave, which came close to `membw -t 1`, and two passes ahead,
-/// whatever their size, were slower than one (figures: BENCHMARKS.md, "Design measurements
-/// behind the code").
-const PREFETCH_BYTES: usize = 12 << 10;
-
-/// Passes ahead for passes of `span` bytes (see [`PREFETCH_BYTES`]).
-fn prefetch_passes(span: usize) -> usize {
-    (PREFETCH_BYTES / span.max(1)).clamp(1, 4)
-}
-/// The cache line size [`Prefetch`] steps by.
-const LINE: usize = 64;
-
-impl Prefetch {
-    /// No prefetch (the multi-token tiles, whose rows stay in cache across their tokens).
-    pub(super) const NONE: Prefetch = Prefetch {
-        ahead: std::ptr::null(),
-        span: 0,
-        per_block: 0,
-        to_l2: false,
-    };
-
-    /// The prefetch for a pass over the `R` rows `w`.
-    #[inline(always)]
-    pub(super) fn new<B, const R: usize>(w: &[&[B]; R]) -> Prefetch {
-        let row = std::mem::size_of_val(w[0]);
-        let base = w[0].as_ptr().cast::<u8>();
-        let consecutive = (0..R).all(|r| w[r].as_ptr().cast::<u8>() == base.wrapping_add(r * row));
-        let span = if consecutive { row * R } else { 0 };
-        Prefetch {
-            ahead: base.wrapping_add(span * prefetch_passes(span)),
-            span,
-            per_block: span.div_ceil(LINE).div_ceil(w[0].len().max(1)),
-            to_l2: stream_target() == StreamTarget::L2,
-        }
-    }
-
-    /// Requests the lines due at block `i` of the pass.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    pub(super) fn at(&self, i: usize) {
-        for j in 0..self.per_block {
-            let off = (i * self.per_block + j) * LINE;
-            if off < self.span {
-                // `wrapping_add` and a prefetch never dereference: the address may be anything.
-                let line = self.ahead.wrapping_add(off).cast();
-                if self.to_l2 {
-                    _mm_prefetch::<_MM_HINT_T1>(line);
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(line);
-                }
-            }
-        }
-    }
-}
-
-/// The sixteen nibble bytes of eight rows' blocks, transposed into four vectors: vector k
-/// holds bytes 4k..4k+4 of row r in lane r. Rows r and r + 4 share a 256-bit register (low and
-/// high half), then a 4×4 transpose of 32-bit groups within each half.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn transpose_qs(qs: [&[u8; 16]; TILE_ROWS]) -> [__m256i; 4] {
-    // SAFETY: every qs is exactly 16 readable bytes; the loads are unaligned.
-    let v: [__m256i; 4] = std::array::from_fn(|r| unsafe {
-        _mm256_loadu2_m128i(qs[r + 4].as_ptr().cast(), qs[r].as_ptr().cast())
-    });
-    let (t0, t1) = (
-        _mm256_unpacklo_epi32(v[0], v[1]),
-        _mm256_unpackhi_epi32(v[0], v[1]),
-    );
-    let (t2, t3) = (
-        _mm256_unpacklo_epi32(v[2], v[3]),
-        _mm256_unpackhi_epi32(v[2], v[3]),
-    );
-    [
-        _mm256_unpacklo_epi64(t0, t2),
-        _mm256_unpackhi_epi64(t0, t2),
-        _mm256_unpacklo_epi64(t1, t3),
-        _mm256_unpackhi_epi64(t1, t3),
-    ]
-}
-
-/// Four bytes of `y` from byte `at`, as one i32 for a broadcast.
-#[inline(always)]
-pub(super) fn group(y: &[i8; 32], at: usize) -> i32 {
-    i32::from_le_bytes([
-        y[at] as u8,
-        y[at + 1] as u8,
-        y[at + 2] as u8,
-        y[at + 3] as u8,
-    ])
-}
-
-/// Block `i` of an activation row: its quants, their sum and its scale as f32.
-///
-/// # Safety
-/// `i` must be below the length of every slice of `a`.
-#[inline(always)]
-pub(super) unsafe fn q8_block(a: &Q8Row, i: usize) -> (&[i8; 32], i32, f32) {
-    // SAFETY: i is in bounds of every slice (the caller's obligation).
-    unsafe {
-        (
-            &a.blocks.get_unchecked(i).qs,
-            *a.sums.get_unchecked(i),
-            *a.scales.get_unchecked(i),
-        )
-    }
-}
-
 /// Single-token Q4_0·Q8_0 (block-chain order) over [`TILE_ROWS`] rows held back to back in `w`
 /// (decode's path), the rows in the lanes of one vector as the AVX-512 panel holds them: each
 /// block's nibble bytes transposed in registers ([`transpose_qs`]), then the block sums of
@@ -807,9 +530,6 @@ pub(in crate::kernels) fn gemv8_q4_0_q8_0_chain(w: &[BlockQ4_0], a: &Q8Row, out:
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { gemv8_q4_0_q8_0_chain_impl(w, a, out) }
 }
-
-/// The offset that makes a Q4_0 nibble signed (`q − 8`).
-pub(super) const Q4_0_OFFSET: i8 = 8;
 
 /// Rows per pass of the AVX2 single-token kernels: the multi-token tiles above with one token
 /// and four rows (four accumulators, plus the unpacked rows and the activation block).

@@ -19,11 +19,12 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{
-    bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-    q8_block, reduce16, row_scales, scale8, spill, Prefetch, Q4_0_OFFSET, TILE_LANES,
-};
 use super::avx2_panel::check_panel;
+use super::prefetch::Prefetch;
+use super::vec256::{
+    bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
+    q8_block, reduce16, row_scales, scale8, spill, transpose4, Q4_0_OFFSET, TILE_LANES,
+};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::kblocks::KVALUES_IQ4NL;
 use crate::kernels::{
@@ -368,7 +369,8 @@ const _: () = {
 /// The sixteen nibble bytes of sixteen rows' blocks, transposed into four vectors: vector k
 /// holds bytes 4k..4k+4 of row r in 32-bit lane r (as `avx2::transpose_qs` does for eight
 /// rows). Rows r, r + 4, r + 8 and r + 12 share a register, one 128-bit lane each (the first
-/// loaded, the rest inserted), then a 4×4 transpose of 32-bit groups within each 128-bit lane:
+/// loaded, the rest inserted), then a 4×4 transpose of 32-bit groups within each 128-bit lane
+/// ([`transpose4`]):
 /// twenty shuffles, where two eight-row transposes and their joining take twenty-eight.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -381,20 +383,13 @@ fn transpose_qs16(qs: [&[u8; 16]; PANEL_ROWS]) -> [__m512i; 4] {
         let v = _mm512_inserti32x4::<2>(v, lane(2));
         _mm512_inserti32x4::<3>(v, lane(3))
     });
-    let (t0, t1) = (
-        _mm512_unpacklo_epi32(v[0], v[1]),
-        _mm512_unpackhi_epi32(v[0], v[1]),
-    );
-    let (t2, t3) = (
-        _mm512_unpacklo_epi32(v[2], v[3]),
-        _mm512_unpackhi_epi32(v[2], v[3]),
-    );
-    [
-        _mm512_unpacklo_epi64(t0, t2),
-        _mm512_unpackhi_epi64(t0, t2),
-        _mm512_unpacklo_epi64(t1, t3),
-        _mm512_unpackhi_epi64(t1, t3),
-    ]
+    transpose4_epi32x16(v)
+}
+
+transpose4! {
+    /// [`transpose4`] of 512-bit vectors (four 128-bit lanes, transposed side by side).
+    fn transpose4_epi32x16(__m512i) = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni":
+        _mm512_unpacklo_epi32, _mm512_unpackhi_epi32, _mm512_unpacklo_epi64, _mm512_unpackhi_epi64
 }
 
 /// Single-token Q4_0·Q8_0 (block-chain order) over [`PANEL_ROWS`] rows held back to back in

@@ -23,9 +23,10 @@ macro_rules! legacy_tiles {
             q4_0_codes, q4_0_correction, q8_0_codes, q8_0_correction, sums, sums_unsigned,
         };
         use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-        use crate::kernels::x86_64::avx2::{
+        use crate::kernels::x86_64::prefetch::Prefetch;
+        use crate::kernels::x86_64::vec256::{
             bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-            scale_products, spill, Prefetch, TILE_LANES,
+            scale_products, spill, TILE_LANES,
         };
         use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_TOKENS as TT};
 

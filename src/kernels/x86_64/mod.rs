@@ -23,7 +23,9 @@ pub(super) mod kquant_kernels;
 pub(super) mod kwide_kernels;
 pub(super) mod legacy_tiles;
 pub(super) mod panel512_steps;
+pub(super) mod prefetch;
 pub(super) mod tile_call;
+pub(super) mod vec256;
 
 /// Proof that this CPU runs AVX2, FMA and F16C: zero-sized, and made only by [`Avx2::detect`],
 /// after `is_x86_feature_detected!` (which also checks that the OS saves the registers).
