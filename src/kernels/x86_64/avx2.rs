@@ -11,8 +11,9 @@
 use std::arch::x86_64::*;
 
 use super::avx2_panel::{block_sums, nibble_groups};
+use super::entry_points::{compiled_for, entry_points};
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::gelu;
+use crate::kernels::{gelu, ggml_math, ops};
 use crate::kernels::{Q8Row, TILE_ROWS};
 
 // `pub(super)` for the files that still import these helpers from here (they moved to
@@ -277,11 +278,6 @@ fn load_tail(x: &[f32], i: usize, mask: __m256i) -> __m256 {
     unsafe { _mm256_maskload_ps(x.as_ptr().wrapping_add(i), mask) }
 }
 
-pub(in crate::kernels) fn att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { att_gemm_rows_impl(x, stride, y, out) }
-}
-
 /// f16 → f32 of a whole slice, eight values per instruction (exact, as every f16 is an f32).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn widen_f16_impl(src: &[u16], dst: &mut [f32]) {
@@ -300,26 +296,6 @@ fn widen_f16_impl(src: &[u16], dst: &mut [f32]) {
     for (s, d) in src[full..].iter().zip(&mut dst[full..]) {
         *d = crate::kernels::half::f16_to_f32(*s);
     }
-}
-
-pub(in crate::kernels) fn widen_f16(src: &[u16], dst: &mut [f32]) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { widen_f16_impl(src, dst) }
-}
-
-pub(in crate::kernels) fn att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { att_gemv_impl(x, y, n_pad) }
-}
-
-pub(in crate::kernels) fn att_gemm(x: &[u16], y: &[f32]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { att_gemm_impl(x, y) }
-}
-
-pub(in crate::kernels) fn dot_f16_f32(x: &[u16], y: &[f32]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { dot_f16_f32_impl(x, y) }
 }
 
 /// See `scalar::dot_q4_0_q8_0_chain` (same operation order).
@@ -353,26 +329,6 @@ fn dot_q4_0_q8_0_chain_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 const SWAP_PAIRS: i32 = 0b01_00_11_10;
 /// `_mm_shuffle_epi32` control: lanes (1, 0, 3, 2).
 const SWAP_NEIGHBOURS: i32 = 0b10_11_00_01;
-
-pub(in crate::kernels) fn dot_q4_0_q8_0_chain(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { dot_q4_0_q8_0_chain_impl(x, y) }
-}
-
-pub(in crate::kernels) fn dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    // SAFETY: this wrapper is only placed in the dispatch table after AVX2, FMA and F16C were detected.
-    unsafe { dot_q4_0_q8_0_impl(x, y) }
-}
-
-pub(in crate::kernels) fn dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { dot_q4_1_q8_1_impl(x, y) }
-}
-
-pub(in crate::kernels) fn dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { dot_q8_0_q8_0_impl(x, y) }
-}
 
 /// `ggml_math::dot_f32_vec` in explicit vectors: its four 16-lane accumulators are eight
 /// 8-lane ones (vector `k` holds lanes `8(k % 2)..` of accumulator `k / 2`), each lane with the
@@ -411,17 +367,6 @@ fn dot_f32_vec_impl(x: &[f32], y: &[f32]) -> f32 {
         sum = x[i].mul_add(y[i], sum);
     }
     sum
-}
-
-/// `ggml_math::dot_f32_vec` with AVX2 and hardware FMA (same bits).
-pub(in crate::kernels) fn dot_f32_vec(x: &[f32], y: &[f32]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { dot_f32_vec_impl(x, y) }
-}
-
-pub(in crate::kernels) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { dot_f32_impl(x, y) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -535,40 +480,32 @@ pub(in crate::kernels) fn gemv8_q4_0_q8_0_chain(w: &[BlockQ4_0], a: &Q8Row, out:
 /// and four rows (four accumulators, plus the unpacked rows and the activation block).
 const ROWS_PER_PASS: usize = 4;
 
-/// A [`TILE_ROWS`]-row single-token kernel from a tiled kernel of [`ROWS_PER_PASS`] rows × 1.
-#[inline(always)]
-fn rows_by_tiles<W, A>(
-    tile: impl Fn(&[&[W]; ROWS_PER_PASS], &[&[A]; 1], &mut [[f32; ROWS_PER_PASS]; 1]),
-    w: &[&[W]; TILE_ROWS],
-    a: &[A],
-    out: &mut [f32; TILE_ROWS],
-) {
-    const { assert!(TILE_ROWS.is_multiple_of(ROWS_PER_PASS)) };
-    for (wc, oc) in w
-        .chunks_exact(ROWS_PER_PASS)
-        .zip(out.chunks_exact_mut(ROWS_PER_PASS))
-    {
-        let mut o = [[0f32; ROWS_PER_PASS]; 1];
-        tile(wc.try_into().expect("whole chunk"), &[a], &mut o);
-        oc.copy_from_slice(&o[0]);
-    }
+/// [`TILE_ROWS`]-row single-token kernels (`name(W, A) = tile;`), each running a tiled kernel
+/// of [`ROWS_PER_PASS`] rows × 1 token over the rows a pass at a time.
+macro_rules! rows_by_tiles {
+    ($($name:ident($W:ty, $A:ty) = $tile:ident;)*) => {$(
+        pub(in crate::kernels) fn $name(
+            w: &[&[$W]; TILE_ROWS],
+            a: &[$A],
+            out: &mut [f32; TILE_ROWS],
+        ) {
+            const { assert!(TILE_ROWS.is_multiple_of(ROWS_PER_PASS)) };
+            let passes = w.chunks_exact(ROWS_PER_PASS).zip(out.chunks_exact_mut(ROWS_PER_PASS));
+            for (wc, oc) in passes {
+                let mut o = [[0f32; ROWS_PER_PASS]; 1];
+                // SAFETY: only reachable through the dispatch table, which is built after AVX2,
+                // FMA and F16C were detected.
+                unsafe { $tile(wc.try_into().expect("whole chunk"), &[a], &mut o) };
+                oc.copy_from_slice(&o[0]);
+            }
+        }
+    )*};
 }
 
-pub(in crate::kernels) fn rows_q4_0_q8_0(
-    w: &[&[BlockQ4_0]; TILE_ROWS],
-    a: &[BlockQ8_0],
-    out: &mut [f32; TILE_ROWS],
-) {
-    rows_by_tiles(
-        |w, a, o| {
-            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
-            // detected.
-            unsafe { tile_q4_0_q8_0_impl(w, a, o) }
-        },
-        w,
-        a,
-        out,
-    )
+rows_by_tiles! {
+    rows_q4_0_q8_0(BlockQ4_0, BlockQ8_0) = tile_q4_0_q8_0_impl;
+    rows_q4_1_q8_1(BlockQ4_1, BlockQ8_1) = tile_q4_1_q8_1_impl;
+    rows_q8_0_q8_0(BlockQ8_0, BlockQ8_0) = tile_q8_0_q8_0_impl;
 }
 
 /// Single-token Q4_0·Q8_0 (block-chain order) over all [`TILE_ROWS`] rows in one pass: the
@@ -601,49 +538,6 @@ fn rows_q4_0_q8_0_chain_impl(
         acc = _mm256_fmadd_ps(isum, d, acc);
     }
     *out = lanes(acc);
-}
-
-pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
-    w: &[&[BlockQ4_0]; TILE_ROWS],
-    a: &[BlockQ8_0],
-    out: &mut [f32; TILE_ROWS],
-) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { rows_q4_0_q8_0_chain_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn rows_q4_1_q8_1(
-    w: &[&[BlockQ4_1]; TILE_ROWS],
-    a: &[BlockQ8_1],
-    out: &mut [f32; TILE_ROWS],
-) {
-    rows_by_tiles(
-        |w, a, o| {
-            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
-            // detected.
-            unsafe { tile_q4_1_q8_1_impl(w, a, o) }
-        },
-        w,
-        a,
-        out,
-    )
-}
-
-pub(in crate::kernels) fn rows_q8_0_q8_0(
-    w: &[&[BlockQ8_0]; TILE_ROWS],
-    a: &[BlockQ8_0],
-    out: &mut [f32; TILE_ROWS],
-) {
-    rows_by_tiles(
-        |w, a, o| {
-            // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
-            // detected.
-            unsafe { tile_q8_0_q8_0_impl(w, a, o) }
-        },
-        w,
-        a,
-        out,
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -718,79 +612,6 @@ fn quantize_act_q8_1_impl(x: &[f32], y: &mut [BlockQ8_1]) {
     }
 }
 
-/// `blocks::quantize_act_q8_0` with AVX2 (same bits).
-pub(in crate::kernels) fn quantize_act_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { quantize_act_q8_0_impl(x, y) }
-}
-
-/// `blocks::quantize_act_q8_1` with AVX2 (same bits).
-pub(in crate::kernels) fn quantize_act_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { quantize_act_q8_1_impl(x, y) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn softmax_impl(x: &mut [f32], scale: f32) {
-    crate::kernels::ggml_math::softmax(x, scale)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
-    crate::kernels::ggml_math::swiglu(gate, up)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rope_impl(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
-    crate::kernels::ggml_math::rope(cache, x, head_dim)
-}
-
-/// `ggml_math::rope` compiled with hardware FMA (same bits; without it each multiply-add is
-/// a libm call).
-pub(in crate::kernels) fn rope(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { rope_impl(cache, x, head_dim) }
-}
-
-/// `ggml_math::softmax` compiled with hardware FMA (same bits).
-pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { softmax_impl(x, scale) }
-}
-
-/// `ggml_math::swiglu` compiled with hardware FMA (same bits).
-pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { swiglu_impl(gate, up) }
-}
-
-/// `ops::add_scaled_q8_0` compiled for this tier's vectors (elementwise, no fused
-/// multiply-adds: the same bits).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn kv_add_q8_0_impl(row: &[crate::kernels::blocks::BlockQ8_0], p: f32, out: &mut [f32]) {
-    crate::kernels::ops::add_scaled_q8_0(row, p, out)
-}
-
-pub(in crate::kernels) fn kv_add_q8_0(
-    row: &[crate::kernels::blocks::BlockQ8_0],
-    p: f32,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { kv_add_q8_0_impl(row, p, out) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rope_neox_impl(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
-    crate::kernels::ggml_math::rope_neox(cache, x, head_dim)
-}
-
-/// `ggml_math::rope_neox` compiled with hardware FMA (same bits).
-pub(in crate::kernels) fn rope_neox(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { rope_neox_impl(cache, x, head_dim) }
-}
-
 /// `gelu::geglu` eight lanes at a time: each gate rounded to f16 by F16C (nearest even, as
 /// ggml's conversion; a NaN keeps part of its payload there, but every NaN entry of one sign
 /// holds the same value), its entry gathered from the table, widened and multiplied by `up`;
@@ -836,4 +657,38 @@ fn geglu_impl(table: &gelu::PaddedTable, gate: &mut [f32], up: &[f32]) {
 pub(in crate::kernels) fn geglu(gate: &mut [f32], up: &[f32]) {
     // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
     unsafe { geglu_impl(gelu::padded_table(), gate, up) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatch table's entry points (`entry_points.rs`).
+// ---------------------------------------------------------------------------------------------
+
+entry_points! {
+    dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 = dot_q4_0_q8_0_impl;
+    dot_q4_0_q8_0_chain(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 = dot_q4_0_q8_0_chain_impl;
+    dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 = dot_q4_1_q8_1_impl;
+    dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 = dot_q8_0_q8_0_impl;
+    dot_f32(x: &[f32], y: &[f32]) -> f32 = dot_f32_impl;
+    /// `ggml_math::dot_f32_vec` with AVX2 and hardware FMA (same bits).
+    dot_f32_vec(x: &[f32], y: &[f32]) -> f32 = dot_f32_vec_impl;
+    dot_f16_f32(x: &[u16], y: &[f32]) -> f32 = dot_f16_f32_impl;
+    att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 = att_gemv_impl;
+    att_gemm(x: &[u16], y: &[f32]) -> f32 = att_gemm_impl;
+    att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) = att_gemm_rows_impl;
+    widen_f16(src: &[u16], dst: &mut [f32]) = widen_f16_impl;
+    rows_q4_0_q8_0_chain(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS])
+        = rows_q4_0_q8_0_chain_impl;
+    /// `blocks::quantize_act_q8_0` with AVX2 (same bits).
+    quantize_act_q8_0(x: &[f32], y: &mut [BlockQ8_0]) = quantize_act_q8_0_impl;
+    /// `blocks::quantize_act_q8_1` with AVX2 (same bits).
+    quantize_act_q8_1(x: &[f32], y: &mut [BlockQ8_1]) = quantize_act_q8_1_impl;
+}
+
+compiled_for! { "avx2,fma,f16c";
+    rope(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) = ggml_math::rope;
+    rope_neox(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) = ggml_math::rope_neox;
+    softmax(x: &mut [f32], scale: f32) = ggml_math::softmax;
+    swiglu(gate: &mut [f32], up: &[f32]) = ggml_math::swiglu;
+    /// Elementwise, no fused multiply-adds: the same bits as any tier.
+    kv_add_q8_0(row: &[BlockQ8_0], p: f32, out: &mut [f32]) = ops::add_scaled_q8_0;
 }

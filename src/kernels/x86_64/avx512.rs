@@ -20,6 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2_panel::check_panel;
+use super::entry_points::{compiled_for, entry_points};
 use super::prefetch::Prefetch;
 use super::vec256::{
     bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
@@ -27,6 +28,7 @@ use super::vec256::{
 };
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::kblocks::KVALUES_IQ4NL;
+use crate::kernels::ops;
 use crate::kernels::{
     Q8Group, Q8Row, Queries, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS, WIDE_ROWS,
     WIDE_TOKENS,
@@ -248,6 +250,9 @@ fn row_scales4(d: [[u8; 2]; WIDE_ROWS]) -> __m128 {
     _mm_cvtph_ps(_mm_cvtsi64_si128(h as i64))
 }
 
+/// The outputs of a wide tile: [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
+type WideOut = [[f32; WIDE_ROWS]; WIDE_TOKENS];
+
 /// The wide Q8_0·Q8_0 tile (lanes order): [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens, each
 /// output's eight lanes as in `legacy_tiles.rs`' Q8_0 tile, two outputs (one row, two tokens) per
 /// 512-bit vector: the row's block in both halves, the two tokens' blocks side by side, so each
@@ -263,7 +268,7 @@ fn row_scales4(d: [[u8; 2]; WIDE_ROWS]) -> __m128 {
 fn wide_q8_0_q8_0_impl<const PAIRS: usize>(
     w: &[&[BlockQ8_0]; WIDE_ROWS],
     a: &Q8Group,
-    out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
+    out: &mut WideOut,
 ) {
     const { assert!(WIDE_TOKENS == PANEL_TOKENS && 2 * PAIRS <= WIDE_TOKENS) };
     let n = a.blocks[0].len();
@@ -315,48 +320,6 @@ fn wide_q8_0_q8_0_impl<const PAIRS: usize>(
             )));
         }
     }
-}
-
-pub(in crate::kernels) fn wide_q8_0_q8_0(
-    w: &[&[BlockQ8_0]; WIDE_ROWS],
-    a: &Q8Group,
-    out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { wide_q8_0_q8_0_impl::<{ WIDE_TOKENS / 2 }>(w, a, out) }
-}
-
-/// [`wide_q8_0_q8_0`] of the group's first half of tokens only (into `out`'s first half).
-pub(in crate::kernels) fn wide_half_q8_0_q8_0(
-    w: &[&[BlockQ8_0]; WIDE_ROWS],
-    a: &Q8Group,
-    out: &mut [[f32; WIDE_ROWS]; WIDE_TOKENS],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { wide_q8_0_q8_0_impl::<{ WIDE_TOKENS / 4 }>(w, a, out) }
-}
-
-pub(in crate::kernels) fn panel_q4_0_q8_0_chain(
-    w: &[&[BlockQ4_0]; PANEL_ROWS],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<false>(w, a, tokens, out) }
-}
-
-/// [`panel_q4_0_q8_0_chain`] of sixteen IQ4_NL rows, in the order of llama.cpp's repacked
-/// IQ4_NL kernels (`krepack::dot_iq4_nl_q8_0_repacked`). The rows are passed as Q4_0 blocks:
-/// the two types store a block alike (checked below).
-pub(in crate::kernels) fn panel_iq4_nl_q8_0_chain(
-    w: &[&[BlockQ4_0]; PANEL_ROWS],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { panel_q4_0_q8_0_chain_impl::<true>(w, a, tokens, out) }
 }
 
 const _: () = {
@@ -818,18 +781,6 @@ fn heads_rows<const H: usize>(
     }
 }
 
-pub(in crate::kernels) fn att_gemv_heads(
-    x: &[u16],
-    rows: (usize, usize),
-    q: Queries<'_>,
-    n_pad: usize,
-    out: &mut [f32],
-    out_stride: usize,
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { att_gemv_heads_impl(x, rows, q, n_pad, out, out_stride) }
-}
-
 /// `ggml_math::reduce16` of one vector (`avx2::reduce16` of its halves).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -838,32 +789,6 @@ fn reduce16x(a: __m512) -> f32 {
         _mm512_castps512_ps256(a),
         _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))),
     )
-}
-
-pub(in crate::kernels) fn swiglu(gate: &mut [f32], up: &[f32]) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { swiglu_impl(gate, up) }
-}
-
-pub(in crate::kernels) fn att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { att_gemv_impl(x, y, n_pad) }
-}
-
-pub(in crate::kernels) fn att_gemv_rows(
-    x: &[u16],
-    stride: usize,
-    y: &[f32],
-    n_pad: usize,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { att_gemv_rows_impl(x, stride, y, n_pad, out) }
-}
-
-pub(in crate::kernels) fn softmax(x: &mut [f32], scale: f32) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { softmax_impl(x, scale) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -954,30 +879,14 @@ fn rows_lanes<B>(
     }
 }
 
-/// Single-token Q4_0·Q8_0 (lanes order): [`rows_lanes`] of the unsigned nibbles, the offset of
-/// 8 taken out through the start.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q4_0_q8_0_impl(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
-    rows_lanes(
-        (w, a),
-        out,
-        |b| b.d,
-        |b| nibbles(&b.qs),
-        |y| q4_0_correction(y),
-    )
-}
-
-/// Single-token Q8_0·Q8_0 (lanes order): [`rows_lanes`] of the weights offset by 128 into u8.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn rows_q8_0_q8_0_impl(w: &[&[BlockQ8_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
-    rows_lanes(
-        (w, a),
-        out,
-        |b| b.d,
-        |b| q8_0_codes(&b.qs),
-        |y| q8_0_correction(y),
-    )
-}
+super::legacy_tiles::lanes_kernels! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"; rows {
+    /// Single-token Q4_0·Q8_0 (lanes order): [`rows_lanes`] of the unsigned nibbles, the
+    /// offset of 8 taken out through the start.
+    rows_q4_0_q8_0_impl(BlockQ4_0) = nibbles, q4_0_correction;
+    /// Single-token Q8_0·Q8_0 (lanes order): [`rows_lanes`] of the weights offset by 128 into
+    /// u8.
+    rows_q8_0_q8_0_impl(BlockQ8_0) = q8_0_codes, q8_0_correction;
+}}
 
 /// Single-token Q4_1·Q8_1, each row as `avx2::dot_q4_1_q8_1_impl`: the lanes as in
 /// [`rows_lanes`] (nibbles unsigned, no correction), and the rows' `m·s` chains side
@@ -1051,54 +960,42 @@ fn rows_q4_0_q8_0_chain_impl(
     *out = lanes(acc);
 }
 
-pub(in crate::kernels) fn rows_q4_0_q8_0(
-    w: &[&[BlockQ4_0]; TILE_ROWS],
-    a: &[BlockQ8_0],
-    out: &mut [f32; TILE_ROWS],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { rows_q4_0_q8_0_impl(w, a, out) }
+// ---------------------------------------------------------------------------------------------
+// The dispatch table's entry points (`entry_points.rs`).
+// ---------------------------------------------------------------------------------------------
+
+entry_points! {
+    wide_q8_0_q8_0(w: &[&[BlockQ8_0]; WIDE_ROWS], a: &Q8Group, out: &mut WideOut)
+        = wide_q8_0_q8_0_impl::<{ WIDE_TOKENS / 2 }>;
+    /// [`wide_q8_0_q8_0`] of the group's first half of tokens only (into `out`'s first half).
+    wide_half_q8_0_q8_0(w: &[&[BlockQ8_0]; WIDE_ROWS], a: &Q8Group, out: &mut WideOut)
+        = wide_q8_0_q8_0_impl::<{ WIDE_TOKENS / 4 }>;
+    panel_q4_0_q8_0_chain(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], tokens: usize,
+        out: &mut [f32]) = panel_q4_0_q8_0_chain_impl::<false>;
+    /// [`panel_q4_0_q8_0_chain`] of sixteen IQ4_NL rows, in the order of llama.cpp's repacked
+    /// IQ4_NL kernels (`krepack::dot_iq4_nl_q8_0_repacked`). The rows are passed as Q4_0 blocks:
+    /// the two types store a block alike (checked above).
+    panel_iq4_nl_q8_0_chain(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], tokens: usize,
+        out: &mut [f32]) = panel_q4_0_q8_0_chain_impl::<true>;
+    att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 = att_gemv_impl;
+    att_gemv_rows(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &mut [f32])
+        = att_gemv_rows_impl;
+    att_gemv_heads(x: &[u16], rows: (usize, usize), q: Queries<'_>, n_pad: usize,
+        out: &mut [f32], out_stride: usize) = att_gemv_heads_impl;
+    softmax(x: &mut [f32], scale: f32) = softmax_impl;
+    swiglu(gate: &mut [f32], up: &[f32]) = swiglu_impl;
 }
 
-pub(in crate::kernels) fn rows_q4_0_q8_0_chain(
-    w: &[&[BlockQ4_0]; TILE_ROWS],
-    a: &[BlockQ8_0],
-    out: &mut [f32; TILE_ROWS],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { rows_q4_0_q8_0_chain_impl(w, a, out) }
+entry_points! {
+    rows {
+        rows_q4_0_q8_0(BlockQ4_0, BlockQ8_0) = rows_q4_0_q8_0_impl;
+        rows_q4_0_q8_0_chain(BlockQ4_0, BlockQ8_0) = rows_q4_0_q8_0_chain_impl;
+        rows_q4_1_q8_1(BlockQ4_1, BlockQ8_1) = rows_q4_1_q8_1_impl;
+        rows_q8_0_q8_0(BlockQ8_0, BlockQ8_0) = rows_q8_0_q8_0_impl;
+    }
 }
 
-pub(in crate::kernels) fn rows_q4_1_q8_1(
-    w: &[&[BlockQ4_1]; TILE_ROWS],
-    a: &[BlockQ8_1],
-    out: &mut [f32; TILE_ROWS],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { rows_q4_1_q8_1_impl(w, a, out) }
-}
-
-pub(in crate::kernels) fn rows_q8_0_q8_0(
-    w: &[&[BlockQ8_0]; TILE_ROWS],
-    a: &[BlockQ8_0],
-    out: &mut [f32; TILE_ROWS],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { rows_q8_0_q8_0_impl(w, a, out) }
-}
-
-/// `ops::add_scaled_q8_0` compiled for this tier's vectors (elementwise, no fused
-/// multiply-adds: the same bits).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn kv_add_q8_0_impl(row: &[crate::kernels::blocks::BlockQ8_0], p: f32, out: &mut [f32]) {
-    crate::kernels::ops::add_scaled_q8_0(row, p, out)
-}
-
-pub(in crate::kernels) fn kv_add_q8_0(
-    row: &[crate::kernels::blocks::BlockQ8_0],
-    p: f32,
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { kv_add_q8_0_impl(row, p, out) }
+compiled_for! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
+    /// Elementwise, no fused multiply-adds: the same bits as any tier.
+    kv_add_q8_0(row: &[BlockQ8_0], p: f32, out: &mut [f32]) = ops::add_scaled_q8_0;
 }

@@ -13,7 +13,7 @@
 //! - `sums(c, x, y)`: `Σ4 x·y` per i32 lane of signed codes (started from `c`);
 //! - `sums_unsigned(x, y)`: the same of u8 codes `x` (Q4_1's nibbles).
 
-/// The four tiles and their safe wrappers, compiled with the target features `$feat`, over the
+/// The four tiles and their entry points, compiled with the target features `$feat`, over the
 /// primitives of the module that expands it (see the module documentation).
 macro_rules! legacy_tiles {
     ($feat:literal) => {
@@ -28,7 +28,6 @@ macro_rules! legacy_tiles {
             bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
             scale_products, spill, TILE_LANES,
         };
-        use crate::kernels::{BATCH_TILE_ROWS as TR, TILE_TOKENS as TT};
 
         /// Tiled lanes-order dots of a block type `B` (Q4_0 or Q8_0 weights) against Q8_0
         /// activations, R rows × T tokens:
@@ -83,37 +82,12 @@ macro_rules! legacy_tiles {
             }
         }
 
-        /// Tiled Q4_0·Q8_0 (lanes order): [`tile_lanes`] of the codes `q − 8`.
-        #[target_feature(enable = $feat)]
-        pub(in crate::kernels::x86_64) fn tile_q4_0_q8_0_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ4_0]; R],
-            a: &[&[BlockQ8_0]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            tile_lanes(
-                (w, a),
-                out,
-                |b| b.d,
-                |b| q4_0_codes(&b.qs),
-                |y| q4_0_correction(y),
-            )
-        }
-
-        /// Tiled Q8_0·Q8_0 (lanes order): [`tile_lanes`] of the weights as they are loaded.
-        #[target_feature(enable = $feat)]
-        pub(in crate::kernels::x86_64) fn tile_q8_0_q8_0_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ8_0]; R],
-            a: &[&[BlockQ8_0]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            tile_lanes(
-                (w, a),
-                out,
-                |b| b.d,
-                |b| q8_0_codes(&b.qs),
-                |y| q8_0_correction(y),
-            )
-        }
+        crate::kernels::x86_64::legacy_tiles::lanes_kernels! { $feat; tiles {
+            /// Tiled Q4_0·Q8_0 (lanes order): [`tile_lanes`] of the codes `q − 8`.
+            tile_q4_0_q8_0_impl(BlockQ4_0) = q4_0_codes, q4_0_correction;
+            /// Tiled Q8_0·Q8_0 (lanes order): [`tile_lanes`] of the weights as they are loaded.
+            tile_q8_0_q8_0_impl(BlockQ8_0) = q8_0_codes, q8_0_correction;
+        }}
 
         /// Tiled Q4_1·Q8_1: the lanes as in [`tile_q4_0_q8_0_impl`] (nibbles unsigned, no
         /// offset), plus per output the chain `summs[t*R+r] += m_w[r]·s_a[t]` in block order
@@ -205,42 +179,41 @@ macro_rules! legacy_tiles {
             }
         }
 
-        pub(in crate::kernels) fn tile_q4_0_q8_0(
-            w: &[&[BlockQ4_0]; TR],
-            a: &[&[BlockQ8_0]; TT],
-            out: &mut [[f32; TR]; TT],
-        ) {
-            // SAFETY: only reachable through the table built after the features of this
-            // tier ($feat) were detected.
-            unsafe { tile_q4_0_q8_0_impl(w, a, out) }
-        }
-
-        pub(in crate::kernels) fn tile_q4_0_q8_0_chain(
-            w: &[&[BlockQ4_0]; TR],
-            a: &[&[BlockQ8_0]; TT],
-            out: &mut [[f32; TR]; TT],
-        ) {
-            // SAFETY: as for `tile_q4_0_q8_0`.
-            unsafe { tile_q4_0_q8_0_chain_impl(w, a, out) }
-        }
-
-        pub(in crate::kernels) fn tile_q4_1_q8_1(
-            w: &[&[BlockQ4_1]; TR],
-            a: &[&[BlockQ8_1]; TT],
-            out: &mut [[f32; TR]; TT],
-        ) {
-            // SAFETY: as for `tile_q4_0_q8_0`.
-            unsafe { tile_q4_1_q8_1_impl(w, a, out) }
-        }
-
-        pub(in crate::kernels) fn tile_q8_0_q8_0(
-            w: &[&[BlockQ8_0]; TR],
-            a: &[&[BlockQ8_0]; TT],
-            out: &mut [[f32; TR]; TT],
-        ) {
-            // SAFETY: as for `tile_q4_0_q8_0`.
-            unsafe { tile_q8_0_q8_0_impl(w, a, out) }
+        crate::kernels::x86_64::entry_points::entry_points! {
+            tiles {
+                tile_q4_0_q8_0(BlockQ4_0, BlockQ8_0) = tile_q4_0_q8_0_impl;
+                tile_q4_0_q8_0_chain(BlockQ4_0, BlockQ8_0) = tile_q4_0_q8_0_chain_impl;
+                tile_q4_1_q8_1(BlockQ4_1, BlockQ8_1) = tile_q4_1_q8_1_impl;
+                tile_q8_0_q8_0(BlockQ8_0, BlockQ8_0) = tile_q8_0_q8_0_impl;
+            }
         }
     };
 }
 pub(super) use legacy_tiles;
+
+/// Lanes-order kernels of a weight type against Q8_0 activations, `name(B) = codes,
+/// correction;`: each the tier's lanes-order driver over block type `B`'s codes and their
+/// correction (the primitives above), compiled with `$feat`. `tiles` are R × T tiles over
+/// [`legacy_tiles`]' `tile_lanes`; `rows` are [`TILE_ROWS`](crate::kernels::TILE_ROWS)-row
+/// single-token passes over the expanding module's `rows_lanes` (AVX-512's).
+macro_rules! lanes_kernels {
+    ($feat:literal; tiles { $($(#[$m:meta])* $name:ident($B:ty) = $codes:ident, $corr:ident;)* }) => {$(
+        $(#[$m])*
+        #[target_feature(enable = $feat)]
+        pub(in crate::kernels::x86_64) fn $name<const R: usize, const T: usize>(
+            w: &[&[$B]; R],
+            a: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            tile_lanes((w, a), out, |b| b.d, |b| $codes(&b.qs), |y| $corr(y))
+        }
+    )*};
+    ($feat:literal; rows { $($(#[$m:meta])* $name:ident($B:ty) = $codes:ident, $corr:ident;)* }) => {$(
+        $(#[$m])*
+        #[target_feature(enable = $feat)]
+        fn $name(w: &[&[$B]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS]) {
+            rows_lanes((w, a), out, |b| b.d, |b| $codes(&b.qs), |y| $corr(y))
+        }
+    )*};
+}
+pub(super) use lanes_kernels;

@@ -10,6 +10,7 @@ pub(super) mod avx2;
 pub(super) mod avx2_panel;
 pub(super) mod avx2_steps;
 pub(super) mod avx512;
+pub(super) mod entry_points;
 pub(super) mod kavx2;
 pub(super) mod kavx2_k;
 pub(super) mod kavx512;
