@@ -54,11 +54,7 @@ macro_rules! legacy_tiles {
             let (w, a) = (exact(w, n), exact(a, n));
             let mut acc = [[_mm256_setzero_ps(); R]; T];
             let mut d_buf = [0f32; TILE_LANES];
-            let pf = if T == 1 {
-                Prefetch::new(&w)
-            } else {
-                Prefetch::NONE
-            };
+            let pf = Prefetch::for_pass::<_, R, T>(&w);
             for i in 0..n {
                 pf.at(i);
                 let dp = spill(
@@ -103,11 +99,7 @@ macro_rules! legacy_tiles {
             let mut acc = [[_mm256_setzero_ps(); R]; T];
             let mut d_buf = [0f32; TILE_LANES];
             let mut summs = _mm256_setzero_ps();
-            let pf = if T == 1 {
-                Prefetch::new(&w)
-            } else {
-                Prefetch::NONE
-            };
+            let pf = Prefetch::for_pass::<_, R, T>(&w);
             for i in 0..n {
                 pf.at(i);
                 let d = spill(
@@ -153,11 +145,7 @@ macro_rules! legacy_tiles {
             let n = a[0].len();
             let (w, a) = (exact(w, n), exact(a, n));
             let mut acc = _mm256_setzero_ps();
-            let pf = if T == 1 {
-                Prefetch::new(&w)
-            } else {
-                Prefetch::NONE
-            };
+            let pf = Prefetch::for_pass::<_, R, T>(&w);
             for i in 0..n {
                 pf.at(i);
                 let d = scale_products(w.map(|w| w[i].d), a.map(|a| a[i].d));

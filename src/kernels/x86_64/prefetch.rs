@@ -50,6 +50,17 @@ impl Prefetch {
         to_l2: false,
     };
 
+    /// The prefetch of a pass of `T` tokens over the `R` rows `w`: [`Prefetch::new`] for one
+    /// token (decode streams the weights), none for more (a batch's rows stay in cache across
+    /// its tokens).
+    #[inline(always)]
+    pub(super) fn for_pass<B, const R: usize, const T: usize>(w: &[&[B]; R]) -> Prefetch {
+        match T {
+            1 => Prefetch::new(w),
+            _ => Prefetch::NONE,
+        }
+    }
+
     /// The prefetch for a pass over the `R` rows `w`.
     #[inline(always)]
     pub(super) fn new<B, const R: usize>(w: &[&[B]; R]) -> Prefetch {
