@@ -15,82 +15,60 @@ use super::half::{f16_to_f32, f32_to_f16};
 /// Elements per block for every 32-wide format here.
 pub const QK: usize = 32;
 
-/// Q4_0: 32 weights `d × (q − 8)`, q in 0..16; low nibbles hold elements 0..16.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BlockQ4_0 {
-    pub d: [u8; 2],
-    pub qs: [u8; QK / 2],
-}
-
-/// Q4_1: 32 weights `d × q + m`, q in 0..16.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BlockQ4_1 {
-    pub d: [u8; 2],
-    pub m: [u8; 2],
-    pub qs: [u8; QK / 2],
-}
-
-/// Q8_0: 32 values `d × q`, q in −127..=127.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BlockQ8_0 {
-    pub d: [u8; 2],
-    pub qs: [i8; QK],
-}
-
-/// Q8_1: like Q8_0 plus `s = d × Σq`, the activation partner of Q4_1.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BlockQ8_1 {
-    pub d: [u8; 2],
-    pub s: [u8; 2],
-    pub qs: [i8; QK],
-}
-
-const _: () = assert!(std::mem::size_of::<BlockQ4_0>() == 18);
-const _: () = assert!(std::mem::size_of::<BlockQ4_1>() == 20);
-const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
-const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == 36);
-const _: () = assert!(std::mem::align_of::<BlockQ4_0>() == 1);
-const _: () = assert!(std::mem::align_of::<BlockQ4_1>() == 1);
-const _: () = assert!(std::mem::align_of::<BlockQ8_0>() == 1);
-const _: () = assert!(std::mem::align_of::<BlockQ8_1>() == 1);
-
-impl Default for BlockQ8_0 {
-    fn default() -> Self {
-        BlockQ8_0 {
-            d: [0; 2],
-            qs: [0; QK],
-        }
-    }
-}
-
-impl Default for BlockQ8_1 {
-    fn default() -> Self {
-        BlockQ8_1 {
-            d: [0; 2],
-            s: [0; 2],
-            qs: [0; QK],
-        }
-    }
-}
-
 /// Marker for plain-old-data blocks: alignment 1, no padding, every bit pattern valid.
 ///
 /// # Safety
 /// Implementors must be `repr(C)`, have alignment 1, and accept any byte pattern.
 pub unsafe trait Block: Copy + Default + 'static {}
-// SAFETY: each is repr(C) of u8/i8 arrays only (alignment 1, asserted above), no padding, and
-// any bit pattern is a valid value.
-unsafe impl Block for BlockQ4_0 {}
-// SAFETY: as above.
-unsafe impl Block for BlockQ4_1 {}
-// SAFETY: as above.
-unsafe impl Block for BlockQ8_0 {}
-// SAFETY: as above.
-unsafe impl Block for BlockQ8_1 {}
+
+/// Declares a block layout as ggml stores it: a `repr(C)` struct of byte arrays (`[u8; N]` or
+/// `[i8; N]`), its size asserted against ggml's, its alignment asserted 1 (so it has no padding
+/// and can be viewed at any offset of a mapped file), zero as its default, and its [`Block`] impl.
+macro_rules! block_layout {
+    ($(#[$doc:meta])* $name:ident, $bytes:literal { $($field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct $name {
+            $(pub $field: $ty),*
+        }
+
+        const _: () = assert!(std::mem::size_of::<$name>() == $bytes);
+        const _: () = assert!(std::mem::align_of::<$name>() == 1);
+
+        impl Default for $name {
+            fn default() -> Self {
+                // Every field is an array of one-byte integers: as many zeros as it has bytes.
+                Self { $($field: [0; std::mem::size_of::<$ty>()]),* }
+            }
+        }
+
+        // SAFETY: a repr(C) struct of u8/i8 arrays only: alignment 1 (asserted above), hence no
+        // padding, and any bit pattern is a valid value.
+        unsafe impl $crate::kernels::blocks::Block for $name {}
+    };
+}
+pub(crate) use block_layout;
+
+block_layout! {
+    /// Q4_0: 32 weights `d × (q − 8)`, q in 0..16; low nibbles hold elements 0..16.
+    BlockQ4_0, 18 { d: [u8; 2], qs: [u8; QK / 2] }
+}
+
+block_layout! {
+    /// Q4_1: 32 weights `d × q + m`, q in 0..16.
+    BlockQ4_1, 20 { d: [u8; 2], m: [u8; 2], qs: [u8; QK / 2] }
+}
+
+block_layout! {
+    /// Q8_0: 32 values `d × q`, q in −127..=127.
+    BlockQ8_0, 34 { d: [u8; 2], qs: [i8; QK] }
+}
+
+block_layout! {
+    /// Q8_1: like Q8_0 plus `s = d × Σq`, the activation partner of Q4_1.
+    BlockQ8_1, 36 { d: [u8; 2], s: [u8; 2], qs: [i8; QK] }
+}
 
 /// Views `bytes` as blocks; `None` if the length is not a whole number of blocks.
 pub fn as_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {

@@ -21,24 +21,13 @@ use super::blocks::QK;
 use super::half::f16_to_f32;
 use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q8K_MAX, QK_K,
+    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK_K, SCALE_BIAS,
+    SUB16, SUB32,
 };
 
-/// Elements per sub-block of the 16-wide K-quants (Q2_K, Q3_K, Q6_K) and per Q8_K block sum.
-const SUB16: usize = 16;
-/// Elements per sub-block of the 32-wide K-quants (Q4_K, Q5_K, IQ4_XS).
-const SUB32: usize = 32;
 /// Elements one pass over Q2_K/Q3_K's `qs` (32 bytes, four 2-bit planes) or Q6_K's half block
 /// covers.
 const HALF_K: usize = 128;
-/// Offset that makes a 5-bit Q5_0 value signed; also a Q5_K fifth bit's weight.
-const Q5_OFFSET: i32 = 16;
-/// Offset that makes a 6-bit Q6_K value signed.
-const Q6_OFFSET: i32 = 32;
-/// Offset that makes a 6-bit Q3_K or IQ4_XS scale signed.
-const SCALE6_OFFSET: i32 = 32;
-/// What Q3_K subtracts from a 2-bit value whose high bit (in `hmask`) is clear.
-const Q3_HIGH_BIT: i32 = 4;
 /// 1.5 × 2^23: adding it to a float of magnitude below 2^22 leaves the value rounded to the
 /// nearest integer (ties to even) in the low mantissa bits (ggml's `nearest_int`).
 pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
@@ -47,7 +36,7 @@ pub(crate) const MANTISSA_MASK: i32 = 0x007f_ffff;
 /// The mantissa of [`ROUND_MAGIC`] (2^22), subtracted back out by `nearest_int`.
 pub(crate) const ROUND_MAGIC_MANTISSA: i32 = 0x0040_0000;
 /// 2^31: the magnitude from which `cvtps2dq` gives its "integer indefinite" `i32::MIN`.
-const I32_LIMIT: f32 = 2_147_483_648.0;
+pub(crate) const I32_LIMIT: f32 = 2_147_483_648.0;
 
 /// The f32 value of a little-endian f16 field (exact).
 #[inline]
@@ -89,7 +78,7 @@ pub fn dequantize_q5_0(x: &[BlockQ5_0], y: &mut [f32]) {
     for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK)) {
         let d = h(b.d);
         for (o, q) in yb.iter_mut().zip(q5_values(&b.qs, b.qh)) {
-            *o = (q - Q5_OFFSET) as f32 * d;
+            *o = (q - Q5_BIAS) as f32 * d;
         }
     }
 }
@@ -176,7 +165,7 @@ pub fn dequantize_q3_k(x: &[BlockQ3K], y: &mut [f32]) {
         let d = h(b.d);
         let scales = q3_k_scales(&b.scales);
         for (s, ys) in yb.chunks_exact_mut(SUB16).enumerate() {
-            let dl = d * (scales[s] as i32 - SCALE6_OFFSET) as f32;
+            let dl = d * (scales[s] as i32 - SCALE_BIAS) as f32;
             let at = SUB16 * (s % 2);
             let q = &b.qs[32 * (s / 8) + at..][..SUB16];
             let hm = &b.hmask[at..][..SUB16];
@@ -184,7 +173,7 @@ pub fn dequantize_q3_k(x: &[BlockQ3K], y: &mut [f32]) {
             let hbit = 1u8 << (s / 2);
             for ((o, &qb), &hb) in ys.iter_mut().zip(q).zip(hm) {
                 let low = ((qb >> shift) & 3) as i32;
-                let sub = if hb & hbit != 0 { 0 } else { Q3_HIGH_BIT };
+                let sub = if hb & hbit != 0 { 0 } else { Q3_BIAS };
                 *o = dl * (low - sub) as f32;
             }
         }
@@ -253,7 +242,7 @@ pub fn dequantize_q5_k(x: &[BlockQ5K], y: &mut [f32]) {
             let shift = 4 * (j % 2);
             let q = &b.qs[SUB32 * (j / 2)..][..SUB32];
             for ((o, &qb), &hb) in ys.iter_mut().zip(q).zip(&b.qh) {
-                let v = ((qb >> shift) & 0x0f) as i32 + Q5_OFFSET * ((hb >> j) & 1) as i32;
+                let v = ((qb >> shift) & 0x0f) as i32 + Q5_BIAS * ((hb >> j) & 1) as i32;
                 *o = d1 * v as f32 - m1;
             }
         }
@@ -281,7 +270,7 @@ pub fn dequantize_q6_k(x: &[BlockQ6K], y: &mut [f32]) {
                 for (l, o) in yp.iter_mut().enumerate() {
                     let v = ((ql[l] >> shift) & 0x0f) | (((qh[l] >> (2 * p)) & 3) << 4);
                     let s = sc[2 * p + l / SUB16];
-                    *o = d * s as f32 * (v as i32 - Q6_OFFSET) as f32;
+                    *o = d * s as f32 * (v as i32 - Q6_BIAS) as f32;
                 }
             }
         }
@@ -304,7 +293,7 @@ pub fn dequantize_iq4_xs(x: &[BlockIq4Xs], y: &mut [f32]) {
             let low = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f;
             let high = ((scales_h >> (2 * j)) & 3) as u8;
             let ls = (low | (high << 4)) as i32;
-            let dl = d * (ls - SCALE6_OFFSET) as f32;
+            let dl = d * (ls - SCALE_BIAS) as f32;
             let (lo, hi) = ys.split_at_mut(SUB32 / 2);
             let q = &b.qs[16 * j..][..16];
             for ((l, u), &qb) in lo.iter_mut().zip(hi.iter_mut()).zip(q) {
@@ -716,7 +705,7 @@ mod tests {
             let q3 = BlockQ3K {
                 hmask: [0xff; QK_K / 8],
                 qs,
-                scales: pack_q3(s.map(|v| v + SCALE6_OFFSET as u8)),
+                scales: pack_q3(s.map(|v| v + SCALE_BIAS as u8)),
                 d,
             };
             let (mut a, mut b) = ([0f32; QK_K], [0f32; QK_K]);

@@ -35,27 +35,14 @@
 use super::blocks::{scale, BlockQ8_0, BlockQ8_1, QK};
 use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, QK_K,
+    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
 use super::scalar::hsum_float_8;
 
 /// f32 (and i32) lanes of one AVX2 vector.
 const LANES: usize = 8;
-/// Bytes of one 32-byte load: the run of elements one `maddubs`/`madd` pair works on.
-const RUN: usize = 32;
 /// Consecutive int8 products that `maddubs` + `madd` (or `dpbusd`) sum into one 32-bit lane.
 const LANE_BYTES: usize = 4;
-/// Elements per Q2_K/Q3_K/Q6_K sub-block (one scale each) and per Q8_K `bsums` entry.
-const SUB16: usize = 16;
-/// Elements per Q4_K/Q5_K/IQ4_XS sub-block (one scale each).
-const SUB32: usize = 32;
-/// Q3_K/IQ4_XS scales are stored with this offset (6-bit codes for −32..32).
-const SCALE_BIAS: i32 = 32;
-/// Q6_K weights are stored with this offset (6-bit codes for −32..32), subtracted through `bsums`.
-const Q6_BIAS: i32 = 32;
-/// Q5_0 weights are stored with this offset (5-bit codes for −16..16).
-const Q5_BIAS: i32 = 16;
-
 /// One product as `maddubs(sign(x, x), sign(y, x))` forms it (`_mm256_sign_epi8` then an
 /// unsigned × signed byte product): `x·y`, except that `y = −128` with `x < 0` wraps to
 /// `|x|·(−128)`.

@@ -26,12 +26,10 @@ use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     KVALUES_IQ4NL, K_SCALE_SIZE, QK_K,
 };
-use super::kdequant::{get_scale_min_k4 as scale_min_k4, nearest_int};
+use super::kdequant::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it counts as all zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
-/// 2³¹: the first f32 beyond `cvttss2si`'s range.
-const I32_LIMIT: f32 = 2_147_483_648.0;
 /// f16 quiet NaN, what ggml's software conversion gives every NaN (plus its sign).
 const F16_NAN: u16 = 0x7e00;
 /// Largest 6-bit scale/min of Q4_K and Q5_K.

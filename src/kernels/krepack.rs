@@ -39,7 +39,7 @@
 
 use super::blocks::{scale, BlockQ8_0, QK};
 use super::kblocks::{
-    BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q8K_MAX, QK_K,
+    BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q8K_MAX, QK_K, SUB16,
 };
 use super::kdequant::get_scale_min_k4;
 use super::GgmlType;
@@ -74,10 +74,8 @@ const Q4K_SUBS: usize = QK_K / QK;
 /// Elements of a Q4_K "pair" (two sub-blocks: the low and high nibbles of 32 bytes), the unit
 /// of one fma in the gemm kernel.
 const Q4K_PAIR: usize = 2 * QK;
-/// Q8_K activations summed in one `bsums` entry.
-const Q8K_SUM_LEN: usize = 16;
 /// Q8_K `bsums` entries per Q4_K sub-block.
-const BSUMS_PER_SUB: usize = QK / Q8K_SUM_LEN;
+const BSUMS_PER_SUB: usize = QK / SUB16;
 
 /// The eight 6-bit scales and eight 6-bit mins packed in a Q4_K/Q5_K `scales` field
 /// (ggml's `get_scale_min_k4`).
@@ -186,10 +184,6 @@ pub fn dot_q4_k_q8_k_repacked_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 /// Elements per Q2_K half (32 bytes of `qs`, four 2-bit planes), the unit of one fma in the
 /// gemm kernel.
 const Q2K_HALF: usize = 128;
-/// Elements per Q2_K sub-block (one 4-bit scale and min each).
-const Q2K_SUB: usize = 16;
-// A Q2_K sub-block's min term reads exactly one Q8_K `bsums` entry.
-const _: () = assert!(Q2K_SUB == Q8K_SUM_LEN);
 /// 2-bit planes per `qs` byte.
 const Q2K_PLANES: usize = 4;
 
@@ -200,12 +194,12 @@ fn q2k_halves(x: &BlockQ2K, y: &BlockQ8K) -> [(i32, i32); QK_K / Q2K_HALF] {
     std::array::from_fn(|h| {
         let (mut isum, mut imin) = (0i32, 0i32);
         for s in 0..Q2K_PLANES {
-            for part in 0..QK / Q2K_SUB {
-                let e0 = h * Q2K_HALF + s * QK + part * Q2K_SUB;
-                let sub = e0 / Q2K_SUB;
-                let dot: i32 = (0..Q2K_SUB)
+            for part in 0..QK / SUB16 {
+                let e0 = h * Q2K_HALF + s * QK + part * SUB16;
+                let sub = e0 / SUB16;
+                let dot: i32 = (0..SUB16)
                     .map(|i| {
-                        let l = part * Q2K_SUB + i;
+                        let l = part * SUB16 + i;
                         let q = (x.qs[h * QK + l] >> (2 * s)) & 3;
                         i32::from(q) * i32::from(y.qs[e0 + i])
                     })
@@ -289,7 +283,7 @@ pub fn quantize_act_q8_k_4x8_equiv(x: &[f32], y: &mut [BlockQ8K]) {
             // `as i8` saturates like the kernel's packs; |x·iscale| ≤ 127 anyway.
             *q = (v * iscale).round_ties_even() as i8;
         }
-        for (s, qc) in yb.bsums.iter_mut().zip(yb.qs.chunks_exact(Q8K_SUM_LEN)) {
+        for (s, qc) in yb.bsums.iter_mut().zip(yb.qs.chunks_exact(SUB16)) {
             // Sixteen values of at most 128 in magnitude: fits an i16.
             *s = qc.iter().map(|&q| i16::from(q)).sum();
         }

@@ -53,7 +53,7 @@
 
 use super::blocks::scale;
 use super::kblocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
-use super::kblocks::{KVALUES_IQ4NL, QK_K};
+use super::kblocks::{KVALUES_IQ4NL, Q3_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32};
 use super::kdequant::{get_scale_min_k4, q3_k_scales};
 use super::krepack::repacked_in_llama;
 use super::GgmlType;
@@ -62,21 +62,8 @@ use super::GgmlType;
 /// (`ggml_tiled_min_batch`: `ne11 >= 8`, per expert for `MUL_MAT_ID`).
 pub const TILED_MIN_TOKENS: usize = 8;
 
-/// Elements per sub-block of Q2_K, Q3_K and Q6_K, and per Q8_K `bsums` entry.
-const SUB16: usize = 16;
-/// Elements per sub-block of Q4_K, Q5_K and IQ4_XS.
-const SUB32: usize = 32;
-/// Q3_K codes are `low2 | hbit << 2`; the weight is `code − 4`.
-const Q3_BIAS: i32 = 4;
-/// Q6_K codes are 6-bit; the weight is `code − 32`.
-const Q6_BIAS: i32 = 32;
 /// IQ4_XS codes are `KVALUES_IQ4NL[q] + 128` (unsigned bytes for `dpbusd`).
 const IQ4_BIAS: i32 = 128;
-/// Q3_K and IQ4_XS 6-bit scales are stored with this offset.
-const SCALE_BIAS: i32 = 32;
-/// Elements per 32-byte run of the 2-bit and nibble layouts (one shift / nibble of `qs[32j..]`).
-const RUN: usize = 32;
-
 /// Whether llama.cpp (x86 build with AVX2 or AVX-512, `GGML_CPU_TILED_MM` unset or non-zero,
 /// `GGML_CPU_TILED_MM_FORCE` unset, no `use_ref`) computes a `MUL_MAT` of a weight of type `ty`
 /// with `n_rows` output rows and `n_tokens` activation rows (`ne11`) on the tiled path, i.e.
