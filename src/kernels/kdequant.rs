@@ -202,6 +202,34 @@ pub fn get_scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
     }
 }
 
+/// One Q4_K or Q5_K super-block → f32, as ggml's `dequantize_row_q4_K`/`_q5_K` loop over it:
+/// sub-block j (32 elements) has `d1 = d × sc_j` and `m1 = dmin × m_j` ([`get_scale_min_k4`]),
+/// each rounded, then `y = d1 × q − m1` (product rounded, then the difference), q the nibble plus
+/// `fifth(j, l)` (Q5_K's fifth bit of element l, as 0 or 16; 0 for Q4_K). Sub-blocks 2i and
+/// 2i+1 are the low and high nibbles of `qs[32i..32i + 32]`.
+#[inline]
+fn dequantize_k4_block(
+    d: [u8; 2],
+    dmin: [u8; 2],
+    scales: &[u8; K_SCALE_SIZE],
+    qs: &[u8; QK_K / 2],
+    yb: &mut [f32],
+    fifth: impl Fn(usize, usize) -> i32,
+) {
+    let (d, dmin) = (h(d), h(dmin));
+    for (j, ys) in yb.chunks_exact_mut(SUB32).enumerate() {
+        let (sc, m) = get_scale_min_k4(j, scales);
+        let d1 = d * sc as f32;
+        let m1 = dmin * m as f32;
+        let shift = 4 * (j % 2);
+        let q = &qs[SUB32 * (j / 2)..][..SUB32];
+        for (l, (o, &qb)) in ys.iter_mut().zip(q).enumerate() {
+            let v = i32::from((qb >> shift) & 0x0f) + fifth(j, l);
+            *o = d1 * v as f32 - m1;
+        }
+    }
+}
+
 /// Q4_K → f32 as ggml's `dequantize_row_q4_K`. Sub-block j (32 elements) has `d1 = d × sc_j`
 /// and `m1 = dmin × m_j` ([`get_scale_min_k4`]), each rounded, then `y = d1 × q − m1` (product
 /// rounded, then the difference). Sub-blocks 2i and 2i+1 are the low and high nibbles of
@@ -212,17 +240,7 @@ pub fn get_scale_min_k4(j: usize, q: &[u8; K_SCALE_SIZE]) -> (u8, u8) {
 pub fn dequantize_q4_k(x: &[BlockQ4K], y: &mut [f32]) {
     check_len(x.len(), QK_K, y);
     for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
-        let (d, dmin) = (h(b.d), h(b.dmin));
-        for (j, ys) in yb.chunks_exact_mut(SUB32).enumerate() {
-            let (sc, m) = get_scale_min_k4(j, &b.scales);
-            let d1 = d * sc as f32;
-            let m1 = dmin * m as f32;
-            let shift = 4 * (j % 2);
-            let q = &b.qs[SUB32 * (j / 2)..][..SUB32];
-            for (o, &qb) in ys.iter_mut().zip(q) {
-                *o = d1 * ((qb >> shift) & 0x0f) as f32 - m1;
-            }
-        }
+        dequantize_k4_block(b.d, b.dmin, &b.scales, &b.qs, yb, |_, _| 0);
     }
 }
 
@@ -234,18 +252,8 @@ pub fn dequantize_q4_k(x: &[BlockQ4K], y: &mut [f32]) {
 pub fn dequantize_q5_k(x: &[BlockQ5K], y: &mut [f32]) {
     check_len(x.len(), QK_K, y);
     for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
-        let (d, dmin) = (h(b.d), h(b.dmin));
-        for (j, ys) in yb.chunks_exact_mut(SUB32).enumerate() {
-            let (sc, m) = get_scale_min_k4(j, &b.scales);
-            let d1 = d * sc as f32;
-            let m1 = dmin * m as f32;
-            let shift = 4 * (j % 2);
-            let q = &b.qs[SUB32 * (j / 2)..][..SUB32];
-            for ((o, &qb), &hb) in ys.iter_mut().zip(q).zip(&b.qh) {
-                let v = ((qb >> shift) & 0x0f) as i32 + Q5_BIAS * ((hb >> j) & 1) as i32;
-                *o = d1 * v as f32 - m1;
-            }
-        }
+        let fifth = |j: usize, l: usize| Q5_BIAS * i32::from((b.qh[l] >> j) & 1);
+        dequantize_k4_block(b.d, b.dmin, &b.scales, &b.qs, yb, fifth);
     }
 }
 
@@ -536,23 +544,7 @@ mod tests {
         }
     }
 
-    /// A small deterministic generator for the property tests.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        fn unit(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 24) as f32
-        }
-        fn bytes<const N: usize>(&mut self) -> [u8; N] {
-            std::array::from_fn(|_| self.next() as u8)
-        }
-    }
+    use crate::kernels::test_util::SplitMix as Rng;
 
     #[test]
     fn q8_k_round_trip_and_sums() {

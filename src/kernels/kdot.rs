@@ -417,26 +417,14 @@ pub fn dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::blocks::{as_blocks, Block};
+    use crate::kernels::blocks::Block;
     use crate::kernels::half::f32_to_f16;
 
-    /// xorshift64, the generator of the C harness that produced the known answers.
-    struct Rng(u64);
+    use crate::kernels::test_util::{weights, XorShift as Rng};
 
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn pick<T: Copy>(&mut self, t: &[T]) -> T {
-            t[(self.next() % t.len() as u64) as usize]
-        }
-        /// An activation quant: −127..=127, or −128..=127 with `lo` = 1.
-        fn q(&mut self, lo: i32) -> i8 {
-            ((self.next() % (255 + lo) as u64) as i32 - 127 - lo) as i8
-        }
+    /// An activation quant: −127..=127, or −128..=127 with `lo` = 1.
+    fn q(r: &mut Rng, lo: i32) -> i8 {
+        ((r.next() % (255 + lo) as u64) as i32 - 127 - lo) as i8
     }
 
     type H = fn(&mut Rng) -> u16;
@@ -462,22 +450,9 @@ mod tests {
         0
     }
 
-    /// `nb` weight blocks of random bytes, the f16 fields at byte offsets `f16_at` set by `h`.
-    fn weights<B: Block>(r: &mut Rng, nb: usize, f16_at: &[usize], h: H) -> Vec<B> {
-        let size = std::mem::size_of::<B>();
-        let mut bytes = vec![0u8; nb * size];
-        for blk in bytes.chunks_exact_mut(size) {
-            blk.iter_mut().for_each(|b| *b = r.next() as u8);
-            for &o in f16_at {
-                blk[o..o + 2].copy_from_slice(&h(r).to_le_bytes());
-            }
-        }
-        as_blocks::<B>(&bytes).expect("whole blocks").to_vec()
-    }
-
     fn q8_0(r: &mut Rng, nb: usize, lo: i32, h: H) -> Vec<BlockQ8_0> {
         let mut block = |_| {
-            let qs = std::array::from_fn(|_| r.q(lo));
+            let qs = std::array::from_fn(|_| q(r, lo));
             let d = h(r).to_le_bytes();
             BlockQ8_0 { d, qs }
         };
@@ -487,7 +462,7 @@ mod tests {
     /// Q8_1 blocks, `s` = d·Σqs (rounded to f16) with `exact_s`, else drawn by `h`.
     fn q8_1(r: &mut Rng, nb: usize, h: H, exact_s: bool) -> Vec<BlockQ8_1> {
         let mut block = |_| {
-            let qs: [i8; QK] = std::array::from_fn(|_| r.q(0));
+            let qs: [i8; QK] = std::array::from_fn(|_| q(r, 0));
             let d = h(r);
             let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
             let s = match exact_s {
@@ -503,7 +478,7 @@ mod tests {
     /// Q8_K blocks with consistent `bsums`.
     fn q8_k(r: &mut Rng, nb: usize, lo: i32, d: D) -> Vec<BlockQ8K> {
         let mut block = |_| {
-            let qs: [i8; QK_K] = std::array::from_fn(|_| r.q(lo));
+            let qs: [i8; QK_K] = std::array::from_fn(|_| q(r, lo));
             let sub = |j: usize| qs[SUB16 * j..SUB16 * (j + 1)].iter().map(|&q| i16::from(q));
             let bsums = std::array::from_fn(|j| sub(j).sum());
             BlockQ8K { d: d(r), qs, bsums }

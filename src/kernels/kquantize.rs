@@ -24,7 +24,7 @@ use super::blocks::QK;
 use super::half::{f16_to_f32, f32_to_f16};
 use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    KVALUES_IQ4NL, K_SCALE_SIZE, QK_K,
+    KVALUES_IQ4NL, K_SCALE_SIZE, QK_K, SUB16,
 };
 use super::kdequant::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
 
@@ -508,6 +508,25 @@ pub fn quantize_q2_k(x: &[f32], y: &mut [BlockQ2K]) {
     }
 }
 
+/// The first pass of Q3_K and Q6_K: each sixteen values of the super-block `xs` quantized on
+/// their own by `make(values, levels)`, which returns the group's scale.
+#[inline]
+fn sub16_quants<L: Copy + Default>(
+    xs: &[f32],
+    make: impl Fn(&[f32], &mut [L]) -> f32,
+) -> ([L; QK_K], [f32; QK_K / SUB16]) {
+    let mut levels = [L::default(); QK_K];
+    let mut scales = [0f32; QK_K / SUB16];
+    for ((s, xb), lv) in scales
+        .iter_mut()
+        .zip(xs.chunks_exact(SUB16))
+        .zip(levels.chunks_exact_mut(SUB16))
+    {
+        *s = make(xb, lv);
+    }
+    (levels, scales)
+}
+
 /// `quantize_row_q3_K_ref`: per sixteen values [`make_q3_quants`] (nmax 4); the scales as 6-bit
 /// `clamp(nearest_int(s·(−32/max_scale)), −32, 31) + 32` with `d = 1/(−32/max_scale)` (max_scale
 /// of largest magnitude, signed); then every group with non-zero `d·(sc − 32)` requantized as
@@ -516,11 +535,7 @@ pub fn quantize_q3_k(x: &[f32], y: &mut [BlockQ3K]) {
     assert_eq!(x.len(), y.len() * QK_K, "quantize_q3_k: row length");
     const NMAX: i32 = 4;
     for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let mut levels = [0i8; QK_K];
-        let mut scales = [0f32; QK_K / 16];
-        for (j, xb) in xs.chunks_exact(16).enumerate() {
-            scales[j] = make_q3_quants(NMAX, xb, &mut levels[16 * j..16 * (j + 1)]);
-        }
+        let (mut levels, scales) = sub16_quants(xs, |xb, l| make_q3_quants(NMAX, xb, l));
         let (max_scale, _) = signed_amax(&scales);
         yb.scales = [0; K_SCALE_SIZE];
         if max_scale != 0.0 {
@@ -687,11 +702,7 @@ pub fn quantize_q6_k(x: &[f32], y: &mut [BlockQ6K]) {
     assert_eq!(x.len(), y.len() * QK_K, "quantize_q6_k: row length");
     const NMAX: i32 = 32;
     for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let mut levels = [0u8; QK_K];
-        let mut scales = [0f32; QK_K / 16];
-        for (j, xb) in xs.chunks_exact(16).enumerate() {
-            scales[j] = make_qx_quants(NMAX, xb, &mut levels[16 * j..16 * (j + 1)]);
-        }
+        let (mut levels, scales) = sub16_quants(xs, |xb, l| make_qx_quants(NMAX, xb, l));
         let (max_scale, max_abs_scale) = signed_amax(&scales);
         if max_abs_scale < GROUP_MAX_EPS {
             *yb = BlockQ6K::default();
@@ -736,30 +747,10 @@ mod tests {
     /// Elements per row of the known-answer rows.
     const ROW: usize = 512;
 
-    /// SplitMix64, as the llama.cpp harness that produced the known answers below.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        /// 24 random bits as a float in [0, 1) (exact).
-        fn unif(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / 16_777_216.0
-        }
-        /// A bell-shaped value in (−2, 2): four uniforms summed in order, minus 2.
-        fn bell(&mut self) -> f32 {
-            let (a, b, c, d) = (self.unif(), self.unif(), self.unif(), self.unif());
-            a + b + c + d - 2.0
-        }
-    }
+    /// SplitMix64 ([`Rng::bell`] and [`Rng::unit`]) is the generator of the llama.cpp harness
+    /// that produced the known answers below.
+    use crate::kernels::test_util::SplitMix as Rng;
 
-    /// Row `r` of the known-answer set, drawn from `g` (rows are drawn in order 0..8 from seed
-    /// 42): bell, small bell, outliers, zero, tiny, uniform positive, a quarter-step grid
-    /// (rounding ties), bell with zeroed sixteens and growing scale.
     fn kat_row(r: usize, g: &mut Rng) -> Vec<f32> {
         (0..ROW)
             .map(|i| match r {
@@ -768,7 +759,7 @@ mod tests {
                 2 => g.bell() * if i % 97 == 5 { 50.0 } else { 1.0 },
                 3 => 0.0,
                 4 => 1e-30 * g.bell(),
-                5 => g.unif(),
+                5 => g.unit(),
                 6 => ((g.next() % 17) as i32 - 8) as f32 * 0.25,
                 _ if (i / 16) % 3 == 0 => 0.0,
                 _ => g.bell() * (1 + i / 64) as f32,

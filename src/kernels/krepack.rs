@@ -21,8 +21,9 @@
 //!   64 elements (Q4_K) or per 128 elements (Q2_K): hence the `_gemm` variants.
 //! - **Activation quantizer.** The gemm rows are quantized by `ggml_quantize_mat_q8_K_4x8`,
 //!   whose integers are those of `quantize_row_q8_K` except for the sign convention when a
-//!   block's largest magnitude occurs both positive and negative ([`quantize_act_q8_k_4x8_equiv`]).
-//!   The dot products come out the same either way (everything is negated twice). For Q8_0 the
+//!   block's largest magnitude occurs both positive and negative
+//!   ([`super::kdequant::quantize_act_q8_k_mat`]). The dot products come out the same either
+//!   way (everything is negated twice). For Q8_0 the
 //!   4-row quantizer gives exactly the bits of `quantize_row_q8_0` (`blocks::quantize_act_q8_0`).
 //!
 //! Verified bit for bit against llama.cpp's own graph (`ggml_mul_mat` with the weight in the
@@ -39,7 +40,7 @@
 
 use super::blocks::{scale, BlockQ8_0, QK};
 use super::kblocks::{
-    BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q8K_MAX, QK_K, SUB16,
+    BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, QK_K, SUB16,
 };
 use super::kdequant::get_scale_min_k4;
 use super::GgmlType;
@@ -157,26 +158,40 @@ fn k_chains<B, const P: usize>(
     acc - acc_min
 }
 
-fn q4k_d(x: &BlockQ4K) -> (f32, f32) {
-    (scale(x.d), scale(x.dmin))
+/// The gemv and gemm oracles of a K-quant with mins (fields `d` and `dmin`): [`k_chains`] over
+/// its integer `parts`, with one fma per super-block (gemv) or per part (gemm).
+macro_rules! repacked_k {
+    (
+        $block:ty, $parts:ident,
+        $(#[$gemv_doc:meta])* $gemv:ident,
+        $(#[$gemm_doc:meta])* $gemm:ident
+    ) => {
+        $(#[$gemv_doc])*
+        pub fn $gemv(x: &[$block], y: &[BlockQ8K]) -> f32 {
+            k_chains(x, y, |b: &$block| (scale(b.d), scale(b.dmin)), $parts, false)
+        }
+
+        $(#[$gemm_doc])*
+        pub fn $gemm(x: &[$block], y: &[BlockQ8K]) -> f32 {
+            k_chains(x, y, |b: &$block| (scale(b.d), scale(b.dmin)), $parts, true)
+        }
+    };
 }
 
-/// Q4_K·Q8_K as llama.cpp's repacked gemv (`ggml_gemv_q4_K_8x8_q8_K`) computes it for one
-/// activation row (the last n mod 4 tokens of a matmul):
-/// ```text
-/// per super-block: isum = Σ_j sc_j·Σ q·y,  imin = Σ_j m_j·(bsums[2j] + bsums[2j+1])   (exact)
-///                  acc = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min)
-/// result = acc − acc_min
-/// ```
-pub fn dot_q4_k_q8_k_repacked(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    k_chains(x, y, q4k_d, q4k_pairs, false)
-}
-
-/// Q4_K·Q8_K as llama.cpp's repacked gemm (`ggml_gemm_q4_K_8x8_q8_K`, AVX-512 and AVX2 paths
-/// alike) computes it for the tokens it takes four at a time: as [`dot_q4_k_q8_k_repacked`] but
-/// with one fma per 64 elements (two sub-blocks) instead of one per super-block.
-pub fn dot_q4_k_q8_k_repacked_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    k_chains(x, y, q4k_d, q4k_pairs, true)
+repacked_k! {
+    BlockQ4K, q4k_pairs,
+    /// Q4_K·Q8_K as llama.cpp's repacked gemv (`ggml_gemv_q4_K_8x8_q8_K`) computes it for one
+    /// activation row (the last n mod 4 tokens of a matmul):
+    /// ```text
+    /// per super-block: isum = Σ_j sc_j·Σ q·y,  imin = Σ_j m_j·(bsums[2j] + bsums[2j+1])   (exact)
+    ///                  acc = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min)
+    /// result = acc − acc_min
+    /// ```
+    dot_q4_k_q8_k_repacked,
+    /// Q4_K·Q8_K as llama.cpp's repacked gemm (`ggml_gemm_q4_K_8x8_q8_K`, AVX-512 and AVX2 paths
+    /// alike) computes it for the tokens it takes four at a time: as [`dot_q4_k_q8_k_repacked`]
+    /// but with one fma per 64 elements (two sub-blocks) instead of one per super-block.
+    dot_q4_k_q8_k_repacked_gemm
 }
 
 // ---- Q2_K ---------------------------------------------------------------------------------
@@ -212,21 +227,15 @@ fn q2k_halves(x: &BlockQ2K, y: &BlockQ8K) -> [(i32, i32); QK_K / Q2K_HALF] {
     })
 }
 
-fn q2k_d(x: &BlockQ2K) -> (f32, f32) {
-    (scale(x.d), scale(x.dmin))
-}
-
-/// Q2_K·Q8_K as llama.cpp's repacked gemv (`ggml_gemv_q2_K_8x8_q8_K`, used only in AVX-512
-/// builds) computes it: the chains of [`dot_q4_k_q8_k_repacked`] with Q2_K's sixteen 4-bit
-/// scales and mins, one fma per super-block each.
-pub fn dot_q2_k_q8_k_repacked(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
-    k_chains(x, y, q2k_d, q2k_halves, false)
-}
-
-/// Q2_K·Q8_K as llama.cpp's repacked gemm (`ggml_gemm_q2_K_8x8_q8_K`): as
-/// [`dot_q2_k_q8_k_repacked`] with one fma per 128 elements.
-pub fn dot_q2_k_q8_k_repacked_gemm(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
-    k_chains(x, y, q2k_d, q2k_halves, true)
+repacked_k! {
+    BlockQ2K, q2k_halves,
+    /// Q2_K·Q8_K as llama.cpp's repacked gemv (`ggml_gemv_q2_K_8x8_q8_K`, used only in AVX-512
+    /// builds) computes it: the chains of [`dot_q4_k_q8_k_repacked`] with Q2_K's sixteen 4-bit
+    /// scales and mins, one fma per super-block each.
+    dot_q2_k_q8_k_repacked,
+    /// Q2_K·Q8_K as llama.cpp's repacked gemm (`ggml_gemm_q2_K_8x8_q8_K`): as
+    /// [`dot_q2_k_q8_k_repacked`] with one fma per 128 elements.
+    dot_q2_k_q8_k_repacked_gemm
 }
 
 // ---- IQ4_NL -------------------------------------------------------------------------------
@@ -251,61 +260,21 @@ pub fn dot_iq4_nl_q8_0_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
     acc
 }
 
-// ---- activation quantizer -----------------------------------------------------------------
-
-/// One activation row → Q8_K exactly as llama.cpp's x86 `ggml_quantize_mat_q8_K_4x8` does for
-/// the rows of the gemm kernels (each row of its four independently):
-/// ```text
-/// amax = max |x|;  amax == 0: d = 0, q = 0, bsums = 0
-/// iscale = (some x == +amax) ? −127/amax : 127/amax
-/// q = round_half_even(x·iscale);  d = 1/iscale;  bsums[k] = Σ of q over elements 16k..16k+16
-/// ```
-/// `quantize_row_q8_K` (the gemv rows, and every `vec_dot` row) takes `iscale = −127/max` with
-/// `max` the *first* element of largest magnitude: the two differ only when a block holds both
-/// +amax and −amax with −amax first, and then by an exact sign flip of `d`, every `q` and every
-/// `bsums` entry, which leaves every dot product unchanged.
-///
-/// # Panics
-/// If `x.len() != y.len() * QK_K`.
-pub fn quantize_act_q8_k_4x8_equiv(x: &[f32], y: &mut [BlockQ8K]) {
-    assert_eq!(x.len(), y.len() * QK_K, "row length mismatch");
-    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let iscale = if amax == 0.0 {
-            0.0
-        } else if xb.contains(&amax) {
-            -Q8K_MAX / amax
-        } else {
-            Q8K_MAX / amax
-        };
-        yb.d = if amax == 0.0 { 0.0 } else { 1.0 / iscale };
-        for (q, v) in yb.qs.iter_mut().zip(xb) {
-            // `as i8` saturates like the kernel's packs; |x·iscale| ≤ 127 anyway.
-            *q = (v * iscale).round_ties_even() as i8;
-        }
-        for (s, qc) in yb.bsums.iter_mut().zip(yb.qs.chunks_exact(SUB16)) {
-            // Sixteen values of at most 128 in magnitude: fits an i16.
-            *s = qc.iter().map(|&q| i16::from(q)).sum();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernels::blocks::{as_blocks, quantize_act_q8_0, Block, BlockQ4_0};
     use crate::kernels::half::f16_to_f32;
+    use crate::kernels::kdequant::{quantize_act_q8_k, quantize_act_q8_k_mat};
     use crate::kernels::scalar::dot_q4_0_q8_0_chain;
+    use crate::kernels::test_util::XorShift;
 
     /// xorshift64, the generator of the C harness that produced the known answers (it keeps the
     /// upper bits `>> 11`, truncated to 32).
-    struct Rng(u64);
+    struct Rng(XorShift);
     impl Rng {
         fn next(&mut self) -> u32 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 >> 11) as u32
+            (self.0.next() >> 11) as u32
         }
         /// f16 bits of either sign with exponent 5..15 (magnitudes 2^-10 ..< 2^-0).
         fn h16(&mut self) -> [u8; 2] {
@@ -334,38 +303,12 @@ mod tests {
         }
     }
 
-    /// ggml's `quantize_row_q8_K_ref` (x86 `quantize_row_q8_K`): iscale = −127/max with max the
-    /// first value of largest magnitude.
-    fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
-        for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-            let (mut max, mut amax) = (0f32, 0f32);
-            for &v in xb {
-                if v.abs() > amax {
-                    amax = v.abs();
-                    max = v;
-                }
-            }
-            *yb = BlockQ8K::default();
-            if amax == 0.0 {
-                continue;
-            }
-            let iscale = -127.0 / max;
-            for (q, v) in yb.qs.iter_mut().zip(xb) {
-                *q = ((iscale * v).round_ties_even() as i32).min(127) as i8;
-            }
-            for (s, qc) in yb.bsums.iter_mut().zip(yb.qs.chunks_exact(16)) {
-                *s = qc.iter().map(|&q| i16::from(q)).sum();
-            }
-            yb.d = 1.0 / iscale;
-        }
-    }
-
     fn q8k(x: &[f32], four_rows: bool) -> Vec<BlockQ8K> {
         let mut y = vec![BlockQ8K::default(); x.len() / QK_K];
         if four_rows {
-            quantize_act_q8_k_4x8_equiv(x, &mut y);
+            quantize_act_q8_k_mat(x, &mut y);
         } else {
-            quantize_row_q8_k(x, &mut y);
+            quantize_act_q8_k(x, &mut y);
         }
         y
     }
@@ -393,7 +336,7 @@ mod tests {
         d_off: usize,
         two: bool,
     ) -> (Vec<B>, Vec<f32>) {
-        let mut rng = Rng(0x1234_5678_90AB_CDEF + ti);
+        let mut rng = Rng(XorShift(0x1234_5678_90AB_CDEF + ti));
         let w = rng.blocks::<B>(KAT_ROWS * KAT_K / block_len, d_off, two);
         let mut x: Vec<f32> = (0..KAT_TOKENS * KAT_K).map(|_| rng.act()).collect();
         x[3] = -KAT_TIE;
@@ -613,7 +556,7 @@ mod tests {
 
     #[test]
     fn k_quant_oracles_compute_the_dot_product_of_the_dequantized_rows() {
-        let mut rng = Rng(0x5eed);
+        let mut rng = Rng(XorShift(0x5eed));
         for n_super in 1..=6 {
             let x = random_acts(&mut rng, n_super * QK_K);
             for four_rows in [false, true] {
@@ -636,7 +579,7 @@ mod tests {
 
     #[test]
     fn iq4_nl_oracle_computes_the_dot_product_of_the_dequantized_rows() {
-        let mut rng = Rng(0xfeed);
+        let mut rng = Rng(XorShift(0xfeed));
         for n in [1, 2, 7, 16] {
             let x = random_acts(&mut rng, n * QK);
             let a = q8_0(&x);
@@ -651,7 +594,7 @@ mod tests {
 
     #[test]
     fn four_row_quantizer_differs_from_the_row_quantizer_only_by_a_sign_on_ties() {
-        let mut rng = Rng(0xabc);
+        let mut rng = Rng(XorShift(0xabc));
         let mut x = random_acts(&mut rng, 3 * QK_K);
         // Block 0: no tie. Block 1: −amax first, +amax later. Block 2: +amax first, −amax later.
         x[QK_K + 10] = -KAT_TIE;
@@ -690,7 +633,7 @@ mod tests {
 
     #[test]
     fn four_row_quantizer_zeroes_an_all_zero_block_and_keeps_bsums_consistent() {
-        let mut rng = Rng(0x77);
+        let mut rng = Rng(XorShift(0x77));
         let mut x = random_acts(&mut rng, 2 * QK_K);
         x[QK_K..].fill(0.0);
         let a = q8k(&x, true);

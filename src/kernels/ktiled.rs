@@ -278,7 +278,7 @@ pub fn dot_iq4_xs_q8_k_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::blocks::{as_blocks, block_bytes_mut, Block};
+    use crate::kernels::blocks::{block_bytes_mut, Block};
     use crate::kernels::half::f32_to_f16;
     use crate::kernels::kdequant::{
         dequantize_iq4_xs, dequantize_q2_k, dequantize_q3_k, dequantize_q4_k, dequantize_q5_k,
@@ -286,17 +286,7 @@ mod tests {
     };
     use crate::kernels::kdot;
 
-    /// xorshift64, the generator of the harness that produced the known answers.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::kernels::test_util::{weights, XorShift as Rng};
 
     type Dot<B> = fn(&[B], &[BlockQ8K]) -> f32;
     type Deq<B> = fn(&[B], &mut [f32]);
@@ -370,24 +360,6 @@ mod tests {
                 base: 9000,
             });
         }};
-    }
-
-    /// `n` weight blocks of random bytes, each f16 field then set by `h`.
-    fn weights<B: Block>(
-        r: &mut Rng,
-        n: usize,
-        f16_at: &[usize],
-        mut h: impl FnMut(&mut Rng) -> u16,
-    ) -> Vec<B> {
-        let size = std::mem::size_of::<B>();
-        let mut bytes = vec![0u8; n * size];
-        for blk in bytes.chunks_exact_mut(size) {
-            blk.iter_mut().for_each(|b| *b = r.next() as u8);
-            for &o in f16_at {
-                blk[o..o + 2].copy_from_slice(&h(r).to_le_bytes());
-            }
-        }
-        as_blocks::<B>(&bytes).expect("whole blocks").to_vec()
     }
 
     /// Q8_K blocks with quants drawn from `-lim..=lim`, consistent `bsums`, scale `d`.

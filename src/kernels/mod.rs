@@ -54,6 +54,8 @@ pub mod pack_pairs;
 mod packed_run;
 mod packed_steps;
 pub mod scalar;
+#[cfg(test)]
+mod test_util;
 mod types;
 
 use packed_steps::StepsPanel;
