@@ -22,7 +22,7 @@
 //! - **Activation quantizer.** The gemm rows are quantized by `ggml_quantize_mat_q8_K_4x8`,
 //!   whose integers are those of `quantize_row_q8_K` except for the sign convention when a
 //!   block's largest magnitude occurs both positive and negative
-//!   ([`super::kdequant::quantize_act_q8_k_mat`]). The dot products come out the same either
+//!   ([`super::dequantize::quantize_act_q8_k_mat`]). The dot products come out the same either
 //!   way (everything is negated twice). For Q8_0 the
 //!   4-row quantizer gives exactly the bits of `quantize_row_q8_0` (`blocks::quantize_act_q8_0`).
 //!
@@ -38,11 +38,11 @@
 //! (`inp_out_ids`) after the last layer's attention, so that layer's FFN and the output head see
 //! only the tokens whose logits are wanted (one, when generating): a gemv, whatever the batch.
 
-use super::blocks::{scale, BlockQ8_0, QK};
-use super::kblocks::{
-    BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, QK_K, SUB16,
+use super::blocks::{
+    scale, BlockIq4Nl, BlockQ2K, BlockQ4K, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, K_SCALE_SIZE, QK,
+    QK_K, SUB16,
 };
-use super::kdequant::get_scale_min_k4;
+use super::dequantize::get_scale_min_k4;
 use super::GgmlType;
 
 /// Weight rows interleaved into one repacked group; a weight is repacked only if its row count
@@ -264,8 +264,8 @@ pub fn dot_iq4_nl_q8_0_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
 mod tests {
     use super::*;
     use crate::kernels::blocks::{as_blocks, quantize_act_q8_0, Block, BlockQ4_0};
+    use crate::kernels::dequantize::{quantize_act_q8_k, quantize_act_q8_k_mat};
     use crate::kernels::half::f16_to_f32;
-    use crate::kernels::kdequant::{quantize_act_q8_k, quantize_act_q8_k_mat};
     use crate::kernels::scalar::dot_q4_0_q8_0_chain;
     use crate::kernels::test_util::XorShift;
 

@@ -17,13 +17,12 @@
 //! the `from_float` of `GGML_TYPE_Q8_K`) simply calls the reference `quantize_row_q8_K_ref`, also
 //! in ggml-base: see [`quantize_act_q8_k`].
 
-use super::blocks::QK;
-use super::half::f16_to_f32;
-use super::kblocks::{
+use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK_K, SCALE_BIAS,
-    SUB16, SUB32,
+    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK, QK_K,
+    SCALE_BIAS, SUB16, SUB32,
 };
+use super::half::f16_to_f32;
 
 /// Elements one pass over Q2_K/Q3_K's `qs` (32 bytes, four 2-bit planes) or Q6_K's half block
 /// covers.

@@ -32,10 +32,10 @@
 //! `hsum_float_8`: for Q5_0 exactly [`dot_q5_0_q8_0`]; for IQ4_NL not [`dot_iq4_nl_q8_0`] (two
 //! interleaved accumulators and a scalar tail) but [`dot_iq4_nl_q8_0_tinyblas`].
 
-use super::blocks::{scale, BlockQ8_0, BlockQ8_1, QK};
-use super::kblocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
+use super::blocks::{
+    scale, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS, Q6_BIAS, QK,
+    QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
 use super::scalar::hsum_float_8;
 
@@ -268,7 +268,7 @@ pub fn dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
 /// `get_scale_min_k4`).
 #[inline]
 fn scale_min_k4(q: &[u8; K_SCALE_SIZE], j: usize) -> (i32, i32) {
-    let (sc, m) = super::kdequant::get_scale_min_k4(j, q);
+    let (sc, m) = super::dequantize::get_scale_min_k4(j, q);
     (i32::from(sc), i32::from(m))
 }
 

@@ -31,7 +31,7 @@
 //! `tiled-kernel.cpp.o` shows for every instantiation. (A compiler that does not contract, e.g.
 //! clang's default, would round twice: these oracles are for GCC builds.)
 //!
-//! # Differences from `ggml_vec_dot_*` (`kdot`)
+//! # Differences from `ggml_vec_dot_*` (`oracle_vec_dot`)
 //!
 //! The vec_dot kernels keep eight f32 lanes per output, each fed by `fma(y.d·x.d, lane_sum,
 //! lane)` (Q4_K/Q5_K/Q2_K with separate min accumulators `fma(−y.d·x.dmin, …)`) and reduce the
@@ -47,15 +47,16 @@
 //! never stored, every K step (the standard path's 256-element slabs and the narrow path's
 //! longer chunks, taken when a window has ≤ 16 tokens) adds its super-blocks to the output's
 //! chain in K order, and the activation quantizer (`quantize_row_q8_K` = the reference Q8_K
-//! quantizer, [`super::kdequant::quantize_act_q8_k`]) works per row and per 256 values. So the
+//! quantizer, [`super::dequantize::quantize_act_q8_k`]) works per row and per 256 values. So the
 //! thread count, the chunking, the output's position in a tile and the rest of the batch do not
 //! matter — except through the choice of path itself ([`tiled_in_llama`]).
 
-use super::blocks::scale;
-use super::kblocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
-use super::kblocks::{KVALUES_IQ4NL, Q3_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32};
-use super::kdequant::{get_scale_min_k4, q3_k_scales};
-use super::krepack::repacked_in_llama;
+use super::blocks::{
+    scale, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, KVALUES_IQ4NL,
+    Q3_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
+};
+use super::dequantize::{get_scale_min_k4, q3_k_scales};
+use super::oracle_repacked::repacked_in_llama;
 use super::GgmlType;
 
 /// The fewest activation rows (tokens) for which llama.cpp takes the tiled path
@@ -279,12 +280,12 @@ pub fn dot_iq4_xs_q8_k_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
 mod tests {
     use super::*;
     use crate::kernels::blocks::{block_bytes_mut, Block};
-    use crate::kernels::half::f32_to_f16;
-    use crate::kernels::kdequant::{
+    use crate::kernels::dequantize::{
         dequantize_iq4_xs, dequantize_q2_k, dequantize_q3_k, dequantize_q4_k, dequantize_q5_k,
         dequantize_q6_k, quantize_act_q8_k,
     };
-    use crate::kernels::kdot;
+    use crate::kernels::half::f32_to_f16;
+    use crate::kernels::oracle_vec_dot;
 
     use crate::kernels::test_util::{weights, XorShift as Rng};
 
@@ -302,63 +303,21 @@ mod tests {
         base: u64,
     }
 
-    /// Runs `f` once per weight type.
+    /// Runs `f` once per weight type: its block, name, tiled and vec_dot oracles, dequantizer,
+    /// f16 field offsets and known-answer seed base.
     macro_rules! each_type {
         ($f:ident) => {{
-            let d2 = kdot::dot_q2_k_q8_k;
-            $f(Case::<BlockQ2K> {
-                name: "Q2_K",
-                tiled: dot_q2_k_q8_k_tiled,
-                vec_dot: d2,
-                deq: dequantize_q2_k,
-                f16_at: &[80, 82],
-                base: 4000,
-            });
-            let d3 = kdot::dot_q3_k_q8_k;
-            $f(Case::<BlockQ3K> {
-                name: "Q3_K",
-                tiled: dot_q3_k_q8_k_tiled,
-                vec_dot: d3,
-                deq: dequantize_q3_k,
-                f16_at: &[108],
-                base: 5000,
-            });
-            let d4 = kdot::dot_q4_k_q8_k;
-            $f(Case::<BlockQ4K> {
-                name: "Q4_K",
-                tiled: dot_q4_k_q8_k_tiled,
-                vec_dot: d4,
-                deq: dequantize_q4_k,
-                f16_at: &[0, 2],
-                base: 6000,
-            });
-            let d5 = kdot::dot_q5_k_q8_k;
-            $f(Case::<BlockQ5K> {
-                name: "Q5_K",
-                tiled: dot_q5_k_q8_k_tiled,
-                vec_dot: d5,
-                deq: dequantize_q5_k,
-                f16_at: &[0, 2],
-                base: 7000,
-            });
-            let d6 = kdot::dot_q6_k_q8_k;
-            $f(Case::<BlockQ6K> {
-                name: "Q6_K",
-                tiled: dot_q6_k_q8_k_tiled,
-                vec_dot: d6,
-                deq: dequantize_q6_k,
-                f16_at: &[208],
-                base: 8000,
-            });
-            let dx = kdot::dot_iq4_xs_q8_k;
-            $f(Case::<BlockIq4Xs> {
-                name: "IQ4_XS",
-                tiled: dot_iq4_xs_q8_k_tiled,
-                vec_dot: dx,
-                deq: dequantize_iq4_xs,
-                f16_at: &[0],
-                base: 9000,
-            });
+            macro_rules! case {
+                ($b:ty, $name:literal, $tiled:ident, $vec_dot:ident, $deq:ident, $at:expr, $base:literal) => {
+                    $f(Case::<$b> { name: $name, tiled: $tiled, vec_dot: oracle_vec_dot::$vec_dot, deq: $deq, f16_at: $at, base: $base })
+                };
+            }
+            case!(BlockQ2K, "Q2_K", dot_q2_k_q8_k_tiled, dot_q2_k_q8_k, dequantize_q2_k, &[80, 82], 4000);
+            case!(BlockQ3K, "Q3_K", dot_q3_k_q8_k_tiled, dot_q3_k_q8_k, dequantize_q3_k, &[108], 5000);
+            case!(BlockQ4K, "Q4_K", dot_q4_k_q8_k_tiled, dot_q4_k_q8_k, dequantize_q4_k, &[0, 2], 6000);
+            case!(BlockQ5K, "Q5_K", dot_q5_k_q8_k_tiled, dot_q5_k_q8_k, dequantize_q5_k, &[0, 2], 7000);
+            case!(BlockQ6K, "Q6_K", dot_q6_k_q8_k_tiled, dot_q6_k_q8_k, dequantize_q6_k, &[208], 8000);
+            case!(BlockIq4Xs, "IQ4_XS", dot_iq4_xs_q8_k_tiled, dot_iq4_xs_q8_k, dequantize_iq4_xs, &[0], 9000);
         }};
     }
 
@@ -552,7 +511,7 @@ mod tests {
         y.qs[0] = -128;
         y.bsums[0] = -128;
         assert_eq!(dot_iq4_xs_q8_k_tiled(&x, &[y]), 16256.0);
-        assert_eq!(kdot::dot_iq4_xs_q8_k(&x, &[y]), -16256.0);
+        assert_eq!(oracle_vec_dot::dot_iq4_xs_q8_k(&x, &[y]), -16256.0);
     }
 
     #[test]

@@ -20,13 +20,12 @@
 //! - f16 stores: ggml-base's software `ggml_compute_fp32_to_fp16`, round to nearest even, NaN
 //!   to `0x7e00` with the sign ([`fp16`]).
 
-use super::blocks::QK;
-use super::half::{f16_to_f32, f32_to_f16};
-use super::kblocks::{
+use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    KVALUES_IQ4NL, K_SCALE_SIZE, QK_K, SUB16,
+    KVALUES_IQ4NL, K_SCALE_SIZE, QK, QK_K, SUB16,
 };
-use super::kdequant::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
+use super::dequantize::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
+use super::half::{f16_to_f32, f32_to_f16};
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it counts as all zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
@@ -1038,6 +1037,6 @@ mod tests {
                 })
             })
         }
-        qc::check("kquantize round trip", prop as fn(u64, i8) -> bool);
+        qc::check("quantize_ref round trip", prop as fn(u64, i8) -> bool);
     }
 }
