@@ -448,6 +448,19 @@ fn pack_2bit(levels: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
 
 // ---- Q2_K, Q3_K -----------------------------------------------------------------------------
 
+/// Q2_K's sixteen scales (or mins) as 4-bit codes against their largest, `max`, with the f16
+/// step `max/15` (`quantize_row_q2_K_ref`; all 0 when `max` is not positive). A code keeps the
+/// low byte of `nearest_int`, as C's store into `uint8_t` does.
+fn quantize_4bit(v: &[f32; QK_K / SUB16], max: f32) -> ([u8; QK_K / SUB16], [u8; 2]) {
+    if max > 0.0 {
+        let iscale = MAX_4BIT / max;
+        let codes = v.map(|s| nearest_int(iscale * s) as u8);
+        (codes, fp16(max / MAX_4BIT))
+    } else {
+        ([0; QK_K / SUB16], fp16(0.0))
+    }
+}
+
 /// `quantize_row_q2_K_ref`: per sixteen values [`make_qkx2_quants`] (nmax 3, weights `|x|`,
 /// rmin −0.5, rdelta 0.1, 15 steps, absolute error); the scales and mins as 4-bit multiples of
 /// `d = max_scale/15`, `dmin = max_min/15` (`nearest_int(15/max·s)`); then every group with a
@@ -473,25 +486,10 @@ pub fn quantize_q2_k(x: &[f32], y: &mut [BlockQ2K]) {
                 max_min = mins[j];
             }
         }
-        yb.scales = [0; QK_K / 16];
-        if max_scale > 0.0 {
-            let iscale = MAX_4BIT / max_scale;
-            for (b, &s) in yb.scales.iter_mut().zip(&scales) {
-                *b = nearest_int(iscale * s) as u8;
-            }
-            yb.d = fp16(max_scale / MAX_4BIT);
-        } else {
-            yb.d = fp16(0.0);
-        }
-        if max_min > 0.0 {
-            let iscale = MAX_4BIT / max_min;
-            for (b, &m) in yb.scales.iter_mut().zip(&mins) {
-                *b |= (nearest_int(iscale * m) << 4) as u8;
-            }
-            yb.dmin = fp16(max_min / MAX_4BIT);
-        } else {
-            yb.dmin = fp16(0.0);
-        }
+        let (sc, d) = quantize_4bit(&scales, max_scale);
+        let (m, dmin) = quantize_4bit(&mins, max_min);
+        yb.scales = std::array::from_fn(|j| sc[j] | (m[j] << 4));
+        (yb.d, yb.dmin) = (d, dmin);
         let (dd, dmin) = (unfp16(yb.d), unfp16(yb.dmin));
         for (j, xb) in xs.chunks_exact(16).enumerate() {
             let d = dd * f32::from(yb.scales[j] & 0x0f);
