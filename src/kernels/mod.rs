@@ -756,8 +756,8 @@ impl Kernels {
                 iq4_nl_packed: None,
                 quantize_q8_0: x86_64::avx2::quantize_act_q8_0,
                 quantize_q8_1: x86_64::avx2::quantize_act_q8_1,
-                quantize_q8_k: x86_64::kavx2::quantize_act_q8_k,
-                entries: x86_64::kavx2::entries(),
+                quantize_q8_k: x86_64::avx2_kquant::quantize_act_q8_k,
+                entries: x86_64::avx2_kquant::entries(),
                 ..Kernels::scalar()
             },
             #[cfg(target_arch = "x86_64")]
@@ -796,7 +796,7 @@ impl Kernels {
                 q4_0_chain_rows: x86_64::avx512::rows_q4_0_q8_0_chain,
                 q4_1_rows: x86_64::avx512::rows_q4_1_q8_1,
                 q8_0_rows: x86_64::avx512::rows_q8_0_q8_0,
-                entries: x86_64::kavx512::entries(),
+                entries: x86_64::avx512_kquant::entries(),
                 ..Kernels::for_tier(Tier::Avx2)?
             },
             #[cfg(not(target_arch = "x86_64"))]

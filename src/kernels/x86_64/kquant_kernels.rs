@@ -1,40 +1,43 @@
 //! The kernels of the K-quants and IQ4_XS, written once as a macro ([`k_quant_kernels`]) and
-//! expanded by each tier over its own integer primitives (`kavx2_k.rs`: AVX2; `kavx512.rs`:
-//! AVX-512 VNNI). Q5_0, Q5_1 and IQ4_NL are in `kwide_kernels.rs`.
-//! The unpacking, scale and chain helpers the K-quant kernels share are in `kavx2_k.rs`, which
-//! describes the scheme; the kernels' shape (rows × tokens) is in `kavx2.rs`.
+//! expanded by each tier over its own integer primitives (`avx2_kquant.rs`: AVX2;
+//! `avx512_kquant.rs`: AVX-512 VNNI). Q5_0, Q5_1 and IQ4_NL are in `kwide_kernels.rs`, which
+//! runs its `vec_dot` kernels through this macro's `lanes_rows` driver.
+//! The unpacking, scale and chain helpers the kernels share are in `kquant_rows.rs`, which
+//! describes the scheme; the kernels' shape (rows × tokens) is in `passes.rs`.
+//!
+//! Each variant runs one of a few drivers (per super-block and row the block unpacked once for
+//! every token of the pass), with what differs between types as arguments: `k4_dot_rows` and
+//! `q2_k_dot_rows` (`vec_dot` of the types with mins, each its own float work), `lanes_rows`
+//! (`vec_dot` of the types without mins, `acc = fma(d_x·d_y, lanes, acc)`), `chain_rows` (the
+//! repacked gemv and gemm and the tiled matmul: exact integers per row, then the float chains
+//! of `kquant_rows::Chains`), and for batches the panels (`panel_rows`).
 
 /// Every kernel of the K-quants and IQ4_XS (passes of rows × tokens for every variant, panels
 /// of eight rows in the lanes for the chain variants of Q4_K, Q5_K and Q2_K and the tiled
 /// order of Q3_K and Q5_K, summing `maddubs` runs in i16), their safe wrappers, tile kernels
 /// and the `fill` that puts them in a table row, compiled with the target features `$feat`
-/// over the primitives `pair_dot`, `pair_dot_b`, `bias4` and `chunk_dot` of the module that
-/// expands it (its parent module, `super`).
+/// over the primitives `pair_dot`, `bias4` and `chunk_dot` of the module that expands it (its
+/// parent module, `super`).
 macro_rules! k_quant_kernels {
     ($feat:literal) => {
         use std::arch::x86_64::*;
 
-        use super::{bias4, chunk_dot, pair_dot, pair_dot_b};
+        use super::{bias4, chunk_dot, pair_dot};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::kblocks::{
-            BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K,
+            BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
         };
         use crate::kernels::x86_64::avx2::hsum_float_8;
-        use crate::kernels::x86_64::kavx2::{
-            array_of, exact, f16, iq4nl_table, load32, prefetch_for,
-            tile_fn, wrap_rows, PASS_ROWS, PASS_TOKENS,
+        use crate::kernels::x86_64::kquant_rows::{
+            bsums, hsum_i32_4, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
+            pair_lanes, part_totals, q2_k_panel_row, q2_k_row, q3_k_panel_row, q3_k_row,
+            q6_k_row, row_scales, row_totals, totals4, transpose8, ChainKind, Chains, K4Row,
+            PanelRow, Sub16Row, XsRow, PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
+            SUB16S,
         };
-        use crate::kernels::kblocks::QK_K;
-        use crate::kernels::x86_64::kavx2::{PANEL_ROWS, PANEL_TOKENS};
-        use crate::kernels::x86_64::kavx2_k::{
-            k4_panel_row, q2_k_panel_row, q3_k_panel_row, transpose8, PanelRow, SUB16S,
-        };
-        use crate::kernels::x86_64::kavx2_k::{
-            bsums, hsum_i32_4, iq4_xs_row, k4_min_terms, k4_row, k4_vec_dot_mins, pair_lanes,
-            part_totals, totals4,
-            q2_k_row, q3_k_row, q6_k_row, row_scales, row_totals, ChainKind, Chains, K4Row,
-            Sub16Row, XsRow,
-            PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
+        use crate::kernels::x86_64::passes::{
+            array_of, exact, f16, f16_rows, hsums, iq4nl_table, load32, panel_kernel, pass, rows_kernel,
+            tile_fn, PanelOut, PanelRows, PANEL_ROWS, PANEL_TOKENS, PASS_ROWS, PASS_TOKENS,
         };
         use crate::kernels::{Entry, GgmlType};
 
@@ -46,36 +49,57 @@ macro_rules! k_quant_kernels {
             let z = _mm256_setzero_si256();
             let mut s = [z; 4];
             for j in 0..4 {
-                let (ya, yb) = (load32(&q[PAIR * j..]), load32(&q[PAIR * j + RUN..]));
+                let y = [load32(&q[PAIR * j..]), load32(&q[PAIR * j + RUN..])];
                 let acc = if SEP { z } else { s[0] };
-                let v = pair_dot(acc, k.codes[2 * j], ya, k.codes[2 * j + 1], yb, k.sp[j]);
-                s[if SEP { j } else { 0 }] = v;
+                let x = [k.codes[2 * j], k.codes[2 * j + 1]];
+                s[if SEP { j } else { 0 }] = pair_dot(acc, x, y, [z; 2], k.sp[j]);
             }
             s
         }
 
         /// A sixteen-element-sub-block row block's scaled lanes per half against `q`, with
-        /// the runs' biases `b` (`pair_dot_b`) where given.
+        /// the runs' biases `b` (`bias4`, or zero) taken off.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn sub16_sums(k: &Sub16Row, q: &[i8], b: Option<&[__m256i; RUNS]>) -> [__m256i; 2] {
+        fn sub16_sums(k: &Sub16Row, q: &[i8], b: &[__m256i; RUNS]) -> [__m256i; 2] {
             array_of!(2, |h| {
                 let mut acc = _mm256_setzero_si256();
                 for p in 0..2 {
                     let (ra, rb) = (4 * h + 2 * p, 4 * h + 2 * p + 1);
-                    let (ya, yb) = (load32(&q[RUN * ra..]), load32(&q[RUN * rb..]));
-                    let (xa, xb, sp) = (k.codes[ra], k.codes[rb], k.sp[2 * h + p]);
-                    acc = match b {
-                        Some(b) => pair_dot_b(acc, xa, ya, b[ra], xb, yb, b[rb], sp),
-                        None => pair_dot(acc, xa, ya, xb, yb, sp),
-                    };
+                    let y = [load32(&q[RUN * ra..]), load32(&q[RUN * rb..])];
+                    let (x, bias) = ([k.codes[ra], k.codes[rb]], [b[ra], b[rb]]);
+                    acc = pair_dot(acc, x, y, bias, k.sp[2 * h + p]);
                 }
                 acc
             })
         }
 
+        /// No bias: [`sub16_sums`] of the types other than Q3_K's `vec_dot`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn no_bias() -> [__m256i; RUNS] {
+            [_mm256_setzero_si256(); RUNS]
+        }
+
         /// A type's f16 block scale (or min).
-        type Half<B> = fn(&B) -> [u8; 2];
+        pub(super) type Half<B> = fn(&B) -> [u8; 2];
+
+        /// The f16 fields (scale, min) of the types with mins.
+        const Q4K_D: (Half<BlockQ4K>, Half<BlockQ4K>) = (|a| a.d, |a| a.dmin);
+        const Q5K_D: (Half<BlockQ5K>, Half<BlockQ5K>) = (|a| a.d, |a| a.dmin);
+        const Q2K_D: (Half<BlockQ2K>, Half<BlockQ2K>) = (|a| a.d, |a| a.dmin);
+
+        /// The Q4_K and Q5_K row blocks, unpacked.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q4_k(a: &BlockQ4K) -> K4Row {
+            k4_row(&a.scales, &a.qs, None)
+        }
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q5_k(a: &BlockQ5K) -> K4Row {
+            k4_row(&a.scales, &a.qs, Some(&a.qh))
+        }
 
         // Every kernel walks a super-block's rows one at a time, each row's block unpacked
         // once and used for every token of the pass, so only one unpacked row is live.
@@ -93,9 +117,7 @@ macro_rules! k_quant_kernels {
             (d, dmin): (Half<B>, Half<B>),
             unpack: impl Fn(&B) -> K4Row,
         ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
+            let (n, w, y, pf) = pass(w, y);
             let mut acc = [[_mm256_setzero_ps(); R]; T];
             let mut acc_m = [[_mm_setzero_ps(); R]; T];
             let mut summs = [[0f32; R]; T];
@@ -132,146 +154,16 @@ macro_rules! k_quant_kernels {
             }
         }
 
-        /// The chain variants of Q4_K and Q5_K (`krepack::dot_q4_k_q8_k_repacked`, `_gemm`,
-        /// `ktiled::dot_q4_k_q8_k_tiled`, `dot_q5_k_q8_k_tiled`): per super-block and row the
-        /// exact `isum` (per pair for the gemm) and `imin`, then [`Chains`].
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn k4_chain_rows<B, const R: usize, const T: usize>(
-            w: &[&[B]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-            (d, dmin): (Half<B>, Half<B>),
-            unpack: impl Fn(&B) -> K4Row,
-            kind: ChainKind,
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let mut ch = [Chains::new(); T];
-            let zero = _mm256_setzero_si256();
-            for i in 0..n {
-                pf.at(i);
-                let scales = row_scales(&w, i, d, Some(dmin));
-                if kind == ChainKind::Gemm {
-                    // Per pair of sub-blocks: its scaled sums and its two min terms.
-                    let mut sums = [[[zero; 4]; R]; T];
-                    let mut mins = [[zero; R]; T];
-                    for r in 0..R {
-                        let k = unpack(&w[r][i]);
-                        for t in 0..T {
-                            let b = &y[t][i];
-                            mins[t][r] = k4_min_terms(k.mins, bsums(b));
-                            sums[t][r] = k4_sums::<true>(&k, &b.qs);
-                        }
-                    }
-                    for t in 0..T {
-                        // Pair j's min terms are lanes 2j, 2j + 1 of the min lanes.
-                        let q = array_of!(R, |r| totals4(sums[t][r]));
-                        let m = array_of!(R, |r| pair_lanes(mins[t][r]));
-                        for part in part_totals(&q, &m) {
-                            ch[t].repacked(part, scales, y[t][i].d);
-                        }
-                    }
-                    continue;
-                }
-                let mut sums = [[zero; R]; T];
-                let mut mins = [[zero; R]; T];
-                for r in 0..R {
-                    let k = unpack(&w[r][i]);
-                    for t in 0..T {
-                        let b = &y[t][i];
-                        mins[t][r] = k4_min_terms(k.mins, bsums(b));
-                        sums[t][r] = k4_sums::<false>(&k, &b.qs)[0];
-                    }
-                }
-                for t in 0..T {
-                    let (totals, dy) = (row_totals(&sums[t], &mins[t]), y[t][i].d);
-                    match kind {
-                        ChainKind::Tiled => ch[t].tiled(totals, scales, dy, true),
-                        _ => ch[t].repacked(totals, scales, dy),
-                    }
-                }
-            }
-            for t in 0..T {
-                ch[t].store(kind, &mut out[t]);
-            }
-        }
-
-        /// The `Q4_K` and `Q5_K` f16 fields (scale, min).
-        const Q4K_D: (Half<BlockQ4K>, Half<BlockQ4K>) = (|a| a.d, |a| a.dmin);
-        const Q5K_D: (Half<BlockQ5K>, Half<BlockQ5K>) = (|a| a.d, |a| a.dmin);
-
-        #[target_feature(enable = $feat)]
-        fn q4_k_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ4K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            k4_dot_rows::<_, R, T, false>(w, y, out, Q4K_D, |a| k4_row(&a.scales, &a.qs, None))
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q5_k_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ5K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let unpack = |a: &BlockQ5K| k4_row(&a.scales, &a.qs, Some(&a.qh));
-            k4_dot_rows::<_, R, T, true>(w, y, out, Q5K_D, unpack)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q4_k_repacked_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ4K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let unpack = |a: &BlockQ4K| k4_row(&a.scales, &a.qs, None);
-            k4_chain_rows(w, y, out, Q4K_D, unpack, ChainKind::Repacked)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q4_k_gemm_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ4K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let unpack = |a: &BlockQ4K| k4_row(&a.scales, &a.qs, None);
-            k4_chain_rows(w, y, out, Q4K_D, unpack, ChainKind::Gemm)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q4_k_tiled_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ4K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let unpack = |a: &BlockQ4K| k4_row(&a.scales, &a.qs, None);
-            k4_chain_rows(w, y, out, Q4K_D, unpack, ChainKind::Tiled)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q5_k_tiled_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ5K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let unpack = |a: &BlockQ5K| k4_row(&a.scales, &a.qs, Some(&a.qh));
-            k4_chain_rows(w, y, out, Q5K_D, unpack, ChainKind::Tiled)
-        }
-
         /// Q2_K·Q8_K (`kdot::dot_q2_k_q8_k`): per super-block `acc = fma(dmin, mins, acc)`
         /// then `acc = fma(d, sumi, acc)`; `hsum_float_8(acc)`.
         #[target_feature(enable = $feat)]
-        fn q2_k_rows_impl<const R: usize, const T: usize>(
+        #[inline]
+        fn q2_k_dot_rows<const R: usize, const T: usize>(
             w: &[&[BlockQ2K]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
         ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
+            let (n, w, y, pf) = pass(w, y);
             let mut acc = [[_mm256_setzero_ps(); R]; T];
             for i in 0..n {
                 pf.at(i);
@@ -284,66 +176,92 @@ macro_rules! k_quant_kernels {
                         let (d, dmin) = (b.d * xd, -b.d * xmin);
                         let mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(k.mins16, bsums(b)));
                         acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), mins, acc[t][r]);
-                        let s = sub16_sums(&k, &b.qs, None);
+                        let s = sub16_sums(&k, &b.qs, &no_bias());
                         let sumi = _mm256_cvtepi32_ps(_mm256_add_epi32(s[0], s[1]));
                         acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(d), sumi, acc[t][r]);
                     }
                 }
             }
-            for t in 0..T {
-                for r in 0..R {
-                    out[t][r] = hsum_float_8(acc[t][r]);
-                }
-            }
+            hsums(&acc, out)
         }
 
-        /// The chain variants of Q2_K (`krepack::dot_q2_k_q8_k_repacked`, `_gemm` (parts:
-        /// the two halves), `ktiled::dot_q2_k_q8_k_tiled`).
+        /// A `vec_dot` kernel of a type without mins: per block `acc = fma(d_y·d_x, lanes,
+        /// acc)` (the Q8_0 kernels' `d_x·d_y` is the same product), then `hsum_float_8(acc)`.
+        /// `prep` forms a token's scale `d_y` and shared values once per block, `lanes` a
+        /// row's lanes from its unpacked block.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn q2_k_chain_rows<const R: usize, const T: usize>(
-            w: &[&[BlockQ2K]; R],
-            y: &[&[BlockQ8K]; T],
+        #[allow(clippy::too_many_arguments)]
+        pub(super) fn lanes_rows<'a, B, A, Row, P: Copy, const R: usize, const T: usize>(
+            w: &[&'a [B]; R],
+            y: &[&[A]; T],
             out: &mut [[f32; R]; T],
-            kind: ChainKind,
+            d: Half<B>,
+            unpack: impl Fn(&'a B) -> Row,
+            prep: impl Fn(&A) -> (f32, P),
+            lanes: impl Fn(&Row, &A, &P) -> __m256i,
         ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let mut ch = [Chains::new(); T];
-            let zero = _mm256_setzero_si256();
+            let (n, w, y, pf) = pass(w, y);
+            let mut acc = [[_mm256_setzero_ps(); R]; T];
             for i in 0..n {
                 pf.at(i);
-                let mut sums = [[[zero; 2]; R]; T];
-                let mut mins = [[zero; R]; T];
+                let p: [(f32, P); T] = array_of!(T, |t| prep(&y[t][i]));
                 for r in 0..R {
-                    let k = q2_k_row(&w[r][i]);
+                    let a = &w[r][i];
+                    let (k, xd) = (unpack(a), f16(d(a)));
                     for t in 0..T {
-                        let b = &y[t][i];
-                        mins[t][r] = _mm256_madd_epi16(k.mins16, bsums(b));
-                        sums[t][r] = sub16_sums(&k, &b.qs, None);
+                        let v = _mm256_cvtepi32_ps(lanes(&k, &y[t][i], &p[t].1));
+                        acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(p[t].0 * xd), v, acc[t][r]);
                     }
                 }
-                let scales = row_scales(&w, i, |a| a.d, Some(|a| a.dmin));
+            }
+            hsums(&acc, out)
+        }
+
+        /// The chain variants (`krepack.rs`'s gemv and gemm, `ktiled.rs`): per super-block and
+        /// row the exact integers `terms` forms from the unpacked block and a token, then
+        /// [`Chains`] (`dmin`: the type's mins, whose min chain or term they feed). `terms`
+        /// gives a row block's lanes and min lanes (summing to `isum` and `imin`), or for the
+        /// gemm (its last argument) its `parts` part totals in the low lanes and their mins in
+        /// the high ones.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn chain_rows<B, Row, const R: usize, const T: usize>(
+            w: &[&[B]; R],
+            y: &[&[BlockQ8K]; T],
+            out: &mut [[f32; R]; T],
+            (d, dmin): (Half<B>, Option<Half<B>>),
+            unpack: impl Fn(&B) -> Row,
+            terms: impl Fn(&Row, &BlockQ8K, bool) -> (__m256i, __m256i),
+            parts: usize,
+            kind: ChainKind,
+        ) {
+            let (n, w, y, pf) = pass(w, y);
+            let mut ch = [Chains::new(); T];
+            let zero = _mm256_setzero_si256();
+            let gemm = kind == ChainKind::Gemm;
+            for i in 0..n {
+                pf.at(i);
+                let scales = row_scales(&w, i, d, dmin);
+                let (mut sums, mut mins) = ([[zero; R]; T], [[zero; R]; T]);
+                for r in 0..R {
+                    let k = unpack(&w[r][i]);
+                    for t in 0..T {
+                        (sums[t][r], mins[t][r]) = terms(&k, &y[t][i], gemm);
+                    }
+                }
                 for t in 0..T {
                     let dy = y[t][i].d;
-                    if kind == ChainKind::Gemm {
-                        // Half h's min terms are lanes 4h..4h + 4 of the min lanes.
-                        let z = _mm256_setzero_si256();
-                        let q = array_of!(R, |r| totals4([sums[t][r][0], sums[t][r][1], z, z]));
-                        let m = array_of!(R, |r| {
-                            let p = pair_lanes(mins[t][r]);
-                            _mm_hadd_epi32(p, _mm_setzero_si128())
-                        });
-                        for part in &part_totals(&q, &m)[..2] {
+                    if gemm {
+                        for part in &part_totals(&sums[t])[..parts] {
                             ch[t].repacked(*part, scales, dy);
                         }
                         continue;
                     }
-                    let s = array_of!(R, |r| _mm256_add_epi32(sums[t][r][0], sums[t][r][1]));
-                    let totals = row_totals(&s, &mins[t]);
+                    let totals = row_totals(&sums[t], &mins[t]);
                     match kind {
-                        ChainKind::Tiled => ch[t].tiled(totals, scales, dy, true),
+                        ChainKind::Tiled => ch[t].tiled(totals, scales, dy, dmin.is_some()),
                         _ => ch[t].repacked(totals, scales, dy),
                     }
                 }
@@ -353,106 +271,68 @@ macro_rules! k_quant_kernels {
             }
         }
 
-        #[target_feature(enable = $feat)]
-        fn q2_k_repacked_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ2K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            q2_k_chain_rows(w, y, out, ChainKind::Repacked)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q2_k_gemm_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ2K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            q2_k_chain_rows(w, y, out, ChainKind::Gemm)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q2_k_tiled_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ2K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            q2_k_chain_rows(w, y, out, ChainKind::Tiled)
-        }
-
-        /// A `vec_dot` kernel of a type without mins: per super-block
-        /// `acc = fma(d_y·d_x, lanes, acc)` (IQ4_XS's `d_x·d_y` is the same product), then
-        /// `hsum_float_8(acc)`. `prep` forms a token's shared values once per super-block,
-        /// `lanes` a row's lanes from its unpacked block.
+        /// Q4_K/Q5_K chain terms: per pair of sub-blocks its scaled sums and min terms (the
+        /// gemm's parts; pair j's min terms are lanes 2j, 2j + 1 of the min lanes).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn lanes_rows<'a, B, Row, P: Copy, const R: usize, const T: usize>(
-            w: &[&'a [B]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-            d: Half<B>,
-            unpack: impl Fn(&'a B) -> Row,
-            prep: impl Fn(&BlockQ8K) -> P,
-            lanes: impl Fn(&Row, &BlockQ8K, &P) -> __m256i,
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let mut acc = [[_mm256_setzero_ps(); R]; T];
-            for i in 0..n {
-                pf.at(i);
-                let p: [P; T] = array_of!(T, |t| prep(&y[t][i]));
-                for r in 0..R {
-                    let a = &w[r][i];
-                    let (k, xd) = (unpack(a), f16(d(a)));
-                    for t in 0..T {
-                        let b = &y[t][i];
-                        let v = _mm256_cvtepi32_ps(lanes(&k, b, &p[t]));
-                        acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(b.d * xd), v, acc[t][r]);
-                    }
+        fn k4_terms(k: &K4Row, b: &BlockQ8K, gemm: bool) -> (__m256i, __m256i) {
+            let mins = k4_min_terms(k.mins, bsums(b));
+            match gemm {
+                true => {
+                    let q = totals4(k4_sums::<true>(k, &b.qs));
+                    (_mm256_set_m128i(pair_lanes(mins), q), _mm256_setzero_si256())
                 }
-            }
-            for t in 0..T {
-                for r in 0..R {
-                    out[t][r] = hsum_float_8(acc[t][r]);
-                }
+                false => (k4_sums::<false>(k, &b.qs)[0], mins),
             }
         }
 
-        /// A tiled kernel of a type without mins: per super-block and row the exact `s1` (the
-        /// sum of `lanes`), `t = s1·d`, `acc = fma(t, d_y, acc)`.
+        /// Q2_K chain terms: the gemm's parts are the two halves (half h's min terms are lanes
+        /// 4h..4h + 4 of the min lanes).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn tiled_rows<'a, B, Row, const R: usize, const T: usize>(
-            w: &[&'a [B]; R],
+        fn q2_k_terms(k: &Sub16Row, b: &BlockQ8K, gemm: bool) -> (__m256i, __m256i) {
+            let mins = _mm256_madd_epi16(k.mins16, bsums(b));
+            let s = sub16_sums(k, &b.qs, &no_bias());
+            match gemm {
+                true => {
+                    let z = _mm256_setzero_si256();
+                    let q = totals4([s[0], s[1], z, z]);
+                    let m = _mm_hadd_epi32(pair_lanes(mins), _mm_setzero_si128());
+                    (_mm256_set_m128i(m, q), z)
+                }
+                false => (_mm256_add_epi32(s[0], s[1]), mins),
+            }
+        }
+
+        /// `chain_rows` of Q4_K or Q5_K (the gemm's parts: the four pairs of sub-blocks).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn k4_chain<B, const R: usize, const T: usize>(
+            w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
-            d: Half<B>,
-            unpack: impl Fn(&'a B) -> Row,
-            lanes: impl Fn(&Row, &BlockQ8K) -> __m256i,
+            (d, dmin): (Half<B>, Half<B>),
+            unpack: impl Fn(&B) -> K4Row,
+            kind: ChainKind,
         ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let mut ch = [Chains::new(); T];
-            let zero = _mm256_setzero_si256();
-            for i in 0..n {
-                pf.at(i);
-                let mut s = [[zero; R]; T];
-                for r in 0..R {
-                    let k = unpack(&w[r][i]);
-                    for t in 0..T {
-                        s[t][r] = lanes(&k, &y[t][i]);
-                    }
-                }
-                let scales = row_scales(&w, i, d, None);
-                for t in 0..T {
-                    ch[t].tiled(row_totals(&s[t], &[zero; R]), scales, y[t][i].d, false);
-                }
-            }
-            for t in 0..T {
-                ch[t].store(ChainKind::Tiled, &mut out[t]);
-            }
+            let parts = if kind == ChainKind::Gemm { 4 } else { 1 };
+            let terms = |k: &K4Row, b: &BlockQ8K, gemm| k4_terms(k, b, gemm);
+            chain_rows(w, y, out, (d, Some(dmin)), unpack, terms, parts, kind)
+        }
+
+        /// `chain_rows` of Q2_K (the gemm's parts: the two halves).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q2_k_chain<const R: usize, const T: usize>(
+            w: &[&[BlockQ2K]; R],
+            y: &[&[BlockQ8K]; T],
+            out: &mut [[f32; R]; T],
+            kind: ChainKind,
+        ) {
+            let parts = if kind == ChainKind::Gemm { 2 } else { 1 };
+            let terms = |k: &Sub16Row, b: &BlockQ8K, gemm| q2_k_terms(k, b, gemm);
+            let (d, dmin) = Q2K_D;
+            chain_rows(w, y, out, (d, Some(dmin)), |a| q2_k_row(a), terms, parts, kind)
         }
 
         /// Q3_K lanes: `vec_dot`'s Σ sc·(c − 4)·y (`bias`: the runs' `bias4`), or the tiled
@@ -460,7 +340,7 @@ macro_rules! k_quant_kernels {
         #[target_feature(enable = $feat)]
         #[inline]
         fn q3_k_lanes(k: &Sub16Row, b: &BlockQ8K, bias: Option<&[__m256i; RUNS]>) -> __m256i {
-            let s = sub16_sums(k, &b.qs, bias);
+            let s = sub16_sums(k, &b.qs, bias.unwrap_or(&no_bias()));
             let sum = _mm256_add_epi32(s[0], s[1]);
             match bias {
                 Some(_) => sum,
@@ -476,7 +356,7 @@ macro_rules! k_quant_kernels {
         #[target_feature(enable = $feat)]
         #[inline]
         fn q6_k_lanes(k: &Sub16Row, b: &BlockQ8K) -> __m256i {
-            let s = sub16_sums(k, &b.qs, None);
+            let s = sub16_sums(k, &b.qs, &no_bias());
             let sb = _mm256_slli_epi32::<Q6_BIAS_SHIFT>(_mm256_madd_epi16(bsums(b), k.sc16));
             _mm256_sub_epi32(_mm256_add_epi32(s[0], s[1]), sb)
         }
@@ -497,72 +377,95 @@ macro_rules! k_quant_kernels {
             acc
         }
 
+        /// A tiled kernel of a type without mins (`chain_rows` with the lanes as the terms):
+        /// per super-block and row the exact `s1` (the sum of `lanes`), `t = s1·d`,
+        /// `acc = fma(t, d_y, acc)`.
         #[target_feature(enable = $feat)]
-        fn q3_k_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ3K]; R],
+        #[inline]
+        fn tiled_rows<B, Row, const R: usize, const T: usize>(
+            w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
+            d: Half<B>,
+            unpack: impl Fn(&B) -> Row,
+            lanes: impl Fn(&Row, &BlockQ8K) -> __m256i,
         ) {
-            let prep = |b: &BlockQ8K| -> [__m256i; RUNS] {
-                array_of!(RUNS, |c| bias4(load32(&b.qs[RUN * c..])))
+            let terms = |k: &Row, b: &BlockQ8K, _| (lanes(k, b), _mm256_setzero_si256());
+            chain_rows(w, y, out, (d, None), unpack, terms, 1, ChainKind::Tiled)
+        }
+
+        // The rows × tokens kernels of every variant.
+        rows_kernel!($feat, q2_k_rows, dot_q2_k_q8_k, BlockQ2K, BlockQ8K, |w, y, out| {
+            q2_k_dot_rows(w, y, out)
+        });
+        rows_kernel!($feat, q2_k_repacked_rows, dot_q2_k_q8_k_repacked, BlockQ2K, BlockQ8K,
+            |w, y, out| {
+                q2_k_chain(w, y, out, ChainKind::Repacked)
+            });
+        rows_kernel!($feat, q2_k_gemm_rows, dot_q2_k_q8_k_gemm, BlockQ2K, BlockQ8K,
+            |w, y, out| {
+                q2_k_chain(w, y, out, ChainKind::Gemm)
+            });
+        rows_kernel!($feat, q2_k_tiled_rows, dot_q2_k_q8_k_tiled, BlockQ2K, BlockQ8K,
+            |w, y, out| {
+                q2_k_chain(w, y, out, ChainKind::Tiled)
+            });
+        rows_kernel!($feat, q3_k_rows, dot_q3_k_q8_k, BlockQ3K, BlockQ8K, |w, y, out| {
+            let prep = |b: &BlockQ8K| -> (f32, [__m256i; RUNS]) {
+                (b.d, array_of!(RUNS, |c| bias4(load32(&b.qs[RUN * c..]))))
             };
             let lanes = |k: &Sub16Row, b: &BlockQ8K, p: &[__m256i; RUNS]| q3_k_lanes(k, b, Some(p));
             lanes_rows(w, y, out, |a| a.d, |a| q3_k_row(a), prep, lanes)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q3_k_tiled_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ3K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let lanes = |k: &Sub16Row, b: &BlockQ8K| q3_k_lanes(k, b, None);
-            tiled_rows(w, y, out, |a| a.d, |a| q3_k_row(a), lanes)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q6_k_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ6K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
+        });
+        rows_kernel!($feat, q3_k_tiled_rows, dot_q3_k_q8_k_tiled, BlockQ3K, BlockQ8K,
+            |w, y, out| {
+                let lanes = |k: &Sub16Row, b: &BlockQ8K| q3_k_lanes(k, b, None);
+                tiled_rows(w, y, out, |a| a.d, |a| q3_k_row(a), lanes)
+            });
+        rows_kernel!($feat, q4_k_rows, dot_q4_k_q8_k, BlockQ4K, BlockQ8K, |w, y, out| {
+            k4_dot_rows::<_, R, T, false>(w, y, out, Q4K_D, |a| q4_k(a))
+        });
+        rows_kernel!($feat, q4_k_repacked_rows, dot_q4_k_q8_k_repacked, BlockQ4K, BlockQ8K,
+            |w, y, out| {
+                k4_chain(w, y, out, Q4K_D, |a| q4_k(a), ChainKind::Repacked)
+            });
+        rows_kernel!($feat, q4_k_gemm_rows, dot_q4_k_q8_k_gemm, BlockQ4K, BlockQ8K,
+            |w, y, out| {
+                k4_chain(w, y, out, Q4K_D, |a| q4_k(a), ChainKind::Gemm)
+            });
+        rows_kernel!($feat, q4_k_tiled_rows, dot_q4_k_q8_k_tiled, BlockQ4K, BlockQ8K,
+            |w, y, out| {
+                k4_chain(w, y, out, Q4K_D, |a| q4_k(a), ChainKind::Tiled)
+            });
+        rows_kernel!($feat, q5_k_rows, dot_q5_k_q8_k, BlockQ5K, BlockQ8K, |w, y, out| {
+            k4_dot_rows::<_, R, T, true>(w, y, out, Q5K_D, |a| q5_k(a))
+        });
+        rows_kernel!($feat, q5_k_tiled_rows, dot_q5_k_q8_k_tiled, BlockQ5K, BlockQ8K,
+            |w, y, out| {
+                k4_chain(w, y, out, Q5K_D, |a| q5_k(a), ChainKind::Tiled)
+            });
+        rows_kernel!($feat, q6_k_rows, dot_q6_k_q8_k, BlockQ6K, BlockQ8K, |w, y, out| {
             let lanes = |k: &Sub16Row, b: &BlockQ8K, _: &()| q6_k_lanes(k, b);
-            lanes_rows(w, y, out, |a| a.d, |a| q6_k_row(a), |_| (), lanes)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q6_k_tiled_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ6K]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            tiled_rows(w, y, out, |a| a.d, |a| q6_k_row(a), |k, b| q6_k_lanes(k, b))
-        }
-
-        #[target_feature(enable = $feat)]
-        fn iq4_xs_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockIq4Xs]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
+            lanes_rows(w, y, out, |a| a.d, |a| q6_k_row(a), |b| (b.d, ()), lanes)
+        });
+        rows_kernel!($feat, q6_k_tiled_rows, dot_q6_k_q8_k_tiled, BlockQ6K, BlockQ8K,
+            |w, y, out| {
+                tiled_rows(w, y, out, |a| a.d, |a| q6_k_row(a), |k, b| q6_k_lanes(k, b))
+            });
+        rows_kernel!($feat, iq4_xs_rows, dot_iq4_xs_q8_k, BlockIq4Xs, BlockQ8K, |w, y, out| {
             let table = iq4nl_table();
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
-            lanes_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), |_| (), lanes)
-        }
-
-        /// IQ4_XS·Q8_K as the tiled matmul (`ktiled::dot_iq4_xs_q8_k_tiled`), whose
-        /// `Σ sc·(Σ (v + 128)·y − 128·bsum)` is formed as `Σ sc·Σ v·y` (true products): the
-        /// same integer for activations whose `bsums` are the sums of their quants.
-        #[target_feature(enable = $feat)]
-        fn iq4_xs_tiled_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockIq4Xs]; R],
-            y: &[&[BlockQ8K]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let table = iq4nl_table();
-            let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
-            tiled_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), lanes)
-        }
+            lanes_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), |b| (b.d, ()), lanes)
+        });
+        // IQ4_XS·Q8_K as the tiled matmul (`ktiled::dot_iq4_xs_q8_k_tiled`), whose
+        // `Σ sc·(Σ (v + 128)·y − 128·bsum)` is formed as `Σ sc·Σ v·y` (true products): the
+        // same integer for activations whose `bsums` are the sums of their quants.
+        rows_kernel!($feat, iq4_xs_tiled_rows, dot_iq4_xs_q8_k_tiled, BlockIq4Xs, BlockQ8K,
+            |w, y, out| {
+                let table = iq4nl_table();
+                let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
+                tiled_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), lanes)
+            });
 
         /// Elements of a group: one i32 lane's four bytes.
         const GROUP: usize = 4;
@@ -641,7 +544,7 @@ macro_rules! k_quant_kernels {
             (s1, s2)
         }
 
-        /// The panel kernels of the chain variants (see `kavx2::panels`): per super-block the
+        /// The panel kernels of the chain variants (see `passes::panels`): per super-block the
         /// `PANEL_ROWS` rows' blocks unpacked ([`PanelRow`]) and transposed, each group of four
         /// codes of a run with the rows in the lanes of one vector (so are the rows' scales and
         /// mins), then per token and sub-block s, in exact wrapping i32, the tiled oracle's
@@ -657,7 +560,7 @@ macro_rules! k_quant_kernels {
         fn panel_rows<B, const NSUB: usize, const IRUN: usize>(
             w: &[&[B]; PANEL_ROWS],
             y: &[&[BlockQ8K]],
-            out: &mut [[f32; PANEL_ROWS]; PANEL_TOKENS],
+            out: &mut PanelOut,
             unpack: impl Fn(&B) -> PanelRow<NSUB>,
             d: Half<B>,
             dmin: Option<Half<B>>,
@@ -702,9 +605,9 @@ macro_rules! k_quant_kernels {
                     scp[k] = pair16(scv[2 * k], scv[2 * k + 1]);
                     mnp[k] = pair16(mnv[2 * k], mnv[2 * k + 1]);
                 }
-                let dv = row_scales8(&w, i, d);
+                let dv = f16_rows::<PANEL_ROWS>(std::array::from_fn(|r| d(&w[r][i])));
                 let dminv = match dmin {
-                    Some(m) => row_scales8(&w, i, m),
+                    Some(m) => f16_rows::<PANEL_ROWS>(std::array::from_fn(|r| m(&w[r][i]))),
                     None => zero_ps,
                 };
                 for t in 0..nt {
@@ -740,34 +643,8 @@ macro_rules! k_quant_kernels {
             }
         }
 
-        /// f16 → f32 of one field of each of the `PANEL_ROWS` rows' block `i`, row r in lane r.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn row_scales8<B>(w: &[&[B]; PANEL_ROWS], i: usize, get: Half<B>) -> __m256 {
-            let mut h = [0u16; PANEL_ROWS];
-            for r in 0..PANEL_ROWS {
-                h[r] = u16::from_le_bytes(get(&w[r][i]));
-            }
-            // SAFETY: h is 8 readable u16s (16 bytes); the load is unaligned.
-            _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
-        }
-
-        /// A panel kernel's outputs, token-major.
-        type PanelOut = [[f32; PANEL_ROWS]; PANEL_TOKENS];
-
-        /// The chain of a panel kernel's const parameter (`kind as usize`).
-        const fn chain_kind(k: usize) -> ChainKind {
-            match k {
-                0 => ChainKind::Repacked,
-                1 => ChainKind::Gemm,
-                _ => ChainKind::Tiled,
-            }
-        }
         /// Elements per `bsums` entry of a Q8_K block.
         const BSUM_LEN: usize = 16;
-        const REPACKED: usize = 0;
-        const GEMM: usize = 1;
-        const TILED: usize = 2;
 
         // Groups of four whose `maddubs` pairs the i16 panels add up before one `madd`: the
         // 4- and 5-bit codes as the packed tiles run them; the 2- and 3-bit codes a whole
@@ -776,112 +653,69 @@ macro_rules! k_quant_kernels {
         const RUN_SUB16: usize = QK_K / SUB16S / 4;
         const _: () = assert!(i16_run_fits(RUN_SUB16, 2) && i16_run_fits(RUN_SUB16, 3));
 
-        // One instance per chain, so that `panel_rows` inlines with its parts and chain known.
-        #[target_feature(enable = $feat)]
-        fn q4_k_panel_impl<const K: usize>(
-            w: &[&[BlockQ4K]; PANEL_ROWS],
-            y: &[&[BlockQ8K]],
-            out: &mut PanelOut,
-        ) {
-            let unpack = |a: &BlockQ4K| k4_panel_row(&a.scales, &a.qs, None);
-            let parts = if K == GEMM { 4 } else { 1 };
-            // 4-bit codes: a sub-block's eight groups in one i16 run.
-            let (d, dmin) = (Q4K_D.0, Some(Q4K_D.1));
-            panel_rows::<_, RUNS, RUN_Q4_K>(w, y, out, unpack, d, dmin, 0, parts, chain_kind(K))
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q5_k_panel_impl(w: &[&[BlockQ5K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
+        // The panels, one instance per chain so that `panel_rows` inlines with its parts and
+        // chain known: 4-bit codes, a sub-block's eight groups in one i16 run; 5-bit codes,
+        // runs of four groups; 2- and 3-bit codes, a sub-block's four groups in one i16 run.
+        // The tiled Q3_K panel (`ktiled::dot_q3_k_q8_k_tiled`) has codes `low2 | hbit << 2`,
+        // bias 4 through the activation sums, signed scales.
+        panel_kernel!($feat, q4_k_panel_repacked, BlockQ4K, |w, y, out| {
+            q4_k_panel(w, y, out, 1, ChainKind::Repacked)
+        });
+        panel_kernel!($feat, q4_k_panel_gemm, BlockQ4K, |w, y, out| {
+            q4_k_panel(w, y, out, 4, ChainKind::Gemm)
+        });
+        panel_kernel!($feat, q4_k_panel_tiled, BlockQ4K, |w, y, out| {
+            q4_k_panel(w, y, out, 1, ChainKind::Tiled)
+        });
+        panel_kernel!($feat, q5_k_panel_tiled, BlockQ5K, |w, y, out| {
             let unpack = |a: &BlockQ5K| k4_panel_row(&a.scales, &a.qs, Some(&a.qh));
-            // 5-bit codes: runs of four groups.
             let (d, dmin) = (Q5K_D.0, Some(Q5K_D.1));
             panel_rows::<_, RUNS, RUN_Q5_K>(w, y, out, unpack, d, dmin, 0, 1, ChainKind::Tiled)
-        }
-
-        #[target_feature(enable = $feat)]
-        fn q2_k_panel_impl<const K: usize>(
-            w: &[&[BlockQ2K]; PANEL_ROWS],
-            y: &[&[BlockQ8K]],
-            out: &mut PanelOut,
-        ) {
-            let unpack = |a: &BlockQ2K| q2_k_panel_row(a);
-            let parts = if K == GEMM { 2 } else { 1 };
-            let kind = chain_kind(K);
-            // 2-bit codes: a sub-block's four groups in one i16 run.
-            let (d, dmin): (Half<BlockQ2K>, Half<BlockQ2K>) = (|a| a.d, |a| a.dmin);
-            panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, Some(dmin), 0, parts, kind)
-        }
-
-        /// The tiled Q3_K panel (`ktiled::dot_q3_k_q8_k_tiled`): codes `low2 | hbit << 2`,
-        /// bias 4 through the activation sums, signed scales.
-        #[target_feature(enable = $feat)]
-        fn q3_k_panel_impl(w: &[&[BlockQ3K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // 3-bit codes: a sub-block's four groups in one i16 run.
+        });
+        panel_kernel!($feat, q2_k_panel_repacked, BlockQ2K, |w, y, out| {
+            q2_k_panel(w, y, out, 1, ChainKind::Repacked)
+        });
+        panel_kernel!($feat, q2_k_panel_gemm, BlockQ2K, |w, y, out| {
+            q2_k_panel(w, y, out, 2, ChainKind::Gemm)
+        });
+        panel_kernel!($feat, q2_k_panel_tiled, BlockQ2K, |w, y, out| {
+            q2_k_panel(w, y, out, 1, ChainKind::Tiled)
+        });
+        panel_kernel!($feat, q3_k_panel_tiled, BlockQ3K, |w, y, out| {
             let (d, unpack): (Half<BlockQ3K>, _) = (|a| a.d, |a: &BlockQ3K| q3_k_panel_row(a));
             let bias = i32::from(Q3_BIAS);
             panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled)
+        });
+
+        /// The Q4_K panels.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q4_k_panel(
+            w: &PanelRows<BlockQ4K>,
+            y: &[&[BlockQ8K]],
+            out: &mut PanelOut,
+            parts: usize,
+            kind: ChainKind,
+        ) {
+            let unpack = |a: &BlockQ4K| k4_panel_row(&a.scales, &a.qs, None);
+            let (d, dmin) = (Q4K_D.0, Some(Q4K_D.1));
+            panel_rows::<_, RUNS, RUN_Q4_K>(w, y, out, unpack, d, dmin, 0, parts, kind)
         }
 
-        // The panels' safe wrappers. Each `unsafe` call below is sound because the wrapper is
-        // only reachable through the table of a tier whose features (those the bodies enable
-        // among them) were detected.
-        fn q4_k_panel_repacked(w: &[&[BlockQ4K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q4_k_panel_impl::<REPACKED>(w, y, out) }
+        /// The Q2_K panels.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q2_k_panel(
+            w: &PanelRows<BlockQ2K>,
+            y: &[&[BlockQ8K]],
+            out: &mut PanelOut,
+            parts: usize,
+            kind: ChainKind,
+        ) {
+            let (d, dmin) = (Q2K_D.0, Some(Q2K_D.1));
+            let unpack = |a: &BlockQ2K| q2_k_panel_row(a);
+            panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, dmin, 0, parts, kind)
         }
-        fn q4_k_panel_gemm(w: &[&[BlockQ4K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q4_k_panel_impl::<GEMM>(w, y, out) }
-        }
-        fn q4_k_panel_tiled(w: &[&[BlockQ4K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q4_k_panel_impl::<TILED>(w, y, out) }
-        }
-        fn q5_k_panel_tiled(w: &[&[BlockQ5K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q5_k_panel_impl(w, y, out) }
-        }
-        fn q2_k_panel_repacked(w: &[&[BlockQ2K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q2_k_panel_impl::<REPACKED>(w, y, out) }
-        }
-        fn q2_k_panel_gemm(w: &[&[BlockQ2K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q2_k_panel_impl::<GEMM>(w, y, out) }
-        }
-        fn q2_k_panel_tiled(w: &[&[BlockQ2K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q2_k_panel_impl::<TILED>(w, y, out) }
-        }
-        fn q3_k_panel_tiled(w: &[&[BlockQ3K]; PANEL_ROWS], y: &[&[BlockQ8K]], out: &mut PanelOut) {
-            // SAFETY: as above.
-            unsafe { q3_k_panel_impl(w, y, out) }
-        }
-
-        wrap_rows!(q2_k_rows_impl => q2_k_rows, dot_q2_k_q8_k, BlockQ2K, BlockQ8K);
-        wrap_rows!(q2_k_repacked_rows_impl => q2_k_repacked_rows, dot_q2_k_q8_k_repacked,
-            BlockQ2K, BlockQ8K);
-        wrap_rows!(q2_k_gemm_rows_impl => q2_k_gemm_rows, dot_q2_k_q8_k_gemm, BlockQ2K, BlockQ8K);
-        wrap_rows!(q2_k_tiled_rows_impl => q2_k_tiled_rows, dot_q2_k_q8_k_tiled, BlockQ2K,
-            BlockQ8K);
-        wrap_rows!(q3_k_rows_impl => q3_k_rows, dot_q3_k_q8_k, BlockQ3K, BlockQ8K);
-        wrap_rows!(q3_k_tiled_rows_impl => q3_k_tiled_rows, dot_q3_k_q8_k_tiled, BlockQ3K,
-            BlockQ8K);
-        wrap_rows!(q4_k_rows_impl => q4_k_rows, dot_q4_k_q8_k, BlockQ4K, BlockQ8K);
-        wrap_rows!(q4_k_repacked_rows_impl => q4_k_repacked_rows, dot_q4_k_q8_k_repacked,
-            BlockQ4K, BlockQ8K);
-        wrap_rows!(q4_k_gemm_rows_impl => q4_k_gemm_rows, dot_q4_k_q8_k_gemm, BlockQ4K, BlockQ8K);
-        wrap_rows!(q4_k_tiled_rows_impl => q4_k_tiled_rows, dot_q4_k_q8_k_tiled, BlockQ4K,
-            BlockQ8K);
-        wrap_rows!(q5_k_rows_impl => q5_k_rows, dot_q5_k_q8_k, BlockQ5K, BlockQ8K);
-        wrap_rows!(q5_k_tiled_rows_impl => q5_k_tiled_rows, dot_q5_k_q8_k_tiled, BlockQ5K,
-            BlockQ8K);
-        wrap_rows!(q6_k_rows_impl => q6_k_rows, dot_q6_k_q8_k, BlockQ6K, BlockQ8K);
-        wrap_rows!(q6_k_tiled_rows_impl => q6_k_tiled_rows, dot_q6_k_q8_k_tiled, BlockQ6K,
-            BlockQ8K);
-        wrap_rows!(iq4_xs_rows_impl => iq4_xs_rows, dot_iq4_xs_q8_k, BlockIq4Xs, BlockQ8K);
-        wrap_rows!(iq4_xs_tiled_rows_impl => iq4_xs_tiled_rows, dot_iq4_xs_q8_k_tiled,
-            BlockIq4Xs, BlockQ8K);
 
         tile_fn!(tile_q2_k, BlockQ2K, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => q2_k_rows,

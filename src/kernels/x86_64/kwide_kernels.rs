@@ -1,23 +1,26 @@
 //! The kernels of Q5_0, Q5_1 and IQ4_NL, written once as a macro ([`wide_kernels`]) and
-//! expanded by each tier over its own primitives (`kavx2.rs`: AVX2; `kavx512.rs`: AVX-512
-//! VNNI). The kernels' shape (rows × tokens) is described in `kavx2.rs`.
+//! expanded by each tier over its own primitives (`avx2_kquant.rs`: AVX2; `avx512_kquant.rs`:
+//! AVX-512 VNNI), beside that tier's `k_quant_kernels!`, whose `lanes_rows` runs the `vec_dot`
+//! kernels without mins of both. The kernels' shape (rows × tokens) is in `passes.rs`.
 
 /// The kernels of Q5_0, Q5_1 and IQ4_NL (Q8_0/Q8_1 activations; `kdot.rs`, `krepack.rs`), their
 /// safe wrappers, tile kernels and `fill`, compiled with the target features `$feat` over the
 /// primitives `dot_us8` (four-sums of u8 × i8, no pair of which reaches the i16 limit here) and
-/// `bytes_from_bits_32` of the module that expands it (its parent, `super`).
+/// `bytes_from_bits_32` of the module that expands it (its parent, `super`), and the drivers of
+/// its `k_quant_kernels!` (module `super::kernels`).
 macro_rules! wide_kernels {
     ($feat:literal) => {
         use std::arch::x86_64::*;
 
+        use super::kernels::lanes_rows;
         use super::{bytes_from_bits_32, dot_us8};
         use crate::kernels::blocks::{BlockQ8_0, BlockQ8_1};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::kblocks::{BlockIq4Nl, BlockQ5_0, BlockQ5_1};
         use crate::kernels::x86_64::avx2::{bytes_from_nibbles_32, hsum_float_8, scale8};
-        use crate::kernels::x86_64::kavx2::{
-            exact, f16, f16_rows, hsum_i32, hsum_i32_rows, iq4_values, iq4nl_table, load32,
-            prefetch_for, store_rows, PASS_ROWS, PASS_TOKENS,
+        use crate::kernels::x86_64::passes::{
+            array_of, f16, f16_rows, hsum_i32, hsum_i32_rows, hsums, iq4_values, iq4nl_table,
+            load32, pass, rows_kernel, store_rows, tile_fn, PASS_ROWS, PASS_TOKENS,
         };
         use crate::kernels::{Entry, GgmlType};
 
@@ -29,8 +32,9 @@ macro_rules! wide_kernels {
             dot_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
         }
 
-        /// True i8 × i8 four-sums for weights `x` that never hold −128: the activation's magnitude is
-        /// the unsigned operand (|−128| = 128 as u8) and its sign moves to the weight.
+        /// True i8 × i8 four-sums for weights `x` that never hold −128: the activation's
+        /// magnitude is the unsigned operand (|−128| = 128 as u8) and its sign moves to the
+        /// weight.
         #[target_feature(enable = $feat)]
         #[inline]
         fn dot_true(x: __m256i, y: __m256i) -> __m256i {
@@ -47,55 +51,38 @@ macro_rules! wide_kernels {
             _mm256_or_si256(bytes_from_nibbles_32(&a.qs), bxhi)
         }
 
-        /// Q5_0·Q8_0 (`kdot::dot_q5_0_q8_0`): per block `acc = fma(d_x·d_y, lanes, acc)`, then
-        /// `hsum_float_8`.
+        /// A Q8_0 block's scale and quants, once per block for every row of a pass.
         #[target_feature(enable = $feat)]
-        fn q5_0_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ5_0]; R],
-            y: &[&[BlockQ8_0]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let mut acc = [[_mm256_setzero_ps(); R]; T];
-            for i in 0..n {
-                pf.at(i);
-                let x: [__m256i; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| q5_0_values(&w[r][i]));
-                let dx: [__m256; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| scale8(w[r][i].d));
-                for t in 0..T {
-                    let b = &y[t][i];
-                    let (qy, dy) = (load32(&b.qs), scale8(b.d));
-                    for r in 0..R {
-                        let q = _mm256_cvtepi32_ps(dot_sign_trick(x[r], qy));
-                        acc[t][r] = _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), q, acc[t][r]);
-                    }
-                }
-            }
-            for t in 0..T {
-                for r in 0..R {
-                    out[t][r] = hsum_float_8(acc[t][r]);
-                }
-            }
+        #[inline]
+        fn q8_0_prep(b: &BlockQ8_0) -> (f32, __m256i) {
+            (f16(b.d), load32(&b.qs))
         }
 
-        /// Q5_1·Q8_1 (`kdot::dot_q5_1_q8_1`): per block `summs = fma(m_x, s_y, summs)` and
-        /// `acc = fma(d_x·d_y, lanes, acc)`; `hsum_float_8(acc) + summs`.
-        #[target_feature(enable = $feat)]
-        fn q5_1_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockQ5_1]; R],
-            y: &[&[BlockQ8_1]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
+        // Q5_0·Q8_0 (`kdot::dot_q5_0_q8_0`) and IQ4_NL·Q8_0 as tinyBLAS computes it
+        // (`kdot::dot_iq4_nl_q8_0_tinyblas`): per block `acc = fma(d_x·d_y, lanes, acc)` (sign
+        // trick), then `hsum_float_8`.
+        rows_kernel!($feat, q5_0_rows, dot_q5_0_q8_0, BlockQ5_0, BlockQ8_0, |w, y, out| {
+            let lanes = |x: &__m256i, _: &BlockQ8_0, qy: &__m256i| dot_sign_trick(*x, *qy);
+            lanes_rows(w, y, out, |a| a.d, |a| q5_0_values(a), |b| q8_0_prep(b), lanes)
+        });
+        rows_kernel!($feat, iq4_nl_tinyblas_rows, dot_iq4_nl_q8_0_tinyblas, BlockIq4Nl,
+            BlockQ8_0, |w, y, out| {
+                let table = iq4nl_table();
+                let lanes = |x: &__m256i, _: &BlockQ8_0, qy: &__m256i| dot_sign_trick(*x, *qy);
+                let values = |a: &BlockIq4Nl| iq4_values(table, &a.qs);
+                lanes_rows(w, y, out, |a| a.d, values, |b| q8_0_prep(b), lanes)
+            });
+
+        // Q5_1·Q8_1 (`kdot::dot_q5_1_q8_1`): per block `summs = fma(m_x, s_y, summs)` and
+        // `acc = fma(d_x·d_y, lanes, acc)`; `hsum_float_8(acc) + summs`.
+        rows_kernel!($feat, q5_1_rows, dot_q5_1_q8_1, BlockQ5_1, BlockQ8_1, |w, y, out| {
+            let (n, w, y, pf) = pass(w, y);
             let mut acc = [[_mm256_setzero_ps(); R]; T];
             let mut summs = [[0f32; R]; T];
             let fifth = _mm256_set1_epi8(0x10);
             for i in 0..n {
                 pf.at(i);
-                let x: [__m256i; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| {
+                let x: [__m256i; R] = array_of!(R, |r| {
                     let a = &w[r][i];
                     let bxhi = _mm256_and_si256(bytes_from_bits_32(&a.qh), fifth);
                     _mm256_or_si256(bytes_from_nibbles_32(&a.qs), bxhi)
@@ -106,35 +93,30 @@ macro_rules! wide_kernels {
                     for r in 0..R {
                         let a = &w[r][i];
                         summs[t][r] = f16(a.m).mul_add(sy, summs[t][r]);
-                        let d = _mm256_mul_ps(scale8(a.d), dy);
-                        acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_us8(x[r], qy)), acc[t][r]);
+                        let (d, q) = (_mm256_mul_ps(scale8(a.d), dy), dot_us8(x[r], qy));
+                        acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc[t][r]);
                     }
                 }
             }
+            hsums(&acc, out);
             for t in 0..T {
                 for r in 0..R {
-                    out[t][r] = hsum_float_8(acc[t][r]) + summs[t][r];
+                    out[t][r] += summs[t][r];
                 }
             }
-        }
+        });
 
-        /// IQ4_NL·Q8_0 (`kdot::dot_iq4_nl_q8_0`): blocks in pairs on two accumulators (sign trick),
-        /// `hsum_float_8(acc1 + acc2)`, an odd last block added as `sumf + (Σ true products)·d`.
-        #[target_feature(enable = $feat)]
-        fn iq4_nl_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockIq4Nl]; R],
-            y: &[&[BlockQ8_0]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
+        // IQ4_NL·Q8_0 (`kdot::dot_iq4_nl_q8_0`): blocks in pairs on two accumulators (sign
+        // trick), `hsum_float_8(acc1 + acc2)`, an odd last block added as
+        // `sumf + (Σ true products)·d`.
+        rows_kernel!($feat, iq4_nl_rows, dot_iq4_nl_q8_0, BlockIq4Nl, BlockQ8_0, |w, y, out| {
+            let (n, w, y, pf) = pass(w, y);
             let table = iq4nl_table();
             let mut acc = [[[_mm256_setzero_ps(); 2]; R]; T];
             let pairs = n / 2;
             for i in 0..2 * pairs {
                 pf.at(i);
-                let x: [__m256i; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| iq4_values(table, &w[r][i].qs));
+                let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
                 for t in 0..T {
                     let b = &y[t][i];
                     let (qy, dy) = (load32(&b.qs), f16(b.d));
@@ -156,83 +138,37 @@ macro_rules! wide_kernels {
                     out[t][r] = sumf;
                 }
             }
-        }
+        });
 
-        /// IQ4_NL·Q8_0 as tinyBLAS computes it (`kdot::dot_iq4_nl_q8_0_tinyblas`): one accumulator,
-        /// `acc = fma(d_x·d_y, lanes, acc)` per block (sign trick), `hsum_float_8`.
-        #[target_feature(enable = $feat)]
-        fn iq4_nl_tinyblas_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockIq4Nl]; R],
-            y: &[&[BlockQ8_0]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let table = iq4nl_table();
-            let mut acc = [[_mm256_setzero_ps(); R]; T];
-            for i in 0..n {
-                pf.at(i);
-                let x: [__m256i; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| iq4_values(table, &w[r][i].qs));
-                let dx: [__m256; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| scale8(w[r][i].d));
-                for t in 0..T {
-                    let b = &y[t][i];
-                    let (qy, dy) = (load32(&b.qs), scale8(b.d));
-                    for r in 0..R {
-                        let q = _mm256_cvtepi32_ps(dot_sign_trick(x[r], qy));
-                        acc[t][r] = _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), q, acc[t][r]);
+        // IQ4_NL·Q8_0 as the repacked kernels compute it (`krepack::dot_iq4_nl_q8_0_repacked`):
+        // per block the exact Σ v·y (true products), `acc = fma(isum, d_x·d_y, acc)`; a pass's
+        // rows' chains in the lanes of one vector per token.
+        rows_kernel!($feat, iq4_nl_repacked_rows, dot_iq4_nl_q8_0_repacked, BlockIq4Nl,
+            BlockQ8_0, |w, y, out| {
+                let (n, w, y, pf) = pass(w, y);
+                let table = iq4nl_table();
+                let mut acc = [_mm256_setzero_ps(); T];
+                for i in 0..n {
+                    pf.at(i);
+                    let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
+                    let dx = f16_rows::<R>(std::array::from_fn(|r| w[r][i].d));
+                    for t in 0..T {
+                        let b = &y[t][i];
+                        let qy = load32(&b.qs);
+                        let sums: [__m256i; R] = array_of!(R, |r| dot_true(x[r], qy));
+                        let d = _mm256_mul_ps(dx, scale8(b.d));
+                        let s = _mm256_cvtepi32_ps(hsum_i32_rows(&sums));
+                        acc[t] = _mm256_fmadd_ps(s, d, acc[t]);
                     }
                 }
-            }
-            for t in 0..T {
-                for r in 0..R {
-                    out[t][r] = hsum_float_8(acc[t][r]);
-                }
-            }
-        }
-
-        /// IQ4_NL·Q8_0 as the repacked kernels compute it (`krepack::dot_iq4_nl_q8_0_repacked`): per
-        /// block the exact Σ v·y (true products), `acc = fma(isum, d_x·d_y, acc)`; a pass's rows'
-        /// chains in the lanes of one vector per token.
-        #[target_feature(enable = $feat)]
-        fn iq4_nl_repacked_rows_impl<const R: usize, const T: usize>(
-            w: &[&[BlockIq4Nl]; R],
-            y: &[&[BlockQ8_0]; T],
-            out: &mut [[f32; R]; T],
-        ) {
-            let n = y[0].len();
-            let (w, y) = (exact(w, n), exact(y, n));
-            let pf = prefetch_for::<_, R, T>(&w);
-            let table = iq4nl_table();
-            let mut acc = [_mm256_setzero_ps(); T];
-            for i in 0..n {
-                pf.at(i);
-                let x: [__m256i; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| iq4_values(table, &w[r][i].qs));
-                let dx = f16_rows::<R>(std::array::from_fn(|r| w[r][i].d));
                 for t in 0..T {
-                    let b = &y[t][i];
-                    let qy = load32(&b.qs);
-                    let sums: [__m256i; R] = crate::kernels::x86_64::kavx2::array_of!(R, |r| dot_true(x[r], qy));
-                    let d = _mm256_mul_ps(dx, scale8(b.d));
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum_i32_rows(&sums)), d, acc[t]);
+                    store_rows(acc[t], &mut out[t]);
                 }
-            }
-            for t in 0..T {
-                store_rows(acc[t], &mut out[t]);
-            }
-        }
+            });
 
-        crate::kernels::x86_64::kavx2::wrap_rows!(q5_0_rows_impl => q5_0_rows, dot_q5_0_q8_0, BlockQ5_0, BlockQ8_0);
-        crate::kernels::x86_64::kavx2::wrap_rows!(q5_1_rows_impl => q5_1_rows, dot_q5_1_q8_1, BlockQ5_1, BlockQ8_1);
-        crate::kernels::x86_64::kavx2::wrap_rows!(iq4_nl_rows_impl => iq4_nl_rows, dot_iq4_nl_q8_0, BlockIq4Nl, BlockQ8_0);
-        crate::kernels::x86_64::kavx2::wrap_rows!(iq4_nl_tinyblas_rows_impl => iq4_nl_tinyblas_rows, dot_iq4_nl_q8_0_tinyblas,
-            BlockIq4Nl, BlockQ8_0);
-        crate::kernels::x86_64::kavx2::wrap_rows!(iq4_nl_repacked_rows_impl => iq4_nl_repacked_rows, dot_iq4_nl_q8_0_repacked,
-            BlockIq4Nl, BlockQ8_0);
-
-        crate::kernels::x86_64::kavx2::tile_fn!(tile_q5_0, BlockQ5_0, q8_0, PASS_ROWS, PASS_TOKENS, { Dot => q5_0_rows });
-        crate::kernels::x86_64::kavx2::tile_fn!(tile_q5_1, BlockQ5_1, q8_1, PASS_ROWS, PASS_TOKENS, { Dot => q5_1_rows });
-        crate::kernels::x86_64::kavx2::tile_fn!(tile_iq4_nl, BlockIq4Nl, q8_0, PASS_ROWS, PASS_TOKENS, {
+        tile_fn!(tile_q5_0, BlockQ5_0, q8_0, PASS_ROWS, PASS_TOKENS, { Dot => q5_0_rows });
+        tile_fn!(tile_q5_1, BlockQ5_1, q8_1, PASS_ROWS, PASS_TOKENS, { Dot => q5_1_rows });
+        tile_fn!(tile_iq4_nl, BlockIq4Nl, q8_0, PASS_ROWS, PASS_TOKENS, {
             Dot => iq4_nl_rows,
             Repacked => iq4_nl_repacked_rows,
             Batch => iq4_nl_tinyblas_rows,

@@ -1,5 +1,5 @@
-//! AVX-512 tier kernels for the types of the generic path: the kernels of `kquant_kernels.rs`
-//! over AVX-512 VNNI primitives, on 256-bit vectors (VL), the width this tier's other
+//! The AVX-512 tier of the generic path's types: the kernels of `kquant_kernels.rs` and
+//! `kwide_kernels.rs` over AVX-512 VNNI primitives, on 256-bit vectors (VL), the width this tier's other
 //! single-token kernels use too (on Zen 4, which runs 512-bit operations in two halves, the
 //! instruction count is what matters). In the row kernels `vpdpbusd` forms a run's four-sums
 //! of u8 × i8 in one instruction (AVX2 needs `maddubs` + `madd`) and never saturates; two runs'
@@ -17,54 +17,27 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{hsum_float_8, scale8};
-use super::kavx2::{drive, exact, f16, load32, prefetch_for, PASS_TOKENS};
-use super::kavx2_k::Q3_BIAS;
 use super::kpanel512::join;
+use super::kquant_rows::{RunPair, Q3_BIAS};
+use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
 use crate::kernels::blocks::BlockQ8_0;
 use crate::kernels::entries::{Variant, SCALAR};
 use crate::kernels::kblocks::BlockQ5_0;
 use crate::kernels::{ActRow, Entry, GgmlType};
 
-/// `acc + sc_a·Σ4(xa·ya) + sc_b·Σ4(xb·yb)` in each i32 lane, where the lane of `sp` holds
-/// `(sc_a, sc_b)` as two i16 (see `kavx2_k::pair_dot`): each run's four-sums by `vpdpbusd`,
-/// the two put side by side as the i16 halves of each lane, then one `vpdpwssd`.
+/// `acc + sc_a·Σ4(x[0]·y[0] − b[0]) + sc_b·Σ4(x[1]·y[1] − b[1])` in each i32 lane, where the
+/// lane of `sp` holds `(sc_a, sc_b)` as two i16 (see `avx2_kquant::pair_dot`): each run's
+/// four-sums by `vpdpbusd` accumulated onto its bias ([`bias4`], or zero), the two put side by
+/// side as the i16 halves of each lane, then one `vpdpwssd`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn pair_dot(
-    acc: __m256i,
-    xa: __m256i,
-    ya: __m256i,
-    xb: __m256i,
-    yb: __m256i,
-    sp: __m256i,
-) -> __m256i {
-    let z = _mm256_setzero_si256();
-    let a = _mm256_dpbusd_epi32(z, xa, ya);
-    let b = _mm256_dpbusd_epi32(z, xb, yb);
-    _mm256_dpwssd_epi32(acc, interleave(a, b), sp)
+fn pair_dot(acc: __m256i, x: RunPair, y: RunPair, b: RunPair, sp: __m256i) -> __m256i {
+    let lo = _mm256_dpbusd_epi32(b[0], x[0], y[0]);
+    let hi = _mm256_dpbusd_epi32(b[1], x[1], y[1]);
+    _mm256_dpwssd_epi32(acc, interleave(lo, hi), sp)
 }
 
-/// [`pair_dot`] with the runs' biases (`bias4`) taken off their four-sums: `vpdpbusd`
-/// accumulates onto them.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-#[allow(clippy::too_many_arguments)]
-fn pair_dot_b(
-    acc: __m256i,
-    xa: __m256i,
-    ya: __m256i,
-    ba: __m256i,
-    xb: __m256i,
-    yb: __m256i,
-    bb: __m256i,
-    sp: __m256i,
-) -> __m256i {
-    let a = _mm256_dpbusd_epi32(ba, xa, ya);
-    let b = _mm256_dpbusd_epi32(bb, xb, yb);
-    _mm256_dpwssd_epi32(acc, interleave(a, b), sp)
-}
-
-/// The negated four-sums of `4·y` (a Q3_K run's bias, as [`pair_dot_b`] starts from it).
+/// The negated four-sums of `4·y` (a Q3_K run's bias, as [`pair_dot`] starts from it).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn bias4(y: __m256i) -> __m256i {
@@ -141,9 +114,7 @@ fn q5_0_pairs_impl<const T: usize>(
     out: &mut [[f32; PAIR_ROWS]; T],
 ) {
     const PAIRS: usize = PAIR_ROWS / 2;
-    let n = y[0].len();
-    let (w, y) = (exact(w, n), exact(y, n));
-    let pf = prefetch_for::<_, PAIR_ROWS, T>(&w);
+    let (n, w, y, pf) = pass(w, y);
     let zero = _mm512_setzero_si512();
     let values = wide::q5_0_values;
     let join_ps = |lo: __m256, hi: __m256| {

@@ -1,28 +1,29 @@
-//! AVX2 kernels for the types of the generic path (`entries.rs`): Q5_0, Q5_1 and IQ4_NL here,
-//! the K-quants and IQ4_XS in `kavx2_k.rs`, and the Q8_K activation quantizer. Every kernel
-//! forms the same exact integers as its scalar oracle (`kdot.rs`, `krepack.rs`, `ktiled.rs`)
-//! and does the same float operations on them in the same order, so each output is
-//! bit-identical to the oracle's (and to llama.cpp's).
+//! The shape every kernel of the generic path's types takes on both x86 tiers, and the 256-bit
+//! helpers they share (tier-neutral: the tiers' own instructions are in `avx2_kquant.rs` and
+//! `avx512_kquant.rs`, the kernels written once in `kquant_kernels.rs` and `kwide_kernels.rs`).
+//! Every kernel forms the same exact integers as its scalar oracle (`kdot.rs`, `krepack.rs`,
+//! `ktiled.rs`) and does the same float operations on them in the same order, so each output
+//! is bit-identical to the oracle's (and to llama.cpp's).
 //!
 //! Each kernel takes `R` rows and `T` tokens (`fn(&[&[B]; R], &[&[A]; T], &mut [[f32; R]; T])`):
 //! the single dot of the table row is the kernel with `R = T = 1`, and a type's tile kernel
-//! ([`TileDot`]) runs passes of [`PASS_ROWS`] rows, each against the tokens [`PASS_TOKENS`] at
+//! (`entries::TileDot`) runs passes of [`PASS_ROWS`] rows, each against the tokens [`PASS_TOKENS`] at
 //! a time ([`drive`]; decode has one token). Within a pass each row's block is unpacked once for
 //! all its tokens, the activation's loads and per-block work are shared among the rows, and the
 //! outputs' independent chains overlap. Nothing else is shared: every output keeps its own
 //! float operations.
 //!
-//! As in `avx2.rs`, the `#[target_feature]` functions are private and the safe wrappers are
-//! only handed out by the dispatch table after AVX2, FMA and F16C were detected.
+//! As in `avx2.rs`, the `#[target_feature]` functions are private and the safe wrappers
+//! ([`rows_kernel`], [`panel_kernel`]) are only handed out by the dispatch table after the
+//! tier's features were detected.
 
 use std::arch::x86_64::*;
 
-use super::avx2::Prefetch;
-use super::kavx2_k;
+use super::avx2::{hsum_float_8, Prefetch};
 use crate::kernels::blocks::Block;
-use crate::kernels::entries::{self, SCALAR};
-use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL, Q8K_MAX, QK_K};
-use crate::kernels::{ActRow, Entry};
+use crate::kernels::entries;
+use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL};
+use crate::kernels::ActRow;
 
 /// `[f(0), …, f(n − 1)]` for `|i| f(i)` (a `Copy` type), built by a loop in the calling
 /// function. Unlike `std::array::from_fn`, whose closure a `#[target_feature]` function's
@@ -51,18 +52,27 @@ pub(super) const PASS_TOKENS: usize = 4;
 pub(super) type TileFn<B, A, const R: usize, const T: usize> =
     fn(&[&[B]; R], &[&[A]; T], &mut [[f32; R]; T]);
 
-/// Safe wrappers of a `#[target_feature]` kernel `$imp::<R, T>`: `$rows::<R, T>` and the single
-/// dot `$dot` (`R = T = 1`).
-macro_rules! wrap_rows {
-    ($imp:ident => $rows:ident, $dot:ident, $b:ty, $a:ty) => {
+/// A kernel of `R` rows × `T` tokens: `$rows::<R, T>`, safe, runs `$body` (over `$w`, `$y`,
+/// `$out`) compiled with the target features `$feat`; `$dot` is its single dot (`R = T = 1`).
+macro_rules! rows_kernel {
+    ($feat:literal, $rows:ident, $dot:ident, $b:ty, $a:ty,
+     |$w:ident, $y:ident, $out:ident| $body:expr) => {
         pub(super) fn $rows<const R: usize, const T: usize>(
             w: &[&[$b]; R],
             y: &[&[$a]; T],
             out: &mut [[f32; R]; T],
         ) {
-            // SAFETY: only reachable through the table of a tier whose features (those `$imp`
-            // enables among them) were detected.
-            unsafe { $imp::<R, T>(w, y, out) }
+            #[target_feature(enable = $feat)]
+            fn imp<const R: usize, const T: usize>(
+                $w: &[&[$b]; R],
+                $y: &[&[$a]; T],
+                $out: &mut [[f32; R]; T],
+            ) {
+                $body
+            }
+            // SAFETY: only reachable through the table of a tier whose features (`$feat`)
+            // were detected.
+            unsafe { imp::<R, T>(w, y, out) }
         }
 
         pub(in crate::kernels) fn $dot(x: &[$b], y: &[$a]) -> f32 {
@@ -72,7 +82,33 @@ macro_rules! wrap_rows {
         }
     };
 }
-pub(super) use wrap_rows;
+pub(super) use rows_kernel;
+
+/// A panel kernel ([`PanelFn`]): `$name`, safe, runs `$body` (over `$w`, `$y`, `$out`)
+/// compiled with the target features `$feat`, one instance per panel so that its body inlines
+/// with its constants known.
+macro_rules! panel_kernel {
+    ($feat:literal, $name:ident, $b:ty, |$w:ident, $y:ident, $out:ident| $body:expr) => {
+        fn $name(
+            w: &$crate::kernels::x86_64::passes::PanelRows<$b>,
+            y: &[&[$crate::kernels::kblocks::BlockQ8K]],
+            out: &mut $crate::kernels::x86_64::passes::PanelOut,
+        ) {
+            #[target_feature(enable = $feat)]
+            fn imp(
+                $w: &$crate::kernels::x86_64::passes::PanelRows<$b>,
+                $y: &[&[$crate::kernels::kblocks::BlockQ8K]],
+                $out: &mut $crate::kernels::x86_64::passes::PanelOut,
+            ) {
+                $body
+            }
+            // SAFETY: only reachable through the table of a tier whose features (`$feat`)
+            // were detected.
+            unsafe { imp(w, y, out) }
+        }
+    };
+}
+pub(super) use panel_kernel;
 
 /// A [`TileDot`] from kernels per variant: `$name` runs the kernel of the variant asked for in
 /// the shapes [`drive`] takes (`$r` rows × `$t` tokens, and the edges), after the variant's
@@ -93,7 +129,7 @@ macro_rules! tile_fn {
             let mut done = 0;
             $(match variant {
                 $(Variant::$pv => {
-                    use crate::kernels::x86_64::kavx2::{
+                    use crate::kernels::x86_64::passes::{
                         panels, PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM,
                     };
                     let min = match variant {
@@ -107,7 +143,7 @@ macro_rules! tile_fn {
             })?
             match variant {
                 $(Variant::$v => {
-                    crate::kernels::x86_64::kavx2::drive::<$b, _, { $r }, { $t }>(
+                    crate::kernels::x86_64::passes::drive::<$b, _, { $r }, { $t }>(
                         rows,
                         acts,
                         crate::kernels::entries::$get,
@@ -215,10 +251,14 @@ pub(super) const PANEL_MIN_TOKENS: usize = 16;
 /// [`PANEL_MIN_TOKENS`] of the repacked gemm.
 pub(super) const PANEL_MIN_TOKENS_GEMM: usize = 8;
 
+/// A panel kernel's rows.
+pub(super) type PanelRows<'a, B> = [&'a [B]; PANEL_ROWS];
+/// A panel kernel's outputs, token-major.
+pub(super) type PanelOut = [[f32; PANEL_ROWS]; PANEL_TOKENS];
+
 /// A panel kernel: `out[t][r] = dot(w[r], y[t])` for [`PANEL_ROWS`] rows and `y.len()` tokens
 /// (at most [`PANEL_TOKENS`]), the rows in the lanes of the kernel's vectors.
-pub(super) type PanelFn<B> =
-    fn(&[&[B]; PANEL_ROWS], &[&[BlockQ8K]], &mut [[f32; PANEL_ROWS]; PANEL_TOKENS]);
+pub(super) type PanelFn<B> = fn(&PanelRows<B>, &[&[BlockQ8K]], &mut PanelOut);
 
 /// Runs `panel` over every whole group of [`PANEL_ROWS`] rows from the first, against every
 /// token ([`PANEL_TOKENS`] at a time), when there are at least `min_tokens` tokens; returns how
@@ -276,6 +316,37 @@ pub(super) fn exact<'a, B, const R: usize>(rows: &[&'a [B]; R], n: usize) -> [&'
         assert_eq!(rows[r].len(), n, "row length mismatch");
         &rows[r][..n]
     })
+}
+
+/// A pass's block count `n` (the first activation's), its rows and tokens cut to exactly `n`
+/// blocks ([`exact`]) and its prefetch ([`prefetch_for`]).
+///
+/// # Panics
+/// If a row or an activation has another length.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+pub(super) fn pass<'w, 'y, B, A, const R: usize, const T: usize>(
+    w: &[&'w [B]; R],
+    y: &[&'y [A]; T],
+) -> (usize, [&'w [B]; R], [&'y [A]; T], Prefetch) {
+    let n = y[0].len();
+    let (w, y) = (exact(w, n), exact(y, n));
+    let pf = prefetch_for::<_, R, T>(&w);
+    (n, w, y, pf)
+}
+
+/// `out[t][r] = hsum_float_8(acc[t][r])`: the `vec_dot` kernels' last step.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn hsums<const R: usize, const T: usize>(
+    acc: &[[__m256; R]; T],
+    out: &mut [[f32; R]; T],
+) {
+    for t in 0..T {
+        for r in 0..R {
+            out[t][r] = hsum_float_8(acc[t][r]);
+        }
+    }
 }
 
 /// 32 bytes of `p` (unaligned).
@@ -387,33 +458,7 @@ pub(super) fn store_rows<const R: usize>(v: __m256, out: &mut [f32; R]) {
     out.copy_from_slice(&lanes_f32(v)[..R]);
 }
 
-// ---- the AVX2 primitives of the 32-wide types, and shared helpers ----------------------------
-
-/// 32 bits → 32 bytes, 0xFF where the bit is set (`bytes_from_bits_32`).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn bytes_from_bits_32(qh: &[u8; 4]) -> __m256i {
-    let x32 = i32::from_le_bytes(*qh);
-    // Byte k of the result reads byte k / 8 of qh.
-    let shuf = _mm256_set_epi64x(
-        0x0303_0303_0303_0303,
-        0x0202_0202_0202_0202,
-        0x0101_0101_0101_0101,
-        0,
-    );
-    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x32), shuf);
-    // Every bit but bit k % 8 of byte k: all ones after the or exactly when that bit is set.
-    let bit_mask = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
-    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, bit_mask), _mm256_set1_epi64x(-1))
-}
-
-/// Eight i32 lanes of four-sums of u8 × i8 products (`maddubs` + `madd` by ones; no pair here
-/// reaches the i16 limit).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn dot_us8(ux: __m256i, sy: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), _mm256_set1_epi16(1))
-}
+// ---- IQ4_NL values ------------------------------------------------------------------------
 
 /// The IQ4_NL lookup table as sixteen bytes.
 #[target_feature(enable = "avx2,fma")]
@@ -431,140 +476,4 @@ pub(super) fn iq4_values(table: __m128i, qs: &[u8]) -> __m256i {
     let lo = _mm_shuffle_epi8(table, _mm_and_si128(bits, m4));
     let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4));
     _mm256_set_m128i(hi, lo)
-}
-
-/// This tier's kernels of Q5_0, Q5_1 and IQ4_NL over the AVX2 primitives above.
-mod wide {
-    super::super::kwide_kernels::wide_kernels!("avx2,fma,f16c");
-}
-
-// ---- Q8_K activations ----------------------------------------------------------------------
-
-// ggml's `nearest_int` in vectors, with the constants of `kdequant::nearest_int`.
-use crate::kernels::kdequant::{MANTISSA_MASK, ROUND_MAGIC, ROUND_MAGIC_MANTISSA};
-/// Elements per `bsums` entry.
-const BSUM_LEN: usize = 16;
-
-/// One block of 256 activations → Q8_K as `kdequant::quantize_act_q8_k` does it: `amax` the
-/// largest |x| (NaN never counts), the signed `max` the first element of that magnitude,
-/// `iscale = −127/max`, `q = min(127, nearest_int(iscale·x))` truncated to its low byte (the
-/// product and the magic add rounded separately, as ggml's bit trick), `bsums` the sums of
-/// each sixteen, `d = 1/iscale`.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn quantize_block_q8_k(xb: &[f32; QK_K], yb: &mut BlockQ8K) {
-    let sign = _mm256_set1_ps(-0.0);
-    let vecs = QK_K / LANES;
-    let load = |k: usize| {
-        // SAFETY: k < 32, so the 8 floats at 8k lie inside the 256; the load is unaligned.
-        unsafe { _mm256_loadu_ps(xb.as_ptr().add(LANES * k)) }
-    };
-    let mut m = _mm256_setzero_ps();
-    for k in 0..vecs {
-        // max_ps returns its second operand when either is NaN: a NaN |x| leaves m as it was.
-        m = _mm256_max_ps(_mm256_andnot_ps(sign, load(k)), m);
-    }
-    let m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
-    let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    let amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-    if amax == 0.0 {
-        *yb = BlockQ8K::default();
-        return;
-    }
-    let target = _mm256_set1_ps(amax);
-    let first = (0..vecs)
-        .find_map(|k| {
-            let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, load(k)), target);
-            let bits = _mm256_movemask_ps(eq);
-            (bits != 0).then(|| LANES * k + bits.trailing_zeros() as usize)
-        })
-        .expect("amax is the magnitude of some element");
-    let iscale = -Q8K_MAX / xb[first];
-    let (vs, magic) = (_mm256_set1_ps(iscale), _mm256_set1_ps(ROUND_MAGIC));
-    let (mask, offset) = (
-        _mm256_set1_epi32(MANTISSA_MASK),
-        _mm256_set1_epi32(ROUND_MAGIC_MANTISSA),
-    );
-    let (top, low_byte) = (_mm256_set1_epi32(Q8K_MAX as i32), _mm256_set1_epi32(0xff));
-    for (j, out) in yb.qs.chunks_exact_mut(4 * LANES).enumerate() {
-        let q: [__m256i; 4] = array_of!(4, |k| {
-            let r = _mm256_add_ps(_mm256_mul_ps(vs, load(4 * j + k)), magic);
-            let i = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(r), mask), offset);
-            // The low byte, as C's store into an int8_t keeps it (0..=255: packs exactly).
-            _mm256_and_si256(_mm256_min_epi32(i, top), low_byte)
-        });
-        let w = _mm256_packus_epi16(
-            _mm256_packus_epi32(q[0], q[1]),
-            _mm256_packus_epi32(q[2], q[3]),
-        );
-        // The packs interleave 128-bit halves: dwords come out as (0 4 1 5 2 6 3 7).
-        let w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        // SAFETY: out is 32 writable bytes; the store is unaligned.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), w) };
-    }
-    // Sixteen sums of sixteen: pairs by maddubs with ones (u8 1 × i8 q), fours by madd, then
-    // two rounds of horizontal adds: hadd(hadd(a, b), hadd(c, d)) holds the first sums of a..d
-    // (bytes 0..16 of each) in its low half and their second sums (bytes 16..32) in its high.
-    let ones8 = _mm256_set1_epi8(1);
-    let four: [__m256i; 8] = array_of!(8, |k| {
-        let v = load32(&yb.qs[4 * LANES * k..]);
-        _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), _mm256_set1_epi16(1))
-    });
-    let sums = |a: usize| {
-        _mm256_hadd_epi32(
-            _mm256_hadd_epi32(four[a], four[a + 1]),
-            _mm256_hadd_epi32(four[a + 2], four[a + 3]),
-        )
-    };
-    // Sixteens of at most 16·128 in magnitude: the pack to i16 is exact. Its low half holds the
-    // even sums 0, 2, .., 14, its high half the odd ones; interleaving puts them in order.
-    let p = _mm256_packs_epi32(sums(0), sums(4));
-    let (even, odd) = (_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    let (first, second) = yb.bsums.split_at_mut(BSUM_LEN / 2);
-    // SAFETY: each half of bsums is 8 writable i16s (16 bytes); the stores are unaligned.
-    unsafe {
-        _mm_storeu_si128(first.as_mut_ptr().cast(), _mm_unpacklo_epi16(even, odd));
-        _mm_storeu_si128(second.as_mut_ptr().cast(), _mm_unpackhi_epi16(even, odd));
-    }
-    debug_assert!(yb
-        .bsums
-        .iter()
-        .zip(yb.qs.chunks_exact(BSUM_LEN))
-        .all(|(&s, q)| i32::from(s) == q.iter().map(|&v| i32::from(v)).sum::<i32>()));
-    yb.d = 1.0 / iscale;
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn quantize_act_q8_k_impl(x: &[f32], y: &mut [BlockQ8K]) {
-    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        quantize_block_q8_k(xb.try_into().expect("a whole block"), yb);
-    }
-}
-
-/// `kdequant::quantize_act_q8_k` with AVX2 (same bits).
-///
-/// # Panics
-/// If `x.len() != 256 × y.len()`.
-pub(in crate::kernels) fn quantize_act_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
-    assert_eq!(
-        x.len(),
-        y.len() * QK_K,
-        "quantize_act_q8_k: length mismatch"
-    );
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { quantize_act_q8_k_impl(x, y) }
-}
-
-// ---- the table's rows ----------------------------------------------------------------------
-
-/// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
-/// every dot product and a tile kernel for every type.
-pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
-    let mut rows = SCALAR;
-    for e in &mut rows {
-        if let Some(tile) = wide::fill(e).or_else(|| kavx2_k::fill(e)) {
-            e.tile = Some(tile);
-        }
-        e.packed = super::kpacked2::packed(e.ty);
-    }
-    rows
 }

@@ -1,13 +1,9 @@
-//! Kernels of the K-quants and IQ4_XS (Q8_K activations), every variant of each: ggml's
+//! What the kernels of the K-quants and IQ4_XS (Q8_K activations; `kquant_kernels.rs`) share
+//! on both x86 tiers: the super-blocks unpacked once per row, the panels' rows, and the float
+//! chains. Tier-neutral (256-bit AVX2 instructions, which both tiers have); each tier's own
+//! integer primitives are in `avx2_kquant.rs` and `avx512_kquant.rs`. The variants: ggml's
 //! `vec_dot` (`kdot.rs`), the repacked gemv and gemm of Q4_K and Q2_K (`krepack.rs`) and the
-//! tiled matmul (`ktiled.rs`). See `kavx2.rs` for the kernels' shape (`R` rows × `T` tokens).
-//!
-//! The kernels are written once, in `kquant_kernels.rs`, over four integer primitives each tier
-//! supplies: [`pair_dot`] (two 32-byte runs of unsigned codes times activations, each run's
-//! four-sums times its own sub-block scale, added to an accumulator), [`pair_dot_b`] (the same
-//! with an activation-only bias taken off each run), [`bias4`] and [`chunk_dot`]. This file
-//! expands them for AVX2 (`maddubs` + `madd`); `kavx512.rs` expands them again with AVX-512
-//! VNNI's `vpdpbusd` and `vpdpwssd` (256-bit, the width this tier's other kernels use too).
+//! tiled matmul (`ktiled.rs`); the kernels' shape (`R` rows × `T` tokens) is in `passes.rs`.
 //!
 //! Per super-block each kernel unpacks a row's block once (codes, scale vectors, f16 scales:
 //! the `*Row` structs) and uses it for every token of its pass, forming the oracle's exact
@@ -19,7 +15,7 @@
 //! vector, whose float chains then run side by side ([`Chains`]).
 //!
 //! For batches of at least a few tokens, the chain variants of Q4_K, Q5_K and Q2_K and the
-//! tiled orders of Q3_K and Q5_K also have panel kernels ([`PanelRow`], `kavx2::panels`): eight
+//! tiled orders of Q3_K and Q5_K also have panel kernels ([`PanelRow`], `passes::panels`): eight
 //! rows' blocks transposed once per super-block so that the rows lie in the lanes, then per
 //! token the `maddubs` pairs of each group of four codes with four activations broadcast,
 //! summed in i16 over a run of groups and scaled by one `madd`, the per-row integers and chains
@@ -27,12 +23,12 @@
 //!
 //! The tiled and repacked variants read the min and bias terms from the activation's `bsums`
 //! as their oracles do. The tiled IQ4_XS alone forms its integer differently from its oracle
-//! (see `iq4_xs_tiled_rows_impl`): equal for activations whose `bsums` are the sums of their
+//! (see `iq4_xs_tiled_rows`): equal for activations whose `bsums` are the sums of their
 //! quants, as every Q8_K quantizer writes them.
 
 use std::arch::x86_64::*;
 
-use super::kavx2::{array_of, hsum_i32_rows, load16, load32};
+use super::passes::{array_of, hsum_i32_rows, iq4_values, load16, load32};
 use crate::kernels::kblocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
 
 /// Low six bits of each byte of the packed Q4_K/Q5_K scale words.
@@ -56,6 +52,8 @@ pub(super) const PAIR: usize = 64;
 pub(super) const RUN: usize = 32;
 /// Runs of a super-block.
 pub(super) const RUNS: usize = 8;
+/// Two runs (or their activations, or biases), as a tier's `pair_dot` takes them.
+pub(super) type RunPair = [__m256i; 2];
 
 /// The little-endian words of the 12 packed scale bytes.
 #[inline(always)]
@@ -166,7 +164,7 @@ pub(super) fn hsum_i32_4(v: __m128i) -> i32 {
 }
 
 /// The scale pairs of runs `2p` and `2p+1` of a half super-block of sixteen-element sub-blocks
-/// (Q2_K, Q3_K, Q6_K), for [`pair_dot`]: run k covers sub-blocks `2k` (its low 128 bits) and
+/// (Q2_K, Q3_K, Q6_K), for `pair_dot`: run k covers sub-blocks `2k` (its low 128 bits) and
 /// `2k+1` (high), so the low lanes pair sub-blocks (4p, 4p+2) and the high lanes (4p+1, 4p+3).
 /// `half` holds the half's eight scales as i16 in both 128-bit halves.
 #[target_feature(enable = "avx2,fma")]
@@ -197,7 +195,7 @@ fn sub16_scales(sc8: __m128i) -> (__m256i, [__m256i; 4]) {
 // ---- rows unpacked once per super-block --------------------------------------------------
 
 /// A Q4_K/Q5_K super-block of one row, unpacked: the codes of its eight sub-blocks (runs of
-/// 32), the scale pairs of its four pairs of sub-blocks ([`pair_dot`]) and its mins (i16).
+/// 32), the scale pairs of its four pairs of sub-blocks (`pair_dot`) and its mins (i16).
 #[derive(Clone, Copy)]
 pub(super) struct K4Row {
     pub codes: [__m256i; RUNS],
@@ -359,7 +357,7 @@ pub(super) struct XsRow {
 #[inline]
 pub(super) fn iq4_xs_row(a: &BlockIq4Xs, table: __m128i) -> XsRow {
     XsRow {
-        x: array_of!(RUNS, |s| super::kavx2::iq4_values(table, &a.qs[16 * s..])),
+        x: array_of!(RUNS, |s| iq4_values(table, &a.qs[16 * s..])),
         ls: iq4_xs_scales(a),
     }
 }
@@ -514,18 +512,16 @@ pub(super) fn totals4(v: [__m256i; 4]) -> __m128i {
     _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
 }
 
-/// The gemm's parts, rows in lanes: `q[r]` holds row r's part totals (part p in lane p),
-/// `m[r]` its parts' mins; vector p of the result holds part p's totals in lanes r and its
-/// mins in lanes 4 + r (rows past `R` zero), as [`Chains::repacked`] takes them. Two 4 × 4
-/// transposes of i32, side by side in the 128-bit halves.
+/// The gemm's parts, rows in lanes: `v[r]` holds row r's part totals (part p in lane p) and
+/// its parts' mins (in lanes 4 + p); vector p of the result holds part p's totals in lanes r
+/// and its mins in lanes 4 + r (rows past `R` zero), as [`Chains::repacked`] takes them. Two
+/// 4 × 4 transposes of i32, side by side in the 128-bit halves.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn part_totals<const R: usize>(q: &[__m128i; R], m: &[__m128i; R]) -> [__m256i; 4] {
+pub(super) fn part_totals<const R: usize>(rows: &[__m256i; R]) -> [__m256i; 4] {
     const { assert!(R <= CHAIN_ROWS) };
     let mut v = [_mm256_setzero_si256(); CHAIN_ROWS];
-    for r in 0..R {
-        v[r] = _mm256_set_m128i(m[r], q[r]);
-    }
+    v[..R].copy_from_slice(rows);
     let (t0, t1) = (
         _mm256_unpacklo_epi32(v[0], v[1]),
         _mm256_unpackhi_epi32(v[0], v[1]),
@@ -623,79 +619,3 @@ pub(super) enum ChainKind {
     /// The tiled matmul.
     Tiled,
 }
-
-// ---- the AVX2 primitives ---------------------------------------------------------------------
-
-/// `acc + sc_a·Σ4(xa·ya) + sc_b·Σ4(xb·yb)` in each i32 lane, where the lane of `sp` holds
-/// `(sc_a, sc_b)` as two i16 and Σ4 is the four-sum of unsigned codes × signed activations of
-/// the lane: `maddubs` then `madd` by each scale (no pair reaches the i16 limit).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn pair_dot(
-    acc: __m256i,
-    xa: __m256i,
-    ya: __m256i,
-    xb: __m256i,
-    yb: __m256i,
-    sp: __m256i,
-) -> __m256i {
-    let (sa, sb) = split_pair(sp);
-    let pa = _mm256_madd_epi16(_mm256_maddubs_epi16(xa, ya), sa);
-    let pb = _mm256_madd_epi16(_mm256_maddubs_epi16(xb, yb), sb);
-    _mm256_add_epi32(acc, _mm256_add_epi32(pa, pb))
-}
-
-/// [`pair_dot`] with `bias4(ya)`, `bias4(yb)` taken off the runs' products (`ba`, `bb`).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn pair_dot_b(
-    acc: __m256i,
-    xa: __m256i,
-    ya: __m256i,
-    ba: __m256i,
-    xb: __m256i,
-    yb: __m256i,
-    bb: __m256i,
-    sp: __m256i,
-) -> __m256i {
-    let (sa, sb) = split_pair(sp);
-    let pa = _mm256_sub_epi16(_mm256_maddubs_epi16(xa, ya), ba);
-    let pb = _mm256_sub_epi16(_mm256_maddubs_epi16(xb, yb), bb);
-    let s = _mm256_add_epi32(_mm256_madd_epi16(pa, sa), _mm256_madd_epi16(pb, sb));
-    _mm256_add_epi32(acc, s)
-}
-
-/// The activation-only part of a Q3_K run's products, `4·y` summed as [`pair_dot_b`] takes it
-/// off (here: i16 pairs).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn bias4(y: __m256i) -> __m256i {
-    _mm256_maddubs_epi16(_mm256_set1_epi8(Q3_BIAS), y)
-}
-
-/// `acc + Σ2(ux·sy)·s` per i32 lane: `maddubs` pairs (within the i16 range) times the i16
-/// scales `s`, summed by `madd`.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn chunk_dot(acc: __m256i, ux: __m256i, sy: __m256i, s: __m256i) -> __m256i {
-    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), s))
-}
-
-/// The two i16 of each i32 lane of `sp`, each in both i16 lanes.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn split_pair(sp: __m256i) -> (__m256i, __m256i) {
-    // Bytes (0, 1) and (2, 3) of each i32 lane (byte indices within a 128-bit half), doubled.
-    let (lo0, lo1) = (0x0504_0504_0100_0100, 0x0d0c_0d0c_0908_0908);
-    let (hi0, hi1) = (0x0706_0706_0302_0302, 0x0f0e_0f0e_0b0a_0b0a);
-    let lo = _mm256_set_epi64x(lo1, lo0, lo1, lo0);
-    let hi = _mm256_set_epi64x(hi1, hi0, hi1, hi0);
-    (_mm256_shuffle_epi8(sp, lo), _mm256_shuffle_epi8(sp, hi))
-}
-
-/// This tier's kernels over the AVX2 primitives above.
-mod kernels {
-    super::super::kquant_kernels::k_quant_kernels!("avx2,fma,f16c");
-}
-pub(super) use kernels::fill;
