@@ -77,12 +77,12 @@ fn bytes_from_bits_32(qh: &[u8; 4]) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_or_si256(bytes, bit_mask), _mm256_set1_epi64x(-1))
 }
 
-/// Eight i32 lanes of four-sums of u8 × i8 products (`maddubs` + `madd` by ones; no pair here
+/// Eight i32 lanes of four-sums of u8 × i8 products: [`chunk_dot`] by ones (no pair here
 /// reaches the i16 limit).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 fn dot_us8(ux: __m256i, sy: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), _mm256_set1_epi16(1))
+    chunk_dot(_mm256_setzero_si256(), ux, sy, _mm256_set1_epi16(1))
 }
 
 /// This tier's kernels of the K-quants and IQ4_XS over the primitives above.

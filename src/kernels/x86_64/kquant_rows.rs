@@ -246,22 +246,33 @@ pub(super) struct Sub16Row {
     pub mins16: __m256i,
 }
 
+impl Sub16Row {
+    /// A row block of `codes`, its scales as [`sub16_scales`] gives them and its mins.
+    #[inline(always)]
+    fn new(codes: [__m256i; RUNS], (sc16, sp): (__m256i, [__m256i; 4]), mins16: __m256i) -> Self {
+        Sub16Row {
+            codes,
+            sp,
+            sc16,
+            mins16,
+        }
+    }
+}
+
 /// Unpacks a Q2_K super-block: codes 0..4, scales and mins the nibbles of `scales`.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(super) fn q2_k_row(a: &BlockQ2K) -> Sub16Row {
     let m4 = _mm_set1_epi8(0x0f);
     let packed = load16(&a.scales);
-    let (sc16, sp) = sub16_scales(_mm_and_si128(packed, m4));
+    let scales = sub16_scales(_mm_and_si128(packed, m4));
     let mins16 = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), m4));
     let bits = [load32(&a.qs), load32(&a.qs[RUN..])];
-    let codes = array_of!(RUNS, |c| plane2(bits[c / 4], c % 4));
-    Sub16Row {
-        codes,
-        sp,
-        sc16,
+    Sub16Row::new(
+        array_of!(RUNS, |c| plane2(bits[c / 4], c % 4)),
+        scales,
         mins16,
-    }
+    )
 }
 
 /// Unpacks a Q3_K super-block: codes `low2 | hbit << 2` (0..8; the high bit of run `4h + k` is
@@ -269,18 +280,13 @@ pub(super) fn q2_k_row(a: &BlockQ2K) -> Sub16Row {
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(super) fn q3_k_row(a: &BlockQ3K) -> Sub16Row {
-    let (sc16, sp) = sub16_scales(q3_k_scales(&a.scales));
     let hb = load32(&a.hmask);
     let bits = [load32(&a.qs), load32(&a.qs[RUN..])];
     let codes = array_of!(RUNS, |c| {
         _mm256_or_si256(plane2(bits[c / 4], c % 4), bits_to(hb, c as u32, 2, 1))
     });
-    Sub16Row {
-        codes,
-        sp,
-        sc16,
-        mins16: _mm256_setzero_si256(),
-    }
+    let scales = sub16_scales(q3_k_scales(&a.scales));
+    Sub16Row::new(codes, scales, _mm256_setzero_si256())
 }
 
 /// Unpacks a Q6_K super-block: codes 0..64, run `4h + k` the low (k < 2) or high nibbles of
@@ -288,7 +294,6 @@ pub(super) fn q3_k_row(a: &BlockQ3K) -> Sub16Row {
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(super) fn q6_k_row(a: &BlockQ6K) -> Sub16Row {
-    let (sc16, sp) = sub16_scales(load16(&a.scales));
     let m15 = _mm256_set1_epi8(0x0f);
     let mut codes = [_mm256_setzero_si256(); RUNS];
     for h in 0..2 {
@@ -305,12 +310,8 @@ pub(super) fn q6_k_row(a: &BlockQ6K) -> Sub16Row {
             codes[4 * h + k] = _mm256_or_si256(low, bits_to(qh, 2 * k as u32, 4, 2));
         }
     }
-    Sub16Row {
-        codes,
-        sp,
-        sc16,
-        mins16: _mm256_setzero_si256(),
-    }
+    let scales = sub16_scales(load16(&a.scales));
+    Sub16Row::new(codes, scales, _mm256_setzero_si256())
 }
 
 /// The eight sub-block scales of an IQ4_XS super-block (−32..32), sub-block s's in every i16
@@ -426,29 +427,21 @@ pub(super) fn transpose8(v: [__m256i; LANES8]) -> [__m256i; LANES8] {
     let lo32 = |a, b| _mm256_unpacklo_epi32(a, b);
     let hi32 = |a, b| _mm256_unpackhi_epi32(a, b);
     // t[2q] = unpacklo(v[2q], v[2q+1]), t[2q+1] = unpackhi(v[2q], v[2q+1]).
-    let t = [
-        lo32(v[0], v[1]),
-        hi32(v[0], v[1]),
-        lo32(v[2], v[3]),
-        hi32(v[2], v[3]),
-        lo32(v[4], v[5]),
-        hi32(v[4], v[5]),
-        lo32(v[6], v[7]),
-        hi32(v[6], v[7]),
-    ];
-    // u holds columns (m, m + 4) of rows 0..4 (u[0..4]) and rows 4..8 (u[4..8]).
+    let t = array_of!(LANES8, |k| match k % 2 {
+        0 => lo32(v[k], v[k + 1]),
+        _ => hi32(v[k - 1], v[k]),
+    });
+    // u holds columns (m, m + 4) of rows 0..4 (u[0..4]) and rows 4..8 (u[4..8]): u[4g + 2j]
+    // and u[4g + 2j + 1] the low and high unpacks of t[4g + j], t[4g + j + 2].
     let lo64 = |a, b| _mm256_unpacklo_epi64(a, b);
     let hi64 = |a, b| _mm256_unpackhi_epi64(a, b);
-    let u = [
-        lo64(t[0], t[2]),
-        hi64(t[0], t[2]),
-        lo64(t[1], t[3]),
-        hi64(t[1], t[3]),
-        lo64(t[4], t[6]),
-        hi64(t[4], t[6]),
-        lo64(t[5], t[7]),
-        hi64(t[5], t[7]),
-    ];
+    let u = array_of!(LANES8, |k| {
+        let (a, b) = (t[k / 4 * 4 + k % 4 / 2], t[k / 4 * 4 + k % 4 / 2 + 2]);
+        match k % 2 {
+            0 => lo64(a, b),
+            _ => hi64(a, b),
+        }
+    });
     array_of!(LANES8, |m| {
         let (a, b) = (u[m % 4], u[4 + m % 4]);
         match m / 4 {
@@ -522,20 +515,12 @@ pub(super) fn part_totals<const R: usize>(rows: &[__m256i; R]) -> [__m256i; 4] {
     const { assert!(R <= CHAIN_ROWS) };
     let mut v = [_mm256_setzero_si256(); CHAIN_ROWS];
     v[..R].copy_from_slice(rows);
-    let (t0, t1) = (
-        _mm256_unpacklo_epi32(v[0], v[1]),
-        _mm256_unpackhi_epi32(v[0], v[1]),
-    );
-    let (t2, t3) = (
-        _mm256_unpacklo_epi32(v[2], v[3]),
-        _mm256_unpackhi_epi32(v[2], v[3]),
-    );
-    [
-        _mm256_unpacklo_epi64(t0, t2),
-        _mm256_unpackhi_epi64(t0, t2),
-        _mm256_unpacklo_epi64(t1, t3),
-        _mm256_unpackhi_epi64(t1, t3),
-    ]
+    // Rows' i32 interleaved in pairs, then the pairs' i64: t = [01 lo, 01 hi, 23 lo, 23 hi].
+    let lo_hi32 = |a, b| [_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)];
+    let lo_hi64 = |a, b| [_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b)];
+    let ([t0, t1], [t2, t3]) = (lo_hi32(v[0], v[1]), lo_hi32(v[2], v[3]));
+    let ([p0, p1], [p2, p3]) = (lo_hi64(t0, t2), lo_hi64(t1, t3));
+    [p0, p1, p2, p3]
 }
 
 /// Adjacent lanes of `v` summed: `[v0 + v1, v2 + v3, v4 + v5, v6 + v7]`.

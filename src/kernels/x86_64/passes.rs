@@ -19,7 +19,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{hsum_float_8, Prefetch};
+use super::avx2::{hsum_float_8, lanes, Prefetch};
 use crate::kernels::blocks::Block;
 use crate::kernels::entries;
 use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL};
@@ -441,21 +441,11 @@ pub(super) fn hsum_i32(v: __m256i) -> i32 {
 /// `_mm_shuffle_epi32` control: lanes (1, 0, 3, 2).
 const SWAP_NEIGHBOURS: i32 = 0b10_11_00_01;
 
-/// The lanes of an f32 vector.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-pub(super) fn lanes_f32(v: __m256) -> [f32; LANES] {
-    let mut a = [0f32; LANES];
-    // SAFETY: a is 8 writable f32s; the store is unaligned.
-    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
-    a
-}
-
 /// The first `R` lanes of `v` into `out`.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(super) fn store_rows<const R: usize>(v: __m256, out: &mut [f32; R]) {
-    out.copy_from_slice(&lanes_f32(v)[..R]);
+    out.copy_from_slice(&lanes(v)[..R]);
 }
 
 // ---- IQ4_NL values ------------------------------------------------------------------------
