@@ -1,6 +1,6 @@
 //! The AVX2 block-chain panel over one packed Q4_0 group for up to eight tokens whose
 //! activations come interleaved block by block ([`Q8Step`]), as AVX-512's steps panels take
-//! them (`panel512_steps.rs`). The integers and float chains are the AVX2 panel's
+//! them (`avx512_steps.rs`). The integers and float chains are the AVX2 panel's
 //! (`avx2_panel::panel_impl`): the same [`block_sums`] over both halves, two tokens a pass, and
 //! per half `acc = fma(isum, d_w·d_y, acc)`, so the outputs are its bits. What changes is
 //! where the activations come from: one step behind one pointer instead of each token's three

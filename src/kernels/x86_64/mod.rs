@@ -8,31 +8,37 @@
 
 pub(super) mod avx2;
 pub(super) mod avx2_kquant;
+pub(super) mod avx2_packed;
+pub(super) mod avx2_packed_tile;
 pub(super) mod avx2_panel;
 pub(super) mod avx2_steps;
 pub(super) mod avx512;
 pub(super) mod avx512_kquant;
+pub(super) mod avx512_packed;
+pub(super) mod avx512_packed_k;
+pub(super) mod avx512_packed_tile;
+pub(super) mod avx512_panel;
+pub(super) mod avx512_steps;
 pub(super) mod entry_points;
-pub(super) mod kpacked;
-pub(super) mod kpacked2;
-pub(super) mod kpacked2_tile;
-pub(super) mod kpacked_k;
-pub(super) mod kpacked_tile;
-pub(super) mod kpanel512;
 pub(super) mod kquant_kernels;
 pub(super) mod kquant_rows;
 pub(super) mod kwide_kernels;
 pub(super) mod legacy_tiles;
-pub(super) mod panel512_steps;
+pub(super) mod packed_kernels;
 pub(super) mod passes;
 pub(super) mod prefetch;
 pub(super) mod tile_call;
 pub(super) mod vec256;
 
-// The old names of `passes.rs` and `kquant_rows.rs`, for the files that still import through
-// them (until they are moved to the new paths).
+// Old module names, for the files that still import through them (until they are moved to
+// the new paths).
 use self::kquant_rows as kavx2_k;
 use self::passes as kavx2;
+pub(super) use avx2_packed as kpacked2;
+pub(super) use avx2_packed_tile as kpacked2_tile;
+pub(super) use avx512_packed as kpacked;
+pub(super) use avx512_panel as kpanel512;
+pub(super) use avx512_steps as panel512_steps;
 
 /// Proof that this CPU runs AVX2, FMA and F16C: zero-sized, and made only by [`Avx2::detect`],
 /// after `is_x86_feature_detected!` (which also checks that the OS saves the registers).

@@ -1,7 +1,7 @@
 //! The AVX-512 decode-order kernels (one token, and several at once) of packed Q6_K ([`Layout::Q6Kx16`](crate::kernels::Layout::Q6Kx16))
 //! and Q5_K ([`Layout::Q5Kx16`](crate::kernels::Layout::Q5Kx16)) copies, both in `vec_dot`'s
 //! order (`kdot::dot_q6_k_q8_k`, `kdot::dot_q5_k_q8_k`), with `vec_dot`'s eight lanes as
-//! vectors over the sixteen rows as in `kpacked.rs`'s IQ4_XS kernel.
+//! vectors over the sixteen rows as in `avx512_packed.rs`'s IQ4_XS kernel.
 //!
 //! Q6_K: per four-element group the 6-bit codes from a `ql` and a `qh`
 //! word, `vpmaddubsw` against the activations, `vpdpwssd` by the sixteen-element sub-block's
@@ -18,23 +18,16 @@
 
 use std::arch::x86_64::*;
 
-use super::kpacked::{
-    bcast4, group_out, passes, store_hsum, tokens_gemv, word, GROUP, LANES, SUB, SUBS,
+use super::avx512_packed::{bcast4, pair_i16, q5_fifth_bit, q5_scale_min, store_hsum, word};
+use super::packed_kernels::{
+    packed_gemv, StepPrefetch, GROUP, LANES, PAIR, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q5_STEP,
+    Q6_HALF, Q6_QH_WORD, Q6_SC_WORD, Q6_STEP, SUB, SUBS,
 };
-use super::kpacked2::StepPrefetch;
-use crate::kernels::kblocks::{BlockQ5K, BlockQ6K, BlockQ8K};
+use crate::kernels::kblocks::BlockQ8K;
 use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
 
-/// Bytes of one Q6_K block, and of one packed step of sixteen.
-const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
-const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
-/// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
-const Q6_QH_WORD: usize = 32;
-pub(super) const Q6_SC_WORD: usize = 48;
-/// Q6_K codes are stored as `q + 32`.
+/// Q6_K codes are stored as `q + 32`: the bias's shift.
 const Q6_BIAS_SHIFT: u32 = 5;
-/// Elements of one Q6_K half (`ql` 64 bytes, `qh` 32 bytes).
-const Q6_HALF: usize = 128;
 /// Sixteen-element sub-blocks, one i8 scale each.
 const Q6_SUB: usize = 16;
 /// Sub-blocks of one half.
@@ -61,16 +54,10 @@ pub(super) fn q6_codes(step: &[u8], j: usize, b4: usize) -> [__m512i; 4] {
     ]
 }
 
-/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` packed steps)
-/// · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-pub(super) fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("Q6_K", group, Q6_STEP, y, out);
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_q6_k_impl(group, y, out) }
-}
+packed_gemv!(
+    gemv16_q6_k_packed = gemv16_q6_k_impl("Q6_K", Q6_STEP, "kdot::dot_q6_k_q8_k"),
+    tokens gemv16_q6_k_tokens = gemv16_q6_k_tokens_impl
+);
 
 /// A `vpshufb` control that puts, in every i32 lane, bytes `a` and `b` of that lane in the high
 /// byte of its two i16 halves (so `vpsraw` by 8 sign-extends them).
@@ -220,31 +207,16 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, None, out);
 }
 
-/// `out[t·16 + r]` = [`gemv16_q6_k_packed`] of the group against `ys[t]`, for every token,
-/// bit for bit: each packed step's codes are formed once for up to eight tokens, whose
-/// integers and float chains are the single token's. (Decode's order for several tokens at
-/// once: a serving step's decoded tokens against a Q6_K matrix.) A single token keeps
-/// [`gemv16_q6_k_packed`], which unpacks as it goes: through a form that stored the step's codes
-/// first, the 1B Q6_K model decoded 23% slower at one thread (tg32, three rounds).
+/// `T` tokens (a constant, so that their sums stay in registers): each packed step's codes are
+/// formed once for up to eight tokens, whose integers and float chains are the single token's
+/// (decode's order for a serving step's decoded tokens against a Q6_K matrix). A single token
+/// keeps [`gemv16_q6_k_packed`], which unpacks as it goes: through a form that stored the
+/// step's codes first, the 1B Q6_K model decoded 23% slower at one thread (tg32, three rounds).
 ///
-/// # Panics
-/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
-/// per token.
-pub(super) fn gemv16_q6_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    tokens_gemv(
-        "Q6_K",
-        Q6_STEP,
-        group,
-        ys,
-        out,
-        &passes!(gemv16_q6_k_tokens_impl),
-    );
-}
-
-/// `T` tokens (a constant, so that their sums stay in registers). Column `b4` outer: its codes
-/// in both halves feed only lane sum `b4` of each token, so each token keeps one sum in a
-/// register, and the lane's float step is taken as soon as the column is done (each lane's
-/// chain is its own, so the single token's order of lanes within a step does not matter).
+/// Column `b4` outer: its codes in both halves feed only lane sum `b4` of each token, so each
+/// token keeps one sum in a register, and the lane's float step is taken as soon as the column
+/// is done (each lane's chain is its own, so the single token's order of lanes within a step
+/// does not matter).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q6_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
     let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
@@ -274,71 +246,14 @@ fn gemv16_q6_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out
         }
     }
     for (acc, o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        store_hsum(acc, None, o.try_into().expect("sixteen outputs"));
+        store_hsum(acc, None, o);
     }
 }
 
-/// Bytes of one Q5_K block, and of one packed step of sixteen.
-const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
-const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
-/// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
-pub(super) const Q5_SC_WORD: usize = 1;
-pub(super) const Q5_QH_WORD: usize = 4;
-pub(super) const Q5_QS_WORD: usize = 12;
-/// Elements of a Q5_K pair of sub-blocks (32 bytes of `qs`: low nibbles, then high).
-const Q5_PAIR: usize = 64;
-/// The fifth bit's weight.
-const FIFTH: i8 = 0x10;
-
-/// Bit `bit` of each byte of the `qh` word `h`, moved to bit 4 (a Q5_K code's fifth bit).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-pub(super) fn q5_fifth_bit(h: __m512i, bit: usize) -> __m512i {
-    let v = match bit {
-        0..4 => _mm512_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
-        _ => _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
-    };
-    _mm512_and_si512(v, _mm512_set1_epi8(FIFTH))
-}
-
-/// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` packed steps)
-/// · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-pub(super) fn gemv16_q5_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("Q5_K", group, Q5_STEP, y, out);
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_q5_k_impl(group, y, out) }
-}
-
-/// Byte `k` of every i32 lane of `v`, shifted right by `s` and masked by `m`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn field(v: __m512i, k: usize, s: usize, m: i32) -> __m512i {
-    let shift = _mm_cvtsi32_si128((8 * k + s) as i32);
-    _mm512_and_si512(_mm512_srl_epi32(v, shift), _mm512_set1_epi32(m))
-}
-
-/// The sixteen rows' Q5_K scales and mins of sub-block j (`kdequant::get_scale_min_k4` in
-/// every lane) from the three scale words.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-pub(super) fn q5_scale_min(w: &[__m512i; 3], j: usize) -> (__m512i, __m512i) {
-    const SIX: i32 = 0x3f;
-    const FOUR: i32 = 0x0f;
-    const TOP: i32 = 0x03;
-    if j < 4 {
-        (field(w[0], j, 0, SIX), field(w[1], j, 0, SIX))
-    } else {
-        let k = j - 4;
-        let top = |v: __m512i| _mm512_slli_epi32::<4>(field(v, k, 6, TOP));
-        (
-            _mm512_or_si512(field(w[2], k, 0, FOUR), top(w[0])),
-            _mm512_or_si512(field(w[2], k, 4, FOUR), top(w[1])),
-        )
-    }
-}
+packed_gemv!(
+    gemv16_q5_k_packed = gemv16_q5_k_impl("Q5_K", Q5_STEP, "kdot::dot_q5_k_q8_k"),
+    tokens gemv16_q5_k_tokens = gemv16_q5_k_tokens_impl
+);
 
 /// A packed Q5_K step's word 0 (the rows' d and dmin as f16 pairs), and its sub-block scales
 /// (each as the same i16 in both halves of the lane) and mins.
@@ -352,7 +267,7 @@ fn q5_step_scales(step: &[u8]) -> (__m512i, [__m512i; SUBS], [__m512i; SUBS]) {
     for j in 0..SUBS {
         let (s, m) = q5_scale_min(&sw, j);
         // The scale (≤ 63) as the same i16 in both halves of the lane.
-        sc[j] = _mm512_or_si512(s, _mm512_slli_epi32::<16>(s));
+        sc[j] = pair_i16(s, s);
         mn[j] = m;
     }
     (w0, sc, mn)
@@ -398,7 +313,7 @@ fn q5_add_lane(
     (j, b4): (usize, usize),
     sc: &[__m512i; SUBS],
 ) {
-    let e = Q5_PAIR * j + GROUP * b4;
+    let e = PAIR * j + GROUP * b4;
     let plo = _mm512_maddubs_epi16(lo, bcast4(b, e));
     *sl = _mm512_dpwssd_epi32(*sl, plo, sc[2 * j]);
     let phi = _mm512_maddubs_epi16(hi, bcast4(b, e + SUB));
@@ -443,25 +358,6 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     store_hsum(&acc, Some(summs), out);
 }
 
-/// `out[t·16 + r]` = [`gemv16_q5_k_packed`] of the group against `ys[t]`, for every token,
-/// bit for bit: each column's codes are formed once for up to eight tokens, whose integers and
-/// float chains are the single token's (a serving step's decoded tokens, which keep the single
-/// token's order). A single token keeps [`gemv16_q5_k_packed`].
-///
-/// # Panics
-/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
-/// per token.
-pub(super) fn gemv16_q5_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    tokens_gemv(
-        "Q5_K",
-        Q5_STEP,
-        group,
-        ys,
-        out,
-        &passes!(gemv16_q5_k_tokens_impl),
-    );
-}
-
 /// `T` tokens (a constant, so that their sums stay in registers), column `b4` outer as in
 /// [`gemv16_q6_k_tokens_impl`]: each token keeps the one lane sum the column feeds, and the
 /// lane's float step follows the column.
@@ -499,6 +395,6 @@ fn gemv16_q5_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out
         }
     }
     for ((acc, summs), o) in acc.iter().zip(summs).zip(out.chunks_exact_mut(PACK_ROWS)) {
-        store_hsum(acc, Some(summs), o.try_into().expect("sixteen outputs"));
+        store_hsum(acc, Some(summs), o);
     }
 }

@@ -1,5 +1,5 @@
 //! The AVX2 tier's single-token kernels of copies packed in groups of sixteen rows
-//! (`kernels::pack`): the same sums as the AVX-512 kernels of `kpacked.rs` and `kpacked_k.rs`,
+//! (`kernels::pack`): the same sums as the AVX-512 kernels of `avx512_packed.rs` and `avx512_packed_k.rs`,
 //! over the same layouts but Q6_K's and Q5_K's (paired here, below), each sixteen-row step
 //! read as two halves of eight rows (half h is bytes
 //! `32h..32h + 32` of every 64-byte vector, rows `8h..8h + 8` in its eight i32 lanes), so that
@@ -40,12 +40,47 @@ use std::arch::x86_64::*;
 
 use super::kavx2::array_of;
 use super::kavx2::iq4nl_table;
-use super::kpacked::group_out;
-use super::kpacked2_tile::i16_run_fits;
+use super::packed_kernels::{
+    i16_run_fits, packed_gemv, packed_helpers, scale_min_bytes, StepPrefetch, GROUP, LANES, PAIR,
+    PAIRS, PAIR_WORDS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q5_STEP, Q6_HALF, Q6_QH_WORD,
+    Q6_SC_WORD, Q6_STEP, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
+};
 use crate::kernels::entries::{Packed, Variant};
-use crate::kernels::kblocks::{BlockIq4Xs, BlockQ5K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
+use crate::kernels::kblocks::BlockQ8K;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{GgmlType, Layout};
+
+/// This tier's width for the helpers both tiers share (`packed_kernels.rs`): 256-bit vectors,
+/// a packed step read as two halves of eight rows, `madd` and an add for the i16 pair dots.
+mod w {
+    pub(super) use std::arch::x86_64::{
+        __m256 as F, __m256i as I, _mm256_add_ps as add_ps, _mm256_and_si256 as and,
+        _mm256_cvtepi32_ps as cvtepi32_ps, _mm256_fmadd_ps as fmadd_ps, _mm256_mul_ps as mul_ps,
+        _mm256_mullo_epi32 as mullo32, _mm256_or_si256 as or, _mm256_set1_epi32 as set1_32,
+        _mm256_set1_epi8 as set1_8, _mm256_setzero_ps as setzero_ps,
+        _mm256_setzero_si256 as setzero_si, _mm256_sll_epi16 as sll16, _mm256_slli_epi32 as slli32,
+        _mm256_srl_epi16 as srl16, _mm256_srl_epi32 as srl32, _mm256_storeu_ps as storeu_ps,
+        _mm256_sub_epi32 as sub32, _mm256_sub_ps as sub_ps,
+    };
+    use std::arch::x86_64::{_mm256_add_epi32, _mm256_madd_epi16};
+    /// f32 lanes of `F`.
+    pub(super) const WIDTH: usize = 8;
+
+    /// `acc + Σ2 a·b` per i32 lane of i16 pairs.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) fn dot_i16_acc(acc: I, a: I, b: I) -> I {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+    }
+}
+
+mod helpers {
+    super::packed_helpers!("avx2,fma,f16c");
+}
+pub(super) use helpers::{
+    bcast4, gemm_step, pair_i16, q5_fifth_bit, q5_scale_min, store_chains, store_hsum, tiled_step,
+    xs_scale,
+};
 
 /// The packed layout and kernel of `ty` on this tier, where it has one.
 pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
@@ -55,28 +90,28 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             variant: Variant::Repacked,
             gemv: gemv16_q4_k_packed,
             gemv_tokens: None,
-            tile: Some(super::kpacked2_tile::tile_packed),
+            tile: Some(super::avx2_packed_tile::tile_packed),
         }),
         GgmlType::Q6K => Some(Packed {
             layout: Layout::Q6KPairs,
             variant: Variant::Dot,
             gemv: gemv16_q6_k_packed,
             gemv_tokens: None,
-            tile: Some(super::kpacked2_tile::tile_packed),
+            tile: Some(super::avx2_packed_tile::tile_packed),
         }),
         GgmlType::Q5K => Some(Packed {
             layout: Layout::Q5KPairs,
             variant: Variant::Dot,
             gemv: gemv16_q5_k_packed,
             gemv_tokens: None,
-            tile: Some(super::kpacked2_tile::tile_packed),
+            tile: Some(super::avx2_packed_tile::tile_packed),
         }),
         GgmlType::Iq4Xs => Some(Packed {
             layout: Layout::Iq4XsX16,
             variant: Variant::Dot,
             gemv: gemv16_iq4_xs_packed,
             gemv_tokens: None,
-            tile: Some(super::kpacked2_tile::tile_packed),
+            tile: Some(super::avx2_packed_tile::tile_packed),
         }),
         _ => None,
     }
@@ -88,28 +123,8 @@ pub(super) const HALF: usize = 8;
 pub(super) const HALVES: usize = PACK_ROWS / HALF;
 /// Bytes a half takes of each 64-byte packed vector.
 pub(super) const HALF_BYTES: usize = 32;
-/// Sub-blocks of 32 elements in a super-block.
-pub(super) const SUBS: usize = 8;
-/// Pairs of sub-blocks (64 elements, 32 nibble bytes per row) in a super-block.
-const PAIRS: usize = SUBS / 2;
-/// Four-byte groups of one pair's 32 nibble bytes: one packed vector each.
-const GROUPS: usize = 8;
-/// Bytes each row gives to one packed vector.
-pub(super) const GROUP: usize = 4;
-/// Elements of a sub-block, and of a pair.
-pub(super) const SUB: usize = 32;
-const PAIR: usize = 2 * SUB;
 
 const _: () = assert!(HALVES == 2 && HALF * GROUP == HALF_BYTES);
-
-/// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m256i {
-    let q = &b.qs[e..e + GROUP];
-    // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
-    _mm256_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
-}
 
 /// `vpblendw` mask taking the odd (high) i16 of each i32 lane from the second operand.
 pub(super) const BLEND_HIGH_I16: i32 = 0xaa;
@@ -148,79 +163,6 @@ pub(super) fn half_f16(step: &[u8], at: usize, h: usize) -> __m256 {
     _mm256_cvtph_ps(load16(step, at + HALF_BYTES / 2 * h))
 }
 
-/// The sixteen rows' 6-bit scales and mins of every sub-block j of one super-block, byte r
-/// for row r, from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn scales_mins(planes: &[u8]) -> ([__m128i; SUBS], [__m128i; SUBS]) {
-    let p: [__m128i; K_SCALE_SIZE] = std::array::from_fn(|i| load16(planes, 16 * i));
-    let six = _mm_set1_epi8(0x3f);
-    let four = _mm_set1_epi8(0x0f);
-    let two = _mm_set1_epi8(0x03);
-    // The top two bits of each byte, moved to bits 4..6.
-    let top = |v: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(v), two));
-    let mut sc = [_mm_setzero_si128(); SUBS];
-    let mut mn = sc;
-    for j in 0..SUBS {
-        (sc[j], mn[j]) = if j < 4 {
-            (_mm_and_si128(p[j], six), _mm_and_si128(p[j + 4], six))
-        } else {
-            (
-                _mm_or_si128(_mm_and_si128(p[j + 4], four), top(p[j - 4])),
-                _mm_or_si128(
-                    _mm_and_si128(_mm_srli_epi16::<4>(p[j + 4]), four),
-                    top(p[j]),
-                ),
-            )
-        };
-    }
-    (sc, mn)
-}
-
-/// How far ahead of its reads a packed kernel requests lines into L1, in bytes. A packed
-/// matrix is one stream (each group's steps, then the next group's), so one distance fits
-/// every shape. Decode of the 1B Q4_K_M model on Zen 1 (8 alternating rounds, 1 and 2
-/// threads): 4 KiB a little slower than 8–64 KiB, which read alike (BENCHMARKS.md, "K-quant
-/// copies packed for AVX2").
-const PREFETCH_AHEAD: usize = 16 << 10;
-
-/// The prefetch of a packed kernel (AVX2 and AVX-512 tiers): the lines [`PREFETCH_AHEAD`]
-/// bytes past each step's, requested a few at a time over the step's work rather than all at
-/// its start. Requested all at once at the start of each step (as the file layout's kernels
-/// do), one Zen 1 core streamed the packed Q4_K kernel at 3–4.5 GiB/s whatever the distance;
-/// spread, at 8 GiB/s. On Zen 5 the AVX-512 kernels' decode of the 1B models gained 5–10% at one
-/// thread (BENCHMARKS.md, "Packed kernels spread their prefetches on AVX-512 too").
-#[derive(Clone, Copy)]
-pub(super) struct StepPrefetch {
-    ahead: *const u8,
-    step: usize,
-}
-
-impl StepPrefetch {
-    #[inline(always)]
-    pub(super) fn new(group: &[u8], step: usize) -> StepPrefetch {
-        StepPrefetch {
-            ahead: group.as_ptr().wrapping_add(PREFETCH_AHEAD),
-            step,
-        }
-    }
-
-    /// Requests part `p` of `parts` of the lines due at step `i`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    pub(super) fn part(&self, i: usize, p: usize, parts: usize) {
-        let lines = self.step.div_ceil(LINE);
-        let base = self.ahead.wrapping_add(i * self.step);
-        for l in lines * p / parts..lines * (p + 1) / parts {
-            // `wrapping_add` and a prefetch never dereference: the address may be anything.
-            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(LINE * l).cast());
-        }
-    }
-}
-
-/// The cache line.
-pub(super) const LINE: usize = 64;
-
 /// A `vpshufb` control that puts byte `8h + r` of a 16-byte vector (broadcast to both 128-bit
 /// halves) in both i16 halves of i32 lane r, zero-extended: half h's rows as `madd` scales.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -237,16 +179,9 @@ pub(super) fn dup_rows(h: usize) -> __m256i {
     load32(&ctl, 0)
 }
 
-/// `out[r]` = row r of one packed group of sixteen Q4_K rows (`group`: `y.len()` packed
-/// super-block steps) · `y`, bit for bit as `krepack::dot_q4_k_q8_k_repacked` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("Q4_K", group, K_STEP, y, out);
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { gemv16_q4_k_impl(group, y, out) }
-}
+packed_gemv!(
+    gemv16_q4_k_packed = gemv16_q4_k_impl("Q4_K", K_STEP, "krepack::dot_q4_k_q8_k_repacked")
+);
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_q4_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
@@ -260,7 +195,7 @@ fn gemv16_q4_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         let step: &[u8; K_STEP] = group[i * K_STEP..][..K_STEP]
             .try_into()
             .expect("a whole step");
-        let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+        let (sc, mn) = scale_min_bytes(&step[K_SCALES_AT..K_QS_AT]);
         // Sub-block j's scales as `madd` factors of half h's rows.
         let scale =
             |h: usize, j: usize| _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(sc[j]), dup[h]);
@@ -269,9 +204,9 @@ fn gemv16_q4_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         for j in 0..PAIRS {
             // [half][low, high nibbles]: i16 pair sums of the pair's two sub-blocks.
             let mut p = [[zero; 2]; HALVES];
-            for o in 0..GROUPS {
-                let k = GROUPS * j + o;
-                pf.part(i, k, PAIRS * GROUPS);
+            for o in 0..PAIR_WORDS {
+                let k = PAIR_WORDS * j + o;
+                pf.part(i, k, PAIRS * PAIR_WORDS);
                 let e = PAIR * j + GROUP * o;
                 let (ya, yb) = (bcast4(b, e), bcast4(b, e + SUB));
                 for (h, ph) in p.iter_mut().enumerate() {
@@ -311,24 +246,12 @@ fn gemv16_q4_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         }
     }
     for h in 0..HALVES {
-        let v = _mm256_sub_ps(acc[h], acc_min[h]);
-        // SAFETY: `out` is sixteen f32; half h's eight are at 8h.
-        unsafe { _mm256_storeu_ps(out[HALF * h..].as_mut_ptr(), v) };
+        store_chains(&[acc[h], acc_min[h]], true, &mut out[HALF * h..]);
     }
 }
 
-/// Lanes of ggml's `vec_dot` accumulators (each a vector over a half's eight rows here).
-const LANES: usize = 8;
-/// Bytes of one Q6_K block, and of one packed step of sixteen.
-const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
-const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
-/// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
-const Q6_QH_WORD: usize = 32;
-pub(super) const Q6_SC_WORD: usize = 48;
-/// Q6_K codes are stored as `q + 32`.
+/// Q6_K codes are stored as `q + 32`: the bias's shift.
 const Q6_BIAS_SHIFT: i32 = 5;
-/// Elements of one Q6_K half block (`ql` 64 bytes, `qh` 32 bytes).
-const Q6_HALF: usize = 128;
 
 /// Half `h`'s 32 bytes of word `w` (the 64 bytes at 64w) of a packed step.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -376,41 +299,7 @@ pub(super) fn high_bytes(a: usize, b: usize) -> __m256i {
     load32(&ctl, 0)
 }
 
-/// `hsum_float_8` of every row of a half, its eight lanes held as vectors over the rows:
-/// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, plus `extra` where given (Q5_K's
-/// `summs`), stored to `out`.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn store_hsum(acc: &[__m256; LANES], extra: Option<__m256>, out: &mut [f32]) {
-    let h = |a: usize, b: usize| _mm256_add_ps(acc[a], acc[b]);
-    let sum = _mm256_add_ps(
-        _mm256_add_ps(h(0, 4), h(2, 6)),
-        _mm256_add_ps(h(1, 5), h(3, 7)),
-    );
-    let sum = extra.map_or(sum, |e| _mm256_add_ps(sum, e));
-    let out = &mut out[..HALF];
-    // SAFETY: `out` is eight f32 (sliced above).
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
-}
-
-/// `out[r]` = row r of one packed group of sixteen Q6_K rows (`group`: `y.len()` steps of
-/// [`Layout::Q6KPairs`]) · `y`, bit for bit as `kdot::dot_q6_k_q8_k` of the row.
-///
-/// ggml's lane l sums, per block, the elements `128j + 32k + 4l ..+ 4` (sub-block `8j + 2k +
-/// l/4`) times their scales, less the bias `32·(sc[2l]·bsums[2l] + sc[2l+1]·bsums[2l+1])`. The
-/// paired layout puts two of those sub-blocks' elements in each row's four bytes (elements
-/// p, p + 1 of k = 0 and 1, or of k = 2 and 3), so the `maddubs` of the two code vectors
-/// that hold a lane's eight elements of both add in i16 (|Σ| ≤ 4·63·128) and one `madd` by
-/// the pair of scales widens them: per eight rows and block, 64 `maddubs`, 32 `madd` and 8 for
-/// the bias, where the file's order needs a `madd` per `maddubs` (136 in all).
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_q6_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("Q6_K", group, Q6_STEP, y, out);
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { gemv16_q6_k_impl(group, y, out) }
-}
+packed_gemv!(gemv16_q6_k_packed = gemv16_q6_k_impl("Q6_K", Q6_STEP, "kdot::dot_q6_k_q8_k"));
 
 /// Sub-block pairs a lane's codes of one block half form (k = 0, 1 and k = 2, 3).
 pub(super) const Q6_PAIRS: usize = 2;
@@ -422,6 +311,15 @@ const LANE_HALVES: usize = 2;
 /// (Q6_K) or five-bit (Q5_K) codes must fit.
 const _: () = assert!(i16_run_fits(2, 6) && i16_run_fits(2, 5));
 
+/// [`gemv16_q6_k_packed`] over [`Layout::Q6KPairs`].
+///
+/// ggml's lane l sums, per block, the elements `128j + 32k + 4l ..+ 4` (sub-block `8j + 2k +
+/// l/4`) times their scales, less the bias `32·(sc[2l]·bsums[2l] + sc[2l+1]·bsums[2l+1])`. The
+/// paired layout puts two of those sub-blocks' elements in each row's four bytes (elements
+/// p, p + 1 of k = 0 and 1, or of k = 2 and 3), so the `maddubs` of the two code vectors
+/// that hold a lane's eight elements of both add in i16 (|Σ| ≤ 4·63·128) and one `madd` by
+/// the pair of scales widens them: per eight rows and block, 64 `maddubs`, 32 `madd` and 8 for
+/// the bias, where the file's order needs a `madd` per `maddubs` (136 in all).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q6_STEP);
@@ -499,71 +397,14 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     }
 }
 
-/// Bytes of one Q5_K block, and of one packed step of sixteen.
-const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
-const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
-/// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
-pub(super) const Q5_SC_WORD: usize = 1;
-pub(super) const Q5_QH_WORD: usize = 4;
-pub(super) const Q5_QS_WORD: usize = 12;
-/// The fifth bit's weight.
-const FIFTH: i8 = 0x10;
+packed_gemv!(gemv16_q5_k_packed = gemv16_q5_k_impl("Q5_K", Q5_STEP, "kdot::dot_q5_k_q8_k"));
 
-/// Bit `bit` of each byte of the `qh` word `h`, moved to bit 4 (a Q5_K code's fifth bit).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn q5_fifth_bit(h: __m256i, bit: usize) -> __m256i {
-    let v = match bit {
-        0..4 => _mm256_sll_epi16(h, _mm_cvtsi32_si128((4 - bit) as i32)),
-        _ => _mm256_srl_epi16(h, _mm_cvtsi32_si128((bit - 4) as i32)),
-    };
-    _mm256_and_si256(v, _mm256_set1_epi8(FIFTH))
-}
-
-/// Byte `k` of every i32 lane of `v`, shifted right by `s` and masked by `m`.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn field(v: __m256i, k: usize, s: usize, m: i32) -> __m256i {
-    let shift = _mm_cvtsi32_si128((8 * k + s) as i32);
-    _mm256_and_si256(_mm256_srl_epi32(v, shift), _mm256_set1_epi32(m))
-}
-
-/// A half's Q5_K scale and min of sub-block j (`kdequant::get_scale_min_k4` in every lane)
-/// from its three scale words.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn q5_scale_min(w: &[__m256i; 3], j: usize) -> (__m256i, __m256i) {
-    const SIX: i32 = 0x3f;
-    const FOUR: i32 = 0x0f;
-    const TOP: i32 = 0x03;
-    if j < 4 {
-        (field(w[0], j, 0, SIX), field(w[1], j, 0, SIX))
-    } else {
-        let k = j - 4;
-        let top = |v: __m256i| _mm256_slli_epi32::<4>(field(v, k, 6, TOP));
-        (
-            _mm256_or_si256(field(w[2], k, 0, FOUR), top(w[0])),
-            _mm256_or_si256(field(w[2], k, 4, FOUR), top(w[1])),
-        )
-    }
-}
-
-/// `out[r]` = row r of one packed group of sixteen Q5_K rows (`group`: `y.len()` steps of
-/// [`Layout::Q5KPairs`]) · `y`, bit for bit as `kdot::dot_q5_k_q8_k` of the row.
+/// [`gemv16_q5_k_packed`] over [`Layout::Q5KPairs`].
 ///
 /// ggml's lane l sums elements `32s + 4l ..+ 4` of each sub-block s times its scale; paired,
 /// each row's low-nibble vector of sub-block pair j holds elements p = 0, 1 of both its
 /// sub-blocks and the high-nibble vector p = 2, 3, so the two `maddubs` add in i16
 /// (|Σ| ≤ 4·31·128) and one `madd` by the pair of scales widens them.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_q5_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("Q5_K", group, Q5_STEP, y, out);
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { gemv16_q5_k_impl(group, y, out) }
-}
-
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, Q5_STEP);
@@ -609,7 +450,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
                 let e = PAIR * j + GROUP * l;
                 let (y01, y23) = (pair16(b, e), pair16(b, e + 2));
                 for (h, s) in s.iter_mut().enumerate() {
-                    let q = word(step, Q5_QS_WORD + GROUPS * j + l, h);
+                    let q = word(step, Q5_QS_WORD + PAIR_WORDS * j + l, h);
                     let lo = _mm256_or_si256(_mm256_and_si256(q, m4), q5_fifth_bit(hb[h], 2 * j));
                     let hi = _mm256_or_si256(
                         _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
@@ -652,41 +493,7 @@ fn f16_high(v: __m256i) -> __m256 {
     f16_low(_mm256_srli_epi32::<16>(v))
 }
 
-/// Bytes of one IQ4_XS block, and of one packed step of sixteen.
-const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
-const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
-/// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
-pub(super) const XS_QS_WORD: usize = 2;
-/// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
-pub(super) const XS_SUB_WORDS: usize = 4;
-/// IQ4_XS scales are 6-bit codes for −32..32.
-const XS_SCALE_BIAS: i32 = 32;
-
-/// A half's IQ4_XS sub-block `sub` scales as i32 lanes: `(low 4 bits of scales_l) | (2 bits of
-/// scales_h) << 4` − 32, from the step's first two words (`w0`: d and scales_h).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn xs_scale(w0: __m256i, w1: __m256i, sub: usize) -> __m256i {
-    let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
-    let lo4 = _mm256_and_si256(_mm256_srl_epi32(w1, shift(4 * sub)), _mm256_set1_epi32(0xf));
-    let hi2 = _mm256_and_si256(
-        _mm256_srl_epi32(w0, shift(16 + 2 * sub)),
-        _mm256_set1_epi32(3),
-    );
-    let ls = _mm256_or_si256(lo4, _mm256_slli_epi32::<4>(hi2));
-    _mm256_sub_epi32(ls, _mm256_set1_epi32(XS_SCALE_BIAS))
-}
-
-/// `out[r]` = row r of one packed group of sixteen IQ4_XS rows (`group`: `y.len()` packed
-/// steps, word-interleaved) · `y`, bit for bit as `kdot::dot_iq4_xs_q8_k` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("IQ4_XS", group, XS_STEP, y, out);
-    // SAFETY: only reachable through the table built after AVX2, FMA and F16C were detected.
-    unsafe { gemv16_iq4_xs_impl(group, y, out) }
-}
+packed_gemv!(gemv16_iq4_xs_packed = gemv16_iq4_xs_impl("IQ4_XS", XS_STEP, "kdot::dot_iq4_xs_q8_k"));
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
@@ -707,10 +514,7 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
             d[h] = _mm256_mul_ps(f16_low(w0), _mm256_set1_ps(b.d));
             for (sub, ls) in ls.iter_mut().enumerate() {
                 let v = xs_scale(w0, w1, sub);
-                ls[h] = _mm256_or_si256(
-                    _mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
-                    _mm256_slli_epi32::<16>(v),
-                );
+                ls[h] = pair_i16(v, v);
             }
         }
         // Word q of each sub-block: its low nibbles go to lane q, its high ones to q + 4.

@@ -7,7 +7,7 @@
 //! float chain of its row in the eight-row panel (`panel_rows` there, in the orders of
 //! `krepack.rs` and `ktiled.rs`), so the outputs keep their bits.
 //!
-//! Q3_K's (tiled order only) run the packed types' `vpdpbusd` passes of `kpacked_tile.rs` on
+//! Q3_K's (tiled order only) run the packed types' `vpdpbusd` passes of `avx512_packed_tile.rs` on
 //! its super-blocks unpacked and transposed, and read 22% faster than this panel did (Q3_K_M
 //! pp128, one and two threads): its `maddubs` and i16 adds were two instructions per group
 //! and token where `vpdpbusd` is one.
@@ -36,7 +36,7 @@ const BSUM_LEN: usize = 16;
 /// Groups of four whose `maddubs` pairs are added in i16 before one `madd`: a whole
 /// sixteen-element sub-block of Q2_K's 2-bit codes (as the eight-row panels run them).
 const RUN_SUB16: usize = QK_K / SUB16S / GROUP;
-const _: () = assert!(super::kpacked2_tile::i16_run_fits(RUN_SUB16, 2));
+const _: () = assert!(super::packed_kernels::i16_run_fits(RUN_SUB16, 2));
 
 /// Most tokens of one panel call: a forward step's whole batch (`MAX_BATCH`), so each row's
 /// super-block is unpacked once per step.
@@ -243,7 +243,7 @@ fn q2_k_tiled(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
 }
 fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
-    unsafe { super::kpacked_tile::q3_k_rows(w, y, out) }
+    unsafe { super::avx512_packed_tile::q3_k_rows(w, y, out) }
 }
 
 /// Runs `panel` over every whole group of sixteen rows against every token
@@ -310,7 +310,7 @@ pub(super) fn tile_q2_k(
     tile16(rows, acts, variant, out, panel, min, rest)
 }
 
-/// Q3_K's tile on this tier: sixteen rows at a time through `kpacked_tile::q3_k_rows` in the
+/// Q3_K's tile on this tier: sixteen rows at a time through `avx512_packed_tile::q3_k_rows` in the
 /// tiled order, `rest` otherwise.
 pub(super) fn tile_q3_k(
     rows: &[&[u8]],

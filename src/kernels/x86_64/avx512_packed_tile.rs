@@ -4,7 +4,7 @@
 //! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`). Groups go two at a time where
 //! a call has two, so each activation broadcast feeds both groups' `vpdpbusd`. Q3_K (tiled
 //! order) runs the same passes from sixteen rows in the file's layout ([`q3_k_rows`], for
-//! `kpanel512.rs`).
+//! `avx512_panel.rs`).
 //!
 //! Both orders form exact integers per super-block before any float: per sub-block s the
 //! biased dot `sc_s·(Σ c·y − BIAS·bsum_s)` and the min term `m_s·bsum_s`. So each packed step
@@ -18,28 +18,25 @@
 //! (`acc = fma(isum, d·d_y, acc)`, `acc_min = fma(imin, dmin·d_y, acc_min)`) per pair.
 //!
 //! The `#[target_feature]` functions are private but for [`q3_k_rows`], which only
-//! `kpanel512.rs`'s AVX-512 tiles call; the table hands out the safe wrappers only after AVX2,
+//! `avx512_panel.rs`'s AVX-512 tiles call; the table hands out the safe wrappers only after AVX2,
 //! FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
 
 use std::arch::x86_64::*;
 
-use super::kpacked::{bcast4, scales_mins, word, GROUP, SUB, SUBS};
-use super::tile_call::{tile_call, Place, TileCall, MAX_TOKENS};
+use super::avx512_packed::{
+    bcast4, gemm_step, pair_i16, scales_mins, store_chains, tiled_step, word,
+};
+use super::packed_kernels::{
+    bsum_pairs, prefetch_steps, run_tile, Place, GROUP, K_GROUPS as GROUPS, MAX_SUBS, MAX_TOKENS,
+    Q6_BIAS, SUB, SUBS,
+};
 use crate::kernels::entries::Variant;
-use crate::kernels::kblocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL, QK_K};
+use crate::kernels::kblocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
 
-/// Four-element groups of a super-block.
-const GROUPS: usize = QK_K / GROUP;
-/// The most sub-blocks a super-block has (Q6_K's sixteen of 16 elements).
-const MAX_SUBS: usize = 16;
 /// Tokens per pass over an unpacked step (their accumulators stay in registers).
 const PASS: usize = 8;
-/// The cache line size the prefetch steps by.
-const LINE: usize = 64;
-/// Steps ahead the prefetch reads.
-const AHEAD: usize = 4;
 
 /// One packed step (sixteen rows' super-block) unpacked: `codes[g]` holds elements
 /// `4g..4g + 4` of row r in lane r, as unsigned bytes; the scales per sub-block as i32 lanes,
@@ -74,13 +71,7 @@ impl Unpacked {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     fn set(&mut self, sc: [__m512i; MAX_SUBS], mn: [__m512i; MAX_SUBS], d: __m512, dmin: __m512) {
-        let low = _mm512_set1_epi32(0xffff);
-        let pair = |v: &[__m512i; MAX_SUBS], k: usize| {
-            _mm512_or_si512(
-                _mm512_and_si512(v[2 * k], low),
-                _mm512_slli_epi32::<16>(v[2 * k + 1]),
-            )
-        };
+        let pair = |v: &[__m512i; MAX_SUBS], k: usize| pair_i16(v[2 * k], v[2 * k + 1]);
         self.sc_pairs = std::array::from_fn(|k| pair(&sc, k));
         self.mn_pairs = std::array::from_fn(|k| pair(&mn, k));
         self.sc = sc;
@@ -100,8 +91,7 @@ struct Shape {
     mins: bool,
 }
 
-/// Q6_K codes are stored as `q + 32`; IQ4_XS's are taken as `KVALUES_IQ4NL[q] + 128`.
-const Q6_BIAS: i32 = 32;
+/// IQ4_XS's codes are taken as `KVALUES_IQ4NL[q] + 128` (Q6_K's are stored as `q + 32`).
 const XS_BIAS: i32 = 128;
 
 /// The shape of a packed layout's type.
@@ -132,15 +122,9 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// `out[t·16g + 16j + r]` = row r of packed group j of the `g` groups of sixteen rows in
-/// `groups` (each whole steps of `layout`) against `acts[t]`, in `variant`'s order (`Batch`:
-/// the tiled matmul's; for Q4_K `RepackedGemm`: the repacked gemm's), bit for bit as the row's
-/// single dot in that order. Returns `false`, having written nothing, for a layout or variant
-/// it has no kernel for. Groups go two at a time (one left over alone): each activation
-/// broadcast then feeds two `vpdpbusd`, which the broadcasts' loads otherwise limit.
-///
-/// # Panics
-/// As [`tile_call`] does.
+/// The tile of packed groups of `layout` ([`run_tile`]), groups two at a time where a call has
+/// two: each activation broadcast then feeds two `vpdpbusd`, which the broadcasts' loads
+/// otherwise limit.
 pub(super) fn tile_packed(
     layout: Layout,
     groups: &[u8],
@@ -151,38 +135,15 @@ pub(super) fn tile_packed(
     let Some(shape) = shape(layout) else {
         return false;
     };
-    match tile_call(layout, groups, acts, variant, out) {
-        TileCall::NoKernel => false,
-        TileCall::NoTokens => true,
-        TileCall::Run {
-            gemm,
-            ys,
-            groups: count,
-            group_bytes,
-        } => {
-            let ys = &ys[..acts.len()];
-            let stride = count * PACK_ROWS;
-            let mut j = 0;
-            while j < count {
-                let at = j * PACK_ROWS;
-                let place = Place { stride, at };
-                let rest = &groups[j * group_bytes..];
-                if count - j >= 2 {
-                    let (a, b) = rest[..2 * group_bytes].split_at(group_bytes);
-                    // SAFETY: only reachable through the table built after every feature
-                    // above was detected.
-                    unsafe { tile_g::<2>(shape, gemm, [a, b], ys, out, place) };
-                    j += 2;
-                } else {
-                    let a = &rest[..group_bytes];
-                    // SAFETY: as above.
-                    unsafe { tile_g::<1>(shape, gemm, [a], ys, out, place) };
-                    j += 1;
-                }
-            }
-            true
-        }
-    }
+    let run = |gemm, g: &[&[u8]], ys: &[&[BlockQ8K]], out: &mut [f32], place| match *g {
+        // SAFETY: only reachable through the table built after every feature above was
+        // detected.
+        [a] => unsafe { tile_g::<1>(shape, gemm, [a], ys, out, place) },
+        // SAFETY: as above.
+        [a, b] => unsafe { tile_g::<2>(shape, gemm, [a, b], ys, out, place) },
+        _ => unreachable!("one or two groups"),
+    };
+    run_tile((layout, groups), acts, variant, out, true, run)
 }
 
 /// [`tile_packed`] of `G` packed groups (one or two) at `place` in `out`.
@@ -197,19 +158,7 @@ fn tile_g<const G: usize>(
 ) {
     let step_bytes = groups[0].len() / ys[0].len();
     let fill = |j: usize, i: usize, u: &mut Unpacked| {
-        // The next step's lines (after the last, the lines after the group in the copy: the
-        // pair's second group, or the next call's) come in while this one is computed: a step
-        // is the work of thousands of cycles, and its lines are read once per call.
-        let base = groups[j].as_ptr();
-        let (near, far) = (
-            base.wrapping_add((i + 1) * step_bytes),
-            base.wrapping_add((i + AHEAD) * step_bytes),
-        );
-        for line in (0..step_bytes).step_by(LINE) {
-            // `wrapping_add` and a prefetch never dereference: the address may be anything.
-            _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast());
-            _mm_prefetch::<_MM_HINT_T1>(far.wrapping_add(line).cast());
-        }
+        prefetch_steps(groups[j], i, step_bytes);
         unpack(shape, &groups[j][i * step_bytes..(i + 1) * step_bytes], u);
     };
     tile_steps::<G>(shape, gemm, fill, ys, out, place)
@@ -254,12 +203,7 @@ fn tile_steps<const G: usize>(
     for t in 0..ys.len() {
         let o = &mut out[t * place.stride + place.at..][..G * PACK_ROWS];
         for (j, o) in o.chunks_exact_mut(PACK_ROWS).enumerate() {
-            let v = match gemm {
-                true => _mm512_sub_ps(acc[t][j][0], acc[t][j][1]),
-                false => acc[t][j][0],
-            };
-            // SAFETY: `o` is sixteen f32.
-            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
+            store_chains(&acc[t][j], gemm, o);
         }
     }
 }
@@ -280,8 +224,8 @@ pub(super) fn q3_k_rows(
     ys: &[&[BlockQ8K]],
     out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
 ) {
+    use super::avx512_panel::join;
     use super::kavx2_k::{q3_k_panel_row, transpose8, Q3_BIAS, RUNS};
-    use super::kpanel512::join;
     const HALF: usize = PACK_ROWS / 2;
     let n = ys.first().map_or(0, |y| y.len());
     assert!(ys.len() <= MAX_TOKENS, "a tile of {} tokens", ys.len());
@@ -336,29 +280,6 @@ pub(super) fn q3_k_rows(
     tile_steps::<1>(shape, false, fill, ys, out.as_flattened_mut(), place)
 }
 
-/// The activation sums of sub-blocks 2k and 2k + 1 as the two i16 of one i32, for every k:
-/// for sixteen-element sub-blocks two stored `bsums` as they lie, for 32-element ones each the
-/// sum of two, cut back to i16. (The oracle adds those in 32 bits: the same value, as a sum of
-/// two `bsums` of a quantized row stays within ±2·16·127, far inside i16.) One load, and for
-/// 32-element sub-blocks one `vpmaddwd` and one `vpmovdw`, per token and super-block.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn bsum_pairs<const S: usize>(b: &BlockQ8K) -> [i32; MAX_SUBS / 2] {
-    const { assert!(S == SUBS || S == MAX_SUBS) };
-    // SAFETY: `bsums` is sixteen i16, 32 bytes; the load is unaligned.
-    let bs = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
-    let v = if S == MAX_SUBS {
-        bs
-    } else {
-        let sums = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
-        _mm256_zextsi128_si256(_mm256_cvtepi32_epi16(sums))
-    };
-    let mut out = [0i32; MAX_SUBS / 2];
-    // SAFETY: `out` is eight i32, 32 bytes; the store is unaligned.
-    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
-    out
-}
-
 /// One unpacked super-block of `G` groups against a pass of tokens (the first `k` of `ys`
 /// real, the rest repeats whose results are dropped), into their chains `acc`. Per sub-block
 /// s and token the exact `sc_s·Σ_{e∈s} c_e·y_e` (each token's activation broadcast serving
@@ -401,13 +322,9 @@ fn pass<const S: usize, const GEMM: bool, const G: usize>(
                 } else if s % 2 == 0 {
                     pend[t][j] = v;
                 } else if t < k {
-                    // The pair's chains: acc = fma(isum, d·d_y, acc), acc_min = fma(imin, dmin·d_y, …).
                     let isum = _mm512_add_epi32(pend[t][j], v);
-                    let b = _mm512_set1_epi32(bp[t][s / 2]);
-                    let imin = _mm512_dpwssd_epi32(zero, u.mn_pairs[s / 2], b);
-                    let (ds, dms) = (_mm512_mul_ps(u.d, dy[t]), _mm512_mul_ps(u.dmin, dy[t]));
-                    acc[t][j][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), ds, acc[t][j][0]);
-                    acc[t][j][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dms, acc[t][j][1]);
+                    let mins = (u.mn_pairs[s / 2], bp[t][s / 2]);
+                    gemm_step(isum, mins, (u.d, u.dmin, dy[t]), &mut acc[t][j]);
                 }
             }
         }
@@ -416,30 +333,16 @@ fn pass<const S: usize, const GEMM: bool, const G: usize>(
         return;
     }
     for t in 0..k {
-        for j in 0..G {
-            let u = &u[j];
-            let mut bias = zero;
-            let mut s2 = zero;
-            for (p, &b) in bp[t][..S / 2].iter().enumerate() {
-                let b = _mm512_set1_epi32(b);
-                if shape.bias != 0 {
-                    bias = _mm512_dpwssd_epi32(bias, u.sc_pairs[p], b);
-                }
-                if shape.mins {
-                    s2 = _mm512_dpwssd_epi32(s2, u.mn_pairs[p], b);
-                }
-            }
-            let s1 = _mm512_sub_epi32(
+        for (j, u) in u.iter().enumerate() {
+            let pairs = (&u.sc_pairs[..], &u.mn_pairs[..], &bp[t][..S / 2]);
+            let scales = (u.d, u.dmin, dy[t]);
+            tiled_step(
                 s1[t][j],
-                _mm512_mullo_epi32(bias, _mm512_set1_epi32(shape.bias)),
+                pairs,
+                (shape.bias, shape.mins),
+                scales,
+                &mut acc[t][j][0],
             );
-            // t = s1·d;  t = fma(−dmin, s2, t) (types with mins);  acc = fma(t, y.d, acc).
-            let mut v = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), u.d);
-            if shape.mins {
-                let neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), u.dmin);
-                v = _mm512_fmadd_ps(neg_dmin, _mm512_cvtepi32_ps(s2), v);
-            }
-            acc[t][j][0] = _mm512_fmadd_ps(v, dy[t], acc[t][j][0]);
         }
     }
 }
@@ -477,7 +380,8 @@ fn unpack_q4_k(step: &[u8], u: &mut Unpacked) {
 /// A packed Q5_K step ([`Layout::Q5Kx16`]) unpacked.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
-    use super::kpacked_k::{q5_fifth_bit, q5_scale_min, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD};
+    use super::avx512_packed::{q5_fifth_bit, q5_scale_min};
+    use super::packed_kernels::{Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD};
     let sw: [__m512i; 3] = std::array::from_fn(|k| word(step, Q5_SC_WORD + k));
     let mut sc = [_mm512_setzero_si512(); MAX_SUBS];
     let mut mn = sc;
@@ -505,7 +409,8 @@ fn unpack_q5_k(step: &[u8], u: &mut Unpacked) {
 /// A packed Q6_K step ([`Layout::Q6Kx16`]) unpacked.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn unpack_q6_k(step: &[u8], u: &mut Unpacked) {
-    use super::kpacked_k::{q6_codes, Q6_SC_WORD};
+    use super::avx512_packed_k::q6_codes;
+    use super::packed_kernels::Q6_SC_WORD;
     let codes = &mut u.codes;
     for j in 0..2 {
         for b4 in 0..SUB / GROUP {
@@ -530,7 +435,8 @@ fn unpack_q6_k(step: &[u8], u: &mut Unpacked) {
 /// A packed IQ4_XS step ([`Layout::Iq4XsX16`]) unpacked: codes `KVALUES_IQ4NL[q] + 128`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn unpack_iq4_xs(step: &[u8], u: &mut Unpacked) {
-    use super::kpacked::{xs_scale, XS_QS_WORD, XS_SUB_WORDS};
+    use super::avx512_packed::xs_scale;
+    use super::packed_kernels::{XS_QS_WORD, XS_SUB_WORDS};
     let biased: [u8; 16] = std::array::from_fn(|i| (i32::from(KVALUES_IQ4NL[i]) + 128) as u8);
     // SAFETY: 16 bytes.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(biased.as_ptr().cast()) });

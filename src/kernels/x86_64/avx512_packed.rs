@@ -2,7 +2,7 @@
 //! for one token and for several at once (a serving step's decoded tokens):
 //! Q4_K ([`Layout::Q4Kx16`](crate::kernels::Layout::Q4Kx16)) and IQ4_XS
 //! ([`Layout::Iq4XsX16`](crate::kernels::Layout::Iq4XsX16)) here, Q6_K and Q5_K in
-//! `kpacked_k.rs`, and the helpers they share.
+//! `avx512_packed_k.rs`, and the helpers they share.
 //!
 //! Q4_K is summed in the order of llama.cpp's repacked gemv (`krepack::dot_q4_k_q8_k_repacked`):
 //! ```text
@@ -28,18 +28,51 @@
 //! with v's sign, −128 wrapping as `vpsignb` does), and scaled by the sub-block's 6-bit scale
 //! in `vpdpwssd`.
 //!
-//! Q6_K and Q5_K, in `vec_dot`'s order too, are in `kpacked_k.rs`.
+//! Q6_K and Q5_K, in `vec_dot`'s order too, are in `avx512_packed_k.rs`.
 //!
 //! The `#[target_feature]` functions are private; the table hands out the safe wrapper only after
 //! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
 
 use std::arch::x86_64::*;
 
-use super::kpacked2::StepPrefetch;
+use super::packed_kernels::{
+    packed_gemv, packed_helpers, scale_min_bytes, StepPrefetch, GROUP, LANES, PAIR, PAIRS,
+    PAIR_WORDS, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
+};
 use crate::kernels::entries::{Packed, Variant};
-use crate::kernels::kblocks::{BlockIq4Xs, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE};
+use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
 use crate::kernels::{GgmlType, Layout};
+
+/// Bytes of sixteen f16 values, one per row (a packed step's `d` or `dmin`).
+const F16_ROWS: usize = 2 * PACK_ROWS;
+/// Q8_K `bsums` entries (16 elements each) per 32-element sub-block.
+const BSUMS_PER_SUB: usize = 2;
+
+/// This tier's width for the helpers both tiers share (`packed_kernels.rs`): 512-bit vectors,
+/// the sixteen rows of a packed step at once, `vpdpwssd` for the i16 pair dots.
+mod w {
+    pub(super) use std::arch::x86_64::{
+        __m512 as F, __m512i as I, _mm512_add_ps as add_ps, _mm512_and_si512 as and,
+        _mm512_cvtepi32_ps as cvtepi32_ps, _mm512_dpwssd_epi32 as dot_i16_acc,
+        _mm512_fmadd_ps as fmadd_ps, _mm512_mul_ps as mul_ps, _mm512_mullo_epi32 as mullo32,
+        _mm512_or_si512 as or, _mm512_set1_epi32 as set1_32, _mm512_set1_epi8 as set1_8,
+        _mm512_setzero_ps as setzero_ps, _mm512_setzero_si512 as setzero_si,
+        _mm512_sll_epi16 as sll16, _mm512_slli_epi32 as slli32, _mm512_srl_epi16 as srl16,
+        _mm512_srl_epi32 as srl32, _mm512_storeu_ps as storeu_ps, _mm512_sub_epi32 as sub32,
+        _mm512_sub_ps as sub_ps,
+    };
+    /// f32 lanes of `F`.
+    pub(super) const WIDTH: usize = 16;
+}
+
+mod helpers {
+    super::packed_helpers!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
+}
+pub(super) use helpers::{
+    bcast4, gemm_step, pair_i16, q5_fifth_bit, q5_scale_min, store_chains, store_hsum, tiled_step,
+    xs_scale,
+};
 
 /// The packed layout and kernel of `ty` on this tier, where it has one.
 pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
@@ -49,100 +82,52 @@ pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
             variant: Variant::Repacked,
             gemv: gemv16_q4_k_packed,
             gemv_tokens: Some(gemv16_q4_k_tokens),
-            tile: Some(super::kpacked_tile::tile_packed),
+            tile: Some(super::avx512_packed_tile::tile_packed),
         }),
         GgmlType::Iq4Xs => Some(Packed {
             layout: Layout::Iq4XsX16,
             variant: Variant::Dot,
             gemv: gemv16_iq4_xs_packed,
             gemv_tokens: Some(gemv16_iq4_xs_tokens),
-            tile: Some(super::kpacked_tile::tile_packed),
+            tile: Some(super::avx512_packed_tile::tile_packed),
         }),
         GgmlType::Q6K => Some(Packed {
             layout: Layout::Q6Kx16,
             variant: Variant::Dot,
-            gemv: super::kpacked_k::gemv16_q6_k_packed,
-            gemv_tokens: Some(super::kpacked_k::gemv16_q6_k_tokens),
-            tile: Some(super::kpacked_tile::tile_packed),
+            gemv: super::avx512_packed_k::gemv16_q6_k_packed,
+            gemv_tokens: Some(super::avx512_packed_k::gemv16_q6_k_tokens),
+            tile: Some(super::avx512_packed_tile::tile_packed),
         }),
         GgmlType::Q5K => Some(Packed {
             layout: Layout::Q5Kx16,
             variant: Variant::Dot,
-            gemv: super::kpacked_k::gemv16_q5_k_packed,
-            gemv_tokens: Some(super::kpacked_k::gemv16_q5_k_tokens),
-            tile: Some(super::kpacked_tile::tile_packed),
+            gemv: super::avx512_packed_k::gemv16_q5_k_packed,
+            gemv_tokens: Some(super::avx512_packed_k::gemv16_q5_k_tokens),
+            tile: Some(super::avx512_packed_tile::tile_packed),
         }),
         _ => None,
     }
 }
 
-/// Sub-blocks of 32 elements in a super-block.
-pub(super) const SUBS: usize = 8;
-/// Bytes of sixteen f16 values, one per row (a packed step's `d` or `dmin`).
-const F16_ROWS: usize = 2 * PACK_ROWS;
-/// Pairs of sub-blocks (64 elements, 32 bytes of nibbles per row) in a super-block.
-const PAIRS: usize = SUBS / 2;
-/// Four-byte groups of one pair's 32 nibble bytes: one 64-byte packed vector each.
-const GROUPS: usize = 8;
-/// Bytes each row gives to one packed vector.
-pub(super) const GROUP: usize = 4;
-/// Elements of a pair of sub-blocks.
-const PAIR: usize = 64;
-/// Elements of a sub-block.
-pub(super) const SUB: usize = 32;
-/// Q8_K `bsums` entries (16 elements each) per 32-element sub-block.
-const BSUMS_PER_SUB: usize = 2;
-
-/// `out[r]` = row r of one packed group of sixteen Q4_K rows (`group`: `y.len()` packed
-/// super-block steps) · `y`, bit for bit as `krepack::dot_q4_k_q8_k_repacked` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_q4_k_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("Q4_K", group, K_STEP, y, out);
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_impl(group, y, out) }
-}
+packed_gemv!(
+    gemv16_q4_k_packed = gemv16_q4_k_impl("Q4_K", K_STEP, "krepack::dot_q4_k_q8_k_repacked"),
+    tokens gemv16_q4_k_tokens = gemv16_q4_k_tokens_impl
+);
 
 /// The sixteen rows' scales and mins of one super-block as i32 lanes, sub-block by sub-block,
 /// from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4` on every lane).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 pub(super) fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
-    assert!(
-        planes.len() >= K_SCALE_SIZE * PACK_ROWS,
-        "scale planes cut short"
-    );
-    // SAFETY: plane p is the 16 bytes at 16p, inside `planes` (asserted).
-    let p: [__m128i; K_SCALE_SIZE] =
-        std::array::from_fn(|i| unsafe { _mm_loadu_si128(planes.as_ptr().add(16 * i).cast()) });
-    let six = _mm_set1_epi8(0x3f);
-    let four = _mm_set1_epi8(0x0f);
-    let two = _mm_set1_epi8(0x03);
-    // The top two bits of each byte, moved to bits 4..6.
-    let top = |v: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(v), two));
-    let mut sc = [_mm512_setzero_si512(); SUBS];
-    let mut mn = sc;
-    for j in 0..SUBS {
-        let (s, m) = if j < 4 {
-            (_mm_and_si128(p[j], six), _mm_and_si128(p[j + 4], six))
-        } else {
-            (
-                _mm_or_si128(_mm_and_si128(p[j + 4], four), top(p[j - 4])),
-                _mm_or_si128(
-                    _mm_and_si128(_mm_srli_epi16::<4>(p[j + 4]), four),
-                    top(p[j]),
-                ),
-            )
-        };
-        sc[j] = _mm512_cvtepu8_epi32(s);
-        mn[j] = _mm512_cvtepu8_epi32(m);
-    }
-    (sc, mn)
+    let (sc, mn) = scale_min_bytes(planes);
+    (
+        sc.map(|v| _mm512_cvtepu8_epi32(v)),
+        mn.map(|v| _mm512_cvtepu8_epi32(v)),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
+fn gemv16_q4_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     let pf = StepPrefetch::new(group, K_STEP);
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = _mm512_setzero_ps();
@@ -152,10 +137,10 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         let (sc, mn) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
         let qs = &step[K_QS_AT..];
         let mut s = [_mm512_setzero_si512(); SUBS];
-        for o in 0..GROUPS {
-            pf.part(i, o, GROUPS);
+        for o in 0..PAIR_WORDS {
+            pf.part(i, o, PAIR_WORDS);
             for j in 0..PAIRS {
-                let k = GROUPS * j + o;
+                let k = PAIR_WORDS * j + o;
                 // SAFETY: vector k is the 64 bytes at 64k of the nibble part, inside `qs`
                 // (32 vectors, K_STEP − K_QS_AT bytes).
                 let v = unsafe { _mm512_loadu_si512(qs[64 * k..64 * k + 64].as_ptr().cast()) };
@@ -168,8 +153,7 @@ fn gemv16_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
         }
         q4k_close(&s, (&sc, &mn), b, step, (&mut acc, &mut acc_min));
     }
-    // SAFETY: `out` is sixteen f32.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, acc_min)) };
+    store_chains(&[acc, acc_min], true, out);
 }
 
 /// The end of one super-block for one token: the sub-block sums `s` times the rows' scales,
@@ -219,25 +203,6 @@ fn q4k_close_sum(
     *acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dy), *acc_min);
 }
 
-/// `out[t·16 + r]` = [`gemv16_q4_k_packed`] of the group against `ys[t]`, for every token,
-/// bit for bit: each 64-byte vector of nibbles is loaded and split once for up to eight
-/// tokens, whose integers and float chains are the single token's (a serving step's decoded
-/// tokens, which keep the single token's order). A single token keeps [`gemv16_q4_k_packed`].
-///
-/// # Panics
-/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
-/// per token.
-fn gemv16_q4_k_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    tokens_gemv(
-        "Q4_K",
-        K_STEP,
-        group,
-        ys,
-        out,
-        &passes!(gemv16_q4_k_tokens_impl),
-    );
-}
-
 /// `T` tokens (a constant, so that their sums stay in registers): per pair of sub-blocks, each
 /// nibble vector is split once and meets every token's activation bytes.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -255,9 +220,9 @@ fn gemv16_q4_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..PAIRS {
             let mut s = [[_mm512_setzero_si512(); 2]; T];
-            for o in 0..GROUPS {
-                let k = GROUPS * j + o;
-                pf.part(i, k, GROUPS * PAIRS);
+            for o in 0..PAIR_WORDS {
+                let k = PAIR_WORDS * j + o;
+                pf.part(i, k, PAIR_WORDS * PAIRS);
                 // SAFETY: vector k is the 64 bytes at 64k of the nibble part, inside `qs`
                 // (32 vectors, K_STEP − K_QS_AT bytes).
                 let v = unsafe { _mm512_loadu_si512(qs[64 * k..64 * k + 64].as_ptr().cast()) };
@@ -279,108 +244,9 @@ fn gemv16_q4_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out
             q4k_close_sum(isum[t], &mn, b[t], step, (&mut acc[t].0, &mut acc[t].1));
         }
     }
-    for ((acc, acc_min), o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        // SAFETY: `o` is sixteen f32.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_sub_ps(*acc, *acc_min)) };
+    for (&(acc, acc_min), o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
+        store_chains(&[acc, acc_min], true, o);
     }
-}
-
-/// Bytes of one IQ4_XS block, and of one packed step of sixteen.
-const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
-const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
-/// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
-pub(super) const XS_QS_WORD: usize = 2;
-/// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
-pub(super) const XS_SUB_WORDS: usize = 4;
-/// IQ4_XS scales are 6-bit codes for −32..32.
-const XS_SCALE_BIAS: i32 = 32;
-/// Lanes of ggml's `vec_dot` accumulators.
-pub(super) const LANES: usize = 8;
-
-/// Tokens a multi-token packed kernel takes per pass over its group (each token's sums stay
-/// in registers, so each count is a kernel of its own: [`passes!`]).
-const PASS_TOKENS: usize = 8;
-
-/// A multi-token packed kernel for exactly as many tokens as its place in a [`passes!`]
-/// table, the sizes checked by [`tokens_gemv`].
-pub(super) type TokensPass = unsafe fn(&[u8], &[&[BlockQ8K]], &mut [f32]);
-
-/// The table of `$kernel::<T>` for T in 1..=[`PASS_TOKENS`] (index T − 1).
-macro_rules! passes {
-    ($kernel:ident) => {
-        [
-            $kernel::<1> as super::kpacked::TokensPass,
-            $kernel::<2>,
-            $kernel::<3>,
-            $kernel::<4>,
-            $kernel::<5>,
-            $kernel::<6>,
-            $kernel::<7>,
-            $kernel::<8>,
-        ]
-    };
-}
-pub(super) use passes;
-
-/// `out[t·16 + r]` for every token of `ys` against one packed group of `ty` (`step` bytes a
-/// step), [`PASS_TOKENS`] tokens at a time through `passes` (the rest through the kernel for
-/// their count).
-///
-/// # Panics
-/// If `group` is not `ys[t].len()` steps for every token or `out` not sixteen outputs per
-/// token.
-pub(super) fn tokens_gemv(
-    ty: &str,
-    step: usize,
-    group: &[u8],
-    ys: &[&[BlockQ8K]],
-    out: &mut [f32],
-    passes: &[TokensPass; PASS_TOKENS],
-) {
-    assert_eq!(out.len(), PACK_ROWS * ys.len(), "gemv tokens: output size");
-    for (y, o) in ys.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        group_out(ty, group, step, y, o);
-    }
-    for (ys, out) in ys
-        .chunks(PASS_TOKENS)
-        .zip(out.chunks_mut(PASS_TOKENS * PACK_ROWS))
-    {
-        // SAFETY: the tables are only handed out with the table built after every feature
-        // their kernels need was detected; the sizes were checked above; entry `ys.len() − 1`
-        // takes exactly `ys.len()` tokens.
-        unsafe { passes[ys.len() - 1](group, ys, out) }
-    }
-}
-
-/// A packed single-token kernel's sixteen outputs, once `group` is checked to be `y.len()`
-/// steps of `step` bytes of `ty`.
-///
-/// # Panics
-/// If it is not, or `out` is not sixteen outputs.
-pub(super) fn group_out<'a>(
-    ty: &str,
-    group: &[u8],
-    step: usize,
-    y: &[BlockQ8K],
-    out: &'a mut [f32],
-) -> &'a mut [f32; PACK_ROWS] {
-    assert_eq!(
-        group.len(),
-        y.len() * step,
-        "packed {ty} group of {} bytes for {}-block rows",
-        group.len(),
-        y.len()
-    );
-    out.try_into().expect("sixteen outputs")
-}
-
-/// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-pub(super) fn bcast4(b: &BlockQ8K, e: usize) -> __m512i {
-    let q = &b.qs[e..e + GROUP];
-    // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
-    _mm512_set1_epi32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
 }
 
 /// Word `w` (the 64 bytes at 64w) of a packed step.
@@ -392,57 +258,17 @@ pub(super) fn word(step: &[u8], w: usize) -> __m512i {
     unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
 }
 
-/// `hsum_float_8` of every row, the eight lanes held as vectors over the rows:
-/// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, plus `extra` where given (Q5_K's
-/// `summs`), stored to `out`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-pub(super) fn store_hsum(acc: &[__m512; LANES], extra: Option<__m512>, out: &mut [f32; PACK_ROWS]) {
-    let h = |a: usize, b: usize| _mm512_add_ps(acc[a], acc[b]);
-    let sum = _mm512_add_ps(
-        _mm512_add_ps(h(0, 4), h(2, 6)),
-        _mm512_add_ps(h(1, 5), h(3, 7)),
-    );
-    let sum = extra.map_or(sum, |e| _mm512_add_ps(sum, e));
-    // SAFETY: `out` is sixteen f32.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), sum) };
-}
-
-/// The sixteen rows' IQ4_XS sub-block `sub` scales as i32 lanes: `(low 4 bits of scales_l) |
-/// (2 bits of scales_h) << 4` − 32, from the step's first two words (`w0`: d and scales_h).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-pub(super) fn xs_scale(w0: __m512i, w1: __m512i, sub: usize) -> __m512i {
-    let shift = |c: usize| _mm_cvtsi32_si128(c as i32);
-    let lo4 = _mm512_and_si512(_mm512_srl_epi32(w1, shift(4 * sub)), _mm512_set1_epi32(0xf));
-    let hi2 = _mm512_and_si512(
-        _mm512_srl_epi32(w0, shift(16 + 2 * sub)),
-        _mm512_set1_epi32(3),
-    );
-    let ls = _mm512_or_si512(lo4, _mm512_slli_epi32::<4>(hi2));
-    _mm512_sub_epi32(ls, _mm512_set1_epi32(XS_SCALE_BIAS))
-}
-
-/// `out[r]` = row r of one packed group of sixteen IQ4_XS rows (`group`: `y.len()` packed
-/// steps, word-interleaved) · `y`, bit for bit as `kdot::dot_iq4_xs_q8_k` of the row.
-///
-/// # Panics
-/// If `group` is not `y.len()` packed steps or `out` not sixteen outputs.
-fn gemv16_iq4_xs_packed(group: &[u8], y: &[BlockQ8K], out: &mut [f32]) {
-    let out = group_out("IQ4_XS", group, XS_STEP, y, out);
-    // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { gemv16_iq4_xs_impl(group, y, out) }
-}
+packed_gemv!(
+    gemv16_iq4_xs_packed = gemv16_iq4_xs_impl("IQ4_XS", XS_STEP, "kdot::dot_iq4_xs_q8_k"),
+    tokens gemv16_iq4_xs_tokens = gemv16_iq4_xs_tokens_impl
+);
 
 /// IQ4_XS sub-block `sub`'s scale as the same i16 in both halves of each row's lane.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn xs_scale_pairs(w0: __m512i, w1: __m512i, sub: usize) -> __m512i {
     let ls = xs_scale(w0, w1, sub);
-    _mm512_or_si512(
-        _mm512_and_si512(ls, _mm512_set1_epi32(0xffff)),
-        _mm512_slli_epi32::<16>(ls),
-    )
+    pair_i16(ls, ls)
 }
 
 /// IQ4_XS values v, given as `(abs, neg)` (|v| and v's sign mask: [`xs_values`]), against
@@ -505,25 +331,6 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
     store_hsum(&acc, None, out);
 }
 
-/// `out[t·16 + r]` = [`gemv16_iq4_xs_packed`] of the group against `ys[t]`, for every token,
-/// bit for bit: each nibble word's values are looked up once for up to eight tokens, whose
-/// integers and float chains are the single token's (a serving step's decoded tokens, which
-/// keep the single token's order). A single token keeps [`gemv16_iq4_xs_packed`].
-///
-/// # Panics
-/// If `group` is not `ys[t].len()` packed steps for every token or `out` not sixteen outputs
-/// per token.
-fn gemv16_iq4_xs_tokens(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    tokens_gemv(
-        "IQ4_XS",
-        XS_STEP,
-        group,
-        ys,
-        out,
-        &passes!(gemv16_iq4_xs_tokens_impl),
-    );
-}
-
 /// `T` tokens (a constant, so that their sums stay in registers). Nibble column `q` outer: its
 /// words in every sub-block feed only lane sums q and q + 4, which each token keeps in two
 /// registers; the two lanes' float steps follow the column.
@@ -564,6 +371,6 @@ fn gemv16_iq4_xs_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], o
         }
     }
     for (acc, o) in acc.iter().zip(out.chunks_exact_mut(PACK_ROWS)) {
-        store_hsum(acc, None, o.try_into().expect("sixteen outputs"));
+        store_hsum(acc, None, o);
     }
 }

@@ -2,7 +2,7 @@
 //! or IQ4_XS against many tokens at once, in the orders llama.cpp computes prompt batches in —
 //! its tiled K-quant matmul (`ktiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
 //! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`). The AVX-512 tier's are in
-//! `kpacked_tile.rs`; the scheme is the same, the step read as two halves of eight rows.
+//! `avx512_packed_tile.rs`; the scheme is the same, the step read as two halves of eight rows.
 //!
 //! Both orders form exact integers per super-block before any float: per sub-block s the
 //! biased dot `sc_s·(Σ c·y − BIAS·bsum_s)` and the min term `m_s·bsum_s`. Each packed step is
@@ -28,27 +28,26 @@
 
 use std::arch::x86_64::*;
 
-use super::kavx2::{array_of, iq4nl_table};
-use super::kpacked2::{
-    bcast4, dup_rows, f16_low, half_f16, high_bytes, q5_fifth_bit, q5_scale_min, q6_codes,
-    scales_mins, word, xs_scale, BLEND_HIGH_I16, GROUP, HALF, HALVES, LINE, Q5_QH_WORD, Q5_QS_WORD,
-    Q5_SC_WORD, Q6_BLOCK_HALVES, Q6_PAIRS, Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
+use super::avx2_packed::{
+    bcast4, dup_rows, f16_low, gemm_step, half_f16, high_bytes, pair_i16, q5_fifth_bit,
+    q5_scale_min, q6_codes, store_chains, tiled_step, word, xs_scale, BLEND_HIGH_I16, HALF, HALVES,
+    Q6_BLOCK_HALVES, Q6_PAIRS,
 };
-use super::tile_call::{tile_call, Place, TileCall, MAX_TOKENS};
+use super::kavx2::{array_of, iq4nl_table};
+pub(super) use super::packed_kernels::i16_run_fits;
+use super::packed_kernels::{
+    bsum_pairs, prefetch_steps, run_tile, scale_min_bytes, Place, GROUP, K_GROUPS as GROUPS,
+    MAX_SUBS, MAX_TOKENS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q6_BIAS, Q6_SC_WORD, SUB, SUBS,
+    XS_QS_WORD, XS_SUB_WORDS,
+};
 use crate::kernels::entries::Variant;
-use crate::kernels::kblocks::{BlockQ8K, QK_K};
+use crate::kernels::kblocks::BlockQ8K;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
 
-/// Four-element groups of a super-block.
-const GROUPS: usize = QK_K / GROUP;
-/// The most sub-blocks a super-block has (Q6_K's sixteen of 16 elements).
-const MAX_SUBS: usize = 16;
 /// Tokens per pass over an unpacked step: their i16 sums for both halves, the two halves' codes
 /// of a group and a broadcast stay in registers.
 const PASS: usize = 2;
-/// Steps ahead the far prefetch reads.
-const AHEAD: usize = 4;
 
 /// One packed step (sixteen rows' super-block) unpacked, per half: `codes[h][g]` holds
 /// elements `4g..4g + 4` of row `8h + r` in lane r; each sub-block's scale in both i16 halves
@@ -83,13 +82,9 @@ impl Unpacked {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn set_scales(&mut self, h: usize, sc: &[__m256i; MAX_SUBS], mn: &[__m256i; MAX_SUBS]) {
-        let low = _mm256_set1_epi32(0xffff);
-        let pair = |a: __m256i, b: __m256i| {
-            _mm256_or_si256(_mm256_and_si256(a, low), _mm256_slli_epi32::<16>(b))
-        };
-        self.sc[h] = array_of!(MAX_SUBS, |s| pair(sc[s], sc[s]));
-        self.sc_pairs[h] = array_of!(MAX_SUBS / 2, |k| pair(sc[2 * k], sc[2 * k + 1]));
-        self.mn_pairs[h] = array_of!(MAX_SUBS / 2, |k| pair(mn[2 * k], mn[2 * k + 1]));
+        self.sc[h] = array_of!(MAX_SUBS, |s| pair_i16(sc[s], sc[s]));
+        self.sc_pairs[h] = array_of!(MAX_SUBS / 2, |k| pair_i16(sc[2 * k], sc[2 * k + 1]));
+        self.mn_pairs[h] = array_of!(MAX_SUBS / 2, |k| pair_i16(mn[2 * k], mn[2 * k + 1]));
     }
 }
 
@@ -102,9 +97,6 @@ struct Shape {
     mins: bool,
 }
 
-/// Q6_K codes are stored as `q + 32` (its bias comes off through the activation sums).
-const Q6_BIAS: i32 = 32;
-
 /// The shape of a packed layout's type.
 fn shape(layout: Layout) -> Option<Shape> {
     let s = |bias, mins| Shape { layout, bias, mins };
@@ -115,16 +107,6 @@ fn shape(layout: Layout) -> Option<Shape> {
         Layout::Iq4XsX16 => s(0, false),
         _ => return None,
     })
-}
-
-/// The largest magnitude of a Q8_K activation (−128).
-const ACT_MAX: usize = 128;
-
-/// Whether `run` groups' `maddubs` pairs add up in i16 without overflow: the pairs of codes
-/// below 2^`bits` against activations of magnitude ≤ 128 stay within 2·(2^bits − 1)·128, and
-/// `run` of them within `i16::MAX`.
-pub(super) const fn i16_run_fits(run: usize, bits: u32) -> bool {
-    run * 2 * ((1 << bits) - 1) * ACT_MAX <= i16::MAX as usize
 }
 
 /// Groups whose `maddubs` pairs add up in i16, per layout (IQ4_XS: |values| ≤ 127, 7 bits).
@@ -151,14 +133,7 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// `out[t·16g + 16j + r]` = row r of packed group j of the `g` groups of sixteen rows in
-/// `groups` (each whole steps of `layout`) against `acts[t]`, in `variant`'s order (`Batch`:
-/// the tiled matmul's; for Q4_K `RepackedGemm`: the repacked gemm's), bit for bit as the row's
-/// single dot in that order. Returns `false`, having written nothing, for a layout or variant
-/// it has no kernel for.
-///
-/// # Panics
-/// As [`tile_call`] does.
+/// The tile of packed groups of `layout` ([`run_tile`]), one group at a time.
 pub(super) fn tile_packed(
     layout: Layout,
     groups: &[u8],
@@ -169,31 +144,12 @@ pub(super) fn tile_packed(
     let Some(shape) = shape(layout) else {
         return false;
     };
-    match tile_call(layout, groups, acts, variant, out) {
-        TileCall::NoKernel => false,
-        TileCall::NoTokens => true,
-        TileCall::Run {
-            gemm,
-            ys,
-            groups: count,
-            group_bytes,
-        } => {
-            let place = Place {
-                stride: count * PACK_ROWS,
-                at: 0,
-            };
-            for (j, group) in groups.chunks_exact(group_bytes).enumerate() {
-                let place = Place {
-                    at: j * PACK_ROWS,
-                    ..place
-                };
-                // SAFETY: only reachable through the table built after AVX2, FMA and F16C
-                // were detected.
-                unsafe { tile_impl(shape, gemm, group, &ys[..acts.len()], out, place) };
-            }
-            true
-        }
-    }
+    let run = |gemm, g: &[&[u8]], ys: &[&[BlockQ8K]], out: &mut [f32], place| {
+        // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
+        // detected.
+        unsafe { tile_impl(shape, gemm, g[0], ys, out, place) }
+    };
+    run_tile((layout, groups), acts, variant, out, false, run)
 }
 
 /// Per token and half, the chains: the tiled order's one, or the gemm's two (sums, mins).
@@ -213,19 +169,7 @@ fn tile_impl(
     let mut acc: Chains = [[[_mm256_setzero_ps(); 2]; HALVES]; MAX_TOKENS];
     let mut u = Unpacked::zeroed();
     for i in 0..n {
-        // The next step's lines (after the last, the next group's first, which follows this
-        // group in the copy) come in while this one is computed: a step is the work of
-        // thousands of cycles, and its lines are read once per call.
-        let base = group.as_ptr();
-        let (near, far) = (
-            base.wrapping_add((i + 1) * step_bytes),
-            base.wrapping_add((i + AHEAD) * step_bytes),
-        );
-        for line in (0..step_bytes).step_by(LINE) {
-            // `wrapping_add` and a prefetch never dereference: the address may be anything.
-            _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast());
-            _mm_prefetch::<_MM_HINT_T1>(far.wrapping_add(line).cast());
-        }
+        prefetch_steps(group, i, step_bytes);
         unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes], &mut u);
         let mut t0 = 0;
         while t0 < ys.len() {
@@ -256,39 +200,9 @@ fn tile_impl(
     for t in 0..ys.len() {
         let o = &mut out[t * place.stride + place.at..][..PACK_ROWS];
         for (h, o) in o.chunks_exact_mut(HALF).enumerate() {
-            let v = match gemm {
-                true => _mm256_sub_ps(acc[t][h][0], acc[t][h][1]),
-                false => acc[t][h][0],
-            };
-            // SAFETY: `o` is eight f32.
-            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+            store_chains(&acc[t][h], gemm, o);
         }
     }
-}
-
-/// The activation sums of sub-blocks 2k and 2k + 1 as the two i16 of one i32, for every k:
-/// for sixteen-element sub-blocks two stored `bsums` as they lie, for 32-element ones each the
-/// sum of two, cut back to i16. (The oracle adds those in 32 bits: the same value, as a sum of
-/// two `bsums` of a quantized row stays within ±2·16·128, far inside i16.)
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn bsum_pairs<const S: usize>(b: &BlockQ8K) -> [i32; MAX_SUBS / 2] {
-    const { assert!(S == SUBS || S == MAX_SUBS) };
-    // SAFETY: `bsums` is sixteen i16, 32 bytes; the load is unaligned.
-    let bs = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
-    let v = if S == MAX_SUBS {
-        bs
-    } else {
-        let sums = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
-        // Eight i32 sums (exact, small) packed to i16, in order: packs works per 128-bit half.
-        let p = _mm256_packs_epi32(sums, sums);
-        _mm256_permute4x64_epi64::<0b1000>(p)
-    };
-    let mut out = [0i32; MAX_SUBS / 2];
-    // SAFETY: `out` is eight i32, 32 bytes; the store is unaligned. (For 32-element
-    // sub-blocks only the first four are read.)
-    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
-    out
 }
 
 /// One unpacked super-block against a pass of tokens (the first `k` of `ys` real, the rest
@@ -345,18 +259,13 @@ fn pass<const S: usize, const RUN: usize, const GEMM: bool, const XS: bool>(
             run0 += RUN;
         }
         if GEMM && s % 2 == 1 {
-            // The pair's chains: acc = fma(isum, d·d_y, acc), acc_min = fma(imin, dmin·d_y, …).
+            // The pair's chains (the pair's sum: what `s1` gained since the last pair).
             for t in 0..k {
-                let b = _mm256_set1_epi32(bp[t][s / 2]);
                 for h in 0..HALVES {
                     let isum = _mm256_sub_epi32(s1[t][h], pend[t][h]);
                     pend[t][h] = s1[t][h];
-                    let imin = _mm256_madd_epi16(u.mn_pairs[h][s / 2], b);
-                    let ds = _mm256_mul_ps(u.d[h], dy[t]);
-                    let dms = _mm256_mul_ps(u.dmin[h], dy[t]);
-                    let [a0, a1] = &mut acc[t][h];
-                    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, *a0);
-                    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dms, *a1);
+                    let mins = (u.mn_pairs[h][s / 2], bp[t][s / 2]);
+                    gemm_step(isum, mins, (u.d[h], u.dmin[h], dy[t]), &mut acc[t][h]);
                 }
             }
         }
@@ -366,28 +275,15 @@ fn pass<const S: usize, const RUN: usize, const GEMM: bool, const XS: bool>(
     }
     for t in 0..k {
         for h in 0..HALVES {
-            let mut bias = zero;
-            let mut s2 = zero;
-            for (p, &b) in bp[t][..S / 2].iter().enumerate() {
-                let b = _mm256_set1_epi32(b);
-                if shape.bias != 0 {
-                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(u.sc_pairs[h][p], b));
-                }
-                if shape.mins {
-                    s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(u.mn_pairs[h][p], b));
-                }
-            }
-            let s1 = _mm256_sub_epi32(
+            let pairs = (&u.sc_pairs[h][..], &u.mn_pairs[h][..], &bp[t][..S / 2]);
+            let scales = (u.d[h], u.dmin[h], dy[t]);
+            tiled_step(
                 s1[t][h],
-                _mm256_mullo_epi32(bias, _mm256_set1_epi32(shape.bias)),
+                pairs,
+                (shape.bias, shape.mins),
+                scales,
+                &mut acc[t][h][0],
             );
-            // t = s1·d;  t = fma(−dmin, s2, t) (types with mins);  acc = fma(t, y.d, acc).
-            let mut v = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), u.d[h]);
-            if shape.mins {
-                let neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), u.dmin[h]);
-                v = _mm256_fmadd_ps(neg_dmin, _mm256_cvtepi32_ps(s2), v);
-            }
-            acc[t][h][0] = _mm256_fmadd_ps(v, dy[t], acc[t][h][0]);
         }
     }
 }
@@ -395,7 +291,7 @@ fn pass<const S: usize, const RUN: usize, const GEMM: bool, const XS: bool>(
 /// A packed Q4_K step ([`Layout::Q4Kx16`]) unpacked.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn unpack_q4_k(step: &[u8], u: &mut Unpacked) {
-    let (sc8, mn8) = scales_mins(&step[K_SCALES_AT..K_QS_AT]);
+    let (sc8, mn8) = scale_min_bytes(&step[K_SCALES_AT..K_QS_AT]);
     let low = _mm256_set1_epi8(0x0f);
     let qs = &step[K_QS_AT..];
     for h in 0..HALVES {
