@@ -41,14 +41,12 @@ use std::arch::x86_64::*;
 use super::kavx2::array_of;
 use super::kavx2::iq4nl_table;
 use super::packed_kernels::{
-    i16_run_fits, packed_gemv, packed_helpers, scale_min_bytes, StepPrefetch, GROUP, LANES, PAIR,
-    PAIRS, PAIR_WORDS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q5_STEP, Q6_HALF, Q6_QH_WORD,
-    Q6_SC_WORD, Q6_STEP, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
+    i16_run_fits, packed_gemv, packed_helpers, packed_table, scale_min_bytes, StepPrefetch, GROUP,
+    LANES, PAIR, PAIRS, PAIR_WORDS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q5_STEP, Q6_HALF,
+    Q6_QH_WORD, Q6_SC_WORD, Q6_STEP, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
 };
-use crate::kernels::entries::{Packed, Variant};
 use crate::kernels::kblocks::BlockQ8K;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS, Q6_K_D_AT};
-use crate::kernels::{GgmlType, Layout};
 
 /// This tier's width for the helpers both tiers share (`packed_kernels.rs`): 256-bit vectors,
 /// a packed step read as two halves of eight rows, `madd` and an add for the i16 pair dots.
@@ -74,47 +72,14 @@ mod w {
     }
 }
 
-mod helpers {
-    super::packed_helpers!("avx2,fma,f16c");
-}
-pub(super) use helpers::{
-    bcast4, gemm_step, pair_i16, q5_fifth_bit, q5_scale_min, store_chains, store_hsum, tiled_step,
-    xs_scale,
-};
+packed_helpers!("avx2,fma,f16c");
 
-/// The packed layout and kernel of `ty` on this tier, where it has one.
-pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
-    match ty {
-        GgmlType::Q4K => Some(Packed {
-            layout: Layout::Q4Kx16,
-            variant: Variant::Repacked,
-            gemv: gemv16_q4_k_packed,
-            gemv_tokens: None,
-            tile: Some(super::avx2_packed_tile::tile_packed),
-        }),
-        GgmlType::Q6K => Some(Packed {
-            layout: Layout::Q6KPairs,
-            variant: Variant::Dot,
-            gemv: gemv16_q6_k_packed,
-            gemv_tokens: None,
-            tile: Some(super::avx2_packed_tile::tile_packed),
-        }),
-        GgmlType::Q5K => Some(Packed {
-            layout: Layout::Q5KPairs,
-            variant: Variant::Dot,
-            gemv: gemv16_q5_k_packed,
-            gemv_tokens: None,
-            tile: Some(super::avx2_packed_tile::tile_packed),
-        }),
-        GgmlType::Iq4Xs => Some(Packed {
-            layout: Layout::Iq4XsX16,
-            variant: Variant::Dot,
-            gemv: gemv16_iq4_xs_packed,
-            gemv_tokens: None,
-            tile: Some(super::avx2_packed_tile::tile_packed),
-        }),
-        _ => None,
-    }
+packed_table! {
+    tile: super::avx2_packed_tile::tile_packed;
+    Q4K => (Q4Kx16, Repacked, gemv16_q4_k_packed, None),
+    Q6K => (Q6KPairs, Dot, gemv16_q6_k_packed, None),
+    Q5K => (Q5KPairs, Dot, gemv16_q5_k_packed, None),
+    Iq4Xs => (Iq4XsX16, Dot, gemv16_iq4_xs_packed, None),
 }
 
 /// Rows of one half of a packed group: the i32 lanes of a 256-bit vector.

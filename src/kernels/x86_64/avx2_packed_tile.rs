@@ -36,9 +36,9 @@ use super::avx2_packed::{
 use super::kavx2::{array_of, iq4nl_table};
 pub(super) use super::packed_kernels::i16_run_fits;
 use super::packed_kernels::{
-    bsum_pairs, prefetch_steps, run_tile, scale_min_bytes, Place, GROUP, K_GROUPS as GROUPS,
-    MAX_SUBS, MAX_TOKENS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q6_BIAS, Q6_SC_WORD, SUB, SUBS,
-    XS_QS_WORD, XS_SUB_WORDS,
+    bsum_pairs, packed_tile, prefetch_steps, scale_min_bytes, token_passes, Place, GROUP,
+    K_GROUPS as GROUPS, MAX_SUBS, MAX_TOKENS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q6_BIAS,
+    Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
 };
 use crate::kernels::entries::Variant;
 use crate::kernels::kblocks::BlockQ8K;
@@ -133,24 +133,15 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// The tile of packed groups of `layout` ([`run_tile`]), one group at a time.
-pub(super) fn tile_packed(
-    layout: Layout,
-    groups: &[u8],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    let Some(shape) = shape(layout) else {
-        return false;
-    };
-    let run = |gemm, g: &[&[u8]], ys: &[&[BlockQ8K]], out: &mut [f32], place| {
+packed_tile!(
+    /// The tile of packed groups of `layout` (`packed_kernels::run_tile`), one group at a time.
+    pairs: false,
+    |shape, gemm, g: &[&[u8]], ys: &[&[BlockQ8K]], out: &mut [f32], place| {
         // SAFETY: only reachable through the table built after AVX2, FMA and F16C were
         // detected.
         unsafe { tile_impl(shape, gemm, g[0], ys, out, place) }
-    };
-    run_tile((layout, groups), acts, variant, out, false, run)
-}
+    }
+);
 
 /// Per token and half, the chains: the tiled order's one, or the gemm's two (sums, mins).
 type Chains = [[[__m256; 2]; HALVES]; MAX_TOKENS];
@@ -171,31 +162,27 @@ fn tile_impl(
     for i in 0..n {
         prefetch_steps(group, i, step_bytes);
         unpack(shape, &group[i * step_bytes..(i + 1) * step_bytes], &mut u);
-        let mut t0 = 0;
-        while t0 < ys.len() {
-            let k = PASS.min(ys.len() - t0);
-            let blocks: [&BlockQ8K; PASS] = std::array::from_fn(|t| &ys[t0 + t.min(k - 1)][i]);
+        token_passes::<PASS>(ys, i, |blocks, k, t0| {
             let acc = &mut acc[t0..t0 + PASS.min(MAX_TOKENS - t0)];
             match (shape.layout, gemm) {
                 (Layout::Q4Kx16, true) => {
-                    pass::<SUBS, RUN_Q4_K, true, false>(&u, shape, &blocks, k, acc)
+                    pass::<SUBS, RUN_Q4_K, true, false>(&u, shape, blocks, k, acc)
                 }
                 (Layout::Q4Kx16, false) => {
-                    pass::<SUBS, RUN_Q4_K, false, false>(&u, shape, &blocks, k, acc)
+                    pass::<SUBS, RUN_Q4_K, false, false>(&u, shape, blocks, k, acc)
                 }
                 (Layout::Q5KPairs, _) => {
-                    pass::<SUBS, RUN_Q5_K, false, false>(&u, shape, &blocks, k, acc)
+                    pass::<SUBS, RUN_Q5_K, false, false>(&u, shape, blocks, k, acc)
                 }
                 (Layout::Q6KPairs, _) => {
-                    pass::<MAX_SUBS, RUN_Q6_K, false, false>(&u, shape, &blocks, k, acc)
+                    pass::<MAX_SUBS, RUN_Q6_K, false, false>(&u, shape, blocks, k, acc)
                 }
                 (Layout::Iq4XsX16, _) => {
-                    pass::<SUBS, RUN_IQ4_XS, false, true>(&u, shape, &blocks, k, acc)
+                    pass::<SUBS, RUN_IQ4_XS, false, true>(&u, shape, blocks, k, acc)
                 }
                 (l, _) => unreachable!("no prompt kernel for {}", l.name()),
             }
-            t0 += k;
-        }
+        });
     }
     for t in 0..ys.len() {
         let o = &mut out[t * place.stride + place.at..][..PACK_ROWS];
@@ -273,17 +260,12 @@ fn pass<const S: usize, const RUN: usize, const GEMM: bool, const XS: bool>(
     if GEMM {
         return;
     }
+    let kind = (shape.bias, shape.mins);
     for t in 0..k {
         for h in 0..HALVES {
             let pairs = (&u.sc_pairs[h][..], &u.mn_pairs[h][..], &bp[t][..S / 2]);
             let scales = (u.d[h], u.dmin[h], dy[t]);
-            tiled_step(
-                s1[t][h],
-                pairs,
-                (shape.bias, shape.mins),
-                scales,
-                &mut acc[t][h][0],
-            );
+            tiled_step(s1[t][h], pairs, kind, scales, &mut acc[t][h][0]);
         }
     }
 }

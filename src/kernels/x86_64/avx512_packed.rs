@@ -35,14 +35,15 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_kernels::{
-    packed_gemv, packed_helpers, scale_min_bytes, StepPrefetch, GROUP, LANES, PAIR, PAIRS,
-    PAIR_WORDS, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
+use super::avx512_packed_k::{
+    gemv16_q5_k_packed, gemv16_q5_k_tokens, gemv16_q6_k_packed, gemv16_q6_k_tokens,
 };
-use crate::kernels::entries::{Packed, Variant};
+use super::packed_kernels::{
+    packed_gemv, packed_helpers, packed_table, pass_of, scale_min_bytes, StepPrefetch, GROUP,
+    LANES, PAIR, PAIRS, PAIR_WORDS, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
+};
 use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
-use crate::kernels::{GgmlType, Layout};
 
 /// Bytes of sixteen f16 values, one per row (a packed step's `d` or `dmin`).
 const F16_ROWS: usize = 2 * PACK_ROWS;
@@ -66,47 +67,14 @@ mod w {
     pub(super) const WIDTH: usize = 16;
 }
 
-mod helpers {
-    super::packed_helpers!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
-}
-pub(super) use helpers::{
-    bcast4, gemm_step, pair_i16, q5_fifth_bit, q5_scale_min, store_chains, store_hsum, tiled_step,
-    xs_scale,
-};
+packed_helpers!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
 
-/// The packed layout and kernel of `ty` on this tier, where it has one.
-pub(in crate::kernels) fn packed(ty: GgmlType) -> Option<Packed> {
-    match ty {
-        GgmlType::Q4K => Some(Packed {
-            layout: Layout::Q4Kx16,
-            variant: Variant::Repacked,
-            gemv: gemv16_q4_k_packed,
-            gemv_tokens: Some(gemv16_q4_k_tokens),
-            tile: Some(super::avx512_packed_tile::tile_packed),
-        }),
-        GgmlType::Iq4Xs => Some(Packed {
-            layout: Layout::Iq4XsX16,
-            variant: Variant::Dot,
-            gemv: gemv16_iq4_xs_packed,
-            gemv_tokens: Some(gemv16_iq4_xs_tokens),
-            tile: Some(super::avx512_packed_tile::tile_packed),
-        }),
-        GgmlType::Q6K => Some(Packed {
-            layout: Layout::Q6Kx16,
-            variant: Variant::Dot,
-            gemv: super::avx512_packed_k::gemv16_q6_k_packed,
-            gemv_tokens: Some(super::avx512_packed_k::gemv16_q6_k_tokens),
-            tile: Some(super::avx512_packed_tile::tile_packed),
-        }),
-        GgmlType::Q5K => Some(Packed {
-            layout: Layout::Q5Kx16,
-            variant: Variant::Dot,
-            gemv: super::avx512_packed_k::gemv16_q5_k_packed,
-            gemv_tokens: Some(super::avx512_packed_k::gemv16_q5_k_tokens),
-            tile: Some(super::avx512_packed_tile::tile_packed),
-        }),
-        _ => None,
-    }
+packed_table! {
+    tile: super::avx512_packed_tile::tile_packed;
+    Q4K => (Q4Kx16, Repacked, gemv16_q4_k_packed, Some(gemv16_q4_k_tokens)),
+    Iq4Xs => (Iq4XsX16, Dot, gemv16_iq4_xs_packed, Some(gemv16_iq4_xs_tokens)),
+    Q6K => (Q6Kx16, Dot, gemv16_q6_k_packed, Some(gemv16_q6_k_tokens)),
+    Q5K => (Q5Kx16, Dot, gemv16_q5_k_packed, Some(gemv16_q5_k_tokens)),
 }
 
 packed_gemv!(
@@ -207,9 +175,7 @@ fn q4k_close_sum(
 /// nibble vector is split once and meets every token's activation bytes.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q4_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
-    let n = ys[0].len();
-    let pf = StepPrefetch::new(group, K_STEP);
+    let (ys, n, pf) = pass_of::<T>(group, K_STEP, ys);
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [(_mm512_setzero_ps(), _mm512_setzero_ps()); T];
     for i in 0..n {
@@ -336,9 +302,7 @@ fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) 
 /// registers; the two lanes' float steps follow the column.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_iq4_xs_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
-    let n = ys[0].len();
-    let pf = StepPrefetch::new(group, XS_STEP);
+    let (ys, n, pf) = pass_of::<T>(group, XS_STEP, ys);
     // SAFETY: the table is 16 bytes.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low = _mm512_set1_epi8(0x0f);

@@ -20,8 +20,8 @@ use std::arch::x86_64::*;
 
 use super::avx512_packed::{bcast4, pair_i16, q5_fifth_bit, q5_scale_min, store_hsum, word};
 use super::packed_kernels::{
-    packed_gemv, StepPrefetch, GROUP, LANES, PAIR, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q5_STEP,
-    Q6_HALF, Q6_QH_WORD, Q6_SC_WORD, Q6_STEP, SUB, SUBS,
+    packed_gemv, pass_of, StepPrefetch, GROUP, LANES, PAIR, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD,
+    Q5_STEP, Q6_HALF, Q6_QH_WORD, Q6_SC_WORD, Q6_STEP, SUB, SUBS,
 };
 use crate::kernels::kblocks::BlockQ8K;
 use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
@@ -219,9 +219,7 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 /// does not matter).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q6_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
-    let n = ys[0].len();
-    let pf = StepPrefetch::new(group, Q6_STEP);
+    let (ys, n, pf) = pass_of::<T>(group, Q6_STEP, ys);
     let ctl = Q6Controls::new();
     let mut acc = [[_mm512_setzero_ps(); LANES]; T];
     for i in 0..n {
@@ -363,9 +361,7 @@ fn gemv16_q5_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
 /// lane's float step follows the column.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q5_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out: &mut [f32]) {
-    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
-    let n = ys[0].len();
-    let pf = StepPrefetch::new(group, Q5_STEP);
+    let (ys, n, pf) = pass_of::<T>(group, Q5_STEP, ys);
     let mut acc = [[_mm512_setzero_ps(); LANES]; T];
     let mut summs = [_mm512_setzero_ps(); T];
     for i in 0..n {

@@ -27,8 +27,8 @@ use super::avx512_packed::{
     bcast4, gemm_step, pair_i16, scales_mins, store_chains, tiled_step, word,
 };
 use super::packed_kernels::{
-    bsum_pairs, prefetch_steps, run_tile, Place, GROUP, K_GROUPS as GROUPS, MAX_SUBS, MAX_TOKENS,
-    Q6_BIAS, SUB, SUBS,
+    bsum_pairs, packed_tile, prefetch_steps, token_passes, Place, GROUP, K_GROUPS as GROUPS,
+    MAX_SUBS, MAX_TOKENS, Q6_BIAS, SUB, SUBS,
 };
 use crate::kernels::entries::Variant;
 use crate::kernels::kblocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL};
@@ -122,29 +122,20 @@ fn unpack(shape: Shape, step: &[u8], u: &mut Unpacked) {
     }
 }
 
-/// The tile of packed groups of `layout` ([`run_tile`]), groups two at a time where a call has
-/// two: each activation broadcast then feeds two `vpdpbusd`, which the broadcasts' loads
-/// otherwise limit.
-pub(super) fn tile_packed(
-    layout: Layout,
-    groups: &[u8],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    let Some(shape) = shape(layout) else {
-        return false;
-    };
-    let run = |gemm, g: &[&[u8]], ys: &[&[BlockQ8K]], out: &mut [f32], place| match *g {
+packed_tile!(
+    /// The tile of packed groups of `layout` (`packed_kernels::run_tile`), groups two at a time where a call
+    /// has two: each activation broadcast then feeds two `vpdpbusd`, which the broadcasts'
+    /// loads otherwise limit.
+    pairs: true,
+    |shape, gemm, g: &[&[u8]], ys: &[&[BlockQ8K]], out: &mut [f32], place| match *g {
         // SAFETY: only reachable through the table built after every feature above was
         // detected.
         [a] => unsafe { tile_g::<1>(shape, gemm, [a], ys, out, place) },
         // SAFETY: as above.
         [a, b] => unsafe { tile_g::<2>(shape, gemm, [a, b], ys, out, place) },
         _ => unreachable!("one or two groups"),
-    };
-    run_tile((layout, groups), acts, variant, out, true, run)
-}
+    }
+);
 
 /// [`tile_packed`] of `G` packed groups (one or two) at `place` in `out`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -186,19 +177,15 @@ fn tile_steps<const G: usize>(
         for (j, u) in u.iter_mut().enumerate() {
             fill(j, i, u);
         }
-        let mut t0 = 0;
-        while t0 < ys.len() {
-            let k = PASS.min(ys.len() - t0);
-            let blocks: [&BlockQ8K; PASS] = std::array::from_fn(|t| &ys[t0 + t.min(k - 1)][i]);
+        token_passes::<PASS>(ys, i, |blocks, k, t0| {
             let acc = &mut acc[t0..t0 + PASS.min(MAX_TOKENS - t0)];
             match (shape.subs, gemm) {
-                (MAX_SUBS, _) => pass::<MAX_SUBS, false, G>(&u, shape, &blocks, k, acc),
-                (SUBS, false) => pass::<SUBS, false, G>(&u, shape, &blocks, k, acc),
-                (SUBS, true) => pass::<SUBS, true, G>(&u, shape, &blocks, k, acc),
+                (MAX_SUBS, _) => pass::<MAX_SUBS, false, G>(&u, shape, blocks, k, acc),
+                (SUBS, false) => pass::<SUBS, false, G>(&u, shape, blocks, k, acc),
+                (SUBS, true) => pass::<SUBS, true, G>(&u, shape, blocks, k, acc),
                 _ => unreachable!("sub-blocks of 16 or 32 elements"),
             }
-            t0 += k;
-        }
+        });
     }
     for t in 0..ys.len() {
         let o = &mut out[t * place.stride + place.at..][..G * PACK_ROWS];
@@ -332,17 +319,12 @@ fn pass<const S: usize, const GEMM: bool, const G: usize>(
     if GEMM {
         return;
     }
+    let kind = (shape.bias, shape.mins);
     for t in 0..k {
         for (j, u) in u.iter().enumerate() {
             let pairs = (&u.sc_pairs[..], &u.mn_pairs[..], &bp[t][..S / 2]);
             let scales = (u.d, u.dmin, dy[t]);
-            tiled_step(
-                s1[t][j],
-                pairs,
-                (shape.bias, shape.mins),
-                scales,
-                &mut acc[t][j][0],
-            );
+            tiled_step(s1[t][j], pairs, kind, scales, &mut acc[t][j][0]);
         }
     }
 }

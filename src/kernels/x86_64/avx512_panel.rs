@@ -227,20 +227,13 @@ fn q2_k_impl<const K: usize>(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &m
     panel_rows(w, y, out, unpack, d, Some(dmin), parts, chain_kind(K));
 }
 
-// The safe wrappers: each `unsafe` call is sound because they are only reachable through the
-// AVX-512 table, built after every feature the bodies enable was detected.
-fn q2_k_repacked(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+/// Q2_K's panel in chain `K`: the safe wrapper, sound because it is only reachable through the
+/// AVX-512 table, built after every feature the body enables was detected.
+fn q2_k_chain<const K: usize>(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
-    unsafe { q2_k_impl::<REPACKED>(w, y, out) }
+    unsafe { q2_k_impl::<K>(w, y, out) }
 }
-fn q2_k_gemm(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
-    // SAFETY: as above.
-    unsafe { q2_k_impl::<GEMM>(w, y, out) }
-}
-fn q2_k_tiled(w: &[&[BlockQ2K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
-    // SAFETY: as above.
-    unsafe { q2_k_impl::<TILED>(w, y, out) }
-}
+/// Q3_K's, through the packed types' passes (safe as [`q2_k_chain`]).
 fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
     unsafe { super::avx512_packed_tile::q3_k_rows(w, y, out) }
@@ -292,35 +285,40 @@ fn tile16<B: Block>(
     true
 }
 
-/// Q2_K's tile on this tier: the sixteen-row panels in its three chain orders, `rest` (the
-/// eight-row tile) for the rows left and for the `vec_dot` order.
-pub(super) fn tile_q2_k(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-    rest: TileDot,
-) -> bool {
-    let (panel, min): (Panel16<BlockQ2K>, usize) = match variant {
-        Variant::Repacked => (q2_k_repacked, PANEL_MIN_TOKENS),
-        Variant::RepackedGemm => (q2_k_gemm, PANEL_MIN_TOKENS_GEMM),
-        Variant::Batch => (q2_k_tiled, PANEL_MIN_TOKENS),
-        Variant::Dot => return rest(rows, acts, variant, out),
-    };
-    tile16(rows, acts, variant, out, panel, min, rest)
+/// This tier's tiles of the types with panels: `$name` runs `$panel(variant)` (a sixteen-row
+/// panel and the fewest tokens it pays at, or none) over whole groups of sixteen rows
+/// ([`tile16`]), and `rest` (the type's eight-row tile) for the rows left and where none.
+macro_rules! panel_tiles {
+    ($($(#[$doc:meta])* $name:ident: $block:ty = $panel:expr;)*) => {$(
+        $(#[$doc])*
+        pub(super) fn $name(
+            rows: &[&[u8]],
+            acts: &[ActRow],
+            variant: Variant,
+            out: &mut [f32],
+            rest: TileDot,
+        ) -> bool {
+            let panel: Option<(Panel16<$block>, usize)> = ($panel)(variant);
+            match panel {
+                Some((panel, min)) => tile16(rows, acts, variant, out, panel, min, rest),
+                None => rest(rows, acts, variant, out),
+            }
+        }
+    )*};
 }
 
-/// Q3_K's tile on this tier: sixteen rows at a time through `avx512_packed_tile::q3_k_rows` in the
-/// tiled order, `rest` otherwise.
-pub(super) fn tile_q3_k(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-    rest: TileDot,
-) -> bool {
-    match variant {
-        Variant::Batch => tile16(rows, acts, variant, out, q3_k_tiled, PANEL_MIN_TOKENS, rest),
-        _ => rest(rows, acts, variant, out),
-    }
+panel_tiles! {
+    /// Q2_K's tile on this tier: the sixteen-row panels in its three chain orders (`vec_dot`'s
+    /// by `rest`).
+    tile_q2_k: BlockQ2K = |variant| match variant {
+        Variant::Repacked => Some((q2_k_chain::<REPACKED> as Panel16<_>, PANEL_MIN_TOKENS)),
+        Variant::RepackedGemm => Some((q2_k_chain::<GEMM> as Panel16<_>, PANEL_MIN_TOKENS_GEMM)),
+        Variant::Batch => Some((q2_k_chain::<TILED> as Panel16<_>, PANEL_MIN_TOKENS)),
+        Variant::Dot => None,
+    };
+    /// Q3_K's tile on this tier: sixteen rows at a time through
+    /// `avx512_packed_tile::q3_k_rows` in the tiled order.
+    tile_q3_k: BlockQ3K = |variant| {
+        (variant == Variant::Batch).then_some((q3_k_tiled as Panel16<_>, PANEL_MIN_TOKENS))
+    };
 }

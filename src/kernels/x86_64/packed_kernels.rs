@@ -36,35 +36,35 @@ pub(super) const PAIR: usize = 2 * SUB;
 /// Lanes of ggml's `vec_dot` accumulators (each a vector over the rows here).
 pub(super) const LANES: usize = 8;
 
-/// Bytes of one IQ4_XS block, and of one packed step of sixteen.
-const XS_BLOCK: usize = std::mem::size_of::<BlockIq4Xs>();
-pub(super) const XS_STEP: usize = XS_BLOCK * PACK_ROWS;
-/// Words of an IQ4_XS block before its nibbles (d with `scales_h`, then `scales_l`).
-pub(super) const XS_QS_WORD: usize = 2;
-/// Words of one IQ4_XS sub-block's nibbles (16 bytes: low nibbles elements 0..16, high 16..32).
-pub(super) const XS_SUB_WORDS: usize = 4;
-/// IQ4_XS scales are 6-bit codes for −32..32.
-pub(super) const XS_SCALE_BIAS: i32 = 32;
+/// Bytes of one packed step (sixteen rows' blocks) of IQ4_XS, Q6_K and Q5_K.
+pub(super) const XS_STEP: usize = std::mem::size_of::<BlockIq4Xs>() * PACK_ROWS;
+pub(super) const Q6_STEP: usize = std::mem::size_of::<BlockQ6K>() * PACK_ROWS;
+pub(super) const Q5_STEP: usize = std::mem::size_of::<BlockQ5K>() * PACK_ROWS;
 
-/// Bytes of one Q6_K block, and of one packed step of sixteen.
-const Q6_BLOCK: usize = std::mem::size_of::<BlockQ6K>();
-pub(super) const Q6_STEP: usize = Q6_BLOCK * PACK_ROWS;
-/// Word offsets of a Q6_K block's `qh` and scales (its `ql` starts it).
-pub(super) const Q6_QH_WORD: usize = 32;
-pub(super) const Q6_SC_WORD: usize = 48;
+/// Word `offset_of!(B, field) / GROUP` of a packed step of blocks `B` starts `field` (a word:
+/// four bytes of each of the sixteen rows, as a row's block is cut into four-byte groups).
+macro_rules! word_of {
+    ($block:ident.$field:ident) => {
+        std::mem::offset_of!($block, $field) / GROUP
+    };
+}
+// The packed steps' words: IQ4_XS's nibbles (four words a sub-block: 16 bytes, low nibbles
+// elements 0..16, high 16..32), Q6_K's `qh` and scales, Q5_K's scales, `qh` and `qs`.
+pub(super) const XS_QS_WORD: usize = word_of!(BlockIq4Xs.qs);
+pub(super) const XS_SUB_WORDS: usize = SUB / 2 / GROUP;
+pub(super) const Q6_QH_WORD: usize = word_of!(BlockQ6K.qh);
+pub(super) const Q6_SC_WORD: usize = word_of!(BlockQ6K.scales);
+pub(super) const Q5_SC_WORD: usize = word_of!(BlockQ5K.scales);
+pub(super) const Q5_QH_WORD: usize = word_of!(BlockQ5K.qh);
+pub(super) const Q5_QS_WORD: usize = word_of!(BlockQ5K.qs);
+const _: () = assert!(XS_QS_WORD == 2 && Q6_SC_WORD == 48 && Q5_QS_WORD == 12);
+
 /// Elements of one Q6_K half block (`ql` 64 bytes, `qh` 32 bytes).
 pub(super) const Q6_HALF: usize = 128;
-/// Q6_K codes are stored as `q + 32`.
+/// IQ4_XS scales are 6-bit codes for −32..32; Q6_K codes are stored as `q + 32`.
+pub(super) const XS_SCALE_BIAS: i32 = 32;
 pub(super) const Q6_BIAS: i32 = 32;
-
-/// Bytes of one Q5_K block, and of one packed step of sixteen.
-const Q5_BLOCK: usize = std::mem::size_of::<BlockQ5K>();
-pub(super) const Q5_STEP: usize = Q5_BLOCK * PACK_ROWS;
-/// Word offsets of a Q5_K block's scales, `qh` and `qs` (d and dmin are word 0).
-pub(super) const Q5_SC_WORD: usize = 1;
-pub(super) const Q5_QH_WORD: usize = 4;
-pub(super) const Q5_QS_WORD: usize = 12;
-/// The fifth bit's weight.
+/// A Q5_K code's fifth bit's weight.
 pub(super) const FIFTH: i8 = 0x10;
 
 /// The cache line.
@@ -230,6 +230,18 @@ const PASS_TOKENS: usize = 8;
 /// table, the sizes checked by [`tokens_gemv`].
 pub(super) type TokensPass = unsafe fn(&[u8], &[&[BlockQ8K]], &mut [f32]);
 
+/// A multi-token pass's start: its `T` tokens' blocks, their count, and the prefetch of its
+/// group of `step`-byte steps.
+#[inline(always)]
+pub(super) fn pass_of<'a, 'b, const T: usize>(
+    group: &[u8],
+    step: usize,
+    ys: &'a [&'b [BlockQ8K]],
+) -> (&'a [&'b [BlockQ8K]; T], usize, StepPrefetch) {
+    let ys: &[&[BlockQ8K]; T] = ys.try_into().expect("T tokens");
+    (ys, ys[0].len(), StepPrefetch::new(group, step))
+}
+
 /// The table of `$kernel::<T>` for T in 1..=[`PASS_TOKENS`] (index T − 1).
 macro_rules! passes {
     ($kernel:ident) => {
@@ -277,6 +289,50 @@ pub(super) fn tokens_gemv(
     }
 }
 
+/// A tier's table of packed kernels, `packed(ty)`: for each type it packs (`GgmlType::$ty`), its
+/// layout, the order its kernels sum in, the single-token kernel and the one over several
+/// tokens where it has one; `$tile` is the tier's prompt kernel.
+macro_rules! packed_table {
+    (tile: $tile:path; $($ty:ident => ($layout:ident, $variant:ident, $gemv:ident, $tokens:expr),)*) => {
+        /// The packed layout and kernel of `ty` on this tier, where it has one.
+        pub(in crate::kernels) fn packed(
+            ty: crate::kernels::GgmlType,
+        ) -> Option<crate::kernels::entries::Packed> {
+            use crate::kernels::entries::{Packed, Variant};
+            use crate::kernels::{GgmlType, Layout};
+            match ty {
+                $(GgmlType::$ty => Some(Packed {
+                    layout: Layout::$layout,
+                    variant: Variant::$variant,
+                    gemv: $gemv,
+                    gemv_tokens: $tokens,
+                    tile: Some($tile),
+                }),)*
+                _ => None,
+            }
+        }
+    };
+}
+pub(super) use packed_table;
+
+/// The passes over block `i` of every token of `ys`, `P` tokens at a time: `run(blocks, k,
+/// t0)` for tokens `t0..t0 + k`, the first `k` of `blocks` theirs (the rest repeat the last, so
+/// that a pass always computes `P`; their results are the caller's to drop).
+#[inline(always)]
+pub(super) fn token_passes<'a, const P: usize>(
+    ys: &[&'a [BlockQ8K]],
+    i: usize,
+    mut run: impl FnMut(&[&'a BlockQ8K; P], usize, usize),
+) {
+    let mut t0 = 0;
+    while t0 < ys.len() {
+        let k = P.min(ys.len() - t0);
+        let blocks: [&BlockQ8K; P] = std::array::from_fn(|t| &ys[t0 + t.min(k - 1)][i]);
+        run(&blocks, k, t0);
+        t0 += k;
+    }
+}
+
 /// The safe wrapper of a packed single-token kernel `$impl` (`#[target_feature]`, taking the
 /// checked sixteen outputs) for type `$ty` (`$step` bytes a step), in the order of `$oracle`;
 /// with `tokens $name $pass`, the multi-token wrapper over the [`passes!`] of `$pass` too.
@@ -311,20 +367,15 @@ macro_rules! packed_gemv {
 pub(super) use packed_gemv;
 
 /// The helpers both tiers' packed kernels use, compiled with the target features `$feat` over
-/// the width module `w` of the module that expands it (its parent, `super`: see the module
-/// documentation). Each reads the same bytes and forms the same integers and floats lane for
+/// the width module `w` of the module that expands it (see the module documentation). Each reads the same bytes and forms the same integers and floats lane for
 /// lane at either width.
 macro_rules! packed_helpers {
     ($feat:literal) => {
-        use super::w::{self, F, I};
-        use crate::kernels::kblocks::BlockQ8K;
-        use crate::kernels::x86_64::packed_kernels::{FIFTH, GROUP, LANES, XS_SCALE_BIAS};
-
         /// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn bcast4(b: &BlockQ8K, e: usize) -> I {
-            let q = &b.qs[e..e + GROUP];
+        pub(super) fn bcast4(b: &crate::kernels::kblocks::BlockQ8K, e: usize) -> w::I {
+            let q = &b.qs[e..e + super::packed_kernels::GROUP];
             // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
             w::set1_32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
         }
@@ -332,7 +383,7 @@ macro_rules! packed_helpers {
         /// `a`'s low i16 and `b`'s low i16 as the two halves of each i32 lane.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn pair_i16(a: I, b: I) -> I {
+        pub(super) fn pair_i16(a: w::I, b: w::I) -> w::I {
             w::or(w::and(a, w::set1_32(0xffff)), w::slli32::<16>(b))
         }
 
@@ -341,28 +392,31 @@ macro_rules! packed_helpers {
         /// scales_h).
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn xs_scale(w0: I, w1: I, sub: usize) -> I {
+        pub(super) fn xs_scale(w0: w::I, w1: w::I, sub: usize) -> w::I {
             let lo4 = field(w1, 0, 4 * sub, 0xf);
             let hi2 = field(w0, 2, 2 * sub, 3);
-            w::sub32(w::or(lo4, w::slli32::<4>(hi2)), w::set1_32(XS_SCALE_BIAS))
+            w::sub32(
+                w::or(lo4, w::slli32::<4>(hi2)),
+                w::set1_32(super::packed_kernels::XS_SCALE_BIAS),
+            )
         }
 
         /// Bit `bit` of each byte of the `qh` word `h`, moved to bit 4 (a Q5_K code's fifth
         /// bit).
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn q5_fifth_bit(h: I, bit: usize) -> I {
+        pub(super) fn q5_fifth_bit(h: w::I, bit: usize) -> w::I {
             let v = match bit {
                 0..4 => w::sll16(h, std::arch::x86_64::_mm_cvtsi32_si128((4 - bit) as i32)),
                 _ => w::srl16(h, std::arch::x86_64::_mm_cvtsi32_si128((bit - 4) as i32)),
             };
-            w::and(v, w::set1_8(FIFTH))
+            w::and(v, w::set1_8(super::packed_kernels::FIFTH))
         }
 
         /// Byte `k` of every i32 lane of `v`, shifted right by `s` and masked by `m`.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn field(v: I, k: usize, s: usize, m: i32) -> I {
+        fn field(v: w::I, k: usize, s: usize, m: i32) -> w::I {
             let shift = std::arch::x86_64::_mm_cvtsi32_si128((8 * k + s) as i32);
             w::and(w::srl32(v, shift), w::set1_32(m))
         }
@@ -371,7 +425,7 @@ macro_rules! packed_helpers {
         /// lane) from the three scale words.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn q5_scale_min(w: &[I; 3], j: usize) -> (I, I) {
+        pub(super) fn q5_scale_min(w: &[w::I; 3], j: usize) -> (w::I, w::I) {
             const SIX: i32 = 0x3f;
             const FOUR: i32 = 0x0f;
             const TOP: i32 = 0x03;
@@ -379,7 +433,7 @@ macro_rules! packed_helpers {
                 (field(w[0], j, 0, SIX), field(w[1], j, 0, SIX))
             } else {
                 let k = j - 4;
-                let top = |v: I| w::slli32::<4>(field(v, k, 6, TOP));
+                let top = |v: w::I| w::slli32::<4>(field(v, k, 6, TOP));
                 (
                     w::or(field(w[2], k, 0, FOUR), top(w[0])),
                     w::or(field(w[2], k, 4, FOUR), top(w[1])),
@@ -392,9 +446,9 @@ macro_rules! packed_helpers {
         /// (Q5_K's `summs`), stored to the first `WIDTH` of `out`.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn store_hsum(
-            acc: &[F; LANES],
-            extra: Option<F>,
+        pub(super) fn store_hsum(
+            acc: &[w::F; super::packed_kernels::LANES],
+            extra: Option<w::F>,
             out: &mut [f32],
         ) {
             let h = |a: usize, b: usize| w::add_ps(acc[a], acc[b]);
@@ -405,7 +459,7 @@ macro_rules! packed_helpers {
         /// `v` stored to the first `WIDTH` of `out`.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn store(v: F, out: &mut [f32]) {
+        pub(super) fn store(v: w::F, out: &mut [f32]) {
             let out = &mut out[..w::WIDTH];
             // SAFETY: `out` is `WIDTH` f32 (sliced above); the store is unaligned.
             unsafe { w::storeu_ps(out.as_mut_ptr(), v) };
@@ -415,7 +469,7 @@ macro_rules! packed_helpers {
         /// repacked gemm's `acc[0] − acc[1]` (`gemm`), stored to the first `WIDTH` of `out`.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn store_chains(acc: &[F; 2], gemm: bool, out: &mut [f32]) {
+        pub(super) fn store_chains(acc: &[w::F; 2], gemm: bool, out: &mut [f32]) {
             store(
                 if gemm {
                     w::sub_ps(acc[0], acc[1])
@@ -431,11 +485,11 @@ macro_rules! packed_helpers {
         /// term `imin` from the pair's mins `mn_pair` against the token's sum pair `bp`.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn gemm_step(
-            isum: I,
-            (mn_pair, bp): (I, i32),
-            (d, dmin, dy): (F, F, F),
-            acc: &mut [F; 2],
+        pub(super) fn gemm_step(
+            isum: w::I,
+            (mn_pair, bp): (w::I, i32),
+            (d, dmin, dy): (w::F, w::F, w::F),
+            acc: &mut [w::F; 2],
         ) {
             let imin = w::dot_i16_acc(w::setzero_si(), mn_pair, w::set1_32(bp));
             acc[0] = w::fmadd_ps(w::cvtepi32_ps(isum), w::mul_ps(d, dy), acc[0]);
@@ -448,12 +502,12 @@ macro_rules! packed_helpers {
         /// `bp`, then `t = (s1 − bias term)·d; t = fma(−dmin, s2, t); acc = fma(t, y.d, acc)`.
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(in crate::kernels::x86_64) fn tiled_step(
-            s1: I,
-            (sc_pairs, mn_pairs, bp): (&[I], &[I], &[i32]),
+        pub(super) fn tiled_step(
+            s1: w::I,
+            (sc_pairs, mn_pairs, bp): (&[w::I], &[w::I], &[i32]),
             (bias, mins): (i32, bool),
-            (d, dmin, dy): (F, F, F),
-            acc: &mut F,
+            (d, dmin, dy): (w::F, w::F, w::F),
+            acc: &mut w::F,
         ) {
             let mut b_sum = w::setzero_si();
             let mut s2 = w::setzero_si();
@@ -482,20 +536,23 @@ pub(super) use packed_helpers;
 /// r]` = row r of packed group j of the `g` groups of sixteen rows in `groups` (each whole
 /// steps of `layout`) against `acts[t]`, in `variant`'s order (`Batch`: the tiled matmul's; for
 /// Q4_K `RepackedGemm`: the repacked gemm's), bit for bit as the row's single dot in that order.
-/// `run(gemm, groups, ys, out, place)` takes one group, or two where `pairs` (the last alone
-/// where their count is odd). Returns `false`, having written nothing, for a layout or
-/// variant the tier has no kernel for.
+/// `run(shape, gemm, groups, ys, out, place)` takes one group, or two where `pairs` (the last
+/// alone where their count is odd), `shape` the tier's facts of the layout. Returns `false`,
+/// having written nothing, for a layout (`shape` none) or variant the tier has no kernel for.
 ///
 /// # Panics
 /// As [`tile_call`] does.
-pub(super) fn run_tile(
-    (layout, groups): (Layout, &[u8]),
+pub(super) fn run_tile<S: Copy>(
+    (shape, layout, groups): (Option<S>, Layout, &[u8]),
     acts: &[ActRow],
     variant: Variant,
     out: &mut [f32],
     pairs: bool,
-    mut run: impl FnMut(bool, &[&[u8]], &[&[BlockQ8K]], &mut [f32], Place),
+    mut run: impl FnMut(S, bool, &[&[u8]], &[&[BlockQ8K]], &mut [f32], Place),
 ) -> bool {
+    let Some(shape) = shape else {
+        return false;
+    };
     match tile_call(layout, groups, acts, variant, out) {
         TileCall::NoKernel => false,
         TileCall::NoTokens => true,
@@ -517,13 +574,32 @@ pub(super) fn run_tile(
                     stride,
                     at: j * PACK_ROWS,
                 };
-                run(gemm, &g[..take], ys, out, place);
+                run(shape, gemm, &g[..take], ys, out, place);
                 j += take;
             }
             true
         }
     }
 }
+
+/// A tier's packed prompt kernel, `tile_packed` (a table's `Packed::tile`): [`run_tile`] with
+/// `$pairs` over the tier's `shape(layout)` and its `$run`.
+macro_rules! packed_tile {
+    ($(#[$doc:meta])* pairs: $pairs:literal, $run:expr) => {
+        $(#[$doc])*
+        pub(super) fn tile_packed(
+            layout: Layout,
+            groups: &[u8],
+            acts: &[ActRow],
+            variant: Variant,
+            out: &mut [f32],
+        ) -> bool {
+            let call = (shape(layout), layout, groups);
+            super::packed_kernels::run_tile(call, acts, variant, out, $pairs, $run)
+        }
+    };
+}
+pub(super) use packed_tile;
 
 /// The most tokens one packed tile call takes (the forward pass's step).
 pub(super) const MAX_TOKENS: usize = 64;
