@@ -409,96 +409,69 @@ mod tests {
 
     #[test]
     fn q4_k_unpack_inverts_pack_and_fields_land_where_documented() {
-        for n in [1, 2, 5] {
-            let rows = bytes(n * K_STEP, 100 + n as u32);
-            let mut packed = vec![0u8; rows.len()];
-            pack_group(Layout::Q4Kx16, &rows, n, &mut packed);
-            let mut back = vec![0u8; rows.len()];
-            unpack_group(Layout::Q4Kx16, &packed, n, &mut back);
-            assert_eq!(back, rows, "{n} super-blocks");
-            let block = |r: usize, i: usize| &rows[(r * n + i) * K_BLOCK..][..K_BLOCK];
-            for i in 0..n {
-                let step = &packed[i * K_STEP..(i + 1) * K_STEP];
-                for r in 0..PACK_ROWS {
-                    let b = block(r, i);
-                    assert_eq!(&step[2 * r..2 * r + 2], &b[..2], "d of row {r}");
-                    assert_eq!(&step[32 + 2 * r..34 + 2 * r], &b[2..4], "dmin of row {r}");
-                    for p in 0..K_SCALE_SIZE {
-                        assert_eq!(step[64 + 16 * p + r], b[4 + p], "scale byte {p} row {r}");
-                    }
-                    for k in 0..32 {
-                        let at = 256 + 64 * k + 4 * r;
-                        assert_eq!(&step[at..at + 4], &b[16 + 4 * k..20 + 4 * k]);
-                    }
-                }
+        round_trips(Layout::Q4Kx16, None, (&[1, 2, 5], 100), |step, r, b| {
+            assert_eq!(&step[2 * r..2 * r + 2], &b[..2], "d of row {r}");
+            assert_eq!(&step[32 + 2 * r..34 + 2 * r], &b[2..4], "dmin of row {r}");
+            for p in 0..K_SCALE_SIZE {
+                assert_eq!(step[64 + 16 * p + r], b[4 + p], "scale byte {p} row {r}");
             }
-        }
+            for k in 0..32 {
+                let at = 256 + 64 * k + 4 * r;
+                assert_eq!(&step[at..at + 4], &b[16 + 4 * k..20 + 4 * k]);
+            }
+        });
     }
 
     #[test]
     fn iq4_xs_unpack_inverts_pack_and_words_land_by_row() {
-        for n in [1, 3] {
-            let rows = bytes(n * IQ4_XS_BLOCK * PACK_ROWS, 200 + n as u32);
-            let mut packed = vec![0u8; rows.len()];
-            pack_group(Layout::Iq4XsX16, &rows, n, &mut packed);
-            let mut back = vec![0u8; rows.len()];
-            unpack_group(Layout::Iq4XsX16, &packed, n, &mut back);
-            assert_eq!(back, rows, "{n} blocks");
-            for i in 0..n {
-                for r in 0..PACK_ROWS {
-                    let b = &rows[(r * n + i) * IQ4_XS_BLOCK..][..IQ4_XS_BLOCK];
-                    for w in 0..IQ4_XS_BLOCK / 4 {
-                        let at = i * IQ4_XS_BLOCK * PACK_ROWS + 64 * w + 4 * r;
-                        assert_eq!(
-                            &packed[at..at + 4],
-                            &b[4 * w..4 * w + 4],
-                            "word {w} row {r}"
-                        );
-                    }
-                }
+        round_trips(Layout::Iq4XsX16, None, (&[1, 3], 200), |step, r, b| {
+            for w in 0..IQ4_XS_BLOCK / 4 {
+                let at = 64 * w + 4 * r;
+                assert_eq!(&step[at..at + 4], &b[4 * w..4 * w + 4], "word {w} row {r}");
             }
-        }
+        });
     }
 
     #[test]
     fn q6_k_unpack_inverts_pack_words_then_the_scales_tail() {
-        for n in [1, 2] {
-            let rows = bytes(n * Q6_K_BLOCK * PACK_ROWS, 300 + n as u32);
+        round_trips(Layout::Q6Kx16, None, (&[1, 2], 300), |step, r, b| {
+            for w in 0..52 {
+                assert_eq!(&step[64 * w + 4 * r..][..4], &b[4 * w..4 * w + 4]);
+            }
+            let d = &step[Q6_K_D_AT + 2 * r..][..2];
+            assert_eq!(d, &b[208..210], "d of row {r}");
+        });
+    }
+
+    /// For each `n` of `ns`: `n` blocks of sixteen random rows (seeded `seed + n`) packed in
+    /// `layout` unpack to the rows (and, given `plain`, differ from its packing); then
+    /// `check(step, r, b)` for every packed step and row `r`, `b` the row's block in the step.
+    fn round_trips(
+        layout: Layout,
+        plain: Option<Layout>,
+        (ns, seed): (&[usize], u32),
+        mut check: impl FnMut(&[u8], usize, &[u8]),
+    ) {
+        let block = layout.holds().expect("a packed type").block_bytes();
+        for &n in ns {
+            let rows = bytes(n * block * PACK_ROWS, seed + n as u32);
             let mut packed = vec![0u8; rows.len()];
-            pack_group(Layout::Q6Kx16, &rows, n, &mut packed);
+            pack_group(layout, &rows, n, &mut packed);
+            if let Some(plain) = plain {
+                let mut a = vec![0u8; rows.len()];
+                pack_group(plain, &rows, n, &mut a);
+                assert_ne!(a, packed, "the pairing moves bits");
+            }
             let mut back = vec![0u8; rows.len()];
-            unpack_group(Layout::Q6Kx16, &packed, n, &mut back);
+            unpack_group(layout, &packed, n, &mut back);
             assert_eq!(back, rows, "{n} blocks");
             for i in 0..n {
-                let step = &packed[i * Q6_K_BLOCK * PACK_ROWS..][..Q6_K_BLOCK * PACK_ROWS];
+                let step = &packed[i * block * PACK_ROWS..][..block * PACK_ROWS];
                 for r in 0..PACK_ROWS {
-                    let b = &rows[(r * n + i) * Q6_K_BLOCK..][..Q6_K_BLOCK];
-                    for w in 0..52 {
-                        assert_eq!(&step[64 * w + 4 * r..][..4], &b[4 * w..4 * w + 4]);
-                    }
-                    assert_eq!(
-                        &step[Q6_K_D_AT + 2 * r..][..2],
-                        &b[208..210],
-                        "d of row {r}"
-                    );
+                    check(step, r, &rows[(r * n + i) * block..][..block]);
                 }
             }
         }
-    }
-
-    /// `n` blocks of sixteen random rows packed in `paired`, which must differ from `plain`
-    /// and unpack to the rows: the rows and the packed bytes.
-    fn paired_round_trip(plain: Layout, paired: Layout, n: usize, seed: u32) -> (Vec<u8>, Vec<u8>) {
-        let block = paired.holds().expect("a packed type").block_bytes();
-        let rows = bytes(n * block * PACK_ROWS, seed + n as u32);
-        let (mut a, mut b) = (vec![0u8; rows.len()], vec![0u8; rows.len()]);
-        pack_group(plain, &rows, n, &mut a);
-        pack_group(paired, &rows, n, &mut b);
-        assert_ne!(a, b, "the pairing moves bits");
-        let mut back = vec![0u8; rows.len()];
-        unpack_group(paired, &b, n, &mut back);
-        assert_eq!(back, rows, "{n} blocks");
-        (rows, b)
     }
 
     /// Element `e` of row `r`'s Q6_K block (its six-bit code) from a file-layout block.
@@ -512,33 +485,30 @@ mod tests {
 
     #[test]
     fn q6_k_pairs_put_two_sub_blocks_in_each_lane_and_unpair_back() {
-        for n in [1, 2] {
-            let (rows, paired) = paired_round_trip(Layout::Q6Kx16, Layout::Q6KPairs, n, 400);
-            // Decoded as the kernels do, vector v's byte pos of lane l is element (k, p) of
-            // that lane, k = 2(v >> 1) + (pos >> 1), p = 2(v & 1) + (pos & 1).
-            let step = Q6_K_BLOCK * PACK_ROWS;
-            for i in 0..n {
-                let s = &paired[i * step..][..step];
-                for r in 0..PACK_ROWS {
-                    let b = &rows[(r * n + i) * Q6_K_BLOCK..][..Q6_K_BLOCK];
-                    for (j, l, pos) in (0..64).map(|x| (x / 32, x / 4 % 8, x % 4)) {
-                        let at = |w: usize| s[64 * w + 4 * r + pos];
-                        let (x, y, z) = (at(16 * j + l), at(16 * j + 8 + l), at(32 + 8 * j + l));
-                        let v = [
-                            x & 63,
-                            y & 63,
-                            z & 15 | (x >> 2) & 48,
-                            z >> 4 | (y >> 2) & 48,
-                        ];
-                        for (vi, code) in v.into_iter().enumerate() {
-                            let (k, p) = (2 * (vi >> 1) + (pos >> 1), 2 * (vi & 1) + (pos & 1));
-                            let e = 128 * j + 32 * k + 4 * l + p;
-                            assert_eq!(code, q6_code(b, e), "row {r} element {e}");
-                        }
+        // Decoded as the kernels do, vector v's byte pos of lane l is element (k, p) of
+        // that lane, k = 2(v >> 1) + (pos >> 1), p = 2(v & 1) + (pos & 1).
+        round_trips(
+            Layout::Q6KPairs,
+            Some(Layout::Q6Kx16),
+            (&[1, 2], 400),
+            |s, r, b| {
+                for (j, l, pos) in (0..64).map(|x| (x / 32, x / 4 % 8, x % 4)) {
+                    let at = |w: usize| s[64 * w + 4 * r + pos];
+                    let (x, y, z) = (at(16 * j + l), at(16 * j + 8 + l), at(32 + 8 * j + l));
+                    let v = [
+                        x & 63,
+                        y & 63,
+                        z & 15 | (x >> 2) & 48,
+                        z >> 4 | (y >> 2) & 48,
+                    ];
+                    for (vi, code) in v.into_iter().enumerate() {
+                        let (k, p) = (2 * (vi >> 1) + (pos >> 1), 2 * (vi & 1) + (pos & 1));
+                        let e = 128 * j + 32 * k + 4 * l + p;
+                        assert_eq!(code, q6_code(b, e), "row {r} element {e}");
                     }
                 }
-            }
-        }
+            },
+        );
     }
 
     /// Element `e` of a Q5_K block (its five-bit code) from a file-layout block.
@@ -551,26 +521,23 @@ mod tests {
 
     #[test]
     fn q5_k_pairs_put_two_sub_blocks_in_each_lane_and_unpair_back() {
-        for n in [1, 2] {
-            let (rows, paired) = paired_round_trip(Layout::Q5Kx16, Layout::Q5KPairs, n, 500);
-            // Decoded as the kernels do (low or high nibbles of qs word 12 + 8j + l, fifth bit
-            // 2j or 2j + 1 of qh word 4 + l), vector v's byte pos of lane l is element
-            // 64j + 32(pos >> 1) + 4l + 2v + (pos & 1).
-            let step = Q5_K_BLOCK * PACK_ROWS;
-            for i in 0..n {
-                let s = &paired[i * step..][..step];
-                for r in 0..PACK_ROWS {
-                    let b = &rows[(r * n + i) * Q5_K_BLOCK..][..Q5_K_BLOCK];
-                    for (j, l, pos, v) in (0..256).map(|x| (x / 64, x / 8 % 8, x / 2 % 4, x % 2)) {
-                        let at = |w: usize| s[64 * w + 4 * r + pos];
-                        let code = (at(12 + 8 * j + l) >> (4 * v)) & 15
-                            | ((at(4 + l) >> (2 * j + v)) & 1) << 4;
-                        let e = 64 * j + 32 * (pos >> 1) + 4 * l + 2 * v + (pos & 1);
-                        assert_eq!(code, q5_code(b, e), "row {r} element {e}");
-                    }
+        // Decoded as the kernels do (low or high nibbles of qs word 12 + 8j + l, fifth bit
+        // 2j or 2j + 1 of qh word 4 + l), vector v's byte pos of lane l is element
+        // 64j + 32(pos >> 1) + 4l + 2v + (pos & 1).
+        round_trips(
+            Layout::Q5KPairs,
+            Some(Layout::Q5Kx16),
+            (&[1, 2], 500),
+            |s, r, b| {
+                for (j, l, pos, v) in (0..256).map(|x| (x / 64, x / 8 % 8, x / 2 % 4, x % 2)) {
+                    let at = |w: usize| s[64 * w + 4 * r + pos];
+                    let code = (at(12 + 8 * j + l) >> (4 * v)) & 15
+                        | ((at(4 + l) >> (2 * j + v)) & 1) << 4;
+                    let e = 64 * j + 32 * (pos >> 1) + 4 * l + 2 * v + (pos & 1);
+                    assert_eq!(code, q5_code(b, e), "row {r} element {e}");
                 }
-            }
-        }
+            },
+        );
     }
 
     #[test]
