@@ -43,7 +43,6 @@ const LOW6: u32 = 0x3f3f_3f3f;
 const BITS45: u32 = 0x3030_3030;
 const BITS67: u32 = 0xc0c0_c0c0;
 const LOW2: u32 = 0x0303_0303;
-const LOW16: u32 = 0x0000_ffff;
 
 /// Word `w` of a packed step: the sixteen rows' four bytes, as u32.
 fn get(step: &[u8], w: usize) -> [u32; PACK_ROWS] {
@@ -94,6 +93,9 @@ const fn q6_k_lane_words(j: usize, l: usize) -> [usize; 3] {
 const fn q6_k_qh_swap(q: u32) -> u32 {
     delta_swap(q, 0x0000_cccc, 14)
 }
+
+/// The low i16 of a u32.
+const LOW16: u32 = 0x0000_ffff;
 
 /// Rewrites every row's codes of one packed Q6_K step (`Layout::Q6Kx16`'s bytes) in
 /// `Layout::Q6KPairs`'s, in place ([`q6_k_unpair`] undoes it).
