@@ -27,7 +27,6 @@ pub(super) mod legacy_tiles;
 pub(super) mod packed_kernels;
 pub(super) mod passes;
 pub(super) mod prefetch;
-pub(super) mod tile_call;
 pub(super) mod vec256;
 
 // Old module names, for the files that still import through them (until they are moved to
