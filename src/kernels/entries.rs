@@ -1,24 +1,26 @@
-//! The kernel table's rows for the types that go through one generic path: each weight type's
-//! dot products over raw row bytes (its activation type and block geometry are the type
-//! table's, [`GgmlType::row`]).
+//! The kernel table's rows: one per weight type with kernels, indexed by the type's ggml id
+//! ([`index_of`]), each holding the type's dot products over raw row bytes (its activation type
+//! and block geometry are the type table's, [`GgmlType::row`]).
 //!
 //! A row says which kernels compute a type: the row · activation dot product in each order
 //! llama.cpp computes it — the plain `vec_dot` order and, for the types llama.cpp repacks into
-//! interleaved 8-row blocks at load on x86, the repacked kernels' order — and a tier's tile and
-//! packed kernels. Adding a type means adding its block code, its type row and one row here.
+//! interleaved 8-row blocks at load on x86, the repacked kernels' order — and a tier's run,
+//! tile, panel and packed kernels. Adding a type means adding its block code, its type row and
+//! one row here.
 //!
 //! Every dot product here is the scalar oracle; a tier that has a faster kernel for a type puts
 //! its own function in its copy of the row (see [`super::Kernels::for_tier`]), tested against
-//! the oracle bit for bit (`tests/kernels_k.rs`), and its many-output kernel ([`TileDot`]) in
-//! the row's `tile`, which `Kernels::gemv` and `Kernels::dot_tile` take for decode's runs of
-//! rows and for prompt tiles.
+//! the oracle bit for bit (`tests/kernels_k.rs`; Q4_0, Q4_1, Q8_0 and the float types, whose
+//! rows `legacy_rows.rs` makes, against `scalar.rs` in `tests/kernels.rs`), and its many-output
+//! kernels in the row's optional members, which `Kernels::gemv` and `Kernels::dot_tile` take
+//! for decode's runs of rows and for prompt tiles.
 
 use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
 use super::kblocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     BlockQ8K,
 };
-use super::{kdot, krepack, ktiled, ActRow, GgmlType, SumOrder};
+use super::{kdot, krepack, ktiled, legacy_rows, ActRow, GgmlType, SumOrder};
 
 /// A row · activation dot product over the row's bytes. The activation must be of the row's
 /// [`ActType`] and length (callers check row lengths when a model is loaded; a mismatch here
@@ -98,9 +100,70 @@ pub struct Entry {
     pub tile: Option<TileDot>,
     /// The tier's packed layout and its single-token kernel, where it has one.
     pub packed: Option<Packed>,
+    /// Whether the batched order is the matrix's to choose: llama.cpp gives f32 weights
+    /// tinyBLAS only where their shape allows it ([`SumOrder::f32_order`], a base order of
+    /// `Batched`); the other types take `dot_batch` from `batch_min` tokens whatever their base.
+    pub batch_by_matrix: bool,
+    /// The tier's kernel over a run of rows back to back against one token (decode's
+    /// matrix-vector product), where it has one: `Kernels::gemv` takes it before `tile`.
+    pub(super) run: Option<RunDot>,
+    /// The tier's block-chain panel over rows of Q4_0-shaped blocks (Q4_0, and IQ4_NL with its
+    /// value table) for whole groups of tokens in the repacked order, before `tile`.
+    pub(super) panel: Option<ChainPanel>,
+    /// The tier's wide tiles for `vec_dot`'s order (over a group of
+    /// [`WIDE_TOKENS`](super::WIDE_TOKENS) tokens and over its first half), before `tile`.
+    pub(super) wide: Option<(super::Wide, super::Wide)>,
+    /// The tier's block-chain packed layout (sixteen rows of Q4_0-shaped blocks per step) with
+    /// its single-token kernel and steps panel, where it has one.
+    pub(super) chain_packed: Option<ChainPacked>,
+}
+
+/// A row's kernel over `out.len()` rows back to back in `rows` against one activation, in
+/// `variant`'s order, bit for bit as the single dot gives it; `false`, having written nothing,
+/// where it declines (the caller then takes the tile or one dot per row).
+pub(super) type RunDot = fn(rows: &[u8], act: &ActRow, variant: Variant, out: &mut [f32]) -> bool;
+
+/// A block-chain panel and the fewest tokens past the last whole
+/// [`PANEL_TOKENS`](super::PANEL_TOKENS) group it takes in a padded group rather than leave to
+/// the tiles (above `PANEL_TOKENS - 1`: never).
+#[derive(Clone, Copy)]
+pub(super) struct ChainPanel {
+    pub run: super::Panel,
+    pub pad: usize,
+}
+
+/// A block-chain packed layout ([`Layout::Q4_0x16`](super::Layout::Q4_0x16),
+/// [`Layout::Iq4NlX16`](super::Layout::Iq4NlX16)) and the tier's kernels over one group of it:
+/// the single-token kernel and the steps panel for several tokens. A table with them asks for
+/// packed copies ([`Kernels::preferred_layout`](super::Kernels::preferred_layout)).
+#[derive(Clone, Copy)]
+pub(super) struct ChainPacked {
+    pub layout: super::Layout,
+    pub gemv: super::PackedGemv,
+    pub steps: super::packed_steps::StepsPanel,
 }
 
 impl Entry {
+    /// The row of a type with one dot product, in `vec_dot`'s order, and no tier kernels: what
+    /// every row starts from.
+    pub const fn of(ty: GgmlType, dot: RowDot) -> Entry {
+        Entry {
+            ty,
+            dot,
+            dot_repacked: None,
+            dot_repacked_gemm: None,
+            dot_batch: None,
+            batch_min: usize::MAX,
+            tile: None,
+            packed: None,
+            batch_by_matrix: false,
+            run: None,
+            panel: None,
+            wide: None,
+            chain_packed: None,
+        }
+    }
+
     /// Which dot product `order` takes: the one it names where the type has it, else the
     /// repacked gemv's (for the gemm) or `vec_dot`'s.
     #[inline]
@@ -144,7 +207,8 @@ impl Entry {
                 }
             }
             SumOrder::Lanes | SumOrder::Batched => {
-                if self.dot_batch.is_some() && m >= self.batch_min {
+                let allowed = !self.batch_by_matrix || base == SumOrder::Batched;
+                if self.dot_batch.is_some() && allowed && m >= self.batch_min {
                     SumOrder::Batched
                 } else {
                     SumOrder::Lanes
@@ -196,117 +260,92 @@ macro_rules! row_dot {
 }
 pub(crate) use row_dot;
 
-/// The oracle rows, one per type that goes through this path.
-pub const SCALAR: [Entry; 9] = [
+/// A row of the tiled K-quant matmul's types: `vec_dot`'s order and, for matmuls over
+/// [`ktiled::TILED_MIN_TOKENS`] tokens or more, the tiled order.
+const fn tiled(ty: GgmlType, dot: RowDot, batch: RowDot) -> Entry {
     Entry {
-        ty: GgmlType::Q5_0,
-        dot: row_dot!(kdot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
-        dot_repacked: None,
-        dot_repacked_gemm: None,
-        dot_batch: None,
-        batch_min: usize::MAX,
-        tile: None,
-        packed: None,
-    },
+        dot_batch: Some(batch),
+        batch_min: ktiled::TILED_MIN_TOKENS,
+        ..Entry::of(ty, dot)
+    }
+}
+
+/// The oracle rows, one per weight type with kernels.
+pub const SCALAR: [Entry; 15] = [
+    legacy_rows::Q4_0_SCALAR,
+    legacy_rows::Q4_1_SCALAR,
+    legacy_rows::Q8_0_SCALAR,
+    legacy_rows::F32_SCALAR,
+    legacy_rows::F16_SCALAR,
+    legacy_rows::BF16_SCALAR,
+    Entry::of(
+        GgmlType::Q5_0,
+        row_dot!(kdot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
+    ),
+    Entry::of(
+        GgmlType::Q5_1,
+        row_dot!(kdot::dot_q5_1_q8_1, BlockQ5_1, q8_1),
+    ),
     Entry {
-        ty: GgmlType::Q5_1,
-        dot: row_dot!(kdot::dot_q5_1_q8_1, BlockQ5_1, q8_1),
-        dot_repacked: None,
-        dot_repacked_gemm: None,
-        dot_batch: None,
-        batch_min: usize::MAX,
-        tile: None,
-        packed: None,
-    },
-    Entry {
-        ty: GgmlType::Iq4Nl,
-        dot: row_dot!(kdot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
         dot_repacked: Some(row_dot!(
             krepack::dot_iq4_nl_q8_0_repacked,
             BlockIq4Nl,
             q8_0
         )),
-        dot_repacked_gemm: None,
         // tinyBLAS, for every matmul over two tokens or more.
         dot_batch: Some(row_dot!(kdot::dot_iq4_nl_q8_0_tinyblas, BlockIq4Nl, q8_0)),
         batch_min: 2,
-        tile: None,
-        packed: None,
+        ..Entry::of(
+            GgmlType::Iq4Nl,
+            row_dot!(kdot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
+        )
     },
     Entry {
-        ty: GgmlType::Q2K,
-        dot: row_dot!(kdot::dot_q2_k_q8_k, BlockQ2K, q8_k),
         dot_repacked: Some(row_dot!(krepack::dot_q2_k_q8_k_repacked, BlockQ2K, q8_k)),
         dot_repacked_gemm: Some(row_dot!(
             krepack::dot_q2_k_q8_k_repacked_gemm,
             BlockQ2K,
             q8_k
         )),
-        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
-        dot_batch: Some(row_dot!(ktiled::dot_q2_k_q8_k_tiled, BlockQ2K, q8_k)),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        tile: None,
-        packed: None,
+        ..tiled(
+            GgmlType::Q2K,
+            row_dot!(kdot::dot_q2_k_q8_k, BlockQ2K, q8_k),
+            row_dot!(ktiled::dot_q2_k_q8_k_tiled, BlockQ2K, q8_k),
+        )
     },
+    tiled(
+        GgmlType::Q3K,
+        row_dot!(kdot::dot_q3_k_q8_k, BlockQ3K, q8_k),
+        row_dot!(ktiled::dot_q3_k_q8_k_tiled, BlockQ3K, q8_k),
+    ),
     Entry {
-        ty: GgmlType::Q3K,
-        dot: row_dot!(kdot::dot_q3_k_q8_k, BlockQ3K, q8_k),
-        dot_repacked: None,
-        dot_repacked_gemm: None,
-        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
-        dot_batch: Some(row_dot!(ktiled::dot_q3_k_q8_k_tiled, BlockQ3K, q8_k)),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        tile: None,
-        packed: None,
-    },
-    Entry {
-        ty: GgmlType::Q4K,
-        dot: row_dot!(kdot::dot_q4_k_q8_k, BlockQ4K, q8_k),
         dot_repacked: Some(row_dot!(krepack::dot_q4_k_q8_k_repacked, BlockQ4K, q8_k)),
         dot_repacked_gemm: Some(row_dot!(
             krepack::dot_q4_k_q8_k_repacked_gemm,
             BlockQ4K,
             q8_k
         )),
-        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
-        dot_batch: Some(row_dot!(ktiled::dot_q4_k_q8_k_tiled, BlockQ4K, q8_k)),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        tile: None,
-        packed: None,
+        ..tiled(
+            GgmlType::Q4K,
+            row_dot!(kdot::dot_q4_k_q8_k, BlockQ4K, q8_k),
+            row_dot!(ktiled::dot_q4_k_q8_k_tiled, BlockQ4K, q8_k),
+        )
     },
-    Entry {
-        ty: GgmlType::Q5K,
-        dot: row_dot!(kdot::dot_q5_k_q8_k, BlockQ5K, q8_k),
-        dot_repacked: None,
-        dot_repacked_gemm: None,
-        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
-        dot_batch: Some(row_dot!(ktiled::dot_q5_k_q8_k_tiled, BlockQ5K, q8_k)),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        tile: None,
-        packed: None,
-    },
-    Entry {
-        ty: GgmlType::Q6K,
-        dot: row_dot!(kdot::dot_q6_k_q8_k, BlockQ6K, q8_k),
-        dot_repacked: None,
-        dot_repacked_gemm: None,
-        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
-        dot_batch: Some(row_dot!(ktiled::dot_q6_k_q8_k_tiled, BlockQ6K, q8_k)),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        tile: None,
-        packed: None,
-    },
-    Entry {
-        ty: GgmlType::Iq4Xs,
-        dot: row_dot!(kdot::dot_iq4_xs_q8_k, BlockIq4Xs, q8_k),
-        dot_repacked: None,
-        dot_repacked_gemm: None,
-        // The tiled K-quant matmul, for matmuls over 8 tokens or more.
-        dot_batch: Some(row_dot!(ktiled::dot_iq4_xs_q8_k_tiled, BlockIq4Xs, q8_k)),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        tile: None,
-        packed: None,
-    },
+    tiled(
+        GgmlType::Q5K,
+        row_dot!(kdot::dot_q5_k_q8_k, BlockQ5K, q8_k),
+        row_dot!(ktiled::dot_q5_k_q8_k_tiled, BlockQ5K, q8_k),
+    ),
+    tiled(
+        GgmlType::Q6K,
+        row_dot!(kdot::dot_q6_k_q8_k, BlockQ6K, q8_k),
+        row_dot!(ktiled::dot_q6_k_q8_k_tiled, BlockQ6K, q8_k),
+    ),
+    tiled(
+        GgmlType::Iq4Xs,
+        row_dot!(kdot::dot_iq4_xs_q8_k, BlockIq4Xs, q8_k),
+        row_dot!(ktiled::dot_iq4_xs_q8_k_tiled, BlockIq4Xs, q8_k),
+    ),
 ];
 
 /// Marks an id of [`INDEX`] that has no row.
@@ -324,8 +363,7 @@ const INDEX: [u8; 64] = {
     index
 };
 
-/// The position of `ty`'s row in a table of rows ordered as [`SCALAR`], if it goes through
-/// this path.
+/// The position of `ty`'s row in a table of rows ordered as [`SCALAR`], if it has kernels.
 #[inline]
 pub fn index_of(ty: GgmlType) -> Option<usize> {
     match INDEX[ty as usize] {
@@ -334,7 +372,7 @@ pub fn index_of(ty: GgmlType) -> Option<usize> {
     }
 }
 
-/// The oracle row for `ty`, if it goes through this path.
+/// The oracle row for `ty`, if it has kernels.
 pub fn scalar_entry(ty: GgmlType) -> Option<&'static Entry> {
     index_of(ty).map(|i| &SCALAR[i])
 }

@@ -25,11 +25,8 @@ impl Kernels {
     /// The packed single-token kernel and steps panel of a block-chain layout
     /// ([`Layout::Q4_0x16`], [`Layout::Iq4NlX16`]), where this tier has them.
     pub(super) fn chain_packed(&self, layout: Layout) -> Option<(PackedGemv, StepsPanel)> {
-        match layout {
-            Layout::Q4_0x16 => self.q4_0_packed,
-            Layout::Iq4NlX16 => self.iq4_nl_packed,
-            _ => None,
-        }
+        let c = self.entry(layout.holds()?)?.chain_packed?;
+        (c.layout == layout).then_some((c.gemv, c.steps))
     }
 
     /// [`Kernels::dot_tile_packed`] of `count` packed groups back to back in `groups`, each
