@@ -54,14 +54,6 @@ impl Kernels {
         self.row(ty).dot_in(order)(row, act)
     }
 
-    /// `out[r] = dot(rows[r], act)` by one dot per row.
-    fn gemv_rows(&self, e: &Entry, order: SumOrder, rows: &[&[u8]], act: &ActRow, out: &mut [f32]) {
-        let dot = e.dot_in(order);
-        for (o, row) in out.iter_mut().zip(rows) {
-            *o = dot(row, act);
-        }
-    }
-
     /// `out[r] = self.dot_ordered(ty, order, row r, act)` for `out.len()` consecutive rows
     /// stored back to back in `rows` (a matrix-vector product over a run of rows), bit for
     /// bit. Decode's path: the row's run kernel ([`Entry::run`]: Q4_0, Q4_1 and Q8_0 a few rows
@@ -311,8 +303,9 @@ impl Kernels {
             return;
         }
         // One dot per output: the tier has no kernel for this variant.
+        let dot = e.dot_in(order);
         for (a, o) in acts.iter().zip(out.chunks_exact_mut(n_rows)) {
-            self.gemv_rows(e, order, rows, a, o);
+            o.iter_mut().zip(rows).for_each(|(o, row)| *o = dot(row, a));
         }
     }
 }

@@ -260,14 +260,21 @@ macro_rules! row_dot {
 }
 pub(crate) use row_dot;
 
-/// A row of the tiled K-quant matmul's types: `vec_dot`'s order and, for matmuls over
-/// [`ktiled::TILED_MIN_TOKENS`] tokens or more, the tiled order.
-const fn tiled(ty: GgmlType, dot: RowDot, batch: RowDot) -> Entry {
-    Entry {
-        dot_batch: Some(batch),
-        batch_min: ktiled::TILED_MIN_TOKENS,
-        ..Entry::of(ty, dot)
-    }
+/// A row of the tiled K-quant matmul's types over Q8_K activations: its block, the `vec_dot`
+/// oracle and, for matmuls over [`ktiled::TILED_MIN_TOKENS`] tokens or more, the tiled one;
+/// for the types llama.cpp repacks (Q2_K, Q4_K), the repacked gemv's and gemm's oracles.
+macro_rules! tiled_row {
+    ($ty:ident, $b:ty, $dot:path, $tiled:path $(, repacked $gemv:path, $gemm:path)?) => {
+        Entry {
+            $(
+                dot_repacked: Some(row_dot!($gemv, $b, q8_k)),
+                dot_repacked_gemm: Some(row_dot!($gemm, $b, q8_k)),
+            )?
+            dot_batch: Some(row_dot!($tiled, $b, q8_k)),
+            batch_min: ktiled::TILED_MIN_TOKENS,
+            ..Entry::of(GgmlType::$ty, row_dot!($dot, $b, q8_k))
+        }
+    };
 }
 
 /// The oracle rows, one per weight type with kernels.
@@ -275,9 +282,9 @@ pub const SCALAR: [Entry; 15] = [
     legacy_rows::Q4_0_SCALAR,
     legacy_rows::Q4_1_SCALAR,
     legacy_rows::Q8_0_SCALAR,
-    legacy_rows::F32_SCALAR,
-    legacy_rows::F16_SCALAR,
-    legacy_rows::BF16_SCALAR,
+    legacy_rows::FLOATS_SCALAR[0],
+    legacy_rows::FLOATS_SCALAR[1],
+    legacy_rows::FLOATS_SCALAR[2],
     Entry::of(
         GgmlType::Q5_0,
         row_dot!(kdot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
@@ -300,52 +307,14 @@ pub const SCALAR: [Entry; 15] = [
             row_dot!(kdot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
         )
     },
-    Entry {
-        dot_repacked: Some(row_dot!(krepack::dot_q2_k_q8_k_repacked, BlockQ2K, q8_k)),
-        dot_repacked_gemm: Some(row_dot!(
-            krepack::dot_q2_k_q8_k_repacked_gemm,
-            BlockQ2K,
-            q8_k
-        )),
-        ..tiled(
-            GgmlType::Q2K,
-            row_dot!(kdot::dot_q2_k_q8_k, BlockQ2K, q8_k),
-            row_dot!(ktiled::dot_q2_k_q8_k_tiled, BlockQ2K, q8_k),
-        )
-    },
-    tiled(
-        GgmlType::Q3K,
-        row_dot!(kdot::dot_q3_k_q8_k, BlockQ3K, q8_k),
-        row_dot!(ktiled::dot_q3_k_q8_k_tiled, BlockQ3K, q8_k),
-    ),
-    Entry {
-        dot_repacked: Some(row_dot!(krepack::dot_q4_k_q8_k_repacked, BlockQ4K, q8_k)),
-        dot_repacked_gemm: Some(row_dot!(
-            krepack::dot_q4_k_q8_k_repacked_gemm,
-            BlockQ4K,
-            q8_k
-        )),
-        ..tiled(
-            GgmlType::Q4K,
-            row_dot!(kdot::dot_q4_k_q8_k, BlockQ4K, q8_k),
-            row_dot!(ktiled::dot_q4_k_q8_k_tiled, BlockQ4K, q8_k),
-        )
-    },
-    tiled(
-        GgmlType::Q5K,
-        row_dot!(kdot::dot_q5_k_q8_k, BlockQ5K, q8_k),
-        row_dot!(ktiled::dot_q5_k_q8_k_tiled, BlockQ5K, q8_k),
-    ),
-    tiled(
-        GgmlType::Q6K,
-        row_dot!(kdot::dot_q6_k_q8_k, BlockQ6K, q8_k),
-        row_dot!(ktiled::dot_q6_k_q8_k_tiled, BlockQ6K, q8_k),
-    ),
-    tiled(
-        GgmlType::Iq4Xs,
-        row_dot!(kdot::dot_iq4_xs_q8_k, BlockIq4Xs, q8_k),
-        row_dot!(ktiled::dot_iq4_xs_q8_k_tiled, BlockIq4Xs, q8_k),
-    ),
+    tiled_row! { Q2K, BlockQ2K, kdot::dot_q2_k_q8_k, ktiled::dot_q2_k_q8_k_tiled,
+    repacked krepack::dot_q2_k_q8_k_repacked, krepack::dot_q2_k_q8_k_repacked_gemm },
+    tiled_row! { Q3K, BlockQ3K, kdot::dot_q3_k_q8_k, ktiled::dot_q3_k_q8_k_tiled },
+    tiled_row! { Q4K, BlockQ4K, kdot::dot_q4_k_q8_k, ktiled::dot_q4_k_q8_k_tiled,
+    repacked krepack::dot_q4_k_q8_k_repacked, krepack::dot_q4_k_q8_k_repacked_gemm },
+    tiled_row! { Q5K, BlockQ5K, kdot::dot_q5_k_q8_k, ktiled::dot_q5_k_q8_k_tiled },
+    tiled_row! { Q6K, BlockQ6K, kdot::dot_q6_k_q8_k, ktiled::dot_q6_k_q8_k_tiled },
+    tiled_row! { Iq4Xs, BlockIq4Xs, kdot::dot_iq4_xs_q8_k, ktiled::dot_iq4_xs_q8_k_tiled },
 ];
 
 /// Marks an id of [`INDEX`] that has no row.

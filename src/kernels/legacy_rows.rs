@@ -77,6 +77,23 @@ macro_rules! blocks {
     };
 }
 
+/// The markers of one tier's block kernels ([`Blocks`]): Q4_0 in `vec_dot`'s order and in the
+/// block chain's (with the single-token panel, where the tier has one), Q4_1 and Q8_0; the single
+/// dots from module `$dot`, the single-token and tile kernels from module `$k`.
+macro_rules! tier_blocks {
+    ([$q4_0:ident, $chain:ident, $q4_1:ident, $q8_0:ident], $dot:ident, $k:ident $(, $gemv:expr)?) => {
+        blocks!($q4_0: BlockQ4_0, BlockQ8_0, q8_0;
+            $dot::dot_q4_0_q8_0, $k::rows_q4_0_q8_0, $k::tile_q4_0_q8_0);
+        blocks!($chain: BlockQ4_0, BlockQ8_0, q8_0;
+            $dot::dot_q4_0_q8_0_chain, $k::rows_q4_0_q8_0_chain, $k::tile_q4_0_q8_0_chain
+            $(; $gemv)?);
+        blocks!($q4_1: BlockQ4_1, BlockQ8_1, q8_1;
+            $dot::dot_q4_1_q8_1, $k::rows_q4_1_q8_1, $k::tile_q4_1_q8_1);
+        blocks!($q8_0: BlockQ8_0, BlockQ8_0, q8_0;
+            $dot::dot_q8_0_q8_0, $k::rows_q8_0_q8_0, $k::tile_q8_0_q8_0);
+    };
+}
+
 /// One tier's dot products of the float types.
 pub(super) trait Floats {
     /// `ggml_vec_dot_f32`'s order.
@@ -242,48 +259,41 @@ const fn one_order<K: Blocks>(ty: GgmlType) -> Entry {
     }
 }
 
-/// The F32 activation (a caller bug otherwise: it panics).
-fn f32_act(act: &ActRow) -> &[f32] {
-    match act {
-        ActRow::F32(a) => a,
-        _ => panic!("activation is not F32"),
-    }
-}
-
-/// The f32 weights of `row` and the activation, of one length.
-fn f32_args<'a>(row: &'a [u8], act: &'a ActRow) -> (std::borrow::Cow<'a, [f32]>, &'a [f32]) {
-    let (w, a) = (f32_row(row), f32_act(act));
-    assert_eq!(w.len(), a.len(), "row length mismatch");
-    (w, a)
-}
-
-/// The f16 or bf16 weights of `row` and the activation, of one length.
-fn u16_args<'a>(row: &'a [u8], act: &'a ActRow) -> (std::borrow::Cow<'a, [u16]>, &'a [f32]) {
-    let (w, a) = (u16_row(row), f32_act(act));
+/// The weights of `row` as `values` reads them (f32, or f16/bf16 bits) and the F32
+/// activation, of one length (a caller bug otherwise: it panics).
+fn float_args<'a, T: Clone>(
+    values: fn(&'a [u8]) -> std::borrow::Cow<'a, [T]>,
+    row: &'a [u8],
+    act: &'a ActRow,
+) -> (std::borrow::Cow<'a, [T]>, &'a [f32]) {
+    let ActRow::F32(a) = act else {
+        panic!("activation is not F32")
+    };
+    let w = values(row);
     assert_eq!(w.len(), a.len(), "row length mismatch");
     (w, a)
 }
 
 fn dot_f32<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
-    let (w, a) = f32_args(row, act);
+    let (w, a) = float_args(f32_row, row, act);
     (T::F32)(&w, a)
 }
 
 /// tinyBLAS (see [`super::SumOrder::f32_order`]): one 16-lane accumulator, then reduced.
 fn dot_f32_tinyblas<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
-    let (w, a) = f32_args(row, act);
+    let (w, a) = float_args(f32_row, row, act);
     let mut o = [0f32];
     (T::F32_GEMM_ROWS)(&w, w.len(), a, &mut o);
     o[0]
 }
 
 fn dot_f16<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
-    let (w, a) = u16_args(row, act);
+    let (w, a) = float_args(u16_row, row, act);
     (T::F16)(&w, a)
 }
 
 fn dot_bf16<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
-    let (w, a) = u16_args(row, act);
+    let (w, a) = float_args(u16_row, row, act);
     (T::BF16)(&w, a)
 }
 
@@ -310,14 +320,7 @@ pub(super) fn gemm_rows_scalar(x: &[f32], stride: usize, y: &[f32], out: &mut [f
     }
 }
 
-blocks!(Q4_0Scalar: BlockQ4_0, BlockQ8_0, q8_0;
-    scalar::dot_q4_0_q8_0, scalar::rows_q4_0_q8_0, scalar::tile_q4_0_q8_0);
-blocks!(Q4_0ChainScalar: BlockQ4_0, BlockQ8_0, q8_0;
-    scalar::dot_q4_0_q8_0_chain, scalar::rows_q4_0_q8_0_chain, scalar::tile_q4_0_q8_0_chain);
-blocks!(Q4_1Scalar: BlockQ4_1, BlockQ8_1, q8_1;
-    scalar::dot_q4_1_q8_1, scalar::rows_q4_1_q8_1, scalar::tile_q4_1_q8_1);
-blocks!(Q8_0Scalar: BlockQ8_0, BlockQ8_0, q8_0;
-    scalar::dot_q8_0_q8_0, scalar::rows_q8_0_q8_0, scalar::tile_q8_0_q8_0);
+tier_blocks! { [Q4_0Scalar, Q4_0ChainScalar, Q4_1Scalar, Q8_0Scalar], scalar, scalar }
 
 struct ScalarFloats;
 impl Floats for ScalarFloats {
@@ -327,15 +330,11 @@ impl Floats for ScalarFloats {
     const BF16: fn(&[u16], &[f32]) -> f32 = scalar::dot_bf16_f32;
 }
 
-const SCALAR_FLOATS: [Entry; 3] = floats::<ScalarFloats>();
-
-/// The oracle rows of this file's types ([`entries::SCALAR`] lists them).
+/// The oracle rows of this file's types ([`entries::SCALAR`] lists them): F32, F16, BF16.
+pub(super) const FLOATS_SCALAR: [Entry; 3] = floats::<ScalarFloats>();
 pub(super) const Q4_0_SCALAR: Entry = q4_0::<Q4_0Scalar, Q4_0ChainScalar>();
 pub(super) const Q4_1_SCALAR: Entry = one_order::<Q4_1Scalar>(GgmlType::Q4_1);
 pub(super) const Q8_0_SCALAR: Entry = one_order::<Q8_0Scalar>(GgmlType::Q8_0);
-pub(super) const F32_SCALAR: Entry = SCALAR_FLOATS[0];
-pub(super) const F16_SCALAR: Entry = SCALAR_FLOATS[1];
-pub(super) const BF16_SCALAR: Entry = SCALAR_FLOATS[2];
 
 /// Puts `row` in its type's place of a tier's table.
 fn put(rows: &mut [Entry], row: Entry) {
@@ -355,26 +354,11 @@ mod x86 {
         Blocks, Dot, Floats, GemvPanel, GgmlType, Rows, Tile,
     };
 
-    blocks!(Q4_0Avx2: BlockQ4_0, BlockQ8_0, q8_0;
-        avx2::dot_q4_0_q8_0, avx2::rows_q4_0_q8_0, avx2::tile_q4_0_q8_0);
-    blocks!(Q4_0ChainAvx2: BlockQ4_0, BlockQ8_0, q8_0;
-        avx2::dot_q4_0_q8_0_chain, avx2::rows_q4_0_q8_0_chain, avx2::tile_q4_0_q8_0_chain;
-        GemvPanel { rows: TILE_ROWS, run: avx2::gemv8_q4_0_q8_0_chain });
-    blocks!(Q4_1Avx2: BlockQ4_1, BlockQ8_1, q8_1;
-        avx2::dot_q4_1_q8_1, avx2::rows_q4_1_q8_1, avx2::tile_q4_1_q8_1);
-    blocks!(Q8_0Avx2: BlockQ8_0, BlockQ8_0, q8_0;
-        avx2::dot_q8_0_q8_0, avx2::rows_q8_0_q8_0, avx2::tile_q8_0_q8_0);
-
+    tier_blocks! { [Q4_0Avx2, Q4_0ChainAvx2, Q4_1Avx2, Q8_0Avx2], avx2, avx2,
+    GemvPanel { rows: TILE_ROWS, run: avx2::gemv8_q4_0_q8_0_chain } }
     // AVX-512 has its own single-token and tile kernels and takes AVX2's single dots.
-    blocks!(Q4_0Avx512: BlockQ4_0, BlockQ8_0, q8_0;
-        avx2::dot_q4_0_q8_0, avx512::rows_q4_0_q8_0, avx512::tile_q4_0_q8_0);
-    blocks!(Q4_0ChainAvx512: BlockQ4_0, BlockQ8_0, q8_0;
-        avx2::dot_q4_0_q8_0_chain, avx512::rows_q4_0_q8_0_chain, avx512::tile_q4_0_q8_0_chain;
-        GemvPanel { rows: PANEL_ROWS, run: avx512::gemv16_q4_0_q8_0_chain });
-    blocks!(Q4_1Avx512: BlockQ4_1, BlockQ8_1, q8_1;
-        avx2::dot_q4_1_q8_1, avx512::rows_q4_1_q8_1, avx512::tile_q4_1_q8_1);
-    blocks!(Q8_0Avx512: BlockQ8_0, BlockQ8_0, q8_0;
-        avx2::dot_q8_0_q8_0, avx512::rows_q8_0_q8_0, avx512::tile_q8_0_q8_0);
+    tier_blocks! { [Q4_0Avx512, Q4_0ChainAvx512, Q4_1Avx512, Q8_0Avx512], avx2, avx512,
+    GemvPanel { rows: PANEL_ROWS, run: avx512::gemv16_q4_0_q8_0_chain } }
 
     /// AVX2's float dots (AVX-512 takes them too); bf16 has the scalar one.
     struct Avx2Floats;

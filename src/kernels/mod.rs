@@ -365,7 +365,11 @@ impl SumOrder {
     pub fn for_token(ty: GgmlType, base: SumOrder, m: usize, i: usize) -> SumOrder {
         match entries::scalar_entry(ty) {
             Some(e) => e.order_for(base, m, i),
-            None => base.plain(),
+            // A type without kernels: the two orders of the types llama.cpp does not tile.
+            None => match base {
+                SumOrder::Lanes | SumOrder::Batched => SumOrder::Lanes,
+                SumOrder::BlockChain | SumOrder::RepackedGemm => SumOrder::BlockChain,
+            },
         }
     }
 
@@ -381,15 +385,6 @@ impl SumOrder {
             SumOrder::Batched
         } else {
             SumOrder::Lanes
-        }
-    }
-
-    /// The two orders of a type without kernels.
-    #[inline]
-    fn plain(self) -> SumOrder {
-        match self {
-            SumOrder::Lanes | SumOrder::Batched => SumOrder::Lanes,
-            SumOrder::BlockChain | SumOrder::RepackedGemm => SumOrder::BlockChain,
         }
     }
 }

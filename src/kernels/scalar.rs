@@ -114,120 +114,57 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
 
 /// f16 weights · f32 activations, accumulated in f32 like [`dot_f32`].
 pub fn dot_f16_f32(x: &[u16], y: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let n8 = x.len() / 8 * 8;
-    for (xc, yc) in x[..n8].chunks_exact(8).zip(y[..n8].chunks_exact(8)) {
-        for l in 0..8 {
-            acc[l] = f16_to_f32(xc[l]).mul_add(yc[l], acc[l]);
-        }
-    }
-    let mut s = hsum_float_8(acc);
-    for i in n8..x.len() {
-        s = f16_to_f32(x[i]).mul_add(y[i], s);
-    }
-    s
+    dot_half(f16_to_f32, x, y)
 }
 
 /// bf16 weights · f32 activations, accumulated in f32 like [`dot_f32`].
 pub fn dot_bf16_f32(x: &[u16], y: &[f32]) -> f32 {
+    dot_half(bf16_to_f32, x, y)
+}
+
+/// Half-precision weights (`widen`ed to f32) · f32 activations: eight lanes, reduced as
+/// `hsum_float_8`, then the tail in order.
+#[inline(always)]
+fn dot_half(widen: fn(u16) -> f32, x: &[u16], y: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let n8 = x.len() / 8 * 8;
     for (xc, yc) in x[..n8].chunks_exact(8).zip(y[..n8].chunks_exact(8)) {
         for l in 0..8 {
-            acc[l] = bf16_to_f32(xc[l]).mul_add(yc[l], acc[l]);
+            acc[l] = widen(xc[l]).mul_add(yc[l], acc[l]);
         }
     }
     let mut s = hsum_float_8(acc);
     for i in n8..x.len() {
-        s = bf16_to_f32(x[i]).mul_add(y[i], s);
+        s = widen(x[i]).mul_add(y[i], s);
     }
     s
 }
 
-/// `out[t][r] = dot(w[r], a[t])` for every pair: the tile oracle, built from a single dot.
-#[inline]
-fn tile_of<W, A, const R: usize, const T: usize>(
-    dot: fn(&[W], &[A]) -> f32,
-    w: &[&[W]; R],
-    a: &[&[A]; T],
-    out: &mut [[f32; R]; T],
-) {
-    for (o, at) in out.iter_mut().zip(a) {
-        for (v, wr) in o.iter_mut().zip(w) {
-            *v = dot(wr, at);
+/// The tile and single-token oracles of single dots: `$tile` computes every (row, token) pair
+/// of a tile, `$rows` every row with one activation, each by `$dot`.
+macro_rules! oracles {
+    ($($tile:ident, $rows:ident: $dot:ident($w:ty, $a:ty);)*) => {$(
+        #[doc = concat!("[`", stringify!($dot), "`] for every (row, token) pair of a tile.")]
+        pub fn $tile<const R: usize, const T: usize>(
+            w: &[&[$w]; R],
+            a: &[&[$a]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            for (o, at) in out.iter_mut().zip(a) {
+                o.iter_mut().zip(w).for_each(|(v, wr)| *v = $dot(wr, at));
+            }
         }
-    }
+
+        #[doc = concat!("[`", stringify!($dot), "`] of every row with one activation.")]
+        pub fn $rows<const R: usize>(w: &[&[$w]; R], a: &[$a], out: &mut [f32; R]) {
+            out.iter_mut().zip(w).for_each(|(v, wr)| *v = $dot(wr, a));
+        }
+    )*};
 }
 
-/// [`dot_q4_0_q8_0`] for every (row, token) pair of a tile.
-pub fn tile_q4_0_q8_0<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    tile_of(dot_q4_0_q8_0, w, a, out)
-}
-
-/// [`dot_q4_0_q8_0_chain`] for every (row, token) pair of a tile.
-pub fn tile_q4_0_q8_0_chain<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    tile_of(dot_q4_0_q8_0_chain, w, a, out)
-}
-
-/// [`dot_q4_1_q8_1`] for every (row, token) pair of a tile.
-pub fn tile_q4_1_q8_1<const R: usize, const T: usize>(
-    w: &[&[BlockQ4_1]; R],
-    a: &[&[BlockQ8_1]; T],
-    out: &mut [[f32; R]; T],
-) {
-    tile_of(dot_q4_1_q8_1, w, a, out)
-}
-
-/// [`dot_q8_0_q8_0`] for every (row, token) pair of a tile.
-pub fn tile_q8_0_q8_0<const R: usize, const T: usize>(
-    w: &[&[BlockQ8_0]; R],
-    a: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; R]; T],
-) {
-    tile_of(dot_q8_0_q8_0, w, a, out)
-}
-
-/// `out[r] = dot(w[r], a)` for every row: the single-token oracle, built from a single dot.
-#[inline]
-fn rows_of<W, A, const R: usize>(
-    dot: fn(&[W], &[A]) -> f32,
-    w: &[&[W]; R],
-    a: &[A],
-    out: &mut [f32; R],
-) {
-    for (v, wr) in out.iter_mut().zip(w) {
-        *v = dot(wr, a);
-    }
-}
-
-/// [`dot_q4_0_q8_0`] of every row with one activation.
-pub fn rows_q4_0_q8_0<const R: usize>(w: &[&[BlockQ4_0]; R], a: &[BlockQ8_0], out: &mut [f32; R]) {
-    rows_of(dot_q4_0_q8_0, w, a, out)
-}
-
-/// [`dot_q4_0_q8_0_chain`] of every row with one activation.
-pub fn rows_q4_0_q8_0_chain<const R: usize>(
-    w: &[&[BlockQ4_0]; R],
-    a: &[BlockQ8_0],
-    out: &mut [f32; R],
-) {
-    rows_of(dot_q4_0_q8_0_chain, w, a, out)
-}
-
-/// [`dot_q4_1_q8_1`] of every row with one activation.
-pub fn rows_q4_1_q8_1<const R: usize>(w: &[&[BlockQ4_1]; R], a: &[BlockQ8_1], out: &mut [f32; R]) {
-    rows_of(dot_q4_1_q8_1, w, a, out)
-}
-
-/// [`dot_q8_0_q8_0`] of every row with one activation.
-pub fn rows_q8_0_q8_0<const R: usize>(w: &[&[BlockQ8_0]; R], a: &[BlockQ8_0], out: &mut [f32; R]) {
-    rows_of(dot_q8_0_q8_0, w, a, out)
+oracles! {
+    tile_q4_0_q8_0, rows_q4_0_q8_0: dot_q4_0_q8_0(BlockQ4_0, BlockQ8_0);
+    tile_q4_0_q8_0_chain, rows_q4_0_q8_0_chain: dot_q4_0_q8_0_chain(BlockQ4_0, BlockQ8_0);
+    tile_q4_1_q8_1, rows_q4_1_q8_1: dot_q4_1_q8_1(BlockQ4_1, BlockQ8_1);
+    tile_q8_0_q8_0, rows_q8_0_q8_0: dot_q8_0_q8_0(BlockQ8_0, BlockQ8_0);
 }
