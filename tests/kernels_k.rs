@@ -3,7 +3,7 @@
 //! single dot (`dot_ordered`), its matrix-vector runs (`gemv`, decode's multi-row kernels) and
 //! its tiles (`dot_tile`), in every summation order, against the scalar table's single dot of
 //! each output; and each tier's Q8_K activation quantizer against
-//! `kdequant::quantize_act_q8_k`. The scalar tier's own `gemv` and `dot_tile` are held to its
+//! `dequantize::quantize_act_q8_k`. The scalar tier's own `gemv` and `dot_tile` are held to its
 //! single dot too. Weights come from the reference quantizers (on rows with edge cases: zero
 //! blocks, huge and tiny values, all-negative blocks, exact rounding ties, ±max together) and
 //! from random bytes with sane f16 scales, which reach codes the quantizers rarely write. A tier
@@ -13,9 +13,9 @@ mod common;
 #[path = "common/qc.rs"]
 mod qc;
 
+use locus::kernels::blocks::{BlockQ8K, QK_K};
+use locus::kernels::dequantize::quantize_act_q8_k;
 use locus::kernels::entries::{Variant, SCALAR};
-use locus::kernels::kblocks::{BlockQ8K, QK_K};
-use locus::kernels::kdequant::quantize_act_q8_k;
 use locus::kernels::{pack, ActRow, ActType, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS};
 use quickcheck::{Arbitrary, Gen};
 
@@ -48,8 +48,8 @@ fn tiers() -> Vec<Kernels> {
     v
 }
 
-/// Every type whose tiers give the scalar table's bits (the oracles of `kdot.rs`, `krepack.rs`
-/// and `ktiled.rs`): every row but Q4_0, Q4_1, Q8_0 and the float types, whose SIMD single dots
+/// Every type whose tiers give the scalar table's bits (the oracles of `oracle_vec_dot.rs`, `oracle_repacked.rs`
+/// and `oracle_tiled.rs`): every row but Q4_0, Q4_1, Q8_0 and the float types, whose SIMD single dots
 /// sum in other orders than `scalar.rs` and which `tests/kernels.rs` checks against it.
 fn entry_types() -> Vec<GgmlType> {
     use GgmlType::{Bf16, F16, F32, Q4_0, Q4_1, Q8_0};

@@ -3,9 +3,9 @@
 //! tokens the panel kernels read ([`Q8Group`]), and the checked views of weight rows and
 //! activations the dispatch takes.
 
+use super::blocks::BlockQ8K;
 use super::blocks::{self, BlockQ8_0, BlockQ8_1, QK};
-use super::kblocks::{self, BlockQ8K};
-use super::{kdequant, GgmlType, MAX_PANEL_TOKENS, PANEL_TOKENS};
+use super::{dequantize, GgmlType, MAX_PANEL_TOKENS, PANEL_TOKENS};
 
 /// The activation a weight type's dot product consumes (ggml's `vec_dot_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ impl ActType {
         match self {
             ActType::F32 => 1,
             ActType::Q8_0 | ActType::Q8_1 => QK,
-            ActType::Q8K => kblocks::QK_K,
+            ActType::Q8K => blocks::QK_K,
         }
     }
 }
@@ -95,7 +95,7 @@ impl ActRow {
         self.set_with(
             blocks::quantize_act_q8_0,
             blocks::quantize_act_q8_1,
-            kdequant::quantize_act_q8_k,
+            dequantize::quantize_act_q8_k,
             x,
         )
     }
@@ -122,7 +122,7 @@ impl ActRow {
                 q8_1(x, v);
             }
             ActRow::Q8K(v) => {
-                v.resize(x.len() / kblocks::QK_K, BlockQ8K::default());
+                v.resize(x.len() / blocks::QK_K, BlockQ8K::default());
                 q8_k(x, v);
             }
         }
@@ -134,7 +134,7 @@ impl ActRow {
             ActRow::F32(v) => v.len(),
             ActRow::Q8_0(v) => v.blocks.len() * QK,
             ActRow::Q8_1(v) => v.len() * QK,
-            ActRow::Q8K(v) => v.len() * kblocks::QK_K,
+            ActRow::Q8K(v) => v.len() * blocks::QK_K,
         }
     }
 

@@ -4,11 +4,11 @@
 //! that is not whole blocks is a bug and panics).
 
 use super::blocks::{self, block_bytes, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
-use super::kblocks::{
+use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     QK_K,
 };
-use super::{f32_row, half, kdequant, kquantize, u16_row};
+use super::{dequantize, f32_row, half, quantize_ref, u16_row};
 
 /// A type's two row functions.
 #[derive(Clone, Copy)]
@@ -88,54 +88,54 @@ pub const Q8_0: Codec = block_codec!(
 pub const Q5_0: Codec = block_codec!(
     BlockQ5_0,
     QK,
-    kdequant::dequantize_q5_0,
-    kquantize::quantize_q5_0
+    dequantize::dequantize_q5_0,
+    quantize_ref::quantize_q5_0
 );
 pub const Q5_1: Codec = block_codec!(
     BlockQ5_1,
     QK,
-    kdequant::dequantize_q5_1,
-    kquantize::quantize_q5_1
+    dequantize::dequantize_q5_1,
+    quantize_ref::quantize_q5_1
 );
 pub const IQ4_NL: Codec = block_codec!(
     BlockIq4Nl,
     QK,
-    kdequant::dequantize_iq4_nl,
-    kquantize::quantize_iq4_nl
+    dequantize::dequantize_iq4_nl,
+    quantize_ref::quantize_iq4_nl
 );
 pub const Q2_K: Codec = block_codec!(
     BlockQ2K,
     QK_K,
-    kdequant::dequantize_q2_k,
-    kquantize::quantize_q2_k
+    dequantize::dequantize_q2_k,
+    quantize_ref::quantize_q2_k
 );
 pub const Q3_K: Codec = block_codec!(
     BlockQ3K,
     QK_K,
-    kdequant::dequantize_q3_k,
-    kquantize::quantize_q3_k
+    dequantize::dequantize_q3_k,
+    quantize_ref::quantize_q3_k
 );
 pub const Q4_K: Codec = block_codec!(
     BlockQ4K,
     QK_K,
-    kdequant::dequantize_q4_k,
-    kquantize::quantize_q4_k
+    dequantize::dequantize_q4_k,
+    quantize_ref::quantize_q4_k
 );
 pub const Q5_K: Codec = block_codec!(
     BlockQ5K,
     QK_K,
-    kdequant::dequantize_q5_k,
-    kquantize::quantize_q5_k
+    dequantize::dequantize_q5_k,
+    quantize_ref::quantize_q5_k
 );
 pub const Q6_K: Codec = block_codec!(
     BlockQ6K,
     QK_K,
-    kdequant::dequantize_q6_k,
-    kquantize::quantize_q6_k
+    dequantize::dequantize_q6_k,
+    quantize_ref::quantize_q6_k
 );
 pub const IQ4_XS: Codec = block_codec!(
     BlockIq4Xs,
     QK_K,
-    kdequant::dequantize_iq4_xs,
-    kquantize::quantize_iq4_xs
+    dequantize::dequantize_iq4_xs,
+    quantize_ref::quantize_iq4_xs
 );

@@ -236,7 +236,7 @@ impl Kernels {
             const CHUNK: usize = 64;
             let row_outs = count * PACK_ROWS;
             for (acts, out) in acts.chunks(CHUNK).zip(out.chunks_mut(CHUNK * row_outs)) {
-                let mut ys: [&[super::kblocks::BlockQ8K]; CHUNK] = [&[]; CHUNK];
+                let mut ys: [&[super::blocks::BlockQ8K]; CHUNK] = [&[]; CHUNK];
                 for (y, a) in ys.iter_mut().zip(acts) {
                     if let ActRow::Q8K(b) = a {
                         *y = b;

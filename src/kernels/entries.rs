@@ -16,11 +16,13 @@
 //! for decode's runs of rows and for prompt tiles.
 
 use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
-use super::kblocks::{
+use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     BlockQ8K,
 };
-use super::{kdot, krepack, ktiled, legacy_rows, ActRow, GgmlType, SumOrder};
+use super::{
+    legacy_rows, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow, GgmlType, SumOrder,
+};
 
 /// A row · activation dot product over the row's bytes. The activation must be of the row's
 /// [`ActType`] and length (callers check row lengths when a model is loaded; a mismatch here
@@ -86,7 +88,7 @@ pub struct Entry {
     /// (matmul weights whose row count is a multiple of 8).
     pub dot_repacked: Option<RowDot>,
     /// The repacked gemm's order, where it differs from the gemv's (the first `m − m mod 4`
-    /// tokens of a matmul over `m` take the gemm: [`krepack::gemm_tokens`]).
+    /// tokens of a matmul over `m` take the gemm: [`oracle_repacked::gemm_tokens`]).
     pub dot_repacked_gemm: Option<RowDot>,
     /// The order of the kernel llama.cpp runs for a matmul over at least `batch_min` tokens of
     /// weights it did not repack (tinyBLAS, its tiled K-quant matmul), where it differs from
@@ -200,7 +202,7 @@ impl Entry {
     pub fn order_for(&self, base: SumOrder, m: usize, i: usize) -> SumOrder {
         match base {
             SumOrder::BlockChain | SumOrder::RepackedGemm => {
-                if self.dot_repacked_gemm.is_some() && i < krepack::gemm_tokens(m) {
+                if self.dot_repacked_gemm.is_some() && i < oracle_repacked::gemm_tokens(m) {
                     SumOrder::RepackedGemm
                 } else {
                     SumOrder::BlockChain
@@ -261,7 +263,7 @@ macro_rules! row_dot {
 pub(crate) use row_dot;
 
 /// A row of the tiled K-quant matmul's types over Q8_K activations: its block, the `vec_dot`
-/// oracle and, for matmuls over [`ktiled::TILED_MIN_TOKENS`] tokens or more, the tiled one;
+/// oracle and, for matmuls over [`oracle_tiled::TILED_MIN_TOKENS`] tokens or more, the tiled one;
 /// for the types llama.cpp repacks (Q2_K, Q4_K), the repacked gemv's and gemm's oracles.
 macro_rules! tiled_row {
     ($ty:ident, $b:ty, $dot:path, $tiled:path $(, repacked $gemv:path, $gemm:path)?) => {
@@ -271,7 +273,7 @@ macro_rules! tiled_row {
                 dot_repacked_gemm: Some(row_dot!($gemm, $b, q8_k)),
             )?
             dot_batch: Some(row_dot!($tiled, $b, q8_k)),
-            batch_min: ktiled::TILED_MIN_TOKENS,
+            batch_min: oracle_tiled::TILED_MIN_TOKENS,
             ..Entry::of(GgmlType::$ty, row_dot!($dot, $b, q8_k))
         }
     };
@@ -287,34 +289,38 @@ pub const SCALAR: [Entry; 15] = [
     legacy_rows::FLOATS_SCALAR[2],
     Entry::of(
         GgmlType::Q5_0,
-        row_dot!(kdot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
+        row_dot!(oracle_vec_dot::dot_q5_0_q8_0, BlockQ5_0, q8_0),
     ),
     Entry::of(
         GgmlType::Q5_1,
-        row_dot!(kdot::dot_q5_1_q8_1, BlockQ5_1, q8_1),
+        row_dot!(oracle_vec_dot::dot_q5_1_q8_1, BlockQ5_1, q8_1),
     ),
     Entry {
         dot_repacked: Some(row_dot!(
-            krepack::dot_iq4_nl_q8_0_repacked,
+            oracle_repacked::dot_iq4_nl_q8_0_repacked,
             BlockIq4Nl,
             q8_0
         )),
         // tinyBLAS, for every matmul over two tokens or more.
-        dot_batch: Some(row_dot!(kdot::dot_iq4_nl_q8_0_tinyblas, BlockIq4Nl, q8_0)),
+        dot_batch: Some(row_dot!(
+            oracle_vec_dot::dot_iq4_nl_q8_0_tinyblas,
+            BlockIq4Nl,
+            q8_0
+        )),
         batch_min: 2,
         ..Entry::of(
             GgmlType::Iq4Nl,
-            row_dot!(kdot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
+            row_dot!(oracle_vec_dot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
         )
     },
-    tiled_row! { Q2K, BlockQ2K, kdot::dot_q2_k_q8_k, ktiled::dot_q2_k_q8_k_tiled,
-    repacked krepack::dot_q2_k_q8_k_repacked, krepack::dot_q2_k_q8_k_repacked_gemm },
-    tiled_row! { Q3K, BlockQ3K, kdot::dot_q3_k_q8_k, ktiled::dot_q3_k_q8_k_tiled },
-    tiled_row! { Q4K, BlockQ4K, kdot::dot_q4_k_q8_k, ktiled::dot_q4_k_q8_k_tiled,
-    repacked krepack::dot_q4_k_q8_k_repacked, krepack::dot_q4_k_q8_k_repacked_gemm },
-    tiled_row! { Q5K, BlockQ5K, kdot::dot_q5_k_q8_k, ktiled::dot_q5_k_q8_k_tiled },
-    tiled_row! { Q6K, BlockQ6K, kdot::dot_q6_k_q8_k, ktiled::dot_q6_k_q8_k_tiled },
-    tiled_row! { Iq4Xs, BlockIq4Xs, kdot::dot_iq4_xs_q8_k, ktiled::dot_iq4_xs_q8_k_tiled },
+    tiled_row! { Q2K, BlockQ2K, oracle_vec_dot::dot_q2_k_q8_k, oracle_tiled::dot_q2_k_q8_k_tiled,
+    repacked oracle_repacked::dot_q2_k_q8_k_repacked, oracle_repacked::dot_q2_k_q8_k_repacked_gemm },
+    tiled_row! { Q3K, BlockQ3K, oracle_vec_dot::dot_q3_k_q8_k, oracle_tiled::dot_q3_k_q8_k_tiled },
+    tiled_row! { Q4K, BlockQ4K, oracle_vec_dot::dot_q4_k_q8_k, oracle_tiled::dot_q4_k_q8_k_tiled,
+    repacked oracle_repacked::dot_q4_k_q8_k_repacked, oracle_repacked::dot_q4_k_q8_k_repacked_gemm },
+    tiled_row! { Q5K, BlockQ5K, oracle_vec_dot::dot_q5_k_q8_k, oracle_tiled::dot_q5_k_q8_k_tiled },
+    tiled_row! { Q6K, BlockQ6K, oracle_vec_dot::dot_q6_k_q8_k, oracle_tiled::dot_q6_k_q8_k_tiled },
+    tiled_row! { Iq4Xs, BlockIq4Xs, oracle_vec_dot::dot_iq4_xs_q8_k, oracle_tiled::dot_iq4_xs_q8_k_tiled },
 ];
 
 /// Marks an id of [`INDEX`] that has no row.

@@ -347,7 +347,7 @@ pub(super) use x86::{avx2_rows, avx512_rows};
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::entries::{self, ChainPacked, ChainPanel, Entry};
-    use super::super::x86_64::{avx2, avx2_steps, avx512, panel512_steps, Avx2};
+    use super::super::x86_64::{avx2, avx2_steps, avx512, avx512_steps, Avx2};
     use super::super::{Layout, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS};
     use super::{
         floats, one_order, put, q4_0, scalar, ActRow, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1,
@@ -408,7 +408,7 @@ mod x86 {
                 chain_packed: Some(ChainPacked {
                     layout: Layout::Q4_0x16,
                     gemv: avx512::gemv16_q4_0_q8_0_packed,
-                    steps: panel512_steps::Q4_0_STEPS,
+                    steps: avx512_steps::Q4_0_STEPS,
                 }),
                 ..q4_0::<Q4_0Avx512, Q4_0ChainAvx512>()
             },
@@ -432,7 +432,7 @@ mod x86 {
         iq4_nl.chain_packed = Some(ChainPacked {
             layout: Layout::Iq4NlX16,
             gemv: avx512::gemv16_iq4_nl_q8_0_packed,
-            steps: panel512_steps::IQ4_NL_STEPS,
+            steps: avx512_steps::IQ4_NL_STEPS,
         });
     }
 }

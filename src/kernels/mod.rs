@@ -5,8 +5,8 @@
 //! chosen from the best tier the CPU supports. `LOCUS_KERNELS=scalar|avx2|avx512` forces a tier
 //! (a tier the CPU lacks is an error, not a silent downgrade). Every tier is tested against the
 //! scalar oracles: `scalar.rs` for Q4_0, Q4_1, Q8_0 and the float types, and for the other
-//! types (Q5_0, Q5_1, IQ4_NL, the K-quants, IQ4_XS) the oracles in `kdot.rs` (llama.cpp's
-//! `vec_dot` order), `krepack.rs` (its repacked kernels) and `ktiled.rs` (its tiled K-quant
+//! types (Q5_0, Q5_1, IQ4_NL, the K-quants, IQ4_XS) the oracles in `oracle_vec_dot.rs` (llama.cpp's
+//! `vec_dot` order), `oracle_repacked.rs` (its repacked kernels) and `oracle_tiled.rs` (its tiled K-quant
 //! matmul). Every weight type is one row of the table ([`entries`], indexed by its ggml id),
 //! and the dispatch (`dispatch.rs`) reads the row with no case for any type. Which of llama.cpp's kernels
 //! computes an output — and so which order — depends on how it holds the weight and on where the
@@ -59,13 +59,6 @@ pub mod quantize_ref;
 pub mod scalar;
 #[cfg(test)]
 mod test_util;
-// The modules' names before they said what they hold, kept for the code that still uses them.
-pub use blocks as kblocks;
-pub use dequantize as kdequant;
-pub use oracle_repacked as krepack;
-pub use oracle_tiled as ktiled;
-pub use oracle_vec_dot as kdot;
-pub use quantize_ref as kquantize;
 mod types;
 
 pub(crate) use act::Q8Group;
@@ -77,9 +70,9 @@ mod x86_64;
 
 use std::fmt;
 
+use blocks::BlockQ8K;
 pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 pub use entries::{Entry, Variant};
-use kblocks::BlockQ8K;
 pub use pack::{Layout, PACK_ROWS};
 pub use types::{GgmlType, TypeRow};
 
@@ -344,14 +337,14 @@ type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WID
 /// type: that of its `vec_dot` (for most types eight f32 lanes reduced at the end, as tinyBLAS
 /// does too), and, for the types it repacks into interleaved 8-row blocks at load (Q4_0, Q4_K,
 /// Q2_K, IQ4_NL), that of its repacked kernels (for Q4_0 one scalar chain over blocks; the
-/// others' are in `krepack.rs`).
+/// others' are in `oracle_repacked.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SumOrder {
     /// `vec_dot`'s order (weights llama.cpp keeps as the file has them, one token).
     Lanes,
     /// The repacked kernels' gemv (for Q4_0 and IQ4_NL also their gemm).
     BlockChain,
-    /// The repacked gemm of Q4_K and Q2_K (see `krepack.rs`); as `BlockChain` for other types.
+    /// The repacked gemm of Q4_K and Q2_K (see `oracle_repacked.rs`); as `BlockChain` for other types.
     RepackedGemm,
     /// The batched kernel of weights llama.cpp keeps as they are (tinyBLAS, the tiled K-quant
     /// matmul), where its order differs from `vec_dot`'s; as `Lanes` for other types.
@@ -451,7 +444,7 @@ impl Kernels {
             kv_add_q8_0: |row, p, out| ops::add_scaled_q8_0(row, p, out),
             quantize_q8_0: blocks::quantize_act_q8_0,
             quantize_q8_1: blocks::quantize_act_q8_1,
-            quantize_q8_k: kdequant::quantize_act_q8_k,
+            quantize_q8_k: dequantize::quantize_act_q8_k,
             entries: entries::SCALAR,
         }
     }

@@ -39,7 +39,7 @@
 //! `Q5Kx16` regrouped the same way ([`q5_k_pair`]).
 
 use super::blocks::BlockQ4_0;
-use super::kblocks::{BlockQ4K, K_SCALE_SIZE};
+use super::blocks::{BlockQ4K, K_SCALE_SIZE};
 use super::pack_pairs::{q5_k_pair, q5_k_unpair, q6_k_pair, q6_k_unpair, MAX_PAIRED_STEP};
 
 /// Rows per packed group.
@@ -121,7 +121,7 @@ impl Layout {
             | Layout::Q6Kx16
             | Layout::Q5Kx16
             | Layout::Q6KPairs
-            | Layout::Q5KPairs => super::kblocks::QK_K,
+            | Layout::Q5KPairs => super::blocks::QK_K,
         }
     }
 
@@ -339,12 +339,12 @@ const Q4_0_FIELDS: [Field; 2] = [
 const _: () = assert!(tiles(&Q4_0_FIELDS, BLOCK));
 
 /// Bytes of one IQ4_XS block: whole words.
-const IQ4_XS_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockIq4Xs>();
+const IQ4_XS_BLOCK: usize = std::mem::size_of::<super::blocks::BlockIq4Xs>();
 /// IQ4_XS: word by word.
 const IQ4_XS_FIELDS: [Field; 1] = [Field::new(0, GROUP, IQ4_XS_BLOCK / GROUP, 0)];
 const _: () = assert!(tiles(&IQ4_XS_FIELDS, IQ4_XS_BLOCK));
 /// Bytes of one Q6_K block: 52 words and a 2-byte tail (its `d`).
-const Q6_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ6K>();
+const Q6_K_BLOCK: usize = std::mem::size_of::<super::blocks::BlockQ6K>();
 /// Where a packed Q6_K step keeps its rows' f16 scales `d` (after the 52 word vectors).
 pub const Q6_K_D_AT: usize = Q6_K_BLOCK / GROUP * GROUP * PACK_ROWS;
 /// Q6_K: word by word, then the rows' `d` side by side.
@@ -354,7 +354,7 @@ const Q6_K_FIELDS: [Field; 2] = [
 ];
 const _: () = assert!(tiles(&Q6_K_FIELDS, Q6_K_BLOCK));
 /// Bytes of one Q5_K block: whole words.
-const Q5_K_BLOCK: usize = std::mem::size_of::<super::kblocks::BlockQ5K>();
+const Q5_K_BLOCK: usize = std::mem::size_of::<super::blocks::BlockQ5K>();
 /// Q5_K: word by word.
 const Q5_K_FIELDS: [Field; 1] = [Field::new(0, GROUP, Q5_K_BLOCK / GROUP, 0)];
 const _: () = assert!(tiles(&Q5_K_FIELDS, Q5_K_BLOCK));

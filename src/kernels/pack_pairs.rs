@@ -9,7 +9,7 @@
 //! of scales widens them. Every rewrite here works on a row's four-byte words as u32 (SWAR),
 //! since packing runs over every byte of a copy at load.
 
-use super::kblocks::{BlockQ5K, BlockQ6K};
+use super::blocks::{BlockQ5K, BlockQ6K};
 use super::pack::{GROUP, PACK_ROWS};
 
 /// Bytes of a packed vector: one word of each row.

@@ -8,7 +8,7 @@ use super::arch::Need;
 use super::config::Config;
 use super::error::ModelError;
 use super::gguf::Gguf;
-use crate::kernels::krepack::repacked_in_llama;
+use crate::kernels::oracle_repacked::repacked_in_llama;
 use crate::kernels::{GgmlType, Layout, SumOrder};
 
 /// A 1-D or 2-D tensor view: `rows` rows of `cols` elements, row-major, of type `ty`, of which
@@ -332,7 +332,7 @@ fn tensor_of_shape<'a>(
 }
 
 /// `t` as llama.cpp holds a matmul weight: repacked at load where its type and row count allow
-/// (the x86 rule of an AVX-512 build: `krepack::repacked_in_llama`), and so summed in the
+/// (the x86 rule of an AVX-512 build: `oracle_repacked::repacked_in_llama`), and so summed in the
 /// repacked kernels' order.
 fn as_matmul_weight(mut t: Tensor) -> Tensor {
     if repacked_in_llama(t.ty, t.rows) {

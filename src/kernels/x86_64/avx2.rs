@@ -16,13 +16,10 @@ use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::{gelu, ggml_math, ops};
 use crate::kernels::{Q8Row, TILE_ROWS};
 
-// `pub(super)` for the files that still import these helpers from here (they moved to
-// `vec256.rs` and `prefetch.rs`): to become plain imports once those files import them from
-// their homes.
-pub(super) use super::prefetch::Prefetch;
-pub(super) use super::vec256::{
-    bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
-    q8_block, reduce16, row_scales, scale8, transpose_qs, Q4_0_OFFSET, TILE_LANES,
+use super::prefetch::Prefetch;
+use super::vec256::{
+    bytes_from_nibbles_32, exact, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs, q8_block,
+    reduce16, row_scales, scale8, transpose_qs, Q4_0_OFFSET, TILE_LANES,
 };
 
 /// Eight i32 sums of four consecutive u8×i8 products, as f32 (`mul_sum_us8_pairs_float`).

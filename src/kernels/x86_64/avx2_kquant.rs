@@ -11,8 +11,8 @@ use std::arch::x86_64::*;
 
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{array_of, load32, LANES};
+use crate::kernels::blocks::{BlockQ8K, Q8K_MAX, QK_K};
 use crate::kernels::entries::SCALAR;
-use crate::kernels::kblocks::{BlockQ8K, Q8K_MAX, QK_K};
 use crate::kernels::Entry;
 
 // ---- the primitives ------------------------------------------------------------------------
@@ -97,12 +97,12 @@ mod wide {
 
 // ---- Q8_K activations ----------------------------------------------------------------------
 
-// ggml's `nearest_int` in vectors, with the constants of `kdequant::nearest_int`.
-use crate::kernels::kdequant::{MANTISSA_MASK, ROUND_MAGIC, ROUND_MAGIC_MANTISSA};
+// ggml's `nearest_int` in vectors, with the constants of `dequantize::nearest_int`.
+use crate::kernels::dequantize::{MANTISSA_MASK, ROUND_MAGIC, ROUND_MAGIC_MANTISSA};
 /// Elements per `bsums` entry.
 const BSUM_LEN: usize = 16;
 
-/// One block of 256 activations → Q8_K as `kdequant::quantize_act_q8_k` does it: `amax` the
+/// One block of 256 activations → Q8_K as `dequantize::quantize_act_q8_k` does it: `amax` the
 /// largest |x| (NaN never counts), the signed `max` the first element of that magnitude,
 /// `iscale = −127/max`, `q = min(127, nearest_int(iscale·x))` truncated to its low byte (the
 /// product and the magic add rounded separately, as ggml's bit trick), `bsums` the sums of
@@ -197,7 +197,7 @@ fn quantize_act_q8_k_impl(x: &[f32], y: &mut [BlockQ8K]) {
     }
 }
 
-/// `kdequant::quantize_act_q8_k` with AVX2 (same bits).
+/// `dequantize::quantize_act_q8_k` with AVX2 (same bits).
 ///
 /// # Panics
 /// If `x.len() != 256 × y.len()`.
@@ -221,7 +221,7 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         if let Some(tile) = wide::fill(e).or_else(|| kernels::fill(e)) {
             e.tile = Some(tile);
         }
-        e.packed = super::kpacked2::packed(e.ty);
+        e.packed = super::avx2_packed::packed(e.ty);
     }
     rows
 }

@@ -19,7 +19,7 @@
 //!   acc   = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min);  out = acc − acc_min
 //! ```
 //! The integers are the oracle's exactly and each lane runs its row's float chain in the
-//! oracle's order, so every output is `krepack::dot_q4_k_q8_k_repacked`'s bits.
+//! oracle's order, so every output is `oracle_repacked::dot_q4_k_q8_k_repacked`'s bits.
 //!
 //! Q6_K's and Q5_K's `vec_dot` lanes meet only four elements of each sub-block, so no two of a
 //! lane's groups share a scale. Their copies are packed paired on this tier
@@ -38,14 +38,14 @@
 
 use std::arch::x86_64::*;
 
-use super::kavx2::array_of;
-use super::kavx2::iq4nl_table;
 use super::packed_kernels::{
     i16_run_fits, packed_gemv, packed_helpers, packed_table, scale_min_bytes, StepPrefetch, GROUP,
     LANES, PAIR, PAIRS, PAIR_WORDS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q5_STEP, Q6_HALF,
     Q6_QH_WORD, Q6_SC_WORD, Q6_STEP, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
 };
-use crate::kernels::kblocks::BlockQ8K;
+use super::passes::array_of;
+use super::passes::iq4nl_table;
+use crate::kernels::blocks::BlockQ8K;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS, Q6_K_D_AT};
 
 /// This tier's width for the helpers both tiers share (`packed_kernels.rs`): 256-bit vectors,
@@ -145,7 +145,8 @@ pub(super) fn dup_rows(h: usize) -> __m256i {
 }
 
 packed_gemv!(
-    gemv16_q4_k_packed = gemv16_q4_k_impl("Q4_K", K_STEP, "krepack::dot_q4_k_q8_k_repacked")
+    gemv16_q4_k_packed =
+        gemv16_q4_k_impl("Q4_K", K_STEP, "oracle_repacked::dot_q4_k_q8_k_repacked")
 );
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -264,7 +265,9 @@ pub(super) fn high_bytes(a: usize, b: usize) -> __m256i {
     load32(&ctl, 0)
 }
 
-packed_gemv!(gemv16_q6_k_packed = gemv16_q6_k_impl("Q6_K", Q6_STEP, "kdot::dot_q6_k_q8_k"));
+packed_gemv!(
+    gemv16_q6_k_packed = gemv16_q6_k_impl("Q6_K", Q6_STEP, "oracle_vec_dot::dot_q6_k_q8_k")
+);
 
 /// Sub-block pairs a lane's codes of one block half form (k = 0, 1 and k = 2, 3).
 pub(super) const Q6_PAIRS: usize = 2;
@@ -362,7 +365,9 @@ fn gemv16_q6_k_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {
     }
 }
 
-packed_gemv!(gemv16_q5_k_packed = gemv16_q5_k_impl("Q5_K", Q5_STEP, "kdot::dot_q5_k_q8_k"));
+packed_gemv!(
+    gemv16_q5_k_packed = gemv16_q5_k_impl("Q5_K", Q5_STEP, "oracle_vec_dot::dot_q5_k_q8_k")
+);
 
 /// [`gemv16_q5_k_packed`] over [`Layout::Q5KPairs`].
 ///
@@ -458,7 +463,9 @@ fn f16_high(v: __m256i) -> __m256 {
     f16_low(_mm256_srli_epi32::<16>(v))
 }
 
-packed_gemv!(gemv16_iq4_xs_packed = gemv16_iq4_xs_impl("IQ4_XS", XS_STEP, "kdot::dot_iq4_xs_q8_k"));
+packed_gemv!(
+    gemv16_iq4_xs_packed = gemv16_iq4_xs_impl("IQ4_XS", XS_STEP, "oracle_vec_dot::dot_iq4_xs_q8_k")
+);
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemv16_iq4_xs_impl(group: &[u8], y: &[BlockQ8K], out: &mut [f32; PACK_ROWS]) {

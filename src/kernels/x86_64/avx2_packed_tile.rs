@@ -1,7 +1,7 @@
 //! The AVX2 prompt kernels of packed copies (`kernels::pack`): sixteen rows of Q4_K, Q5_K, Q6_K
 //! or IQ4_XS against many tokens at once, in the orders llama.cpp computes prompt batches in —
-//! its tiled K-quant matmul (`ktiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
-//! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`). The AVX-512 tier's are in
+//! its tiled K-quant matmul (`oracle_tiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
+//! repacked Q4_K gemm (`oracle_repacked::dot_q4_k_q8_k_repacked_gemm`). The AVX-512 tier's are in
 //! `avx512_packed_tile.rs`; the scheme is the same, the step read as two halves of eight rows.
 //!
 //! Both orders form exact integers per super-block before any float: per sub-block s the
@@ -33,15 +33,15 @@ use super::avx2_packed::{
     q5_scale_min, q6_codes, store_chains, tiled_step, word, xs_scale, BLEND_HIGH_I16, HALF, HALVES,
     Q6_BLOCK_HALVES, Q6_PAIRS,
 };
-use super::kavx2::{array_of, iq4nl_table};
-pub(super) use super::packed_kernels::i16_run_fits;
 use super::packed_kernels::{
     bsum_pairs, packed_tile, prefetch_steps, scale_min_bytes, token_passes, Place, GROUP,
     K_GROUPS as GROUPS, MAX_SUBS, MAX_TOKENS, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD, Q6_BIAS,
     Q6_SC_WORD, SUB, SUBS, XS_QS_WORD, XS_SUB_WORDS,
 };
+use super::packed_kernels::{i16_run_fits, RUN_IQ4_XS, RUN_Q4_K, RUN_Q5_K, RUN_Q6_K};
+use super::passes::{array_of, iq4nl_table};
+use crate::kernels::blocks::BlockQ8K;
 use crate::kernels::entries::Variant;
-use crate::kernels::kblocks::BlockQ8K;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
 
@@ -109,11 +109,6 @@ fn shape(layout: Layout) -> Option<Shape> {
     })
 }
 
-/// Groups whose `maddubs` pairs add up in i16, per layout (IQ4_XS: |values| ≤ 127, 7 bits).
-pub(super) const RUN_Q4_K: usize = 8; // 8·2·15·128 = 30720
-pub(super) const RUN_Q5_K: usize = 4; // 4·2·31·128 = 31744
-const RUN_Q6_K: usize = 2; // 2·2·63·128 = 32256
-const RUN_IQ4_XS: usize = 1; // 2·128·127 = 32512
 const _: () = assert!(
     i16_run_fits(RUN_Q4_K, 4)
         && i16_run_fits(RUN_Q5_K, 5)

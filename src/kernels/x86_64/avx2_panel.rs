@@ -25,7 +25,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{group, q8_block, row_scales, transpose_qs, Prefetch, Q4_0_OFFSET};
+use super::entry_points::check_panel;
+use super::prefetch::Prefetch;
+use super::vec256::{group, q8_block, row_scales, transpose_qs, Q4_0_OFFSET};
 use super::Avx2;
 use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::{
@@ -45,17 +47,6 @@ const NIBBLE_GROUPS: usize = 8;
 const PACKED_SCALES: usize = 2 * PANEL_ROWS;
 /// Bytes each half takes of a packed 64-byte vector (and, halved, of the scales).
 const HALF_BYTES: usize = 32;
-/// How many block steps ahead the packed groups' steps panels (this tier's and AVX-512's)
-/// request their lines: sixteen steps, 4.5 KiB. Measured on the panels they replaced: a panel
-/// of eight tokens spends so long on each step that the out-of-order window reaches barely
-/// one step ahead and the hardware prefetchers leave the next step's loads waiting on memory.
-/// Four steps ahead (1152 bytes) took eight sequences decoding together (the 1B Q4_0 model,
-/// 2 threads, Zen 4, AVX-512 panel) from 51–70 ms a step to 38–48 ms, and were still too few
-/// on Zen 5: with sixteen, pp8 on that model went from 169–195 to 256–264 t/s at one thread
-/// and 336–352 to 454–462 at two (AVX-512), 139–146 to 152 at one thread (AVX2 forced), with
-/// pp64 unchanged, in two alternating rounds; and `serve -np 8` from 254 to 304 t/s.
-/// Thirty-two read the same as sixteen.
-pub(super) const PANEL_PREFETCH_STEPS: usize = 16;
 
 const _: () = assert!(HALVES == 2 && PANEL_TOKENS.is_multiple_of(PASS_TOKENS));
 
@@ -157,53 +148,6 @@ pub(super) fn packed_half(w: &[BlockQ4_0], i: usize, h: usize) -> ([__m256i; 4],
         });
         (x, dw)
     }
-}
-
-/// Requests, into L1, the lines of block step `i` of a packed group (288 bytes: six lines
-/// cover it wherever it starts). Past the group's end the addresses are the next group's (or
-/// anything): a prefetch never faults.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn prefetch_packed_step(w: &[BlockQ4_0], i: usize) {
-    let step = std::mem::size_of::<BlockQ4_0>() * PANEL_ROWS;
-    let base = w.as_ptr().cast::<u8>().wrapping_add(i * step);
-    for l in 0..step.div_ceil(64) + 1 {
-        // `wrapping_add` and a prefetch never dereference.
-        _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * l).cast());
-    }
-}
-
-/// Checks a panel call's arguments (both tiers' panels take the same) and returns the rows'
-/// block count: `a` holds `tokens.div_ceil(PANEL_TOKENS)` groups (at most
-/// [`MAX_PANEL_TOKENS`] tokens) of activations of one length, `out` one output per row and
-/// token, and `w` rows of that length.
-///
-/// # Panics
-/// Where any of that does not hold.
-pub(super) fn check_panel(
-    w: &[&[BlockQ4_0]; PANEL_ROWS],
-    a: &[Q8Group],
-    tokens: usize,
-    out: &[f32],
-) -> usize {
-    let groups = a.len();
-    assert!(
-        groups > 0 && groups == tokens.div_ceil(PANEL_TOKENS) && tokens <= MAX_PANEL_TOKENS,
-        "panel: {groups} groups for {tokens} tokens"
-    );
-    assert_eq!(out.len(), tokens * PANEL_ROWS, "panel output size mismatch");
-    let n = a[0].blocks[0].len();
-    let same = |g: &Q8Group| {
-        g.blocks.iter().all(|b| b.len() == n)
-            && g.sums.iter().all(|s| s.len() == n)
-            && g.scales.iter().all(|s| s.len() == n)
-    };
-    assert!(a.iter().all(same), "panel activations of unequal lengths");
-    assert!(
-        w.iter().all(|r| r.len() == n),
-        "panel: weight rows of {n} blocks"
-    );
-    n
 }
 
 /// The panel (see the module documentation) over [`PANEL_ROWS`] rows and the first `tokens`

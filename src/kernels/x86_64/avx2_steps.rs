@@ -11,10 +11,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2_panel::{
-    block_sums, nibble_groups, packed_half, prefetch_packed_step, HALVES, PANEL_PREFETCH_STEPS,
-    PASS_TOKENS,
-};
+use super::avx2_panel::{block_sums, nibble_groups, packed_half, HALVES, PASS_TOKENS};
+use super::prefetch::{prefetch_packed_step, PANEL_PREFETCH_STEPS};
 use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::packed_steps::{check_steps, Q8Step, StepsPanel};
 use crate::kernels::{PANEL_ROWS, PANEL_TOKENS, TILE_ROWS};

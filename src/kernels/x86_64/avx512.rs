@@ -19,15 +19,15 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2_panel::check_panel;
+use super::entry_points::check_panel;
 use super::entry_points::{compiled_for, entry_points};
 use super::prefetch::Prefetch;
 use super::vec256::{
     bytes_from_nibbles_32, exact, group, hsum_float_8, hsum_i32_8x8_small, lanes, load_qs,
     q8_block, reduce16, row_scales, scale8, spill, transpose4, Q4_0_OFFSET, TILE_LANES,
 };
+use crate::kernels::blocks::KVALUES_IQ4NL;
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use crate::kernels::kblocks::KVALUES_IQ4NL;
 use crate::kernels::ops;
 use crate::kernels::{
     Q8Group, Q8Row, Queries, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS, WIDE_ROWS,
@@ -123,7 +123,7 @@ pub(in crate::kernels) use tiles::{
 /// `KVALUES_IQ4NL[q]`: its value + 128 (a u8) comes from one `vpshufb`, and the chain starts
 /// from −128·Σy instead of −8·Σy. llama.cpp's repacked IQ4_NL kernels are its Q4_0 ones with
 /// that table (`gemm_q4_b32_8x8_q8_0_lut_avx`), so the order is the same:
-/// `krepack::dot_iq4_nl_q8_0_repacked`.
+/// `oracle_repacked::dot_iq4_nl_q8_0_repacked`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn panel_q4_0_q8_0_chain_impl<const NL: bool>(
     w: &[&[BlockQ4_0]; PANEL_ROWS],
@@ -323,7 +323,7 @@ fn wide_q8_0_q8_0_impl<const PAIRS: usize>(
 }
 
 const _: () = {
-    use crate::kernels::kblocks::BlockIq4Nl;
+    use crate::kernels::blocks::BlockIq4Nl;
     assert!(std::mem::size_of::<BlockIq4Nl>() == std::mem::size_of::<BlockQ4_0>());
     assert!(std::mem::offset_of!(BlockIq4Nl, d) == std::mem::offset_of!(BlockQ4_0, d));
     assert!(std::mem::offset_of!(BlockIq4Nl, qs) == std::mem::offset_of!(BlockQ4_0, qs));
@@ -368,7 +368,7 @@ transpose4! {
 /// lanes, so neither the gather nor the transpose is needed.
 ///
 /// With `NL`, the rows are IQ4_NL, read as the block-chain panel reads them (a `vpshufb` to
-/// value + 128, the chain from −128·Σy): `krepack::dot_iq4_nl_q8_0_repacked`'s bits.
+/// value + 128, the chain from −128·Σy): `oracle_repacked::dot_iq4_nl_q8_0_repacked`'s bits.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemv16_q4_0_q8_0_chain_impl<const PACKED: bool, const NL: bool>(
     w: &[BlockQ4_0],
@@ -461,7 +461,7 @@ pub(in crate::kernels) fn gemv16_q4_0_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, ou
 }
 
 /// [`gemv16_q4_0_q8_0_packed`] of one packed group of IQ4_NL rows ([`Layout::Iq4NlX16`](
-/// crate::kernels::Layout::Iq4NlX16)), in `krepack::dot_iq4_nl_q8_0_repacked`'s order.
+/// crate::kernels::Layout::Iq4NlX16)), in `oracle_repacked::dot_iq4_nl_q8_0_repacked`'s order.
 pub(in crate::kernels) fn gemv16_iq4_nl_q8_0_packed(w: &[BlockQ4_0], a: &Q8Row, out: &mut [f32]) {
     let out = out.try_into().expect("sixteen outputs");
     // SAFETY: only reachable through the table built after every feature above was detected.
@@ -973,7 +973,7 @@ entry_points! {
     panel_q4_0_q8_0_chain(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], tokens: usize,
         out: &mut [f32]) = panel_q4_0_q8_0_chain_impl::<false>;
     /// [`panel_q4_0_q8_0_chain`] of sixteen IQ4_NL rows, in the order of llama.cpp's repacked
-    /// IQ4_NL kernels (`krepack::dot_iq4_nl_q8_0_repacked`). The rows are passed as Q4_0 blocks:
+    /// IQ4_NL kernels (`oracle_repacked::dot_iq4_nl_q8_0_repacked`). The rows are passed as Q4_0 blocks:
     /// the two types store a block alike (checked above).
     panel_iq4_nl_q8_0_chain(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], tokens: usize,
         out: &mut [f32]) = panel_q4_0_q8_0_chain_impl::<true>;

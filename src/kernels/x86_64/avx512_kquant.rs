@@ -16,13 +16,13 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{hsum_float_8, scale8};
-use super::kpanel512::join;
+use super::avx512_panel::join;
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
+use super::vec256::{hsum_float_8, scale8};
+use crate::kernels::blocks::BlockQ5_0;
 use crate::kernels::blocks::BlockQ8_0;
 use crate::kernels::entries::{Variant, SCALAR};
-use crate::kernels::kblocks::BlockQ5_0;
 use crate::kernels::{ActRow, Entry, GgmlType};
 
 /// `acc + sc_a·Σ4(x[0]·y[0] − b[0]) + sc_b·Σ4(x[1]·y[1] − b[1])` in each i32 lane, where the
@@ -101,7 +101,7 @@ mod kernels {
 /// Rows per pass of [`q5_0_pairs_impl`]: two 512-bit vectors of two rows each.
 const PAIR_ROWS: usize = 4;
 
-/// Q5_0·Q8_0 in `vec_dot`'s order (`kdot::dot_q5_0_q8_0`, as `wide`'s `q5_0_rows`) for
+/// Q5_0·Q8_0 in `vec_dot`'s order (`oracle_vec_dot::dot_q5_0_q8_0`, as `wide`'s `q5_0_rows`) for
 /// [`PAIR_ROWS`] rows × `T` tokens, two rows per 512-bit vector (row 2p in the low half, 2p + 1
 /// in the high): each half runs its row's eight lanes exactly as the 256-bit kernel does, so a
 /// token's `vpdpbusd`, scale product and `fma` serve two rows. ggml's sign trick without
@@ -184,14 +184,14 @@ fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut 
     true
 }
 
-/// Q2_K's and Q3_K's tiles on this tier: sixteen rows at a time (`kpanel512.rs`: Q2_K's
+/// Q2_K's and Q3_K's tiles on this tier: sixteen rows at a time (`avx512_panel.rs`: Q2_K's
 /// 512-bit panels, Q3_K through `kpacked_tile::q3_k_rows`), the eight-row tiles of `kernels`
 /// for the rows left and the other orders.
 fn tile_q2_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::kpanel512::tile_q2_k(rows, acts, variant, out, kernels::tile_q2_k)
+    super::avx512_panel::tile_q2_k(rows, acts, variant, out, kernels::tile_q2_k)
 }
 fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::kpanel512::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
+    super::avx512_panel::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
 }
 
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
@@ -208,7 +208,7 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             GgmlType::Q3K => e.tile = Some(tile_q3_k16),
             _ => {}
         }
-        e.packed = super::kpacked::packed(e.ty);
+        e.packed = super::avx512_packed::packed(e.ty);
     }
     rows
 }

@@ -4,7 +4,7 @@
 //! ([`Layout::Iq4XsX16`](crate::kernels::Layout::Iq4XsX16)) here, Q6_K and Q5_K in
 //! `avx512_packed_k.rs`, and the helpers they share.
 //!
-//! Q4_K is summed in the order of llama.cpp's repacked gemv (`krepack::dot_q4_k_q8_k_repacked`):
+//! Q4_K is summed in the order of llama.cpp's repacked gemv (`oracle_repacked::dot_q4_k_q8_k_repacked`):
 //! ```text
 //! per super-block: isum = Σ_j sc_j·Σ q·y,  imin = Σ_j m_j·(bsums[2j] + bsums[2j+1])   (exact)
 //!                  acc = fma(isum, d·d_y, acc);  acc_min = fma(imin, dmin·d_y, acc_min)
@@ -18,7 +18,7 @@
 //! The integers are the oracle's exactly, and the float chains run one per lane in its order,
 //! so the outputs are its bits.
 //!
-//! IQ4_XS is summed in `vec_dot`'s order (`kdot::dot_iq4_xs_q8_k`): eight i32 lanes per row,
+//! IQ4_XS is summed in `vec_dot`'s order (`oracle_vec_dot::dot_iq4_xs_q8_k`): eight i32 lanes per row,
 //! lane l taking elements with `(e mod 32) / 4 == l`, `acc[l] = fma(d, sumi[l], acc[l])` per
 //! super-block and `hsum_float_8` at the end. Here each of those eight lanes is a vector of its
 //! own, holding it for all sixteen rows, so every step is vertical and `hsum_float_8`'s tree
@@ -42,7 +42,7 @@ use super::packed_kernels::{
     packed_gemv, packed_helpers, packed_table, pass_of, scale_min_bytes, StepPrefetch, GROUP,
     LANES, PAIR, PAIRS, PAIR_WORDS, SUB, SUBS, XS_QS_WORD, XS_STEP, XS_SUB_WORDS,
 };
-use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL};
+use crate::kernels::blocks::{BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, K_STEP, PACK_ROWS};
 
 /// Bytes of sixteen f16 values, one per row (a packed step's `d` or `dmin`).
@@ -78,12 +78,12 @@ packed_table! {
 }
 
 packed_gemv!(
-    gemv16_q4_k_packed = gemv16_q4_k_impl("Q4_K", K_STEP, "krepack::dot_q4_k_q8_k_repacked"),
+    gemv16_q4_k_packed = gemv16_q4_k_impl("Q4_K", K_STEP, "oracle_repacked::dot_q4_k_q8_k_repacked"),
     tokens gemv16_q4_k_tokens = gemv16_q4_k_tokens_impl
 );
 
 /// The sixteen rows' scales and mins of one super-block as i32 lanes, sub-block by sub-block,
-/// from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4` on every lane).
+/// from the twelve byte planes at `planes` (`dequantize::get_scale_min_k4` on every lane).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 pub(super) fn scales_mins(planes: &[u8]) -> ([__m512i; SUBS], [__m512i; SUBS]) {
@@ -225,7 +225,7 @@ pub(super) fn word(step: &[u8], w: usize) -> __m512i {
 }
 
 packed_gemv!(
-    gemv16_iq4_xs_packed = gemv16_iq4_xs_impl("IQ4_XS", XS_STEP, "kdot::dot_iq4_xs_q8_k"),
+    gemv16_iq4_xs_packed = gemv16_iq4_xs_impl("IQ4_XS", XS_STEP, "oracle_vec_dot::dot_iq4_xs_q8_k"),
     tokens gemv16_iq4_xs_tokens = gemv16_iq4_xs_tokens_impl
 );
 

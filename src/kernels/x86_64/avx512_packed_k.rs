@@ -1,6 +1,6 @@
 //! The AVX-512 decode-order kernels (one token, and several at once) of packed Q6_K ([`Layout::Q6Kx16`](crate::kernels::Layout::Q6Kx16))
 //! and Q5_K ([`Layout::Q5Kx16`](crate::kernels::Layout::Q5Kx16)) copies, both in `vec_dot`'s
-//! order (`kdot::dot_q6_k_q8_k`, `kdot::dot_q5_k_q8_k`), with `vec_dot`'s eight lanes as
+//! order (`oracle_vec_dot::dot_q6_k_q8_k`, `oracle_vec_dot::dot_q5_k_q8_k`), with `vec_dot`'s eight lanes as
 //! vectors over the sixteen rows as in `avx512_packed.rs`'s IQ4_XS kernel.
 //!
 //! Q6_K: per four-element group the 6-bit codes from a `ql` and a `qh`
@@ -23,7 +23,7 @@ use super::packed_kernels::{
     packed_gemv, pass_of, StepPrefetch, GROUP, LANES, PAIR, Q5_QH_WORD, Q5_QS_WORD, Q5_SC_WORD,
     Q5_STEP, Q6_HALF, Q6_QH_WORD, Q6_SC_WORD, Q6_STEP, SUB, SUBS,
 };
-use crate::kernels::kblocks::BlockQ8K;
+use crate::kernels::blocks::BlockQ8K;
 use crate::kernels::pack::{PACK_ROWS, Q6_K_D_AT};
 
 /// Q6_K codes are stored as `q + 32`: the bias's shift.
@@ -55,7 +55,7 @@ pub(super) fn q6_codes(step: &[u8], j: usize, b4: usize) -> [__m512i; 4] {
 }
 
 packed_gemv!(
-    gemv16_q6_k_packed = gemv16_q6_k_impl("Q6_K", Q6_STEP, "kdot::dot_q6_k_q8_k"),
+    gemv16_q6_k_packed = gemv16_q6_k_impl("Q6_K", Q6_STEP, "oracle_vec_dot::dot_q6_k_q8_k"),
     tokens gemv16_q6_k_tokens = gemv16_q6_k_tokens_impl
 );
 
@@ -249,7 +249,7 @@ fn gemv16_q6_k_tokens_impl<const T: usize>(group: &[u8], ys: &[&[BlockQ8K]], out
 }
 
 packed_gemv!(
-    gemv16_q5_k_packed = gemv16_q5_k_impl("Q5_K", Q5_STEP, "kdot::dot_q5_k_q8_k"),
+    gemv16_q5_k_packed = gemv16_q5_k_impl("Q5_K", Q5_STEP, "oracle_vec_dot::dot_q5_k_q8_k"),
     tokens gemv16_q5_k_tokens = gemv16_q5_k_tokens_impl
 );
 

@@ -1,7 +1,7 @@
 //! The AVX-512 prompt kernels of packed copies (`kernels::pack`): sixteen rows of Q4_K, Q5_K,
 //! Q6_K or IQ4_XS against many tokens at once, in the orders llama.cpp computes prompt batches
-//! in — its tiled K-quant matmul (`ktiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
-//! repacked Q4_K gemm (`krepack::dot_q4_k_q8_k_repacked_gemm`). Groups go two at a time where
+//! in — its tiled K-quant matmul (`oracle_tiled.rs`; Q5_K, Q6_K, IQ4_XS and unrepacked Q4_K) and the
+//! repacked Q4_K gemm (`oracle_repacked::dot_q4_k_q8_k_repacked_gemm`). Groups go two at a time where
 //! a call has two, so each activation broadcast feeds both groups' `vpdpbusd`. Q3_K (tiled
 //! order) runs the same passes from sixteen rows in the file's layout ([`q3_k_rows`], for
 //! `avx512_panel.rs`).
@@ -30,8 +30,8 @@ use super::packed_kernels::{
     bsum_pairs, packed_tile, prefetch_steps, token_passes, Place, GROUP, K_GROUPS as GROUPS,
     MAX_SUBS, MAX_TOKENS, Q6_BIAS, SUB, SUBS,
 };
+use crate::kernels::blocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::entries::Variant;
-use crate::kernels::kblocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
 
@@ -196,7 +196,7 @@ fn tile_steps<const G: usize>(
 }
 
 /// Sixteen Q3_K rows in the file's layout (`w[r]`: row r's blocks) against every token, in
-/// the tiled matmul's order: `out[t][r]` bit for bit as `ktiled`'s Q3_K dot of row r and
+/// the tiled matmul's order: `out[t][r]` bit for bit as `oracle_tiled`'s Q3_K dot of row r and
 /// token t. Each super-block of the sixteen rows is unpacked (codes `low2 | hbit << 2`, scales
 /// signed, bias 4) and transposed once, then runs the packed types' passes.
 ///
@@ -212,7 +212,7 @@ pub(super) fn q3_k_rows(
     out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
 ) {
     use super::avx512_panel::join;
-    use super::kavx2_k::{q3_k_panel_row, transpose8, Q3_BIAS, RUNS};
+    use super::kquant_rows::{q3_k_panel_row, transpose8, Q3_BIAS, RUNS};
     const HALF: usize = PACK_ROWS / 2;
     let n = ys.first().map_or(0, |y| y.len());
     assert!(ys.len() <= MAX_TOKENS, "a tile of {} tokens", ys.len());

@@ -5,7 +5,7 @@
 //! rows 0..8 in the low half and 8..16 in the high half, so each token's activation broadcast,
 //! `maddubs`, i16 add and `madd` serve sixteen rows. Every lane runs exactly the integers and
 //! float chain of its row in the eight-row panel (`panel_rows` there, in the orders of
-//! `krepack.rs` and `ktiled.rs`), so the outputs keep their bits.
+//! `oracle_repacked.rs` and `oracle_tiled.rs`), so the outputs keep their bits.
 //!
 //! Q3_K's (tiled order only) run the packed types' `vpdpbusd` passes of `avx512_packed_tile.rs` on
 //! its super-blocks unpacked and transposed, and read 22% faster than this panel did (Q3_K_M
@@ -17,12 +17,12 @@
 
 use std::arch::x86_64::*;
 
-use super::kavx2::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
-use super::kavx2_k::{q2_k_panel_row, transpose8, ChainKind, PanelRow};
-use super::kavx2_k::{RUN, RUNS, SUB16S};
+use super::kquant_rows::{q2_k_panel_row, transpose8, ChainKind, PanelRow};
+use super::kquant_rows::{RUN, RUNS, SUB16S};
+use super::passes::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
 use crate::kernels::blocks::Block;
+use crate::kernels::blocks::{BlockQ2K, BlockQ3K, BlockQ8K, QK_K};
 use crate::kernels::entries::{self, TileDot, Variant};
-use crate::kernels::kblocks::{BlockQ2K, BlockQ3K, BlockQ8K, QK_K};
 use crate::kernels::ActRow;
 
 /// Rows of a panel: the sixteen i32 lanes of a 512-bit vector.
@@ -241,7 +241,7 @@ fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
 
 /// Runs `panel` over every whole group of sixteen rows against every token
 /// ([`PANEL_TOKENS`] at a time) and `rest` (the type's eight-row tile) over the rows left;
-/// `rest` alone when there are fewer than `min_tokens` tokens. The loop is `kavx2::panels`'s
+/// `rest` alone when there are fewer than `min_tokens` tokens. The loop is `passes::panels`'s
 /// at sixteen rows; calling a version of that made generic over rows and tokens instead read
 /// 3–5% slower for Q2_K and Q3_K_M (pp128, three alternating rounds), so it stays a copy.
 fn tile16<B: Block>(

@@ -22,9 +22,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::group;
-use super::avx2_panel::{prefetch_packed_step, PANEL_PREFETCH_STEPS};
 use super::avx512::{chain_codes, packed_block16, panel_codes};
+use super::prefetch::{prefetch_packed_step, PANEL_PREFETCH_STEPS};
+use super::vec256::group;
 use crate::kernels::blocks::BlockQ4_0;
 use crate::kernels::packed_steps::{check_steps, Q8Step, StepsPanel};
 use crate::kernels::{PANEL_ROWS, PANEL_TOKENS};

@@ -73,3 +73,39 @@ macro_rules! compiled_for {
     )*};
 }
 pub(super) use compiled_for;
+
+use crate::kernels::blocks::BlockQ4_0;
+use crate::kernels::{Q8Group, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS};
+
+/// Checks a panel call's arguments (both tiers' panels take the same) and returns the rows'
+/// block count: `a` holds `tokens.div_ceil(PANEL_TOKENS)` groups (at most
+/// [`MAX_PANEL_TOKENS`] tokens) of activations of one length, `out` one output per row and
+/// token, and `w` rows of that length.
+///
+/// # Panics
+/// Where any of that does not hold.
+pub(super) fn check_panel(
+    w: &[&[BlockQ4_0]; PANEL_ROWS],
+    a: &[Q8Group],
+    tokens: usize,
+    out: &[f32],
+) -> usize {
+    let groups = a.len();
+    assert!(
+        groups > 0 && groups == tokens.div_ceil(PANEL_TOKENS) && tokens <= MAX_PANEL_TOKENS,
+        "panel: {groups} groups for {tokens} tokens"
+    );
+    assert_eq!(out.len(), tokens * PANEL_ROWS, "panel output size mismatch");
+    let n = a[0].blocks[0].len();
+    let same = |g: &Q8Group| {
+        g.blocks.iter().all(|b| b.len() == n)
+            && g.sums.iter().all(|s| s.len() == n)
+            && g.scales.iter().all(|s| s.len() == n)
+    };
+    assert!(a.iter().all(same), "panel activations of unequal lengths");
+    assert!(
+        w.iter().all(|r| r.len() == n),
+        "panel: weight rows of {n} blocks"
+    );
+    n
+}

@@ -24,10 +24,10 @@ macro_rules! k_quant_kernels {
 
         use super::{bias4, chunk_dot, pair_dot};
         use crate::kernels::entries::{row_dot, TileDot};
-        use crate::kernels::kblocks::{
+        use crate::kernels::blocks::{
             BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
         };
-        use crate::kernels::x86_64::avx2::hsum_float_8;
+        use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::x86_64::kquant_rows::{
             bsums, hsum_i32_4, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
             pair_lanes, part_totals, q2_k_panel_row, q2_k_row, q3_k_panel_row, q3_k_row,
@@ -104,9 +104,9 @@ macro_rules! k_quant_kernels {
         // Every kernel walks a super-block's rows one at a time, each row's block unpacked
         // once and used for every token of the pass, so only one unpacked row is live.
 
-        /// Q4_K·Q8_K (`kdot::dot_q4_k_q8_k`, `Q5 == false`): per super-block
+        /// Q4_K·Q8_K (`oracle_vec_dot::dot_q4_k_q8_k`, `Q5 == false`): per super-block
         /// `acc_m = fma(dmin, mins, acc_m)` (four lanes) and `acc = fma(d, sumi, acc)`;
-        /// `hsum_float_8(acc) + ((m0 + m2) + (m1 + m3))`. Q5_K (`kdot::dot_q5_k_q8_k`):
+        /// `hsum_float_8(acc) + ((m0 + m2) + (m1 + m3))`. Q5_K (`oracle_vec_dot::dot_q5_k_q8_k`):
         /// `summs = fma(dmin, Σ mins, summs)` instead, `hsum_float_8(acc) + summs`.
         #[target_feature(enable = $feat)]
         #[inline]
@@ -154,7 +154,7 @@ macro_rules! k_quant_kernels {
             }
         }
 
-        /// Q2_K·Q8_K (`kdot::dot_q2_k_q8_k`): per super-block `acc = fma(dmin, mins, acc)`
+        /// Q2_K·Q8_K (`oracle_vec_dot::dot_q2_k_q8_k`): per super-block `acc = fma(dmin, mins, acc)`
         /// then `acc = fma(d, sumi, acc)`; `hsum_float_8(acc)`.
         #[target_feature(enable = $feat)]
         #[inline]
@@ -218,7 +218,7 @@ macro_rules! k_quant_kernels {
             hsums(&acc, out)
         }
 
-        /// The chain variants (`krepack.rs`'s gemv and gemm, `ktiled.rs`): per super-block and
+        /// The chain variants (`oracle_repacked.rs`'s gemv and gemm, `oracle_tiled.rs`): per super-block and
         /// row the exact integers `terms` forms from the unpacked block and a token, then
         /// [`Chains`] (`dmin`: the type's mins, whose min chain or term they feed). `terms`
         /// gives a row block's lanes and min lanes (summing to `isum` and `imin`), or for the
@@ -457,7 +457,7 @@ macro_rules! k_quant_kernels {
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
             lanes_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), |b| (b.d, ()), lanes)
         });
-        // IQ4_XS·Q8_K as the tiled matmul (`ktiled::dot_iq4_xs_q8_k_tiled`), whose
+        // IQ4_XS·Q8_K as the tiled matmul (`oracle_tiled::dot_iq4_xs_q8_k_tiled`), whose
         // `Σ sc·(Σ (v + 128)·y − 128·bsum)` is formed as `Σ sc·Σ v·y` (true products): the
         // same integer for activations whose `bsums` are the sums of their quants.
         rows_kernel!($feat, iq4_xs_tiled_rows, dot_iq4_xs_q8_k_tiled, BlockIq4Xs, BlockQ8K,
@@ -649,14 +649,14 @@ macro_rules! k_quant_kernels {
         // Groups of four whose `maddubs` pairs the i16 panels add up before one `madd`: the
         // 4- and 5-bit codes as the packed tiles run them; the 2- and 3-bit codes a whole
         // sixteen-element sub-block (four groups).
-        use crate::kernels::x86_64::kpacked2_tile::{i16_run_fits, RUN_Q4_K, RUN_Q5_K};
+        use crate::kernels::x86_64::packed_kernels::{i16_run_fits, RUN_Q4_K, RUN_Q5_K};
         const RUN_SUB16: usize = QK_K / SUB16S / 4;
         const _: () = assert!(i16_run_fits(RUN_SUB16, 2) && i16_run_fits(RUN_SUB16, 3));
 
         // The panels, one instance per chain so that `panel_rows` inlines with its parts and
         // chain known: 4-bit codes, a sub-block's eight groups in one i16 run; 5-bit codes,
         // runs of four groups; 2- and 3-bit codes, a sub-block's four groups in one i16 run.
-        // The tiled Q3_K panel (`ktiled::dot_q3_k_q8_k_tiled`) has codes `low2 | hbit << 2`,
+        // The tiled Q3_K panel (`oracle_tiled::dot_q3_k_q8_k_tiled`) has codes `low2 | hbit << 2`,
         // bias 4 through the activation sums, signed scales.
         panel_kernel!($feat, q4_k_panel_repacked, BlockQ4K, |w, y, out| {
             q4_k_panel(w, y, out, 1, ChainKind::Repacked)

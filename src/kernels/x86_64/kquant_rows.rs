@@ -2,8 +2,8 @@
 //! on both x86 tiers: the super-blocks unpacked once per row, the panels' rows, and the float
 //! chains. Tier-neutral (256-bit AVX2 instructions, which both tiers have); each tier's own
 //! integer primitives are in `avx2_kquant.rs` and `avx512_kquant.rs`. The variants: ggml's
-//! `vec_dot` (`kdot.rs`), the repacked gemv and gemm of Q4_K and Q2_K (`krepack.rs`) and the
-//! tiled matmul (`ktiled.rs`); the kernels' shape (`R` rows × `T` tokens) is in `passes.rs`.
+//! `vec_dot` (`oracle_vec_dot.rs`), the repacked gemv and gemm of Q4_K and Q2_K (`oracle_repacked.rs`) and the
+//! tiled matmul (`oracle_tiled.rs`); the kernels' shape (`R` rows × `T` tokens) is in `passes.rs`.
 //!
 //! Per super-block each kernel unpacks a row's block once (codes, scale vectors, f16 scales:
 //! the `*Row` structs) and uses it for every token of its pass, forming the oracle's exact
@@ -29,7 +29,7 @@
 use std::arch::x86_64::*;
 
 use super::passes::{array_of, hsum_i32_rows, iq4_values, load16, load32};
-use crate::kernels::kblocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
+use crate::kernels::blocks::{BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
 
 /// Low six bits of each byte of the packed Q4_K/Q5_K scale words.
 const KMASK1: u32 = 0x3f3f_3f3f;

@@ -3,7 +3,7 @@
 //! AVX-512 VNNI), beside that tier's `k_quant_kernels!`, whose `lanes_rows` runs the `vec_dot`
 //! kernels without mins of both. The kernels' shape (rows × tokens) is in `passes.rs`.
 
-/// The kernels of Q5_0, Q5_1 and IQ4_NL (Q8_0/Q8_1 activations; `kdot.rs`, `krepack.rs`), their
+/// The kernels of Q5_0, Q5_1 and IQ4_NL (Q8_0/Q8_1 activations; `oracle_vec_dot.rs`, `oracle_repacked.rs`), their
 /// safe wrappers, tile kernels and `fill`, compiled with the target features `$feat` over the
 /// primitives `dot_us8` (four-sums of u8 × i8, no pair of which reaches the i16 limit here) and
 /// `bytes_from_bits_32` of the module that expands it (its parent, `super`), and the drivers of
@@ -16,8 +16,8 @@ macro_rules! wide_kernels {
         use super::{bytes_from_bits_32, dot_us8};
         use crate::kernels::blocks::{BlockQ8_0, BlockQ8_1};
         use crate::kernels::entries::{row_dot, TileDot};
-        use crate::kernels::kblocks::{BlockIq4Nl, BlockQ5_0, BlockQ5_1};
-        use crate::kernels::x86_64::avx2::{bytes_from_nibbles_32, hsum_float_8, scale8};
+        use crate::kernels::blocks::{BlockIq4Nl, BlockQ5_0, BlockQ5_1};
+        use crate::kernels::x86_64::vec256::{bytes_from_nibbles_32, hsum_float_8, scale8};
         use crate::kernels::x86_64::passes::{
             array_of, f16, f16_rows, hsum_i32, hsum_i32_rows, hsums, iq4_values, iq4nl_table,
             load32, pass, rows_kernel, store_rows, tile_fn, PASS_ROWS, PASS_TOKENS,
@@ -25,7 +25,7 @@ macro_rules! wide_kernels {
         use crate::kernels::{Entry, GgmlType};
 
         /// ggml's sign trick, `maddubs(sign(x, x), sign(y, x))` four-sums: `x·y`, except that
-        /// `y = −128` with `x < 0` gives `|x|·(−128)` (`kdot::sign_product`).
+        /// `y = −128` with `x < 0` gives `|x|·(−128)` (`oracle_vec_dot::sign_product`).
         #[target_feature(enable = $feat)]
         #[inline]
         fn dot_sign_trick(x: __m256i, y: __m256i) -> __m256i {
@@ -58,8 +58,8 @@ macro_rules! wide_kernels {
             (f16(b.d), load32(&b.qs))
         }
 
-        // Q5_0·Q8_0 (`kdot::dot_q5_0_q8_0`) and IQ4_NL·Q8_0 as tinyBLAS computes it
-        // (`kdot::dot_iq4_nl_q8_0_tinyblas`): per block `acc = fma(d_x·d_y, lanes, acc)` (sign
+        // Q5_0·Q8_0 (`oracle_vec_dot::dot_q5_0_q8_0`) and IQ4_NL·Q8_0 as tinyBLAS computes it
+        // (`oracle_vec_dot::dot_iq4_nl_q8_0_tinyblas`): per block `acc = fma(d_x·d_y, lanes, acc)` (sign
         // trick), then `hsum_float_8`.
         rows_kernel!($feat, q5_0_rows, dot_q5_0_q8_0, BlockQ5_0, BlockQ8_0, |w, y, out| {
             let lanes = |x: &__m256i, _: &BlockQ8_0, qy: &__m256i| dot_sign_trick(*x, *qy);
@@ -73,7 +73,7 @@ macro_rules! wide_kernels {
                 lanes_rows(w, y, out, |a| a.d, values, |b| q8_0_prep(b), lanes)
             });
 
-        // Q5_1·Q8_1 (`kdot::dot_q5_1_q8_1`): per block `summs = fma(m_x, s_y, summs)` and
+        // Q5_1·Q8_1 (`oracle_vec_dot::dot_q5_1_q8_1`): per block `summs = fma(m_x, s_y, summs)` and
         // `acc = fma(d_x·d_y, lanes, acc)`; `hsum_float_8(acc) + summs`.
         rows_kernel!($feat, q5_1_rows, dot_q5_1_q8_1, BlockQ5_1, BlockQ8_1, |w, y, out| {
             let (n, w, y, pf) = pass(w, y);
@@ -106,7 +106,7 @@ macro_rules! wide_kernels {
             }
         });
 
-        // IQ4_NL·Q8_0 (`kdot::dot_iq4_nl_q8_0`): blocks in pairs on two accumulators (sign
+        // IQ4_NL·Q8_0 (`oracle_vec_dot::dot_iq4_nl_q8_0`): blocks in pairs on two accumulators (sign
         // trick), `hsum_float_8(acc1 + acc2)`, an odd last block added as
         // `sumf + (Σ true products)·d`.
         rows_kernel!($feat, iq4_nl_rows, dot_iq4_nl_q8_0, BlockIq4Nl, BlockQ8_0, |w, y, out| {
@@ -140,7 +140,7 @@ macro_rules! wide_kernels {
             }
         });
 
-        // IQ4_NL·Q8_0 as the repacked kernels compute it (`krepack::dot_iq4_nl_q8_0_repacked`):
+        // IQ4_NL·Q8_0 as the repacked kernels compute it (`oracle_repacked::dot_iq4_nl_q8_0_repacked`):
         // per block the exact Σ v·y (true products), `acc = fma(isum, d_x·d_y, acc)`; a pass's
         // rows' chains in the lanes of one vector per token.
         rows_kernel!($feat, iq4_nl_repacked_rows, dot_iq4_nl_q8_0_repacked, BlockIq4Nl,

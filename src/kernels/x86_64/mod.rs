@@ -1,10 +1,21 @@
-//! x86-64 tiers. Each file holds one tier (the `k*_kernels.rs` macros hold kernels both tiers
-//! expand over their own primitives); nothing here is reachable except through the dispatch
-//! table built after feature detection.
+//! x86-64 tiers. Nothing here is reachable except through the dispatch table built after
+//! feature detection (`Kernels::for_tier`); a tier's token ([`Avx2`]) proves its features were
+//! detected, and a file that hands its kernels out only through methods on the token
+//! (`avx2_panel.rs`) makes that proof the one way to reach them.
 //!
-//! A tier's token ([`Avx2`]) proves its features were detected; a file that hands its kernels
-//! out only through methods on the token (`avx2_panel.rs`) makes that proof the one way to
-//! reach them, rather than module privacy alone.
+//! The files, by what they hold:
+//! - written once, expanded by each tier over its own primitives (its four-product integer
+//!   sums and the codes they take): `legacy_tiles.rs` (Q4_0/Q4_1/Q8_0 tiles and rows),
+//!   `kquant_kernels.rs` (K-quants, IQ4_XS), `kwide_kernels.rs` (Q5_0, Q5_1, IQ4_NL),
+//!   `packed_kernels.rs` (what the packed-copy kernels share), `entry_points.rs` (the safe
+//!   wrappers and their argument checks);
+//! - tier-neutral helpers on 256-bit vectors: `vec256.rs`, `prefetch.rs`, `passes.rs` (the
+//!   generic path's pass shape), `kquant_rows.rs` (K-quant super-blocks unpacked once per row);
+//! - one tier each, named for it: `avx2*.rs`, `avx512*.rs` (the tier's primitives, its
+//!   expansions, and the kernels whose algorithm differs between the tiers: VNNI's `vpdpbusd`
+//!   over sixteen lanes against AVX2's `maddubs` pairs, the packed layouts each reads).
+//!
+//! Tier files import the shared files, never the other tier's.
 
 pub(super) mod avx2;
 pub(super) mod avx2_kquant;
@@ -28,16 +39,6 @@ pub(super) mod packed_kernels;
 pub(super) mod passes;
 pub(super) mod prefetch;
 pub(super) mod vec256;
-
-// Old module names, for the files that still import through them (until they are moved to
-// the new paths).
-use self::kquant_rows as kavx2_k;
-use self::passes as kavx2;
-pub(super) use avx2_packed as kpacked2;
-pub(super) use avx2_packed_tile as kpacked2_tile;
-pub(super) use avx512_packed as kpacked;
-pub(super) use avx512_panel as kpanel512;
-pub(super) use avx512_steps as panel512_steps;
 
 /// Proof that this CPU runs AVX2, FMA and F16C: zero-sized, and made only by [`Avx2::detect`],
 /// after `is_x86_feature_detected!` (which also checks that the OS saves the registers).

@@ -13,8 +13,8 @@
 
 use std::arch::x86_64::*;
 
+use crate::kernels::blocks::{BlockIq4Xs, BlockQ5K, BlockQ6K, BlockQ8K, K_SCALE_SIZE, QK_K};
 use crate::kernels::entries::{q8_k, Variant};
-use crate::kernels::kblocks::{BlockIq4Xs, BlockQ5K, BlockQ6K, BlockQ8K, K_SCALE_SIZE, QK_K};
 use crate::kernels::pack::PACK_ROWS;
 use crate::kernels::{ActRow, Layout};
 
@@ -134,7 +134,7 @@ pub(super) fn prefetch_steps(group: &[u8], i: usize, step_bytes: usize) {
 }
 
 /// The sixteen rows' 6-bit scales and mins of every sub-block j of one Q4_K super-block, byte
-/// r for row r, from the twelve byte planes at `planes` (`kdequant::get_scale_min_k4`).
+/// r for row r, from the twelve byte planes at `planes` (`dequantize::get_scale_min_k4`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(super) fn scale_min_bytes(planes: &[u8]) -> ([__m128i; SUBS], [__m128i; SUBS]) {
@@ -199,6 +199,12 @@ const ACT_MAX: usize = 128;
 pub(super) const fn i16_run_fits(run: usize, bits: u32) -> bool {
     run * 2 * ((1 << bits) - 1) * ACT_MAX <= i16::MAX as usize
 }
+
+/// Groups whose `maddubs` pairs add up in i16, per layout (IQ4_XS: |values| ≤ 127, 7 bits).
+pub(super) const RUN_Q4_K: usize = 8; // 8·2·15·128 = 30720
+pub(super) const RUN_Q5_K: usize = 4; // 4·2·31·128 = 31744
+pub(super) const RUN_Q6_K: usize = 2; // 2·2·63·128 = 32256
+pub(super) const RUN_IQ4_XS: usize = 1; // 2·128·127 = 32512
 
 /// A packed single-token kernel's sixteen outputs, once `group` is checked to be `y.len()`
 /// steps of `step` bytes of `ty`.
@@ -374,7 +380,7 @@ macro_rules! packed_helpers {
         /// Activation bytes `e..e + 4` of `b` as one i32 broadcast to every lane (one load).
         #[target_feature(enable = $feat)]
         #[inline]
-        pub(super) fn bcast4(b: &crate::kernels::kblocks::BlockQ8K, e: usize) -> w::I {
+        pub(super) fn bcast4(b: &crate::kernels::blocks::BlockQ8K, e: usize) -> w::I {
             let q = &b.qs[e..e + super::packed_kernels::GROUP];
             // SAFETY: `q` is four readable bytes (sliced above); the read is unaligned.
             w::set1_32(unsafe { q.as_ptr().cast::<i32>().read_unaligned() })
@@ -421,7 +427,7 @@ macro_rules! packed_helpers {
             w::and(w::srl32(v, shift), w::set1_32(m))
         }
 
-        /// The rows' Q5_K scale and min of sub-block j (`kdequant::get_scale_min_k4` in every
+        /// The rows' Q5_K scale and min of sub-block j (`dequantize::get_scale_min_k4` in every
         /// lane) from the three scale words.
         #[target_feature(enable = $feat)]
         #[inline]

@@ -1,8 +1,8 @@
 //! The shape every kernel of the generic path's types takes on both x86 tiers, and the 256-bit
 //! helpers they share (tier-neutral: the tiers' own instructions are in `avx2_kquant.rs` and
 //! `avx512_kquant.rs`, the kernels written once in `kquant_kernels.rs` and `kwide_kernels.rs`).
-//! Every kernel forms the same exact integers as its scalar oracle (`kdot.rs`, `krepack.rs`,
-//! `ktiled.rs`) and does the same float operations on them in the same order, so each output
+//! Every kernel forms the same exact integers as its scalar oracle (`oracle_vec_dot.rs`, `oracle_repacked.rs`,
+//! `oracle_tiled.rs`) and does the same float operations on them in the same order, so each output
 //! is bit-identical to the oracle's (and to llama.cpp's).
 //!
 //! Each kernel takes `R` rows and `T` tokens (`fn(&[&[B]; R], &[&[A]; T], &mut [[f32; R]; T])`):
@@ -19,10 +19,11 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{hsum_float_8, lanes, Prefetch};
+use super::prefetch::Prefetch;
+use super::vec256::{hsum_float_8, lanes};
 use crate::kernels::blocks::Block;
+use crate::kernels::blocks::{BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::entries;
-use crate::kernels::kblocks::{BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::ActRow;
 
 /// `[f(0), …, f(n − 1)]` for `|i| f(i)` (a `Copy` type), built by a loop in the calling
@@ -91,13 +92,13 @@ macro_rules! panel_kernel {
     ($feat:literal, $name:ident, $b:ty, |$w:ident, $y:ident, $out:ident| $body:expr) => {
         fn $name(
             w: &$crate::kernels::x86_64::passes::PanelRows<$b>,
-            y: &[&[$crate::kernels::kblocks::BlockQ8K]],
+            y: &[&[$crate::kernels::blocks::BlockQ8K]],
             out: &mut $crate::kernels::x86_64::passes::PanelOut,
         ) {
             #[target_feature(enable = $feat)]
             fn imp(
                 $w: &$crate::kernels::x86_64::passes::PanelRows<$b>,
-                $y: &[&[$crate::kernels::kblocks::BlockQ8K]],
+                $y: &[&[$crate::kernels::blocks::BlockQ8K]],
                 $out: &mut $crate::kernels::x86_64::passes::PanelOut,
             ) {
                 $body
