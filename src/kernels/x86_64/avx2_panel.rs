@@ -130,6 +130,21 @@ unsafe fn pass_blocks<'a>(
     }
 }
 
+/// Half `h` (rows 8h..8h + 8) of block `i` of the file's rows: the nibble bytes transposed
+/// ([`transpose_qs`]) and the eight rows' scales as f32. A function rather than a closure:
+/// after unrelated changes LLVM left the closure a call inside the panel's block loop.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn file_half(w: &[&[BlockQ4_0]; PANEL_ROWS], i: usize, h: usize) -> ([__m256i; 4], __m256) {
+    let rows: &[&[BlockQ4_0]; TILE_ROWS] = w[h * TILE_ROWS..(h + 1) * TILE_ROWS]
+        .try_into()
+        .expect("eight rows");
+    (
+        transpose_qs(rows.map(|r| &r[i].qs)),
+        row_scales(rows.map(|r| r[i].d)),
+    )
+}
+
 /// Half `h` of block step `i` of a packed group: the nibble bytes as [`transpose_qs`] gives
 /// them (they are stored that way) and the eight rows' scales as f32.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -160,15 +175,7 @@ fn panel_impl(w: &[&[BlockQ4_0]; PANEL_ROWS], a: &[Q8Group], tokens: usize, out:
     let n = check_panel(w, a, tokens, out);
     let mut acc = [[_mm256_setzero_ps(); HALVES]; MAX_PANEL_TOKENS];
     for i in 0..n {
-        let halves: [([__m256i; 4], __m256); HALVES] = std::array::from_fn(|h| {
-            let rows: &[&[BlockQ4_0]; TILE_ROWS] = w[h * TILE_ROWS..(h + 1) * TILE_ROWS]
-                .try_into()
-                .expect("eight rows");
-            (
-                transpose_qs(rows.map(|r| &r[i].qs)),
-                row_scales(rows.map(|r| r[i].d)),
-            )
-        });
+        let halves: [([__m256i; 4], __m256); HALVES] = [file_half(w, i, 0), file_half(w, i, 1)];
         let q = halves.map(|(x, _)| nibble_groups(x));
         let dw = halves.map(|(_, d)| d);
         for (g, ag) in a.iter().enumerate() {
