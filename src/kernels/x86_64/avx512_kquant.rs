@@ -90,7 +90,7 @@ mod wide {
 /// 9–10% (Q3_K_M, through the Q3_K panel then) and 11–13% (Q4_K_M in the file's layout,
 /// `--numa off`), alternating (BENCHMARKS.md, "Packed kernels spread their prefetches on
 /// AVX-512 too"). Sixteen-row Q3_K prompts have since left the panels for
-/// `kpacked_tile::q3_k_rows` (one `vpdpbusd` per group and token over super-blocks unpacked
+/// `avx512_packed_tile::q3_k_rows` (one `vpdpbusd` per group and token over super-blocks unpacked
 /// once), 22% faster again on Zen 5; the eight-row panels here keep the rows left over.
 mod kernels {
     super::super::kquant_kernels::k_quant_kernels!(
@@ -185,7 +185,7 @@ fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut 
 }
 
 /// Q2_K's and Q3_K's tiles on this tier: sixteen rows at a time (`avx512_panel.rs`: Q2_K's
-/// 512-bit panels, Q3_K through `kpacked_tile::q3_k_rows`), the eight-row tiles of `kernels`
+/// 512-bit panels, Q3_K through `avx512_packed_tile::q3_k_rows`), the eight-row tiles of `kernels`
 /// for the rows left and the other orders.
 fn tile_q2_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_q2_k(rows, acts, variant, out, kernels::tile_q2_k)

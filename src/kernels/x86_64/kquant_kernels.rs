@@ -729,7 +729,7 @@ macro_rules! k_quant_kernels {
         });
         // With i16 runs an eight-row Q3_K panel is cheaper than the passes (with VNNI
         // four-sums and a `vpmulld` per sixteen-element sub-block it had run slower, on Zen 4).
-        // AVX-512 takes sixteen rows through `kpacked_tile::q3_k_rows` instead, which unpacks
+        // AVX-512 takes sixteen rows through `avx512_packed_tile::q3_k_rows` instead, which unpacks
         // each super-block once for all tokens (measured faster on Zen 5 only).
         tile_fn!(tile_q3_k_panels, BlockQ3K, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => q3_k_rows,
