@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::prefetch::Prefetch;
-use super::vec256::{hsum_float_8, lanes};
+use super::vec256::{add_halves, hsum_float_8, lanes};
 use crate::kernels::blocks::Block;
 use crate::kernels::blocks::{BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::entries;
@@ -419,16 +419,8 @@ pub(super) fn hsum_i32_rows(v: &[__m256i]) -> __m256i {
         return _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(lo), hi));
     }
     let hi = quad(at(4), at(5), at(6), at(7));
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256(lo, hi, LOW_HALVES),
-        _mm256_permute2x128_si256(lo, hi, HIGH_HALVES),
-    )
+    add_halves(lo, hi)
 }
-
-/// `_mm256_permute2x128_si256` control: (a's low half, b's low half).
-const LOW_HALVES: i32 = 0x20;
-/// `_mm256_permute2x128_si256` control: (a's high half, b's high half).
-const HIGH_HALVES: i32 = 0x31;
 
 /// The sum of the eight lanes of `v` (exact, wrapping).
 #[target_feature(enable = "avx2,fma")]

@@ -151,9 +151,17 @@ pub(super) fn hsum_i32_8x8_small(v: [__m256i; TILE_LANES]) -> __m256i {
     );
     // [a, b, c, d] over lanes 0..4 | the same over lanes 4..8.
     let (abcd, efgh) = (pair(ab, cd), pair(ef, gh));
+    add_halves(abcd, efgh)
+}
+
+/// `[a.low + a.high | b.low + b.high]` of two vectors of eight i32 lanes, per lane: the
+/// 128-bit halves of `a` summed into the low half, those of `b` into the high half.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn add_halves(a: __m256i, b: __m256i) -> __m256i {
     _mm256_add_epi32(
-        _mm256_permute2x128_si256(abcd, efgh, LOW_HALVES),
-        _mm256_permute2x128_si256(abcd, efgh, HIGH_HALVES),
+        _mm256_permute2x128_si256(a, b, LOW_HALVES),
+        _mm256_permute2x128_si256(a, b, HIGH_HALVES),
     )
 }
 
