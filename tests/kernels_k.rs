@@ -48,9 +48,11 @@ fn tiers() -> Vec<Kernels> {
     v
 }
 
-/// Every type whose tiers give the scalar table's bits (the oracles of `oracle_vec_dot.rs`, `oracle_repacked.rs`
-/// and `oracle_tiled.rs`): every row but Q4_0, Q4_1, Q8_0 and the float types, whose SIMD single dots
-/// sum in other orders than `scalar.rs` and which `tests/kernels.rs` checks against it.
+/// Every type held here to the oracles of `oracle_vec_dot.rs`, `oracle_repacked.rs` and
+/// `oracle_tiled.rs` on this file's inputs: every row but Q4_0, Q4_1, Q8_0 and the float types.
+/// `tests/kernels.rs` checks those against `scalar.rs` on the inputs their kernels take
+/// (activations from the quantizer, never −128; finite floats), which the random bytes here
+/// would leave.
 fn entry_types() -> Vec<GgmlType> {
     use GgmlType::{Bf16, F16, F32, Q4_0, Q4_1, Q8_0};
     const OWN_TESTS: [GgmlType; 6] = [Q4_0, Q4_1, Q8_0, F32, F16, Bf16];
