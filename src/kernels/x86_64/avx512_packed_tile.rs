@@ -152,7 +152,13 @@ fn tile_g<const G: usize>(
         prefetch_steps(groups[j], i, step_bytes);
         unpack(shape, &groups[j][i * step_bytes..(i + 1) * step_bytes], u);
     };
-    tile_steps::<G>(shape, gemm, fill, ys, out, place)
+    // One pass kind per instance: the choice is made once per call, not per step and pass.
+    match (shape.subs, gemm) {
+        (MAX_SUBS, _) => tile_steps::<MAX_SUBS, false, G>(shape, fill, ys, out, place),
+        (SUBS, false) => tile_steps::<SUBS, false, G>(shape, fill, ys, out, place),
+        (SUBS, true) => tile_steps::<SUBS, true, G>(shape, fill, ys, out, place),
+        _ => unreachable!("sub-blocks of 16 or 32 elements"),
+    }
 }
 
 /// `G` groups of sixteen rows (`fill(j, i, u)` unpacks step i of group j into `u`) against
@@ -161,9 +167,8 @@ fn tile_g<const G: usize>(
 /// one at a time for Q5_K, Q6_K and IQ4_XS prompts.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn tile_steps<const G: usize>(
+fn tile_steps<const S: usize, const GEMM: bool, const G: usize>(
     shape: Shape,
-    gemm: bool,
     fill: impl Fn(usize, usize, &mut Unpacked),
     ys: &[&[BlockQ8K]],
     out: &mut [f32],
@@ -179,18 +184,13 @@ fn tile_steps<const G: usize>(
         }
         token_passes::<PASS>(ys, i, |blocks, k, t0| {
             let acc = &mut acc[t0..t0 + PASS.min(MAX_TOKENS - t0)];
-            match (shape.subs, gemm) {
-                (MAX_SUBS, _) => pass::<MAX_SUBS, false, G>(&u, shape, blocks, k, acc),
-                (SUBS, false) => pass::<SUBS, false, G>(&u, shape, blocks, k, acc),
-                (SUBS, true) => pass::<SUBS, true, G>(&u, shape, blocks, k, acc),
-                _ => unreachable!("sub-blocks of 16 or 32 elements"),
-            }
+            pass::<S, GEMM, G>(&u, shape, blocks, k, acc)
         });
     }
     for t in 0..ys.len() {
         let o = &mut out[t * place.stride + place.at..][..G * PACK_ROWS];
         for (j, o) in o.chunks_exact_mut(PACK_ROWS).enumerate() {
-            store_chains(&acc[t][j], gemm, o);
+            store_chains(&acc[t][j], GEMM, o);
         }
     }
 }
@@ -264,7 +264,7 @@ pub(super) fn q3_k_rows(
         stride: PACK_ROWS,
         at: 0,
     };
-    tile_steps::<1>(shape, false, fill, ys, out.as_flattened_mut(), place)
+    tile_steps::<MAX_SUBS, false, 1>(shape, fill, ys, out.as_flattened_mut(), place)
 }
 
 /// One unpacked super-block of `G` groups against a pass of tokens (the first `k` of `ys`
