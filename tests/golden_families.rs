@@ -43,7 +43,7 @@ const SHAPE: [&str; 15] = [
 /// extra `gen-model` arguments).
 type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-const FAMILIES: [Family; 7] = [
+const FAMILIES: [Family; 9] = [
     ("qwen2", "qwen2", 0, &[]),
     ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
@@ -91,6 +91,11 @@ const FAMILIES: [Family; 7] = [
             "8",
         ],
     ),
+    // DeepSeek's latent attention, as DeepSeek-V2-Lite (a full-rank query) and as V2/V3 (the
+    // low-rank query): heads of 64 unrotated and 32 rotated values, a latent vector of 128,
+    // outputs of 64 values a head; every layer dense.
+    ("deepseek2", "deepseek2", 0, &LATENT),
+    ("deepseek2q", "deepseek2", 0, &LATENT_Q),
     (
         "mixtral",
         "llama",
@@ -108,9 +113,37 @@ const FAMILIES: [Family; 7] = [
     ),
 ];
 
+/// The latent attention models' sizes (`gen-model --arch deepseek2`).
+const LATENT: [&str; 10] = [
+    "--kv-heads",
+    "1",
+    "--head-dim",
+    "96",
+    "--kv-lora",
+    "128",
+    "--rope-dim",
+    "32",
+    "--v-head-dim",
+    "64",
+];
+const LATENT_Q: [&str; 12] = [
+    "--kv-heads",
+    "1",
+    "--head-dim",
+    "96",
+    "--kv-lora",
+    "128",
+    "--rope-dim",
+    "32",
+    "--v-head-dim",
+    "64",
+    "--q-lora",
+    "96",
+];
+
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
-const MODELS: [(&str, &str, u64); 18] = [
+const MODELS: [(&str, &str, u64); 24] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
@@ -126,6 +159,12 @@ const MODELS: [(&str, &str, u64); 18] = [
     ("qwen3moe", "Q8_0", 0x85150375921525c0),
     ("qwen3moe", "Q4_K", 0x168ab38f364e060c),
     ("qwen3moe128", "Q8_0", 0xb9666f8a1982c65e),
+    ("deepseek2", "F32", 0xb5a6fdf63698044),
+    ("deepseek2", "Q8_0", 0xed5c59d8c472a68a),
+    ("deepseek2", "Q4_K", 0x30958ed4cf2afc44),
+    ("deepseek2q", "F32", 0xd9aa5872ce76930b),
+    ("deepseek2q", "Q8_0", 0xd015901c98bfc0a5),
+    ("deepseek2q", "Q4_K", 0xccd91109c66eed04),
     ("mixtral", "F32", 0x36defc841f684645),
     ("mixtral", "Q8_0", 0x6815e3c449ee94a7),
     ("mixtral", "Q4_K", 0xba08ace05fbd1c56),
@@ -295,12 +334,27 @@ fn compare(tag: &str, what: &str, got: &[f32], want: &[f32], failures: &mut Vec<
     }
 }
 
-#[test]
-fn every_family_gives_llama_cpp_logits_and_greedy_tokens() {
+/// Checks every model of [`MODELS`] whose family's architecture `pick` takes.
+fn check_models(pick: impl Fn(&str) -> bool) {
     let mut failures = Vec::new();
+    let mut checked = 0;
     for (label, ty, fnv) in MODELS {
         let family = FAMILIES.iter().find(|f| f.0 == label).unwrap();
-        failures.extend(check(family, ty, fnv));
+        if pick(family.1) {
+            failures.extend(check(family, ty, fnv));
+            checked += 1;
+        }
     }
+    assert!(checked > 0, "no model of the families asked for");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_family_gives_llama_cpp_logits_and_greedy_tokens() {
+    check_models(|arch| arch != "deepseek2");
+}
+
+#[test]
+fn latent_attention_gives_llama_cpp_logits_and_greedy_tokens() {
+    check_models(|arch| arch == "deepseek2");
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::AppError;
+use crate::kernels::blocks::QK;
 use crate::kernels::GgmlType;
 use crate::model::arch::Arch;
 use crate::model::synth::{write_synth_model, SynthSpec};
@@ -161,6 +162,9 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     } else if spec.arch == Arch::Qwen3Moe {
         return bad("--arch qwen3moe needs --experts".into());
     }
+    if spec.arch == Arch::Deepseek2 {
+        validate_latent(spec)?;
+    }
     // The query projection (heads × head size) × --dim, checked after the matrices above
     // so that a huge --vocab or --dim is named first.
     let q_dim = spec.n_head as u64 * spec.head_dim() as u64;
@@ -171,11 +175,52 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             spec.head_dim()
         ));
     }
-    if !(q_dim as usize).is_multiple_of(ty.block_size()) {
+    // (deepseek2's heads feed attn_output through attn_v_b, checked above.)
+    if spec.arch != Arch::Deepseek2 && !(q_dim as usize).is_multiple_of(ty.block_size()) {
         return bad(format!(
             "--heads × --head-dim = {q_dim} must be a multiple of {} for {}",
             ty.block_size(),
             ty.name()
+        ));
+    }
+    Ok(())
+}
+
+/// A deepseek2 spec's latent attention sizes: one latent KV head, a rotated part shorter than
+/// the query head, and every matrix's rows of whole blocks of the weight type.
+fn validate_latent(spec: &SynthSpec) -> Result<(), AppError> {
+    let bad = |m: String| Err(AppError::Usage(format!("gen-model: {m}")));
+    // Rows too narrow for the type's blocks take llama-quantize's 32-wide fallback.
+    let (m, qh, block) = (spec.mla, spec.head_dim(), QK);
+    if spec.n_head_kv != 1 {
+        return bad(format!(
+            "--kv-heads {} must be 1 for deepseek2 (its latent cache is one head every query \
+             head reads)",
+            spec.n_head_kv
+        ));
+    }
+    if m.rope == 0 || m.rope % 2 != 0 || m.rope >= qh {
+        return bad(format!(
+            "--rope-dim {} must be even, positive and below --head-dim {qh}",
+            m.rope
+        ));
+    }
+    for (what, v) in [
+        ("--kv-lora", m.kv_lora),
+        ("--v-head-dim", m.v_head),
+        ("--head-dim minus --rope-dim", qh - m.rope),
+        ("--heads × --v-head-dim", spec.n_head * m.v_head),
+    ] {
+        if v == 0 || v % block != 0 || v > MAX_DIM {
+            return bad(format!(
+                "{what} = {v} must be a positive multiple of {block}, at most {MAX_DIM}"
+            ));
+        }
+    }
+    if m.q_lora % block != 0 || m.q_lora > MAX_DIM {
+        return bad(format!(
+            "--q-lora {} must be a multiple of {block}, at most {MAX_DIM}",
+            m.q_lora
         ));
     }
     Ok(())

@@ -192,7 +192,7 @@ Options:
       --layers N      number of blocks
       --ffn N         feed-forward length
       --heads N       attention heads
-      --kv-heads N    key/value heads
+      --kv-heads N    key/value heads (deepseek2: 1, its default)
       --vocab N       vocabulary size (at least 259)
       --ctx N         training context length written to the metadata
       --head-dim N    values per attention head (default: --dim / --heads)
@@ -204,6 +204,11 @@ Options:
                       experts per token (default 2)
       --expert-ffn N  one expert's feed-forward length (default: the --ffn value, which
                       mixtral's experts must have)
+      --kv-lora N     deepseek2: the latent vector's size (default: --dim / 4)
+      --q-lora N      deepseek2: the query's low rank (default: none, a full-rank attn_q)
+      --rope-dim N    deepseek2: rotated values of a query head (default: a third of
+                      --head-dim, even)
+      --v-head-dim N  deepseek2: a head's output values (default: --head-dim − --rope-dim)
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help

@@ -132,7 +132,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             }
             "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx"
             | "--head-dim" | "--window" | "--swa-pattern" | "--experts" | "--experts-used"
-            | "--expert-ffn" => {
+            | "--expert-ffn" | "--kv-lora" | "--q-lora" | "--rope-dim" | "--v-head-dim" => {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
@@ -151,6 +151,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
         }
     }
     spec.weight_type = ty;
+    let kv_heads_given = overrides.iter().any(|(f, _)| f == "--kv-heads");
     for (flag, v) in overrides {
         match flag.as_str() {
             "--dim" => spec.n_embd = v,
@@ -165,6 +166,10 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--experts" => spec.n_expert = v,
             "--experts-used" => spec.n_expert_used = v,
             "--expert-ffn" => spec.n_ff_exp = v,
+            "--kv-lora" => spec.mla.kv_lora = v,
+            "--q-lora" => spec.mla.q_lora = v,
+            "--rope-dim" => spec.mla.rope = v,
+            "--v-head-dim" => spec.mla.v_head = v,
             _ => spec.n_ctx_train = v,
         }
     }
@@ -189,11 +194,34 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             spec.n_ff_exp = spec.n_ff;
         }
     }
+    if spec.arch == locus::model::arch::Arch::Deepseek2 {
+        if !kv_heads_given {
+            spec.n_head_kv = 1;
+        }
+        latent_defaults(&mut spec);
+    }
     let out = out.ok_or_else(|| {
         CliError::Message("gen-model: OUTPUT is required (see `locus gen-model --help`)".into())
     })?;
     app::genmodel::run(&app::genmodel::GenModelOptions { out, spec })?;
     Ok(())
+}
+
+/// A deepseek2 model's latent sizes where not given, in DeepSeek-V2's proportions: a third of
+/// each query head rotated (64 of 192), values two thirds of it (128), a latent vector a
+/// quarter of the width (512 of V2-Lite's 2048), one latent KV head.
+fn latent_defaults(spec: &mut locus::model::synth::SynthSpec) {
+    let qh = spec.head_dim();
+    let m = &mut spec.mla;
+    if m.rope == 0 {
+        m.rope = (qh / 3) & !1;
+    }
+    if m.v_head == 0 {
+        m.v_head = qh - m.rope;
+    }
+    if m.kv_lora == 0 {
+        m.kv_lora = spec.n_embd / 4;
+    }
 }
 
 /// `locus bench`.

@@ -1,7 +1,7 @@
 //! Hyper-parameters, all read from GGUF metadata: the ones every family shares under the same
 //! `{arch}.…` keys, and the family's [`Recipe`] (see `arch`).
 
-use super::arch::{Arch, ExpertWidth, Moe, Need, Recipe, Routing, Shape};
+use super::arch::{Arch, AttentionKind, ExpertWidth, Moe, Need, Recipe, Routing, Shape};
 use super::error::ModelError;
 use super::gguf::Gguf;
 
@@ -26,6 +26,36 @@ pub struct Config {
     pub recipe: Recipe,
     /// The experts of a mixture-of-experts model (every layer's FFN), if it is one.
     pub moe: Option<MoeShape>,
+    /// The ranks of latent attention, for a family whose recipe attends so.
+    pub mla: Option<Mla>,
+}
+
+/// Multi-head latent attention's sizes (DeepSeek-V2/V3). The cache keeps, per token, the
+/// latent vector (`kv_lora`) and the rotated key (`rope`): `head_dim` = `kv_lora + rope`
+/// values, one "KV head" every query head reads; a query head is `nope + rope` values before
+/// it absorbs `attn_k_b` and `kv_lora + rope` after; a head's output is `kv_lora` values
+/// before `attn_v_b` decompresses it to `v_head`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mla {
+    /// `attention.q_lora_rank`: the query's low rank (0: a full-rank `attn_q`).
+    pub q_lora: usize,
+    /// `attention.kv_lora_rank`.
+    pub kv_lora: usize,
+    /// A query head's values that skip RoPE (`key_length_mla − rope.dimension_count`).
+    pub nope: usize,
+    /// A head's rotated values (`rope.dimension_count`).
+    pub rope: usize,
+    /// `attention.value_length_mla`: a head's output after `attn_v_b`.
+    pub v_head: usize,
+    /// The softmax's scale: 1/√(nope + rope), times YaRN's attention factor squared.
+    pub kq_scale: f32,
+}
+
+impl Mla {
+    /// A query head's values as projected (`nope + rope`).
+    pub fn q_head(&self) -> usize {
+        self.nope + self.rope
+    }
 }
 
 /// A mixture-of-experts FFN's shape (`{arch}.expert_count` > 0) and its routing.
@@ -196,7 +226,8 @@ impl Config {
                 n_embd / n_head
             }
         };
-        if let Some(v) = g.get(&k("attention.value_length")) {
+        let latent = arch.recipe_attention() == AttentionKind::Latent;
+        if let Some(v) = g.get(&k("attention.value_length")).filter(|_| !latent) {
             if v.as_u64() != Some(head_dim as u64) {
                 return Err(ModelError::BadKey {
                     key: k("attention.value_length"),
@@ -260,6 +291,14 @@ impl Config {
         let recipe = arch.recipe(g, &shape)?;
         let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
         let moe = moe_shape(g, arch, &recipe.moe, n_ff)?;
+        let mla = match recipe.attention {
+            AttentionKind::Gqa => None,
+            AttentionKind::Latent => Some(super::mla::mla_shape(
+                g,
+                arch.name(),
+                (n_head_kv, head_dim, n_rot),
+            )?),
+        };
         Ok(Config {
             n_vocab,
             n_embd,
@@ -276,6 +315,7 @@ impl Config {
             arch,
             recipe,
             moe,
+            mla,
         })
     }
 

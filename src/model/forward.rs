@@ -30,6 +30,7 @@ mod attention;
 mod embed;
 mod ffn;
 mod head;
+mod latent;
 mod mixed;
 mod moe;
 mod parallel;
@@ -89,6 +90,8 @@ pub struct State {
     rows: [Rows; 2],
     /// The experts' buffers of a mixture-of-experts model.
     moe: Option<moe::MoeBufs>,
+    /// Latent attention's buffers (DeepSeek).
+    mla: Option<latent::LatentBufs>,
     // Batch activations, row-major `MAX_BATCH × width`.
     x: Vec<f32>,
     xn: Vec<f32>,
@@ -171,8 +174,12 @@ impl State {
             })
             .collect();
         let mut out = Vec::new();
+        // (Latent attention keeps no value buffers: they are empty.)
         for buf in self.k.iter().chain(&self.v) {
             let bytes = buf.as_bytes();
+            if bytes.is_empty() {
+                continue;
+            }
             let per = bytes.len() / heads.max(1);
             for (h, &g) in owner.iter().enumerate() {
                 out.push((&bytes[h * per..(h + 1) * per], g));
@@ -251,6 +258,10 @@ impl<'a> Model<'a> {
     /// head_dim each; only a batch's reach is touched). `None` on overflow.
     fn scratch_stride(&self, cells: usize) -> Option<usize> {
         let hd = self.config.head_dim;
+        if self.config.mla.is_some() {
+            // Latent attention widens nothing: scores and one rounded query.
+            return cells.checked_add(hd);
+        }
         cells
             .checked_mul(hd)?
             .checked_mul(2)?
@@ -291,12 +302,17 @@ impl<'a> Model<'a> {
             if layer > isize::MAX as u64 {
                 return None;
             }
-            kv = kv.checked_add(layer.checked_mul(2)?)?;
+            // Latent attention reads its values out of the keys' cells: no V cache.
+            let parts = if c.mla.is_some() { 1 } else { 2 };
+            kv = kv.checked_add(layer.checked_mul(parts)?)?;
         }
         let cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
-        let scratch = (self.scratch_stride(cells)? as u64)
+        let mut scratch = (self.scratch_stride(cells)? as u64)
             .checked_mul(n_threads.max(1) as u64)?
             .checked_mul(4)?;
+        if let Some(m) = &c.mla {
+            scratch = scratch.checked_add(latent::LatentBufs::vt_bytes(m, n_ctx, kv_type)?)?;
+        }
         (scratch <= isize::MAX as u64).then_some(StateBytes { kv, scratch })
     }
 
@@ -361,10 +377,20 @@ impl<'a> Model<'a> {
         let scratch_stride = self.scratch_stride(scratch_cells).ok_or(too_big(None))?;
         let mut k = Vec::with_capacity(c.n_layer);
         let mut v = Vec::with_capacity(c.n_layer);
+        if c.mla.is_some() && kv_type.block_type().is_some() {
+            return Err(super::ModelError::KvType {
+                ty: kv_type.name(),
+                why: "is not supported with latent attention (its values are read out of the \
+                      keys' cells, which llama.cpp keeps unquantized without flash attention); \
+                      use f16"
+                    .into(),
+            });
+        }
         for cells in self.layer_cells(n_ctx) {
             let (len, hd) = (cells * c.kv_dim(), c.head_dim);
+            let v_len = if c.mla.is_some() { 0 } else { len };
             k.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
-            v.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
+            v.push(KvBuf::try_new(kv_type, v_len, hd).ok_or(too_big(Some(sizes.total())))?);
         }
         let swa = c
             .recipe
@@ -387,6 +413,13 @@ impl<'a> Model<'a> {
                 .moe
                 .as_ref()
                 .map(|m| moe::MoeBufs::new(m, c.n_embd, c.n_layer)),
+            mla: match &c.mla {
+                None => None,
+                Some(m) => Some(
+                    latent::LatentBufs::try_new(m, c.n_head, b, (n_ctx, kv_type))
+                        .ok_or(too_big(Some(sizes.total())))?,
+                ),
+            },
             x: vec![0.0; b * c.n_embd],
             xn: vec![0.0; b * c.n_embd],
             q: vec![0.0; b * c.q_dim()],
@@ -439,6 +472,11 @@ impl<'a> Model<'a> {
         w.scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * stride).ok_or_else(too_big)?;
         w.scratch_stride = stride;
         w.scratch_cells = scratch_cells;
+        if let Some(m) = &self.config.mla {
+            let cells = (scratch_cells, kv_type);
+            let bufs = latent::LatentBufs::try_new(m, self.config.n_head, MAX_BATCH, cells);
+            w.mla = Some(bufs.ok_or_else(too_big)?);
+        }
         w.n_ctx = n_ctx;
         Ok(w)
     }

@@ -9,6 +9,7 @@ pub mod generation;
 pub mod gguf;
 pub mod gguf_write;
 pub mod kv;
+mod mla;
 mod moe;
 pub mod quant_mix;
 pub mod quantize;

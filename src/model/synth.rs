@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::arch::Arch;
 use super::error::ModelError;
 use super::gguf_write::{GgufStream, GgufWriter, MetaValue, TensorEntry};
+use super::quant_mix::fallback;
 use super::quantize::{file_type_code, quantize_row};
 use super::sampler::Rng;
 use crate::kernels::GgmlType;
@@ -46,6 +47,21 @@ pub struct SynthSpec {
     /// One expert's FFN width (qwen3moe's `expert_feed_forward_length`; Mixtral's experts are
     /// `n_ff` wide, and this must equal it).
     pub n_ff_exp: usize,
+    /// Latent attention's sizes (deepseek2; `head_dim` is then a query head's `nope + rope`).
+    pub mla: SynthMla,
+}
+
+/// A synthetic deepseek2 model's latent attention sizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SynthMla {
+    /// The query's low rank (0: a full-rank `attn_q`, as DeepSeek-V2-Lite).
+    pub q_lora: usize,
+    /// The latent vector's size (`kv_lora_rank`).
+    pub kv_lora: usize,
+    /// A head's rotated values (`rope.dimension_count`).
+    pub rope: usize,
+    /// A head's output after `attn_v_b` (`value_length_mla`).
+    pub v_head: usize,
 }
 
 impl SynthSpec {
@@ -70,6 +86,7 @@ impl SynthSpec {
             n_expert: 0,
             n_expert_used: 0,
             n_ff_exp: 0,
+            mla: SynthMla::default(),
         }
     }
 
@@ -111,6 +128,7 @@ impl SynthSpec {
             n_expert: 0,
             n_expert_used: 0,
             n_ff_exp: 0,
+            mla: SynthMla::default(),
         }
     }
 
@@ -211,7 +229,11 @@ struct Planned {
 impl Planned {
     fn ty(&self, spec: &SynthSpec) -> GgmlType {
         match self.kind {
-            Kind::Matrix(_) => spec.weight_type,
+            // Rows that are not whole blocks of the type take llama-quantize's fallback (only
+            // deepseek2's narrow per-head matrices; every other shape is checked to fit).
+            Kind::Matrix(_) => {
+                fallback(spec.weight_type, self.cols as u64).unwrap_or(spec.weight_type)
+            }
             Kind::Router(_) | Kind::Norm | Kind::Bias(_) => GgmlType::F32,
         }
     }
@@ -238,9 +260,10 @@ impl Planned {
         let mut row = vec![0f32; self.cols];
         match self.kind {
             Kind::Matrix(scale) => {
+                let ty = self.ty(spec);
                 for _ in 0..self.rows * self.slabs {
                     random_row(rng, &mut row, scale);
-                    sink(&quantize_row(spec.weight_type, &row))?;
+                    sink(&quantize_row(ty, &row))?;
                 }
             }
             Kind::Router(scale) => {
@@ -308,9 +331,13 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
         let n = |t: &str| format!("blk.{l}.{t}.weight");
         let b = |t: &str| format!("blk.{l}.{t}.bias");
         p.push(norm(n("attn_norm"), s.n_embd));
-        p.push(mat(n("attn_q"), q_dim, s.n_embd, wscale));
-        p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
-        p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
+        if s.arch == Arch::Deepseek2 {
+            p.extend(latent_attention(s, l));
+        } else {
+            p.push(mat(n("attn_q"), q_dim, s.n_embd, wscale));
+            p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
+            p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
+        }
         if s.arch == Arch::Qwen2 {
             p.push(bias(b("attn_q"), q_dim));
             p.push(bias(b("attn_k"), kv_dim));
@@ -320,8 +347,10 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
             p.push(norm(n("attn_q_norm"), head_dim));
             p.push(norm(n("attn_k_norm"), head_dim));
         }
-        let oscale = 1.0 / (q_dim as f32).sqrt();
-        p.push(mat(n("attn_output"), s.n_embd, q_dim, oscale));
+        if s.arch != Arch::Deepseek2 {
+            let oscale = 1.0 / (q_dim as f32).sqrt();
+            p.push(mat(n("attn_output"), s.n_embd, q_dim, oscale));
+        }
         if s.arch == Arch::Gemma3 {
             p.push(norm(n("post_attention_norm"), s.n_embd));
         }
@@ -349,6 +378,44 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
             p.push(norm(n("post_ffw_norm"), s.n_embd));
         }
     }
+    p
+}
+
+/// Layer `l`'s latent attention tensors (deepseek2), as llama.cpp's converter names them:
+/// the query (full or low-rank), the latent vector with the shared rotated key and its norm,
+/// the per-head `attn_k_b` and `attn_v_b` (3-D), the output projection.
+fn latent_attention(s: &SynthSpec, l: usize) -> Vec<Planned> {
+    let m = s.mla;
+    let n = |t: &str| format!("blk.{l}.{t}.weight");
+    let (e, h, qh) = (s.n_embd, s.n_head, s.head_dim());
+    let nope = qh - m.rope;
+    let mat = |name: String, rows: usize, cols: usize, slabs: usize| Planned {
+        name,
+        rows,
+        cols,
+        kind: Kind::Matrix(1.0 / (cols as f32).sqrt()),
+        slabs,
+    };
+    let norm = |name: String, cols| Planned {
+        name,
+        rows: 1,
+        cols,
+        kind: Kind::Norm,
+        slabs: 1,
+    };
+    let mut p = Vec::new();
+    if m.q_lora > 0 {
+        p.push(mat(n("attn_q_a"), m.q_lora, e, 1));
+        p.push(norm(n("attn_q_a_norm"), m.q_lora));
+        p.push(mat(n("attn_q_b"), h * qh, m.q_lora, 1));
+    } else {
+        p.push(mat(n("attn_q"), h * qh, e, 1));
+    }
+    p.push(mat(n("attn_kv_a_mqa"), m.kv_lora + m.rope, e, 1));
+    p.push(norm(n("attn_kv_a_norm"), m.kv_lora));
+    p.push(mat(n("attn_k_b"), m.kv_lora, nope, h));
+    p.push(mat(n("attn_v_b"), m.v_head, m.kv_lora, h));
+    p.push(mat(n("attn_output"), e, h * m.v_head, 1));
     p
 }
 
@@ -380,7 +447,9 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
         &k("attention.head_count_kv"),
         MetaValue::U32(s.n_head_kv as u32),
     );
-    if s.head_dim != 0 {
+    if s.arch == Arch::Deepseek2 {
+        latent_metadata(s, &mut w);
+    } else if s.head_dim != 0 {
         w.set(&k("attention.key_length"), MetaValue::U32(head_dim as u32));
         w.set(
             &k("attention.value_length"),
@@ -415,7 +484,11 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
         }
     }
     w.set(&k("rope.freq_base"), MetaValue::F32(s.rope_freq_base));
-    w.set(&k("rope.dimension_count"), MetaValue::U32(head_dim as u32));
+    let rot = match s.arch {
+        Arch::Deepseek2 => s.mla.rope,
+        _ => head_dim,
+    };
+    w.set(&k("rope.dimension_count"), MetaValue::U32(rot as u32));
     w.set(&k("vocab_size"), MetaValue::U32(s.n_vocab as u32));
     let (tokens, types, merges) = synth_vocab(s.n_vocab);
     w.set("tokenizer.ggml.model", MetaValue::str("gpt2"));
@@ -431,6 +504,29 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
         MetaValue::str("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),
     );
     w
+}
+
+/// A deepseek2 model's attention keys, as llama.cpp's converter writes them for the absorbed
+/// form: one latent "KV head" of `kv_lora + rope` keys and `kv_lora` values, the MLA head
+/// sizes, the ranks; and the expert keys llama.cpp requires of every deepseek2 file, for a
+/// model whose layers are all dense (`leading_dense_block_count` = the layer count).
+fn latent_metadata(s: &SynthSpec, w: &mut GgufWriter) {
+    let a = s.arch.name();
+    let k = |key: &str| format!("{a}.{key}");
+    let m = s.mla;
+    let u = |v: usize| MetaValue::U32(v as u32);
+    w.set(&k("attention.head_count_kv"), u(1));
+    w.set(&k("attention.key_length"), u(m.kv_lora + m.rope));
+    w.set(&k("attention.value_length"), u(m.kv_lora));
+    w.set(&k("attention.key_length_mla"), u(s.head_dim()));
+    w.set(&k("attention.value_length_mla"), u(m.v_head));
+    w.set(&k("attention.kv_lora_rank"), u(m.kv_lora));
+    w.set(&k("attention.q_lora_rank"), u(m.q_lora));
+    if s.n_expert == 0 {
+        w.set(&k("leading_dense_block_count"), u(s.n_layer));
+        w.set(&k("expert_feed_forward_length"), u(s.n_ff));
+        w.set(&k("expert_shared_count"), u(0));
+    }
 }
 
 /// Builds the GGUF image of a synthetic model in memory (small models: tests, fuzzing).

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 use super::arch::Need;
-use super::config::Config;
+use super::config::{Config, Mla};
 use super::error::ModelError;
 use super::gguf::Gguf;
 use crate::kernels::oracle_repacked::repacked_in_llama;
@@ -169,6 +169,37 @@ pub struct Layer<'a> {
 pub enum Attention<'a> {
     /// Grouped-query attention: `n_head` query heads share `n_head_kv` key and value heads.
     Gqa(Gqa<'a>),
+    /// Multi-head latent attention (DeepSeek), absorbed: every query head attends over one
+    /// shared latent cache.
+    Latent(Latent<'a>),
+}
+
+/// Latent attention's weights (see `Config::mla` for the sizes).
+pub struct Latent<'a> {
+    /// How a token becomes its queries.
+    pub q: LatentQuery<'a>,
+    /// `attn_kv_a_mqa`: the latent vector and the rotated key, `kv_lora + rope` rows.
+    pub wkv_a: Matrix<'a>,
+    /// `attn_kv_a_norm`: RMSNorm of the latent vector.
+    pub kv_a_norm: Vec<f32>,
+    /// `attn_k_b`, one matrix per head (`kv_lora` rows of `nope`): absorbed into the query.
+    pub wk_b: Vec<Matrix<'a>>,
+    /// `attn_v_b`, one matrix per head (`v_head` rows of `kv_lora`): a head's output out of
+    /// the latent space.
+    pub wv_b: Vec<Matrix<'a>>,
+    pub wo: Matrix<'a>,
+}
+
+/// A latent attention layer's query projection.
+pub enum LatentQuery<'a> {
+    /// `attn_q`: full rank (DeepSeek-V2-Lite).
+    Full(Matrix<'a>),
+    /// `attn_q_a` → RMSNorm `attn_q_a_norm` → `attn_q_b` (DeepSeek-V2/V3).
+    LowRank {
+        a: Matrix<'a>,
+        norm: Vec<f32>,
+        b: Matrix<'a>,
+    },
 }
 
 /// Grouped-query attention's weights.
@@ -187,15 +218,37 @@ pub struct Gqa<'a> {
 
 impl<'a> Attention<'a> {
     /// Its matrices, in the order a token reads them.
-    pub fn matrices(&self) -> [&Matrix<'a>; 4] {
+    pub fn matrices(&self) -> Vec<&Matrix<'a>> {
         match self {
-            Attention::Gqa(a) => [&a.wq, &a.wk, &a.wv, &a.wo],
+            Attention::Gqa(a) => vec![&a.wq, &a.wk, &a.wv, &a.wo],
+            Attention::Latent(a) => {
+                let mut v = match &a.q {
+                    LatentQuery::Full(q) => vec![q],
+                    LatentQuery::LowRank { a, b, .. } => vec![a, b],
+                };
+                v.push(&a.wkv_a);
+                v.extend(&a.wk_b);
+                v.extend(&a.wv_b);
+                v.push(&a.wo);
+                v
+            }
         }
     }
 
-    fn matrices_mut(&mut self) -> [&mut Matrix<'a>; 4] {
+    fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
         match self {
-            Attention::Gqa(a) => [&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            Attention::Gqa(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            Attention::Latent(a) => {
+                let mut v = match &mut a.q {
+                    LatentQuery::Full(q) => vec![q],
+                    LatentQuery::LowRank { a, b, .. } => vec![a, b],
+                };
+                v.push(&mut a.wkv_a);
+                v.extend(&mut a.wk_b);
+                v.extend(&mut a.wv_b);
+                v.push(&mut a.wo);
+                v
+            }
         }
     }
 }
@@ -233,7 +286,7 @@ impl<'a> Layer<'a> {
     /// Every matrix, with the share of its bytes a token reads on average: all of each, but
     /// of the experts `n_used` in `n_expert`.
     fn matrices_read(&self) -> Vec<(&Matrix<'a>, f64)> {
-        let mut v: Vec<_> = self.attn.matrices().map(|m| (m, 1.0)).into();
+        let mut v: Vec<_> = self.attn.matrices().into_iter().map(|m| (m, 1.0)).collect();
         match &self.ffn {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down].map(|m| (m, 1.0))),
             Ffn::Moe(x) => {
@@ -248,7 +301,7 @@ impl<'a> Layer<'a> {
     }
 
     fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
-        let mut v: Vec<_> = self.attn.matrices_mut().into();
+        let mut v = self.attn.matrices_mut();
         match &mut self.ffn {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
             Ffn::Moe(x) => {
@@ -476,9 +529,12 @@ impl<'a> Reader<'_, 'a> {
         ))
     }
 
-    /// Layer `i`'s attention (grouped-query, the only kind so far), with the optional tensors
-    /// its recipe asks for.
+    /// Layer `i`'s attention, of the kind its recipe says, with the optional tensors the
+    /// recipe asks for.
     fn attention(&self, c: &Config, i: usize) -> Result<Attention<'a>, ModelError> {
+        if let Some(m) = c.mla {
+            return self.latent(c, &m, i);
+        }
         let spec = &c.recipe.tensors;
         let (qd, kvd, hd, e) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_embd);
         let n = |s: &str| format!("blk.{i}.{s}");
@@ -510,6 +566,63 @@ impl<'a> Reader<'_, 'a> {
                 ]),
             },
         }))
+    }
+
+    /// Layer `i`'s latent attention (`attn_k_b` and `attn_v_b` are 3-D, a matrix per head).
+    fn latent(&self, c: &Config, m: &Mla, i: usize) -> Result<Attention<'a>, ModelError> {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let (e, h) = (c.n_embd, c.n_head);
+        let q = match m.q_lora {
+            0 => LatentQuery::Full(self.matrix(&n("attn_q.weight"), e, h * m.q_head())?),
+            r => LatentQuery::LowRank {
+                a: self.matrix(&n("attn_q_a.weight"), e, r)?,
+                norm: self.vector(&n("attn_q_a_norm.weight"), r)?,
+                b: self.matrix(&n("attn_q_b.weight"), r, h * m.q_head())?,
+            },
+        };
+        Ok(Attention::Latent(Latent {
+            q,
+            wkv_a: self.matrix(&n("attn_kv_a_mqa.weight"), e, m.kv_lora + m.rope)?,
+            kv_a_norm: self.vector(&n("attn_kv_a_norm.weight"), m.kv_lora)?,
+            // Per-head matmuls of a 3-D weight: never repacked (llama.cpp repacks 2-D MUL_MAT
+            // weights only). The query's no-RoPE part they take is a permuted view, so an f32
+            // `attn_k_b` never reaches tinyBLAS (its input is not contiguous): `vec_dot`.
+            wk_b: self.per_head(&n("attn_k_b.weight"), m.nope, m.kv_lora, h, true)?,
+            wv_b: self.per_head(&n("attn_v_b.weight"), m.kv_lora, m.v_head, h, false)?,
+            wo: self.matrix(&n("attn_output.weight"), h * m.v_head, e)?,
+        }))
+    }
+
+    /// The `n` per-head matrices of a 3-D tensor `{cols, rows, n}` used as a batched matmul's
+    /// weight (`strided_input`: its input is a permuted view, which keeps f32 weights in
+    /// `vec_dot`'s order).
+    fn per_head(
+        &self,
+        name: &str,
+        cols: usize,
+        rows: usize,
+        n: usize,
+        strided_input: bool,
+    ) -> Result<Vec<Matrix<'a>>, ModelError> {
+        if let Some(t) = self.g.tensors.iter().find(|t| t.name == name) {
+            self.used.borrow_mut().insert(t.name);
+        }
+        let dims = vec![cols as u64, rows as u64, n as u64];
+        let all = tensor_of_shape(self.g, name, cols, rows * n, dims)?;
+        let slab = rows * all.row_bytes;
+        Ok((0..n)
+            .map(|x| {
+                let mut t = Tensor {
+                    rows,
+                    data: &all.data[x * slab..(x + 1) * slab],
+                    ..all
+                };
+                if t.ty == GgmlType::F32 && !strided_input {
+                    t.order = SumOrder::f32_order(rows, cols);
+                }
+                Matrix::new(&format!("{name}[{x}]"), t)
+            })
+            .collect())
     }
 
     /// Layer `i`'s FFN: dense, or the experts `c.moe` declares.

@@ -4,6 +4,7 @@
 //! here; the loader (`weights.rs`) and the forward pass (`forward.rs`) are shared and read only
 //! the recipe, and placement, audit, bench and prefetch read only the weights' matrix list.
 
+mod deepseek2;
 mod gemma3;
 mod llama;
 mod qwen2;
@@ -21,15 +22,17 @@ pub enum Arch {
     Qwen3,
     Gemma3,
     Qwen3Moe,
+    Deepseek2,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 5] = [
+    pub const ALL: [Arch; 6] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
         Arch::Gemma3,
         Arch::Qwen3Moe,
+        Arch::Deepseek2,
     ];
 
     /// The name GGUF files give it.
@@ -40,6 +43,7 @@ impl Arch {
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
             Arch::Qwen3Moe => "qwen3moe",
+            Arch::Deepseek2 => "deepseek2",
         }
     }
 
@@ -47,9 +51,18 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// "llama, qwen2, qwen3, gemma3, qwen3moe" (for messages and help).
+    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2" (for messages and help).
     pub fn names() -> String {
         Arch::ALL.map(Arch::name).join(", ")
+    }
+
+    /// How the family's layers attend (its recipe's [`AttentionKind`], known before any key
+    /// is read).
+    pub fn recipe_attention(self) -> AttentionKind {
+        match self {
+            Arch::Deepseek2 => AttentionKind::Latent,
+            _ => AttentionKind::Gqa,
+        }
     }
 
     /// The family's recipe, reading its own keys (`{arch}.…`) from `g`.
@@ -60,6 +73,7 @@ impl Arch {
             Arch::Qwen3 => Ok(qwen3::recipe()),
             Arch::Gemma3 => gemma3::recipe(g, shape),
             Arch::Qwen3Moe => Ok(qwen3moe::recipe()),
+            Arch::Deepseek2 => Ok(deepseek2::recipe()),
         }
     }
 }
@@ -171,9 +185,21 @@ pub struct Swa {
     pub freq_scale: f32,
 }
 
+/// How a family's layers attend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionKind {
+    /// Grouped-query attention: per-head keys and values in the cache.
+    Gqa,
+    /// DeepSeek's multi-head latent attention in its absorbed form: the cache holds one
+    /// compressed latent vector and one rotated key per token, read by every head
+    /// (`Config::mla` has its ranks).
+    Latent,
+}
+
 /// A family's forward pass, as the shared steps read it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recipe {
+    pub attention: AttentionKind,
     pub tensors: LayerTensors,
     pub rope: RopeStyle,
     pub ffn: FfnAct,
@@ -190,6 +216,7 @@ impl Recipe {
     /// Llama's recipe, which the other families start from.
     pub(crate) fn llama() -> Recipe {
         Recipe {
+            attention: AttentionKind::Gqa,
             tensors: LayerTensors {
                 qkv_bias: Need::Optional,
                 out_bias: Need::Optional,

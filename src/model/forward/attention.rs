@@ -36,17 +36,17 @@ pub(super) struct Rows {
     /// Cells per KV head in this kind of layer's cache (the row stride).
     pub(super) cap: usize,
     /// Per token: the cell its key and value go to.
-    cell: Vec<usize>,
+    pub(super) cell: Vec<usize>,
     /// Per token: the length of its score row (cells `0..len`).
-    len: Vec<usize>,
+    pub(super) len: Vec<usize>,
     /// Per token: where its runs of visible cells end in `runs`.
     ends: Vec<usize>,
     /// Runs `[start, end)` of cells the tokens see, token after token.
     runs: Vec<(usize, usize)>,
     /// Cells that any token's row covers.
-    reach: usize,
+    pub(super) reach: usize,
     /// ggml's padded row length for the batch (llama.cpp's `n_kv`).
-    kv_pad: usize,
+    pub(super) kv_pad: usize,
 }
 
 impl Rows {
@@ -89,7 +89,7 @@ impl Rows {
     }
 
     /// Token `b`'s runs of visible cells.
-    fn runs(&self, b: usize) -> &[(usize, usize)] {
+    pub(super) fn runs(&self, b: usize) -> &[(usize, usize)] {
         let start = if b == 0 { 0 } else { self.ends[b - 1] };
         &self.runs[start..self.ends[b]]
     }
@@ -147,6 +147,10 @@ impl Model<'_> {
             Attention::Gqa(a) => {
                 self.gqa(pool, s, step, (li, a));
                 a.bo.as_deref()
+            }
+            Attention::Latent(a) => {
+                self.latent(pool, s, step, (li, a));
+                None
             }
         };
         if s.stopped {

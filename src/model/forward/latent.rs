@@ -1,0 +1,335 @@
+//! Multi-head latent attention (DeepSeek-V2/V3), in the absorbed form llama.cpp runs
+//! (`src/models/deepseek2.cpp`, `build_attn_mha` with `v_mla`):
+//!
+//! 1. queries: `attn_q` (or `attn_q_a` → RMSNorm → `attn_q_b`), `nope + rope` values a head;
+//!    the latent vector and the shared rotated key: `attn_kv_a_mqa`, the first `kv_lora`
+//!    values RMSNorm'd, the last `rope` rotated;
+//! 2. each head's rotated part is rotated, and its no-RoPE part absorbs `attn_k_b` (a matmul
+//!    per head, `nope` → `kv_lora`): the head's query is `[absorbed, rotated]`, as wide as a
+//!    cache cell `[latent, rotated key]`;
+//! 3. the cache keeps one cell per token; every head scores every cell (keys: the whole
+//!    cell) and sums the cells' latent parts (values: the first `kv_lora` values, read
+//!    transposed as ggml's `ggml_cont(ggml_transpose(v))` copies them each step);
+//! 4. each head's output leaves the latent space through `attn_v_b` (a matmul per head,
+//!    `kv_lora` → `v_head`), and the heads together through `attn_output`.
+//!
+//! The arithmetic is grouped-query attention's with one KV head: the same f16 rounding of the
+//! query and the probabilities, the same dot kernels per micro-batch kind ([`Arith`]).
+
+use super::parallel::{per_token, Out};
+use super::step::Step;
+use super::{Model, State};
+use crate::kernels::ops;
+use crate::model::config::Mla;
+use crate::model::kv::{Arith, KvBuf, KvType, KvWriter};
+use crate::model::weights::{Latent, LatentQuery, Matrix};
+use crate::pool::{split, Pool};
+
+/// A state's buffers for latent attention, `MAX_BATCH` rows each.
+pub(super) struct LatentBufs {
+    /// The low-rank query's first projection (`q_lora` a row; empty for a full-rank one).
+    qa: Vec<f32>,
+    /// The projected queries, `n_head × (nope + rope)` a row.
+    q: Vec<f32>,
+    /// One head's input rows of a per-head matmul, gathered contiguous.
+    head_in: Vec<f32>,
+    /// One head's output rows of a per-head matmul.
+    head_out: Vec<f32>,
+    /// The heads' outputs after `attn_v_b`, `n_head × v_head` a row: `attn_output`'s input.
+    heads: Vec<f32>,
+    /// The cells' latent values transposed (`kv_lora` rows of `vt_stride` cells), rebuilt
+    /// from the cache for every layer of a step.
+    vt: KvBuf,
+    vt_stride: usize,
+}
+
+impl LatentBufs {
+    /// Buffers for `rows` tokens a step over caches of up to `cells` cells, or `None` where
+    /// memory runs out.
+    pub(super) fn try_new(
+        m: &Mla,
+        n_head: usize,
+        rows: usize,
+        (cells, kv_type): (usize, KvType),
+    ) -> Option<LatentBufs> {
+        let widest = m.nope.max(m.kv_lora).max(m.v_head);
+        Some(LatentBufs {
+            qa: vec![0.0; rows * m.q_lora],
+            q: vec![0.0; rows * n_head * m.q_head()],
+            head_in: vec![0.0; rows * widest],
+            head_out: vec![0.0; rows * widest],
+            heads: vec![0.0; rows * n_head * m.v_head],
+            vt: KvBuf::try_new(kv_type, m.kv_lora.checked_mul(cells)?, m.kv_lora)?,
+            vt_stride: cells,
+        })
+    }
+
+    /// Bytes of the transposed latent values for a context of `n_ctx` cells.
+    pub(super) fn vt_bytes(m: &Mla, n_ctx: usize, kv_type: KvType) -> Option<u64> {
+        (kv_type.row_bytes(n_ctx) as u64).checked_mul(m.kv_lora as u64)
+    }
+}
+
+impl Model<'_> {
+    /// Latent attention of the normed tokens `s.xn` into `s.tmp`.
+    pub(super) fn latent(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        step: &mut Step,
+        (li, a): (usize, &Latent),
+    ) {
+        let c = &self.config;
+        let m = c.mla.expect("a latent layer has latent sizes");
+        let (n, h) = (step.n, c.n_head);
+        let mut bufs = s
+            .mla
+            .take()
+            .expect("a latent model's state has latent buffers");
+        // The queries and the latent vector with the rotated key.
+        match &a.q {
+            LatentQuery::Full(wq) => self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.xn,
+                (n, step.at()),
+                [(wq, &mut bufs.q), (&a.wkv_a, &mut s.kcur)],
+            ),
+            LatentQuery::LowRank { a: wa, norm, b } => {
+                self.matmuls(
+                    pool,
+                    &mut s.acts,
+                    &s.xn,
+                    (n, step.at()),
+                    [(wa, &mut bufs.qa), (&a.wkv_a, &mut s.kcur)],
+                );
+                let (eps, r) = (c.rms_eps, m.q_lora);
+                let qa = Out::new(&mut bufs.qa);
+                per_token(pool, n, &|b| {
+                    // SAFETY: token b's row is touched by this call alone.
+                    let row = unsafe { qa.slice(b * r, (b + 1) * r) };
+                    let x = row.to_vec();
+                    ops::rms_norm(&x, norm, eps, row);
+                });
+                self.matmuls(
+                    pool,
+                    &mut s.acts,
+                    &bufs.qa,
+                    (n, step.at()),
+                    [(b, &mut bufs.q)],
+                );
+            }
+        }
+        if s.check_stop() {
+            s.mla = Some(bufs);
+            return;
+        }
+        self.latent_rope(pool, s, &mut bufs, a, n);
+        // Each head's no-RoPE part absorbs attn_k_b: s.q gets `[absorbed, rotated]` a head.
+        let (qh, cell) = (m.q_head(), c.head_dim);
+        for (hh, wk) in a.wk_b.iter().enumerate() {
+            for b in 0..n {
+                let src = &bufs.q[(b * h + hh) * qh..][..qh];
+                bufs.head_in[b * m.nope..(b + 1) * m.nope].copy_from_slice(&src[..m.nope]);
+                let dst = &mut s.q[(b * h + hh) * cell..][..cell];
+                dst[m.kv_lora..].copy_from_slice(&src[m.nope..]);
+            }
+            self.head_matmul(pool, s, &mut bufs, (wk, m.nope, m.kv_lora), step, n);
+            for b in 0..n {
+                let dst = &mut s.q[(b * h + hh) * cell..][..m.kv_lora];
+                dst.copy_from_slice(&bufs.head_out[b * m.kv_lora..(b + 1) * m.kv_lora]);
+            }
+        }
+        step.per_sequence(s, |s, rows, micro| {
+            self.store_latent(s, li, rows);
+            self.attend_latent(pool, s, &mut bufs, (li, rows), micro.arith);
+        });
+        if s.check_stop() {
+            s.mla = Some(bufs);
+            return;
+        }
+        // Each head's output out of the latent space, then the heads together.
+        for (hh, wv) in a.wv_b.iter().enumerate() {
+            for b in 0..n {
+                let src = &s.att[(b * h + hh) * m.kv_lora..][..m.kv_lora];
+                bufs.head_in[b * m.kv_lora..(b + 1) * m.kv_lora].copy_from_slice(src);
+            }
+            self.head_matmul(pool, s, &mut bufs, (wv, m.kv_lora, m.v_head), step, n);
+            for b in 0..n {
+                let dst = &mut bufs.heads[(b * h + hh) * m.v_head..][..m.v_head];
+                dst.copy_from_slice(&bufs.head_out[b * m.v_head..(b + 1) * m.v_head]);
+            }
+        }
+        self.matmuls(
+            pool,
+            &mut s.acts,
+            &bufs.heads,
+            (n, step.at()),
+            [(&a.wo, &mut s.tmp)],
+        );
+        s.mla = Some(bufs);
+    }
+
+    /// One head's matmul: `head_out[b] = w · head_in[b]` (`cols` in, `rows` out) for the
+    /// step's `n` tokens.
+    fn head_matmul(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        bufs: &mut LatentBufs,
+        (w, cols, rows): (&Matrix, usize, usize),
+        step: &Step,
+        n: usize,
+    ) {
+        self.matmuls(
+            pool,
+            &mut s.acts,
+            &bufs.head_in[..n * cols],
+            (n, step.at()),
+            [(w, &mut bufs.head_out[..n * rows])],
+        );
+    }
+
+    /// The latent vector's RMSNorm and the rotation of the shared key (in `s.kcur`) and of
+    /// each head's rotated part (in `bufs.q`), by each token's RoPE angles.
+    fn latent_rope(&self, pool: &Pool, s: &mut State, bufs: &mut LatentBufs, a: &Latent, n: usize) {
+        let c = &self.config;
+        let m = c.mla.expect("latent sizes");
+        let (cell, qh, half, eps) = (c.head_dim, m.q_head(), m.rope / 2, c.rms_eps);
+        let kernels = &self.kernels;
+        let rc = &s.rope_cache;
+        let (kv, q) = (Out::new(&mut s.kcur), Out::new(&mut bufs.q));
+        let qrow = c.n_head * qh;
+        per_token(pool, n, &|b| {
+            let rc = &rc[b * half..(b + 1) * half];
+            // SAFETY: token b's rows of kcur and q are touched by this call alone.
+            let (kv, q) = unsafe {
+                (
+                    kv.slice(b * cell, (b + 1) * cell),
+                    q.slice(b * qrow, (b + 1) * qrow),
+                )
+            };
+            let (latent, pe) = kv.split_at_mut(m.kv_lora);
+            kernels.rope(rc, pe, m.rope);
+            let x = latent.to_vec();
+            ops::rms_norm(&x, &a.kv_a_norm, eps, latent);
+            for head in q.chunks_exact_mut(qh) {
+                kernels.rope(rc, &mut head[m.nope..], m.rope);
+            }
+        });
+    }
+
+    /// The batch's cells `[latent, rotated key]` into layer `li`'s cache (one row of
+    /// `head_dim` values per cell).
+    fn store_latent(&self, s: &mut State, li: usize, (b0, n): (usize, usize)) {
+        let cell = self.config.head_dim;
+        let (cells, kcur) = (&s.rows[0].cell, &s.kcur);
+        let w = s.k[li].writer();
+        for (b, &at) in cells[..n].iter().enumerate() {
+            for d in 0..cell {
+                // SAFETY: this (single) thread writes every cell of the step.
+                unsafe { w.set(at * cell + d, kcur[(b0 + b) * cell + d]) };
+            }
+        }
+    }
+
+    /// Every (token, head) pair's scores over the cache, softmax and latent sums into
+    /// `s.att` (`kv_lora` values a head), the pairs dealt round-robin to every thread.
+    fn attend_latent(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        bufs: &mut LatentBufs,
+        (li, (b0, n)): (usize, (usize, usize)),
+        arith: Arith,
+    ) {
+        let c = &self.config;
+        let m = c.mla.expect("latent sizes");
+        let (cell, h) = (c.head_dim, c.n_head);
+        let rows = &s.rows[0];
+        let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
+        let kv_type = s.kv_type;
+        let kc = &s.k[li];
+        // The latent values transposed, as ggml copies the value view before its matmul.
+        assert!(
+            cap <= bufs.vt_stride,
+            "a cache of {cap} cells past the transposed values' {}",
+            bufs.vt_stride
+        );
+        let stride = bufs.vt_stride;
+        let vt = &mut bufs.vt;
+        {
+            let w = vt.writer();
+            let nth = pool.threads();
+            pool.run(&|tid| {
+                let (d0, d1) = split(m.kv_lora, tid, nth);
+                for d in d0..d1 {
+                    for j in 0..reach {
+                        let at = d * stride + j;
+                        match (&w, kc) {
+                            // SAFETY: channel d's row is this thread's alone.
+                            (KvWriter::F16(w), KvBuf::F16(k)) => unsafe {
+                                w.write(at, k[j * cell + d])
+                            },
+                            // SAFETY: as above.
+                            (KvWriter::F32(w), KvBuf::F32(k)) => unsafe {
+                                w.write(at, k[j * cell + d])
+                            },
+                            _ => unreachable!("the transposed values have the cache's type"),
+                        }
+                    }
+                }
+            });
+        }
+        let vt = &*vt;
+        // tinyBLAS takes rows of whole 16-lane steps; otherwise ggml's vector dots.
+        let kq_arith = if cell.is_multiple_of(16) {
+            arith
+        } else {
+            Arith::Single
+        };
+        let q = &s.q;
+        let kernels = &self.kernels;
+        let scale = m.kq_scale;
+        let sstride = s.scratch_stride;
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let nth = pool.threads();
+        pool.run(&|tid| {
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
+            let (sc, rest) = mine.split_at_mut(cap);
+            let q16 = &mut rest[..cell];
+            for item in (tid..n * h).step_by(nth) {
+                let (b, hh) = (item / h, item % h);
+                let qrow = &q[((b0 + b) * h + hh) * cell..][..cell];
+                for (d, &v) in q16.iter_mut().zip(qrow) {
+                    *d = kv_type.round(v);
+                }
+                let sc = &mut sc[..rows.len[b]];
+                let runs = rows.runs(b);
+                if runs.len() != 1 || runs[0] != (0, sc.len()) {
+                    sc.fill(f32::NEG_INFINITY);
+                }
+                for &(lo, hi) in runs {
+                    kc.dots(
+                        kernels,
+                        kq_arith,
+                        (lo * cell, cell),
+                        q16,
+                        cell,
+                        &mut sc[lo..hi],
+                    );
+                }
+                kernels.softmax(sc, scale);
+                for p in sc.iter_mut() {
+                    *p = kv_type.round(*p);
+                }
+                let at = ((b0 + b) * h + hh) * m.kv_lora;
+                // SAFETY: output (b, hh) belongs to this thread's items alone.
+                let out = unsafe { att.slice(at, at + m.kv_lora) };
+                vt.dots(kernels, arith, (0, stride), sc, kv_pad, out);
+            }
+        });
+    }
+}
