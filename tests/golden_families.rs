@@ -43,7 +43,7 @@ const SHAPE: [&str; 15] = [
 /// extra `gen-model` arguments).
 type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-const FAMILIES: [Family; 9] = [
+const FAMILIES: [Family; 11] = [
     ("qwen2", "qwen2", 0, &[]),
     ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
@@ -96,6 +96,11 @@ const FAMILIES: [Family; 9] = [
     // outputs of 64 values a head; every layer dense.
     ("deepseek2", "deepseek2", 0, &LATENT),
     ("deepseek2q", "deepseek2", 0, &LATENT_Q),
+    // With YaRN (factor 4 over a 256-token original context, so the prompts run far past
+    // it): DeepSeek-V3's log multiplier (0.1, the attention factor exactly 1) and V2's
+    // (0.0707: DeepSeek's mscale rule gives another factor).
+    ("deepseek2y", "deepseek2", 0, &LATENT_YARN_V3),
+    ("deepseek2yv2", "deepseek2", 0, &LATENT_YARN_V2),
     (
         "mixtral",
         "llama",
@@ -141,9 +146,46 @@ const LATENT_Q: [&str; 12] = [
     "96",
 ];
 
+const LATENT_YARN_V3: [&str; 16] = [
+    "--kv-heads",
+    "1",
+    "--head-dim",
+    "96",
+    "--kv-lora",
+    "128",
+    "--rope-dim",
+    "32",
+    "--v-head-dim",
+    "64",
+    "--q-lora",
+    "96",
+    "--yarn",
+    "4",
+    "--yarn-log-mul",
+    "0.1",
+];
+const LATENT_YARN_V2: [&str; 16] = [
+    "--kv-heads",
+    "1",
+    "--head-dim",
+    "96",
+    "--kv-lora",
+    "128",
+    "--rope-dim",
+    "32",
+    "--v-head-dim",
+    "64",
+    "--q-lora",
+    "96",
+    "--yarn",
+    "4",
+    "--yarn-log-mul",
+    "0.0707",
+];
+
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
-const MODELS: [(&str, &str, u64); 24] = [
+const MODELS: [(&str, &str, u64); 26] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
@@ -165,6 +207,8 @@ const MODELS: [(&str, &str, u64); 24] = [
     ("deepseek2q", "F32", 0xd9aa5872ce76930b),
     ("deepseek2q", "Q8_0", 0xd015901c98bfc0a5),
     ("deepseek2q", "Q4_K", 0xccd91109c66eed04),
+    ("deepseek2y", "F32", 0x97913f25b43be48),
+    ("deepseek2yv2", "F32", 0x2c664ec6e318c713),
     ("mixtral", "F32", 0x36defc841f684645),
     ("mixtral", "Q8_0", 0x6815e3c449ee94a7),
     ("mixtral", "Q4_K", 0xba08ace05fbd1c56),

@@ -209,6 +209,9 @@ Options:
       --rope-dim N    deepseek2: rotated values of a query head (default: a third of
                       --head-dim, even)
       --v-head-dim N  deepseek2: a head's output values (default: --head-dim − --rope-dim)
+      --yarn F        deepseek2: YaRN RoPE scaling by factor F (default: none)
+      --yarn-log-mul M
+                      deepseek2: rope.scaling.yarn_log_multiplier (default 0.1, V3's)
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help

@@ -94,6 +94,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     let mut spec = SynthSpec::tiny(ty);
     let mut overrides: Vec<(String, usize)> = Vec::new();
     let (mut seed, mut untied, mut arch, mut mixtral) = (None, false, None, false);
+    let mut yarn: (Option<f32>, Option<f32>) = (None, None);
     while let Some((flag, inline)) = a.next_flag() {
         let f = flag.as_str();
         match f {
@@ -136,6 +137,23 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
+            }
+            "--yarn" | "--yarn-log-mul" => {
+                let v = a.value(f, inline)?;
+                let x: f32 = v
+                    .parse()
+                    .ok()
+                    .filter(|x: &f32| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| {
+                        CliError::Message(format!(
+                            "{f}: {} is not a non-negative number",
+                            super::quote(&v)
+                        ))
+                    })?;
+                match f {
+                    "--yarn" => yarn.0 = Some(x),
+                    _ => yarn.1 = Some(x),
+                }
             }
             "--seed" => seed = Some(int(f, &a.value(f, inline)?, 0, u64::MAX)?),
             "--untied" => untied = true,
@@ -199,6 +217,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             spec.n_head_kv = 1;
         }
         latent_defaults(&mut spec);
+        spec.mla.yarn_factor = yarn.0.unwrap_or(0.0);
+        // DeepSeek-V3's (0.1 × mscale_all_dim 1) unless told.
+        spec.mla.yarn_log_mul = yarn.1.unwrap_or(0.1);
+    } else if yarn.0.is_some() || yarn.1.is_some() {
+        return err("gen-model: --yarn and --yarn-log-mul are for --arch deepseek2");
     }
     let out = out.ok_or_else(|| {
         CliError::Message("gen-model: OUTPUT is required (see `locus gen-model --help`)".into())

@@ -28,6 +28,72 @@ pub struct Rope {
     freq_scale: f32,
     /// Per-pair divisors (Llama-3 `rope_freqs`), if the model has them.
     freq_factors: Option<Vec<f32>>,
+    /// YaRN's blend of interpolated and extrapolated angles, where the model scales so.
+    yarn: Option<YarnCache>,
+}
+
+/// YaRN's parameters as ggml's RoPE takes them (`ggml_rope_ext`: `ext_factor`, `attn_factor`,
+/// `beta_fast`, `beta_slow`, `n_ctx_orig`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct YarnParams {
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    pub n_ctx_orig: usize,
+}
+
+/// What ggml's `rope_cache_init` derives from [`YarnParams`] once per call.
+#[derive(Clone, Copy, Debug)]
+struct YarnCache {
+    /// The pair indices where the blend starts and ends (`ggml_rope_yarn_corr_dims`).
+    corr: [f32; 2],
+    ext_factor: f32,
+    /// The factor on every cos and sin.
+    mscale: f32,
+}
+
+/// The dimension whose wavelength fits `n_rot` turns into `n_ctx_orig` positions
+/// (`ggml_rope_yarn_corr_dim`, ggml-base's arithmetic: no fused multiply-adds).
+fn yarn_corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
+    let pi = std::f32::consts::PI;
+    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * pi)).ln() / (2.0 * base.ln())
+}
+
+impl YarnCache {
+    fn new(y: &YarnParams, n_dims: usize, freq_base: f32, freq_scale: f32) -> YarnCache {
+        let start = yarn_corr_dim(n_dims, y.n_ctx_orig, y.beta_fast, freq_base).floor();
+        let end = yarn_corr_dim(n_dims, y.n_ctx_orig, y.beta_slow, freq_base).ceil();
+        // ggml-cpu's build fuses `1 + 0.1·ln(1/s)` into one multiply-add.
+        let mscale = match y.ext_factor != 0.0 {
+            true => 0.1f32.mul_add((1.0 / freq_scale).ln(), 1.0) * y.attn_factor,
+            false => y.attn_factor,
+        };
+        YarnCache {
+            corr: [start.max(0.0), end.min(n_dims as f32 - 1.0)],
+            ext_factor: y.ext_factor,
+            mscale,
+        }
+    }
+
+    /// Pair `i`'s angle from its extrapolated (unscaled) one, as ggml's `rope_yarn` blends it
+    /// (the blend's multiply-add fused, as ggml-cpu's build compiles it).
+    fn angle(&self, i: usize, extrap: f32, freq_scale: f32) -> f32 {
+        let interp = freq_scale * extrap;
+        if self.ext_factor == 0.0 {
+            return interp;
+        }
+        let [low, high] = self.corr;
+        let y = (i as f32 - low) / 0.001f32.max(high - low);
+        let ramp_mix = if y < 0.0 {
+            self.ext_factor
+        } else if y <= 1.0 {
+            (1.0 - y) * self.ext_factor
+        } else {
+            0.0 * self.ext_factor
+        };
+        interp.mul_add(1.0 - ramp_mix, extrap * ramp_mix)
+    }
 }
 
 impl Rope {
@@ -42,6 +108,20 @@ impl Rope {
             theta_scale: freq_base.powf(-2.0 / n_dims as f32),
             freq_scale,
             freq_factors,
+            yarn: None,
+        }
+    }
+
+    /// [`Rope::new`] with YaRN's scaling (`freq_scale` is then 1/`rope.scaling.factor`).
+    pub fn with_yarn(
+        n_dims: usize,
+        (freq_base, freq_scale): (f32, f32),
+        freq_factors: Option<Vec<f32>>,
+        yarn: &YarnParams,
+    ) -> Rope {
+        Rope {
+            yarn: Some(YarnCache::new(yarn, n_dims, freq_base, freq_scale)),
+            ..Rope::new(n_dims, freq_base, freq_scale, freq_factors)
         }
     }
 
@@ -56,8 +136,16 @@ impl Rope {
         let mut theta = pos as f32;
         for i in 0..self.n_dims / 2 {
             let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
-            let t = self.freq_scale * (theta / ff);
-            out.push((t.cos(), t.sin()));
+            match &self.yarn {
+                None => {
+                    let t = self.freq_scale * (theta / ff);
+                    out.push((t.cos(), t.sin()));
+                }
+                Some(y) => {
+                    let t = y.angle(i, theta / ff, self.freq_scale);
+                    out.push((t.cos() * y.mscale, t.sin() * y.mscale));
+                }
+            }
             theta *= self.theta_scale;
         }
     }

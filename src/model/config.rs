@@ -4,6 +4,7 @@
 use super::arch::{Arch, AttentionKind, ExpertWidth, Moe, Need, Recipe, Routing, Shape};
 use super::error::ModelError;
 use super::gguf::Gguf;
+use crate::kernels::ops::YarnParams;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -28,6 +29,16 @@ pub struct Config {
     pub moe: Option<MoeShape>,
     /// The ranks of latent attention, for a family whose recipe attends so.
     pub mla: Option<Mla>,
+    /// YaRN's RoPE scaling (`rope.scaling.type = yarn`; latent attention's families only).
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN's parameters: what RoPE takes, and the attention temperature's log multiplier.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    pub rope: YarnParams,
+    /// `rope.scaling.yarn_log_multiplier` as llama.cpp holds it (the file's value ÷ 0.1).
+    pub log_mul: f32,
 }
 
 /// Multi-head latent attention's sizes (DeepSeek-V2/V3). The cache keeps, per token, the
@@ -253,6 +264,7 @@ impl Config {
             },
         };
         let mut rope_freq_scale = 1.0;
+        let mut yarn = None;
         let scaling = g.get(&k("rope.scaling.type")).and_then(|v| v.as_str());
         if let Some(t) = scaling {
             let factor = opt_f32(g, &k("rope.scaling.factor"))?.unwrap_or(1.0);
@@ -269,11 +281,30 @@ impl Config {
                 }
                 // Llama-3 frequency scaling is carried by the `rope_freqs.weight` tensor.
                 "llama3" => {}
+                "yarn" if latent => {
+                    if factor <= 0.0 {
+                        return Err(ModelError::BadKey {
+                            key: k("rope.scaling.factor"),
+                            why: format!("= {factor} must be positive"),
+                        });
+                    }
+                    rope_freq_scale = 1.0 / factor;
+                    let n_ctx_train = req_u64(g, &k("context_length"))? as usize;
+                    yarn = Some(super::mla::yarn(
+                        g,
+                        arch.name(),
+                        rope_freq_scale,
+                        n_ctx_train,
+                    )?);
+                }
                 other => {
+                    let also = if latent { ", yarn" } else { "" };
                     return Err(ModelError::BadKey {
                         key: k("rope.scaling.type"),
-                        why: format!("= '{other}' is not supported (none, linear, llama3)"),
-                    })
+                        why: format!(
+                            "= '{other}' is not supported for {name} (none, linear, llama3{also})"
+                        ),
+                    });
                 }
             }
         }
@@ -297,6 +328,7 @@ impl Config {
                 g,
                 arch.name(),
                 (n_head_kv, head_dim, n_rot),
+                (rope_freq_scale, yarn.as_ref()),
             )?),
         };
         Ok(Config {
@@ -316,6 +348,7 @@ impl Config {
             recipe,
             moe,
             mla,
+            yarn,
         })
     }
 

@@ -221,12 +221,21 @@ fn add_into(x: &mut [f32], d: &[f32]) {
 
 impl<'a> Model<'a> {
     pub fn new(config: Config, weights: Weights<'a>, kernels: Kernels) -> Model<'a> {
-        let rope = Rope::new(
-            config.n_rot,
-            config.rope_freq_base,
-            config.rope_freq_scale,
-            weights.rope_freqs.clone(),
-        );
+        let base_scale = (config.rope_freq_base, config.rope_freq_scale);
+        let rope = match &config.yarn {
+            None => Rope::new(
+                config.n_rot,
+                base_scale.0,
+                base_scale.1,
+                weights.rope_freqs.clone(),
+            ),
+            Some(y) => Rope::with_yarn(
+                config.n_rot,
+                base_scale,
+                weights.rope_freqs.clone(),
+                &y.rope,
+            ),
+        };
         let rope_local = config.recipe.swa.as_ref().map(|w| {
             Rope::new(
                 config.n_rot,

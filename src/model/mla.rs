@@ -1,9 +1,10 @@
 //! Latent attention's sizes, read from a `deepseek2` file's metadata and checked as llama.cpp
 //! reads them (`llama_model_deepseek2::load_arch_hparams`).
 
-use super::config::{opt_f32, opt_u64, Mla};
+use super::config::{opt_f32, opt_u64, Mla, Yarn};
 use super::error::ModelError;
 use super::gguf::Gguf;
+use crate::kernels::ops::YarnParams;
 
 /// The latent attention sizes of a file of architecture `arch`, whose generic keys gave
 /// `n_head_kv` KV heads of `head_dim` values and `n_rot` rotated values: in the absorbed form
@@ -12,6 +13,7 @@ pub(super) fn mla_shape(
     g: &Gguf,
     arch: &str,
     (n_head_kv, head_dim, n_rot): (usize, usize, usize),
+    (freq_scale, yarn): (f32, Option<&Yarn>),
 ) -> Result<Mla, ModelError> {
     let k = |s: &str| format!("{arch}.{s}");
     let bad = |key: &str, why: String| ModelError::BadKey { key: k(key), why };
@@ -64,20 +66,67 @@ pub(super) fn mla_shape(
             ));
         }
     }
-    if let Some(m) = opt_f32(g, &k("rope.scaling.yarn_log_multiplier"))? {
-        if m != 0.0 {
-            return Err(bad(
-                "rope.scaling.yarn_log_multiplier",
-                format!("= {m}: YaRN's attention temperature is not supported yet"),
-            ));
+    // The softmax's scale, pre-multiplied by YaRN's attention factor as llama.cpp's deepseek2
+    // graph does (libllama's arithmetic: nothing fused): the context's factor with its YaRN
+    // adjustment cancelled, times the log multiplier's term, squared.
+    let kq_scale = match yarn {
+        None => 1.0 / (k_mla as f32).sqrt(),
+        Some(y) => {
+            let l = (1.0 / freq_scale).ln();
+            let org = (1.0 + 0.1 * l) * y.rope.attn_factor;
+            let mscale = org * (1.0 + 0.1 * y.log_mul * l);
+            1.0 * mscale * mscale / (k_mla as f32).sqrt()
         }
-    }
+    };
     Ok(Mla {
         q_lora,
         kv_lora,
         nope: k_mla - n_rot,
         rope: n_rot,
         v_head,
-        kq_scale: 1.0 / (k_mla as f32).sqrt(),
+        kq_scale,
+    })
+}
+
+/// YaRN of a `deepseek2` file whose RoPE scales positions by `freq_scale` (1/factor), as
+/// llama.cpp's context sets it up: extrapolation factor 1, ggml's default correction betas
+/// (32, 1), the original context (`rope.scaling.original_context_length`, else the training
+/// context), and the attention factor (`llama_context`'s: DeepSeek's `mscale` rule, the
+/// `1/(1 + 0.1·ln factor)` that cancels ggml's own magnitude term, `rope.scaling.attn_factor`),
+/// with libllama's arithmetic (nothing fused).
+pub(super) fn yarn(
+    g: &Gguf,
+    arch: &str,
+    freq_scale: f32,
+    n_ctx_train: usize,
+) -> Result<Yarn, ModelError> {
+    let k = |s: &str| format!("{arch}.{s}");
+    // The converter stores 0.1 × mscale_all_dim; llama.cpp divides it back out.
+    let log_mul = opt_f32(g, &k("rope.scaling.yarn_log_multiplier"))?.map_or(0.0, |m| m / 0.1);
+    let n_ctx_orig =
+        opt_u64(g, &k("rope.scaling.original_context_length"))?.map_or(n_ctx_train, |n| n as usize);
+    let factor = 1.0 / freq_scale;
+    let get_mscale = |scale: f32, m: f32| match scale <= 1.0 {
+        true => 1.0,
+        false => 0.1 * m * scale.ln() + 1.0,
+    };
+    let mut attn = if log_mul != 0.0 {
+        let all_dims = log_mul;
+        let mscale = if all_dims != 1.0 { all_dims } else { 1.0 };
+        get_mscale(factor, mscale) / get_mscale(factor, all_dims)
+    } else {
+        get_mscale(factor, 1.0)
+    };
+    attn *= 1.0 / (1.0 + 0.1 * factor.ln());
+    attn *= opt_f32(g, &k("rope.scaling.attn_factor"))?.unwrap_or(1.0);
+    Ok(Yarn {
+        rope: YarnParams {
+            ext_factor: 1.0,
+            attn_factor: attn,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            n_ctx_orig,
+        },
+        log_mul,
     })
 }

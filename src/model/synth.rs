@@ -52,7 +52,7 @@ pub struct SynthSpec {
 }
 
 /// A synthetic deepseek2 model's latent attention sizes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SynthMla {
     /// The query's low rank (0: a full-rank `attn_q`, as DeepSeek-V2-Lite).
     pub q_lora: usize,
@@ -62,6 +62,10 @@ pub struct SynthMla {
     pub rope: usize,
     /// A head's output after `attn_v_b` (`value_length_mla`).
     pub v_head: usize,
+    /// YaRN's `rope.scaling.factor` (0: no scaling).
+    pub yarn_factor: f32,
+    /// `rope.scaling.yarn_log_multiplier` as converters write it (0.1 × mscale_all_dim).
+    pub yarn_log_mul: f32,
 }
 
 impl SynthSpec {
@@ -522,6 +526,16 @@ fn latent_metadata(s: &SynthSpec, w: &mut GgufWriter) {
     w.set(&k("attention.value_length_mla"), u(m.v_head));
     w.set(&k("attention.kv_lora_rank"), u(m.kv_lora));
     w.set(&k("attention.q_lora_rank"), u(m.q_lora));
+    if m.yarn_factor > 0.0 {
+        // As DeepSeek's converter writes YaRN: the original context is the training one.
+        w.set(&k("rope.scaling.type"), MetaValue::str("yarn"));
+        w.set(&k("rope.scaling.factor"), MetaValue::F32(m.yarn_factor));
+        w.set(&k("rope.scaling.original_context_length"), u(s.n_ctx_train));
+        w.set(
+            &k("rope.scaling.yarn_log_multiplier"),
+            MetaValue::F32(m.yarn_log_mul),
+        );
+    }
     if s.n_expert == 0 {
         w.set(&k("leading_dense_block_count"), u(s.n_layer));
         w.set(&k("expert_feed_forward_length"), u(s.n_ff));
