@@ -284,6 +284,78 @@ fn bad_experts_are_one_line_errors() {
 }
 
 #[test]
+fn bad_latent_attention_is_one_line_errors() {
+    let dir = common::temp_dir("cli-mla");
+    let tiny_latent = || synth_model(&SynthSpec::tiny_latent(GgmlType::Q8_0));
+    // The model itself runs.
+    let ok = write(&dir, "ok.gguf", &tiny_latent());
+    let out = common::locus(&greedy_run(&ok, "2"));
+    assert!(out.status.success(), "{out:?}");
+    let key = |w: &mut GgufWriter, k: &str, v: MetaValue| w.set(&format!("deepseek2.{k}"), v);
+    type Change<'a> = Box<dyn Fn(&mut GgufWriter) + 'a>;
+    let cases: [(&str, Change, &[&str]); 7] = [
+        (
+            "a latent rank the cache's width does not match",
+            Box::new(|w| key(w, "attention.kv_lora_rank", MetaValue::U32(32))),
+            &["deepseek2.attention.key_length", "kv_lora_rank", "32"],
+        ),
+        (
+            "a value length other than the rank",
+            Box::new(|w| key(w, "attention.value_length", MetaValue::U32(48))),
+            &["deepseek2.attention.value_length", "48", "64"],
+        ),
+        (
+            "several latent heads",
+            Box::new(|w| key(w, "attention.head_count_kv", MetaValue::U32(2))),
+            &["deepseek2.attention.head_count_kv", "2"],
+        ),
+        (
+            "an older unabsorbed file",
+            Box::new(|w| {
+                w.metadata
+                    .retain(|(k, _)| k != "deepseek2.attention.key_length_mla")
+            }),
+            &["deepseek2.attention.key_length_mla", "attn_kv_b"],
+        ),
+        (
+            "no rank at all",
+            Box::new(|w| {
+                w.metadata
+                    .retain(|(k, _)| k != "deepseek2.attention.kv_lora_rank")
+            }),
+            &["deepseek2.attention.kv_lora_rank", "missing"],
+        ),
+        (
+            "a missing latent projection",
+            Box::new(|w| w.tensors.retain(|t| t.name != "blk.1.attn_kv_a_mqa.weight")),
+            &["blk.1.attn_kv_a_mqa.weight", "missing"],
+        ),
+        (
+            "a per-head tensor for fewer heads",
+            Box::new(|w| {
+                let t = w
+                    .tensors
+                    .iter_mut()
+                    .find(|t| t.name == "blk.0.attn_k_b.weight")
+                    .unwrap();
+                t.dims = vec![32, 64, 2];
+                t.data.truncate(t.data.len() / 2);
+            }),
+            &["blk.0.attn_k_b.weight", "shape"],
+        ),
+    ];
+    for (what, change, names) in cases {
+        let mut w = tiny_latent();
+        change(&mut w);
+        let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
+        assert_eq!(e.trim().lines().count(), 1, "{what}: one line: {e}");
+        for n in names {
+            assert!(e.contains(n), "{what}: the error names {n}: {e}");
+        }
+    }
+}
+
+#[test]
 fn prompt_longer_than_context() {
     let dir = common::temp_dir("cli-ctx");
     let p = write(&dir, "ok.gguf", &tiny());

@@ -1008,6 +1008,14 @@ fn gguf_seeds() -> Vec<Vec<u8>> {
         })
         .to_bytes(),
     );
+    // Latent attention: its ranks, MLA head sizes and 3-D per-head tensors are mutated too.
+    seeds.push(
+        synth_model(&SynthSpec {
+            n_layer: 1,
+            ..SynthSpec::tiny_latent(GgmlType::Q8_0)
+        })
+        .to_bytes(),
+    );
     seeds.push(spm_vocab_gguf());
     if let Some(p) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") {
         let f = ModelFile::open(&p).unwrap();

@@ -152,9 +152,11 @@ pub fn generate(
     let kv_regions = crate::runtime::place_cache(placement, state.kv_head_blocks(&l.model, pool));
     if opts.verbose {
         let bytes = l.model.state_bytes(n_ctx, pool.threads(), opts.kv_type);
+        let kv = bytes.map_or(0, |b| b.kv);
         crate::diagln!(
-            "kv cache: {:.1} MiB ({}; {})",
-            bytes.map_or(0.0, |b| b.kv as f64 / (1024.0 * 1024.0)),
+            "kv cache: {:.1} MiB, {} bytes a token ({}; {})",
+            kv as f64 / (1024.0 * 1024.0),
+            kv / n_ctx.max(1) as u64,
             opts.kv_type.name(),
             l.model.kv_layout(n_ctx)
         );

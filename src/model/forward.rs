@@ -335,7 +335,19 @@ impl<'a> Model<'a> {
                 "{} global layers × {n_ctx} cells, {local} sliding-window layers × {ring} cells",
                 n - local
             ),
-            _ => format!("{n} layers × {n_ctx} cells"),
+            _ => match &self.config.mla {
+                None => format!("{n} layers × {n_ctx} cells"),
+                // What the latent cell saves: per-head keys and values would take n_head ×
+                // (nope + rope + v_head) values a token and layer.
+                Some(m) => format!(
+                    "{n} layers × {n_ctx} latent cells of {} + {} values, for {} heads that \
+                     as per-head keys and values would take {} values",
+                    m.kv_lora,
+                    m.rope,
+                    self.config.n_head,
+                    self.config.n_head * (m.q_head() + m.v_head)
+                ),
+            },
         }
     }
 

@@ -136,6 +136,24 @@ impl SynthSpec {
         }
     }
 
+    /// [`SynthSpec::tiny`] as deepseek2 with latent attention: one latent head of 64 + 16
+    /// values, query heads of 32 + 16, outputs of 32 a head, a low-rank query of 32.
+    pub fn tiny_latent(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: Arch::Deepseek2,
+            n_head_kv: 1,
+            head_dim: 48,
+            mla: SynthMla {
+                q_lora: 32,
+                kv_lora: 64,
+                rope: 16,
+                v_head: 32,
+                ..SynthMla::default()
+            },
+            ..SynthSpec::tiny(ty)
+        }
+    }
+
     /// Values per attention head.
     pub fn head_dim(&self) -> usize {
         match self.head_dim {
