@@ -300,7 +300,7 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
             crate::diagln!("locus: kv cache: {}", super::audit::cache_line(kv));
         }
         if let Some(moe) = l.model.config.moe {
-            for line in expert_lines(&report.expert_counts, moe.n_expert) {
+            for line in expert_lines(&report.expert_counts, moe.n_expert, moe.dense_lead) {
                 crate::diagln!("locus: {line}");
             }
         }
@@ -311,12 +311,14 @@ pub fn run(opts: &RunOptions) -> Result<RunReport, AppError> {
 
 /// Experts each layer's tokens were routed to, hottest first, as `run -v` prints them:
 /// `experts: layer 0: 5 31%, 2 18%, 7 12%, 0 11% …; 1 of 8 never chosen`.
-pub fn expert_lines(counts: &[u64], n_expert: usize) -> Vec<String> {
+pub fn expert_lines(counts: &[u64], n_expert: usize, dense_lead: usize) -> Vec<String> {
     /// Experts listed per layer.
     const SHOWN: usize = 4;
     counts
         .chunks_exact(n_expert)
         .enumerate()
+        // The leading dense layers have no experts.
+        .skip(dense_lead)
         .map(|(layer, c)| {
             let total = c.iter().sum::<u64>().max(1) as f64;
             let mut order: Vec<usize> = (0..n_expert).collect();

@@ -118,9 +118,9 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
         }
     }
     if spec.n_expert > 0 {
-        if !matches!(spec.arch, Arch::Llama | Arch::Qwen3Moe) {
+        if !matches!(spec.arch, Arch::Llama | Arch::Qwen3Moe | Arch::Glm4Moe) {
             return bad(format!(
-                "--experts is for --arch qwen3moe or mixtral, not {}",
+                "--experts is for --arch qwen3moe, glm4moe or mixtral, not {}",
                 spec.arch.name()
             ));
         }
@@ -159,8 +159,22 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
                 spec.n_expert, spec.n_ff_exp, spec.n_embd
             ));
         }
-    } else if spec.arch == Arch::Qwen3Moe {
-        return bad("--arch qwen3moe needs --experts".into());
+        validate_moe_knobs(spec)?;
+    } else if matches!(spec.arch, Arch::Qwen3Moe | Arch::Glm4Moe) {
+        return bad(format!("--arch {} needs --experts", spec.arch.name()));
+    }
+    if spec.n_rot() > spec.head_dim() || !spec.n_rot().is_multiple_of(2) {
+        return bad(format!(
+            "--rope-dims {} must be even and at most the head size {}",
+            spec.n_rot(),
+            spec.head_dim()
+        ));
+    }
+    if spec.n_nextn > 0 && spec.arch != Arch::Glm4Moe {
+        return bad(format!(
+            "--nextn is for --arch glm4moe, not {}",
+            spec.arch.name()
+        ));
     }
     if spec.arch == Arch::Deepseek2 {
         validate_latent(spec)?;
@@ -201,14 +215,14 @@ fn validate_latent(spec: &SynthSpec) -> Result<(), AppError> {
     }
     if m.rope == 0 || m.rope % 2 != 0 || m.rope >= qh {
         return bad(format!(
-            "--rope-dim {} must be even, positive and below --head-dim {qh}",
+            "--rope-dims {} must be even, positive and below --head-dim {qh}",
             m.rope
         ));
     }
     for (what, v) in [
         ("--kv-lora", m.kv_lora),
         ("--v-head-dim", m.v_head),
-        ("--head-dim minus --rope-dim", qh - m.rope),
+        ("--head-dim minus --rope-dims", qh - m.rope),
         ("--heads × --v-head-dim", spec.n_head * m.v_head),
     ] {
         if v == 0 || v % block != 0 || v > MAX_DIM {
@@ -226,6 +240,52 @@ fn validate_latent(spec: &SynthSpec) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Checks the giant mixtures' knobs (shared experts, leading dense layers, groups) as the
+/// loader will, so gen-model does not write a file locus refuses.
+fn validate_moe_knobs(spec: &SynthSpec) -> Result<(), AppError> {
+    let bad = |m: String| Err(AppError::Usage(format!("gen-model: {m}")));
+    let m = &spec.moe;
+    let giant = spec.arch == Arch::Glm4Moe;
+    if !giant && (m.n_shared > 0 || m.dense_lead > 0 || m.groups > 0 || m.probs_bias) {
+        return bad(format!(
+            "--shared-experts, --dense-layers, --expert-groups and --probs-bias are for --arch \
+             glm4moe, not {}",
+            spec.arch.name()
+        ));
+    }
+    if giant && m.n_shared == 0 {
+        return bad("--shared-experts must be at least 1 for --arch glm4moe".into());
+    }
+    if m.n_shared > spec.n_expert {
+        return bad(format!(
+            "--shared-experts {} is more than --experts {}",
+            m.n_shared, spec.n_expert
+        ));
+    }
+    if m.dense_lead > spec.n_layer {
+        return bad(format!(
+            "--dense-layers {} is more than --layers {}",
+            m.dense_lead, spec.n_layer
+        ));
+    }
+    if m.groups > 1 {
+        let per = spec.n_expert / m.groups;
+        if m.groups >= spec.n_expert || !spec.n_expert.is_multiple_of(m.groups) || per < 2 {
+            return bad(format!(
+                "--expert-groups {} must divide --experts {} into groups of at least 2",
+                m.groups, spec.n_expert
+            ));
+        }
+        if m.groups_used == 0 || m.groups_used >= m.groups {
+            return bad(format!(
+                "--expert-groups-used {} must be between 1 and --expert-groups {} less one",
+                m.groups_used, m.groups
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The file's size, roughly: every matrix in the weight type (1-D norms and metadata are small
 /// beside them).
 fn estimated_bytes(s: &SynthSpec) -> u64 {
@@ -233,22 +293,21 @@ fn estimated_bytes(s: &SynthSpec) -> u64 {
     let row = |cols: usize| ty.row_bytes(cols) as u64;
     let kv = (s.n_head_kv * s.head_dim()) as u64;
     let q = (s.n_head * s.head_dim()) as u64;
-    let per_layer = q * row(s.n_embd)
-        + s.n_embd as u64 * row(q as usize)
-        + 2 * kv * row(s.n_embd)
-        + ffn_bytes(s, &row);
+    let attn = q * row(s.n_embd) + s.n_embd as u64 * row(q as usize) + 2 * kv * row(s.n_embd);
     let heads = if s.tied { 1 } else { 2 };
-    (heads * s.n_vocab as u64 * row(s.n_embd))
-        .saturating_add(per_layer.saturating_mul(s.n_layer as u64))
-}
-
-/// A layer's FFN bytes: the dense one, or every expert's (the F32 router is small beside them).
-fn ffn_bytes(s: &SynthSpec, row: &dyn Fn(usize) -> u64) -> u64 {
-    let (ff, copies) = match s.n_expert {
-        0 => (s.n_ff, 1),
-        n => (s.n_ff_exp, n as u64),
+    let layers = s.n_layer + s.n_nextn;
+    let dense = s.moe.dense_lead.min(layers) as u64;
+    let gated = |ff: usize| 2 * ff as u64 * row(s.n_embd) + s.n_embd as u64 * row(ff);
+    let ffn = match s.n_expert {
+        0 => gated(s.n_ff) * layers as u64,
+        n => {
+            let moe = n as u64 * gated(s.n_ff_exp) + gated(s.moe.n_shared * s.n_ff_exp);
+            dense * gated(s.n_ff) + (layers as u64 - dense) * moe
+        }
     };
-    copies * (2 * ff as u64 * row(s.n_embd) + s.n_embd as u64 * row(ff))
+    (heads * s.n_vocab as u64 * row(s.n_embd))
+        .saturating_add(attn.saturating_mul(layers as u64))
+        .saturating_add(ffn)
 }
 
 /// Refuses a model bigger than the free space where it would be written (it would fill the
@@ -322,5 +381,29 @@ mod tests {
         // About 4 GiB, almost all of it experts.
         let gib = estimated_bytes(&s) as f64 / (1u64 << 30) as f64;
         assert!((3.5..4.5).contains(&gib), "{gib} GiB");
+    }
+
+    #[test]
+    fn the_glm45_air_preset_keeps_its_proportions() {
+        let s = SynthSpec::glm45_air(GgmlType::Q4_0);
+        assert!(validate(&s).is_ok(), "{:?}", validate(&s).err());
+        assert_eq!(s.arch, Arch::Glm4Moe);
+        // GLM-4.5-Air: query width 3 × dim, 12 query heads per KV head, RoPE on half a head.
+        assert_eq!(s.n_head * s.head_dim(), 3 * s.n_embd);
+        assert_eq!((s.n_head / s.n_head_kv, s.n_rot() * 2), (12, s.head_dim()));
+        assert_eq!((s.n_expert, s.n_expert_used, s.moe.n_shared), (128, 8, 1));
+        assert_eq!((s.moe.dense_lead, s.n_nextn), (1, 1));
+        let gib = estimated_bytes(&s) as f64 / (1u64 << 30) as f64;
+        assert!((3.5..5.0).contains(&gib), "{gib} GiB");
+        // Groups that do not divide the experts are refused before anything is written.
+        let bad = SynthSpec {
+            moe: crate::model::synth::SynthMoe {
+                groups: 3,
+                groups_used: 1,
+                ..s.moe.clone()
+            },
+            ..s
+        };
+        assert!(validate(&bad).is_err());
     }
 }

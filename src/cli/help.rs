@@ -178,12 +178,15 @@ Options:
       --arch NAME     family: llama (default), qwen2 (Q/K/V biases), qwen3 (Q/K head norms),
                       gemma3 (head norms, post-norms, GELU, sliding-window layers), qwen3moe
                       (qwen3 with a mixture of experts in every layer), mixtral (llama with
-                      one)
+                      one), glm4moe (Q/K/V biases, NEOX RoPE, experts with sigmoid routing, a
+                      selection bias and a shared expert)
       --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
                       with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,
                       dim 2048, 12 layers, 32 heads of 128, 4 KV heads, 128 experts of 768,
-                      8 per token)
+                      8 per token) or glm45-air (GLM-4.5-Air's proportions at dim 2048:
+                      glm4moe, 12 layers, the first dense, 48 heads of 128 with RoPE on 64,
+                      4 KV heads, 128 experts of 768, 8 per token, 1 shared, 1 NextN layer)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (default:
                       Q4_0; --dim and --ffn must be whole blocks of it: 256 for the K-quants
@@ -206,12 +209,22 @@ Options:
                       mixtral's experts must have)
       --kv-lora N     deepseek2: the latent vector's size (default: --dim / 4)
       --q-lora N      deepseek2: the query's low rank (default: none, a full-rank attn_q)
-      --rope-dim N    deepseek2: rotated values of a query head (default: a third of
-                      --head-dim, even)
       --v-head-dim N  deepseek2: a head's output values (default: --head-dim − --rope-dim)
       --yarn F        deepseek2: YaRN RoPE scaling by factor F (default: none)
       --yarn-log-mul M
                       deepseek2: rope.scaling.yarn_log_multiplier (default 0.1, V3's)
+      --shared-experts N   shared experts every token runs (glm4moe; default 1)
+      --dense-layers N     leading layers with a dense FFN of --ffn (glm4moe; default 0)
+      --expert-groups N    expert groups, of which --expert-groups-used N hold a token's
+                           experts (group-limited routing; default: none)
+      --gating G           softmax or sigmoid, written as expert_gating_func (default: not
+                           written, the family's own)
+      --probs-bias, --no-probs-bias   a per-expert selection bias (glm4moe: on)
+      --weights-scale X    expert_weights_scale (default: not written)
+      --weights-norm, --no-weights-norm   expert_weights_norm (glm4moe: on)
+      --rope-dims N        rotated dimensions per head (default: the whole head; deepseek2:
+                           a third of --head-dim, even)
+      --nextn N            NextN layers written past the trunk (glm4moe), never run
       --seed N        random seed (default: 1)
       --untied        separate output head instead of sharing the token embedding
   -h, --help          this help

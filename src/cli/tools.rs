@@ -95,6 +95,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     let mut overrides: Vec<(String, usize)> = Vec::new();
     let (mut seed, mut untied, mut arch, mut mixtral) = (None, false, None, false);
     let mut yarn: (Option<f32>, Option<f32>) = (None, None);
+    let mut moe_opts: Vec<(String, String)> = Vec::new();
     while let Some((flag, inline)) = a.next_flag() {
         let f = flag.as_str();
         match f {
@@ -104,9 +105,10 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     "tiny" => SynthSpec::tiny(ty),
                     "1b" => SynthSpec::one_b(ty),
                     "a3b" => SynthSpec::a3b(ty),
+                    "glm45-air" => SynthSpec::glm45_air(ty),
                     other => {
                         return err(format!(
-                            "--preset: unknown preset {} (tiny, 1b, a3b)",
+                            "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air)",
                             super::quote(other)
                         ))
                     }
@@ -133,7 +135,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             }
             "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx"
             | "--head-dim" | "--window" | "--swa-pattern" | "--experts" | "--experts-used"
-            | "--expert-ffn" | "--kv-lora" | "--q-lora" | "--rope-dim" | "--v-head-dim" => {
+            | "--expert-ffn" | "--kv-lora" | "--q-lora" | "--v-head-dim" => {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
@@ -157,6 +159,17 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             }
             "--seed" => seed = Some(int(f, &a.value(f, inline)?, 0, u64::MAX)?),
             "--untied" => untied = true,
+            "--shared-experts"
+            | "--dense-layers"
+            | "--expert-groups"
+            | "--expert-groups-used"
+            | "--nextn"
+            | "--rope-dims"
+            | "--gating"
+            | "--weights-scale" => moe_opts.push((flag.clone(), a.value(f, inline)?)),
+            "--probs-bias" | "--no-probs-bias" | "--weights-norm" | "--no-weights-norm" => {
+                moe_opts.push((flag.clone(), String::new()))
+            }
             other if other.starts_with('-') && other.len() > 1 => {
                 return Err(unknown("gen-model", other))
             }
@@ -186,7 +199,6 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--expert-ffn" => spec.n_ff_exp = v,
             "--kv-lora" => spec.mla.kv_lora = v,
             "--q-lora" => spec.mla.q_lora = v,
-            "--rope-dim" => spec.mla.rope = v,
             "--v-head-dim" => spec.mla.v_head = v,
             _ => spec.n_ctx_train = v,
         }
@@ -212,10 +224,13 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             spec.n_ff_exp = spec.n_ff;
         }
     }
+    giant_moe_options(&mut spec, &moe_opts)?;
     if spec.arch == locus::model::arch::Arch::Deepseek2 {
         if !kv_heads_given {
             spec.n_head_kv = 1;
         }
+        // Its rotated part is --rope-dims of each query head (llama.cpp's n_rot).
+        spec.mla.rope = std::mem::take(&mut spec.n_rot);
         latent_defaults(&mut spec);
         spec.mla.yarn_factor = yarn.0.unwrap_or(0.0);
         // DeepSeek-V3's (0.1 × mscale_all_dim 1) unless told.
@@ -245,6 +260,62 @@ fn latent_defaults(spec: &mut locus::model::synth::SynthSpec) {
     if m.kv_lora == 0 {
         m.kv_lora = spec.n_embd / 4;
     }
+}
+
+/// gen-model's knobs of the giant mixtures, applied over the preset and `--arch`: glm4moe
+/// starts with one shared expert, a selection bias and normalised weights (as GLM-4.5's files
+/// have them) unless told otherwise.
+fn giant_moe_options(
+    spec: &mut locus::model::synth::SynthSpec,
+    opts: &[(String, String)],
+) -> Result<(), CliError> {
+    use locus::model::arch::{Arch, Gating};
+    let max = locus::app::genmodel::MAX_DIM;
+    if spec.arch == Arch::Glm4Moe && spec.moe.n_shared == 0 {
+        spec.moe.n_shared = 1;
+        spec.moe.probs_bias = true;
+        spec.moe.weights_norm = Some(true);
+    }
+    for (flag, v) in opts {
+        let f = flag.as_str();
+        let m = &mut spec.moe;
+        match f {
+            "--shared-experts" => m.n_shared = int(f, v, 0, max)?,
+            "--dense-layers" => m.dense_lead = int(f, v, 0, max)?,
+            "--expert-groups" => m.groups = int(f, v, 0, max)?,
+            "--expert-groups-used" => m.groups_used = int(f, v, 0, max)?,
+            "--nextn" => spec.n_nextn = int(f, v, 0, max)?,
+            "--rope-dims" => spec.n_rot = int(f, v, 2, max)?,
+            "--gating" => {
+                m.gating = Some(match v.as_str() {
+                    "softmax" => Gating::Softmax,
+                    "sigmoid" => Gating::Sigmoid,
+                    other => {
+                        return err(format!(
+                            "--gating: unknown gating {} (softmax, sigmoid)",
+                            super::quote(other)
+                        ))
+                    }
+                })
+            }
+            "--weights-scale" => {
+                m.weights_scale = match v.trim().parse::<f32>() {
+                    Ok(x) if x.is_finite() && x >= 0.0 => x,
+                    _ => {
+                        return err(format!(
+                            "--weights-scale: {} is not a non-negative number",
+                            super::quote(v)
+                        ))
+                    }
+                }
+            }
+            "--probs-bias" => m.probs_bias = true,
+            "--no-probs-bias" => m.probs_bias = false,
+            "--weights-norm" => m.weights_norm = Some(true),
+            _ => m.weights_norm = Some(false),
+        }
+    }
+    Ok(())
 }
 
 /// `locus bench`.

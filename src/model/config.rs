@@ -1,7 +1,9 @@
 //! Hyper-parameters, all read from GGUF metadata: the ones every family shares under the same
 //! `{arch}.…` keys, and the family's [`Recipe`] (see `arch`).
 
-use super::arch::{Arch, AttentionKind, ExpertWidth, Moe, Need, Recipe, Routing, Shape};
+use super::arch::{
+    Arch, AttentionKind, ExpertGroups, ExpertWidth, Moe, Need, Recipe, Routing, Shape,
+};
 use super::error::ModelError;
 use super::gguf::Gguf;
 use crate::kernels::ops::YarnParams;
@@ -11,7 +13,12 @@ pub struct Config {
     pub arch: Arch,
     pub n_vocab: usize,
     pub n_embd: usize,
+    /// The layers the forward pass runs (`block_count` less the NextN layers).
     pub n_layer: usize,
+    /// `nextn_predict_layers`: multi-token-prediction layers stored past the trunk as
+    /// `blk.{n_layer}…` (GLM-4.5, DeepSeek-V3). llama.cpp's decoding never runs them; they are
+    /// loaded past, not read.
+    pub n_layer_nextn: usize,
     pub n_ff: usize,
     pub n_head: usize,
     pub n_head_kv: usize,
@@ -78,8 +85,26 @@ pub struct MoeShape {
     pub n_used: usize,
     /// Width of one expert's FFN.
     pub n_ff: usize,
-    /// How a token picks its experts (the family's, from its recipe).
+    /// How a token picks its experts (the family's, from its recipe; the groups the file's).
     pub routing: Routing,
+    /// Shared experts every token runs (`expert_shared_count`; 0: none), together one FFN of
+    /// width `n_shared × n_ff`.
+    pub n_shared: usize,
+    /// `leading_dense_block_count`: layers `0..dense_lead` have a dense FFN of
+    /// `feed_forward_length`; the rest the experts.
+    pub dense_lead: usize,
+}
+
+impl MoeShape {
+    /// Whether layer `il` is a mixture of experts (not one of the leading dense layers).
+    pub fn is_moe_layer(&self, il: usize) -> bool {
+        il >= self.dense_lead
+    }
+
+    /// The shared experts' FFN width (0: none).
+    pub fn shared_ff(&self) -> usize {
+        self.n_shared * self.n_ff
+    }
 }
 
 /// llama.cpp's limit on experts per layer (`LLAMA_MAX_EXPERTS`).
@@ -88,7 +113,12 @@ pub const MAX_EXPERTS: usize = 1024;
 /// The experts `g` declares for a family whose recipe says `moe`, checked as llama.cpp checks
 /// them: a count of 0 or none is a dense model (refused for a family that has only MoE
 /// layers), a used count between 1 and the count, an expert width where the recipe says.
-fn moe_shape(g: &Gguf, arch: Arch, moe: &Moe, n_ff: usize) -> Result<Option<MoeShape>, ModelError> {
+fn moe_shape(
+    g: &Gguf,
+    arch: Arch,
+    moe: &Moe,
+    (n_ff, n_layer): (usize, usize),
+) -> Result<Option<MoeShape>, ModelError> {
     let k = |s: &str| format!("{}.{s}", arch.name());
     let count = |key: &str| -> Result<Option<u64>, ModelError> {
         match g.get(key) {
@@ -147,12 +177,122 @@ fn moe_shape(g: &Gguf, arch: Arch, moe: &Moe, n_ff: usize) -> Result<Option<MoeS
             why: "gives experts of width 0".into(),
         });
     }
+    let n_shared = match moe.shared {
+        Need::No => 0,
+        Need::Optional => count(&k("expert_shared_count"))?.unwrap_or(0),
+        Need::Yes => {
+            let key = k("expert_shared_count");
+            match count(&key)? {
+                None => return Err(ModelError::MissingKey(key)),
+                Some(0) => {
+                    return Err(ModelError::BadKey {
+                        key,
+                        why: format!(
+                            "= 0, and every {} MoE layer has a shared expert",
+                            arch.name()
+                        ),
+                    })
+                }
+                Some(n) => n,
+            }
+        }
+    };
+    if n_shared > n_expert {
+        return Err(ModelError::BadKey {
+            key: k("expert_shared_count"),
+            why: format!("= {n_shared} is more than the expert count {n_expert}"),
+        });
+    }
+    let dense_lead = match moe.dense_lead {
+        false => 0,
+        true => count(&k("leading_dense_block_count"))?.unwrap_or(0),
+    };
+    if dense_lead > n_layer as u64 {
+        return Err(ModelError::BadKey {
+            key: k("leading_dense_block_count"),
+            why: format!("= {dense_lead} is more than the {n_layer} layers"),
+        });
+    }
+    let mut routing = moe.routing;
+    routing.groups = expert_groups(g, arch, n_expert as usize)?;
     Ok(Some(MoeShape {
         n_expert: n_expert as usize,
         n_used,
         n_ff,
-        routing: moe.routing,
+        routing,
+        n_shared: n_shared as usize,
+        dense_lead: dense_lead as usize,
     }))
+}
+
+/// The file's expert groups (`expert_group_count`, `expert_group_used_count`; any family, as
+/// llama.cpp reads them), checked as llama.cpp asserts them: fewer groups than experts, and
+/// where there is more than one group, a count that divides the experts into groups of at least
+/// two (each group scores its two best) and between 1 and count − 1 used. None for 0 or 1 group.
+fn expert_groups(
+    g: &Gguf,
+    arch: Arch,
+    n_expert: usize,
+) -> Result<Option<ExpertGroups>, ModelError> {
+    /// Each group's score is the sum of its best two.
+    const GROUP_SCORE_TERMS: usize = 2;
+    let (count_key, used_key) = (
+        format!("{}.expert_group_count", arch.name()),
+        format!("{}.expert_group_used_count", arch.name()),
+    );
+    let read = |key: &str| -> Result<usize, ModelError> {
+        match g.get(key) {
+            None => Ok(0),
+            Some(v) => v
+                .as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| ModelError::BadKey {
+                    key: key.into(),
+                    why: format!(
+                        "should be a non-negative integer but is a {}",
+                        v.type_name()
+                    ),
+                }),
+        }
+    };
+    let (count, used) = (read(&count_key)?, read(&used_key)?);
+    let bad = |key: &str, why: String| {
+        Err(ModelError::BadKey {
+            key: key.into(),
+            why,
+        })
+    };
+    if count >= n_expert {
+        return bad(
+            &count_key,
+            format!("= {count} must be less than the expert count {n_expert}"),
+        );
+    }
+    if count <= 1 {
+        return Ok(None);
+    }
+    if !n_expert.is_multiple_of(count) {
+        return bad(
+            &count_key,
+            format!("= {count} does not divide the expert count {n_expert}"),
+        );
+    }
+    if n_expert / count < GROUP_SCORE_TERMS {
+        return bad(
+            &count_key,
+            format!(
+                "= {count} leaves groups of {} expert, and a group scores its best {GROUP_SCORE_TERMS}",
+                n_expert / count
+            ),
+        );
+    }
+    if used == 0 || used >= count {
+        return bad(
+            &used_key,
+            format!("= {used} must be between 1 and the group count {count} less one"),
+        );
+    }
+    Ok(Some(ExpertGroups { count, used }))
 }
 
 /// Upper bound on any single dimension we accept from metadata (guards absurd allocations).
@@ -313,7 +453,25 @@ impl Config {
                 rope_freq_scale = 1.0 / s;
             }
         }
-        let n_layer = req_u64(g, &k("block_count"))? as usize;
+        let n_layer_all = req_u64(g, &k("block_count"))? as usize;
+        let nextn_key = k("nextn_predict_layers");
+        let n_layer_nextn = match g.get(&nextn_key) {
+            None => 0,
+            Some(v) => v.as_u64().ok_or_else(|| ModelError::BadKey {
+                key: nextn_key.clone(),
+                why: format!(
+                    "should be a non-negative integer but is a {}",
+                    v.type_name()
+                ),
+            })? as usize,
+        };
+        if n_layer_nextn >= n_layer_all {
+            return Err(ModelError::BadKey {
+                key: nextn_key,
+                why: format!("= {n_layer_nextn} leaves none of the {n_layer_all} blocks to run"),
+            });
+        }
+        let n_layer = n_layer_all - n_layer_nextn;
         let shape = Shape {
             n_embd,
             n_layer,
@@ -321,7 +479,6 @@ impl Config {
         };
         let recipe = arch.recipe(g, &shape)?;
         let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
-        let moe = moe_shape(g, arch, &recipe.moe, n_ff)?;
         let mla = match recipe.attention {
             AttentionKind::Gqa => None,
             AttentionKind::Latent => Some(super::mla::mla_shape(
@@ -331,10 +488,12 @@ impl Config {
                 (rope_freq_scale, yarn.as_ref()),
             )?),
         };
+        let moe = moe_shape(g, arch, &recipe.moe, (n_ff, n_layer))?;
         Ok(Config {
             n_vocab,
             n_embd,
             n_layer,
+            n_layer_nextn,
             n_ff,
             n_head,
             n_head_kv,
@@ -358,5 +517,18 @@ impl Config {
 
     pub fn kv_dim(&self) -> usize {
         self.n_head_kv * self.head_dim
+    }
+
+    /// Whether `name` is a tensor of a NextN layer (`blk.N.…` with N past the trunk), which
+    /// the loader passes over.
+    pub fn is_nextn_tensor(&self, name: &str) -> bool {
+        let Some(rest) = name.strip_prefix("blk.") else {
+            return false;
+        };
+        let Some((n, _)) = rest.split_once('.') else {
+            return false;
+        };
+        n.parse::<usize>()
+            .is_ok_and(|i| (self.n_layer..self.n_layer + self.n_layer_nextn).contains(&i))
     }
 }

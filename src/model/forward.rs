@@ -418,8 +418,8 @@ impl<'a> Model<'a> {
             .swa
             .as_ref()
             .map(|w| SwaCells::new(n_ctx, w.window));
-        // The FFN buffers hold a dense FFN's rows or one expert's.
-        let ff_width = c.n_ff.max(c.moe.map_or(0, |m| m.n_ff));
+        // The FFN buffers hold a dense FFN's rows, one expert's or the shared experts'.
+        let ff_width = c.n_ff.max(c.moe.map_or(0, |m| m.n_ff.max(m.shared_ff())));
         let scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * scratch_stride)
             .ok_or(too_big(Some(sizes.total())))?;
         Ok(State {

@@ -4,16 +4,23 @@
 //!
 //! ```text
 //! p      = soft_max(logits)            gating: ggml's row softmax (16-lane blocks, a libm tail)
-//! sel    = argsort(p, descending)[..k] libstdc++'s std::sort on the indices (its ties)
-//! w[i]   = p[sel[i]]
+//!        | 1 / (1 + expf(-logits))             or ggml's sigmoid, element by element
+//! s      = p + bias                    the selection scores (`exp_probs_b`, where present)
+//! groups (count > 1): group g's score = (f32)((f64) s[a] + (f64) s[b]), a, b its first two
+//!          of argsort(s[g], descending); the first `used` of argsort(scores, descending)
+//!          keep their experts' s, every other expert's s becomes −∞
+//! sel    = argsort(s, descending)[..k] libstdc++'s std::sort on the indices (its ties)
+//! w[i]   = p[sel[i]]                   the unbiased probabilities
 //! w[i]  /= max((f32) Σ (f64) w, 2⁻¹⁴)  norm_weights: renormalised (Qwen3-MoE, Mixtral)
+//! w[i]  *= scale                       where the scale is neither 0 nor 1
 //! ```
 //!
-//! The slot order (`sel`'s) is also the order in which the experts' outputs are added, so
-//! it must be the one llama.cpp's sort leaves, equal probabilities included.
+//! Every argsort is ggml's: `std::sort` of the indices with `s[a] > s[b]`. The slot order
+//! (`sel`'s) is also the order in which the experts' outputs are added, so it must be the one
+//! llama.cpp's sort leaves, equal scores included.
 
 use crate::kernels::ggml_math::{expf, reduce16};
-use crate::model::arch::{Gating, Routing};
+use crate::model::arch::{ExpertGroups, Gating, Routing};
 
 /// The smallest weight sum llama.cpp divides by (the smallest normal f16, 2⁻¹⁴).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
@@ -48,24 +55,50 @@ pub fn softmax_row(x: &mut [f32]) {
     }
 }
 
+/// The router's scratch buffers (any contents; sized on use).
+#[derive(Default)]
+pub struct RouteScratch {
+    /// Indices being sorted.
+    order: Vec<usize>,
+    /// The selection scores (biased, groups masked).
+    scores: Vec<f32>,
+    /// Each group's score.
+    group_scores: Vec<f32>,
+}
+
 /// Routes one token as `r` says: `probs` (the router's logits, turned into probabilities in
-/// place) picks `sel.len()` experts into `sel`, in slot order, with their weights in `w`.
-/// `order` is scratch for the sort (any contents).
+/// place) picks `sel.len()` experts into `sel`, in slot order, with their weights in `w`;
+/// `bias` (one per expert) shifts the scores the choice reads, not the weights.
 pub fn route(
     r: &Routing,
+    bias: Option<&[f32]>,
     probs: &mut [f32],
-    order: &mut Vec<usize>,
-    sel: &mut [usize],
-    w: &mut [f32],
+    scratch: &mut RouteScratch,
+    (sel, w): (&mut [usize], &mut [f32]),
 ) {
     assert!(!sel.is_empty() && sel.len() <= probs.len() && sel.len() == w.len());
     match r.gating {
         Gating::Softmax => softmax_row(probs),
+        Gating::Sigmoid => probs.iter_mut().for_each(|v| *v = sigmoid(*v)),
     }
-    order.clear();
-    order.extend(0..probs.len());
     let p = &*probs;
-    std_sort(order, &|a, b| p[a] > p[b]);
+    let RouteScratch {
+        order,
+        scores,
+        group_scores,
+    } = scratch;
+    scores.clear();
+    match bias {
+        Some(b) => {
+            assert_eq!(b.len(), p.len(), "a bias per expert");
+            scores.extend(p.iter().zip(b).map(|(&v, &b)| v + b));
+        }
+        None => scores.extend_from_slice(p),
+    }
+    if let Some(gr) = r.groups {
+        mask_groups(gr, scores, group_scores, order);
+    }
+    argsort_desc(scores, order);
     sel.copy_from_slice(&order[..sel.len()]);
     for (wi, &e) in w.iter_mut().zip(sel.iter()) {
         *wi = p[e];
@@ -79,6 +112,43 @@ pub fn route(
         for wi in w.iter_mut() {
             *wi /= sum;
         }
+    }
+    if r.scale != 0.0 && r.scale != 1.0 {
+        w.iter_mut().for_each(|wi| *wi *= r.scale);
+    }
+}
+
+/// ggml's sigmoid of one value (`op_sigmoid`: libm's `expf`).
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `order` = the indices of `x` as ggml's descending argsort leaves them.
+fn argsort_desc(x: &[f32], order: &mut Vec<usize>) {
+    order.clear();
+    order.extend(0..x.len());
+    std_sort(order, &|a, b| x[a] > x[b]);
+}
+
+/// Group-limited choice, as llama.cpp's `build_moe_ffn` computes it: each group's score is the
+/// f64 sum, rounded to f32 (`ggml_sum_rows`), of its first two experts in its own descending
+/// argsort; the groups' descending argsort keeps its first `gr.used`; every expert of the
+/// other groups gets the score −∞.
+fn mask_groups(
+    gr: ExpertGroups,
+    scores: &mut [f32],
+    group_scores: &mut Vec<f32>,
+    order: &mut Vec<usize>,
+) {
+    let per = scores.len() / gr.count;
+    group_scores.clear();
+    for g in scores.chunks_exact(per) {
+        argsort_desc(g, order);
+        group_scores.push((g[order[0]] as f64 + g[order[1]] as f64) as f32);
+    }
+    argsort_desc(group_scores, order);
+    for &dropped in &order[gr.used..] {
+        scores[dropped * per..(dropped + 1) * per].fill(f32::NEG_INFINITY);
     }
 }
 
@@ -274,12 +344,9 @@ mod tests {
     #[test]
     fn routing_renormalises_the_chosen_weights() {
         let mut logits = [0.5f32, 2.0, -1.0, 1.0, 2.0, 0.0, 0.25, -3.0];
-        let (mut sel, mut w, mut order) = ([0usize; 3], [0f32; 3], Vec::new());
-        let r = Routing {
-            gating: Gating::Softmax,
-            norm_weights: true,
-        };
-        route(&r, &mut logits, &mut order, &mut sel, &mut w);
+        let (mut sel, mut w, mut order) = ([0usize; 3], [0f32; 3], RouteScratch::default());
+        let r = Routing::new(Gating::Softmax, true);
+        route(&r, None, &mut logits, &mut order, (&mut sel, &mut w));
         // The two equal logits keep index order (insertion sort), then the next.
         assert_eq!(sel, [1, 4, 3]);
         assert_eq!(w[0], w[1]);
@@ -291,7 +358,7 @@ mod tests {
             norm_weights: false,
             ..r
         };
-        route(&raw, &mut probs, &mut order, &mut sel, &mut w);
+        route(&raw, None, &mut probs, &mut order, (&mut sel, &mut w));
         assert_eq!(w, [probs[1], probs[4], probs[3]]);
         // The softmax sums to one and orders as the logits do.
         let mut x: Vec<f32> = (0..40).map(|i| (i as f32 * 0.37).sin()).collect();

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::arch::Arch;
+use super::arch::{Arch, Gating};
 use super::error::ModelError;
 use super::gguf_write::{GgufStream, GgufWriter, MetaValue, TensorEntry};
 use super::quant_mix::fallback;
@@ -49,6 +49,13 @@ pub struct SynthSpec {
     pub n_ff_exp: usize,
     /// Latent attention's sizes (deepseek2; `head_dim` is then a query head's `nope + rope`).
     pub mla: SynthMla,
+    /// The MoE knobs of the giant mixtures (glm4moe), each written only where set.
+    pub moe: SynthMoe,
+    /// Rotated dimensions per head (`rope.dimension_count`; 0: the whole head).
+    pub n_rot: usize,
+    /// NextN layers written past the trunk (`nextn_predict_layers`; 0: none), which the
+    /// forward pass must load past.
+    pub n_nextn: usize,
 }
 
 /// A synthetic deepseek2 model's latent attention sizes.
@@ -66,6 +73,26 @@ pub struct SynthMla {
     pub yarn_factor: f32,
     /// `rope.scaling.yarn_log_multiplier` as converters write it (0.1 × mscale_all_dim).
     pub yarn_log_mul: f32,
+}
+
+/// The routing and layer knobs of a synthetic mixture beyond its expert counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SynthMoe {
+    /// Shared experts (`expert_shared_count`, written for glm4moe or where > 0).
+    pub n_shared: usize,
+    /// Leading dense layers (`leading_dense_block_count`, written where > 0).
+    pub dense_lead: usize,
+    /// `expert_group_count` and `expert_group_used_count` (written where the count is > 0).
+    pub groups: usize,
+    pub groups_used: usize,
+    /// `expert_gating_func` (None: not written, the family's default).
+    pub gating: Option<Gating>,
+    /// Whether the MoE layers carry `exp_probs_b.bias`.
+    pub probs_bias: bool,
+    /// `expert_weights_scale` (0: not written).
+    pub weights_scale: f32,
+    /// `expert_weights_norm` (None: not written).
+    pub weights_norm: Option<bool>,
 }
 
 impl SynthSpec {
@@ -91,6 +118,9 @@ impl SynthSpec {
             n_expert_used: 0,
             n_ff_exp: 0,
             mla: SynthMla::default(),
+            moe: SynthMoe::default(),
+            n_rot: 0,
+            n_nextn: 0,
         }
     }
 
@@ -106,6 +136,40 @@ impl SynthSpec {
             n_expert: 128,
             n_expert_used: 8,
             n_ff_exp: 768,
+            rope_freq_base: 1_000_000.0,
+            ..SynthSpec::one_b(ty)
+        }
+    }
+
+    /// GLM-4.5-Air's layer proportions (query width three times the model's, 12 query heads
+    /// per KV head of 128 with RoPE on half of each, a dense FFN 2.75 times as wide as the
+    /// model, 128 experts of 3/8 of its width with 8 per token, one shared expert, sigmoid
+    /// routing with a selection bias and normalised weights, the first layer dense, one NextN
+    /// layer) at half its width (dim 2048) with a quarter of its 46 layers and a 32000-token
+    /// vocabulary: about 4 GiB at Q4_0, as `a3b`.
+    pub fn glm45_air(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: Arch::Glm4Moe,
+            n_layer: 12,
+            n_ff: 5632,
+            n_head: 48,
+            n_head_kv: 4,
+            head_dim: 128,
+            n_rot: 64,
+            n_expert: 128,
+            n_expert_used: 8,
+            n_ff_exp: 768,
+            moe: SynthMoe {
+                n_shared: 1,
+                dense_lead: 1,
+                groups: 1,
+                groups_used: 1,
+                gating: Some(Gating::Sigmoid),
+                probs_bias: true,
+                weights_scale: 1.0,
+                weights_norm: Some(true),
+            },
+            n_nextn: 1,
             rope_freq_base: 1_000_000.0,
             ..SynthSpec::one_b(ty)
         }
@@ -133,6 +197,9 @@ impl SynthSpec {
             n_expert_used: 0,
             n_ff_exp: 0,
             mla: SynthMla::default(),
+            moe: SynthMoe::default(),
+            n_rot: 0,
+            n_nextn: 0,
         }
     }
 
@@ -151,6 +218,14 @@ impl SynthSpec {
                 ..SynthMla::default()
             },
             ..SynthSpec::tiny(ty)
+        }
+    }
+
+    /// Rotated dimensions per head.
+    pub fn n_rot(&self) -> usize {
+        match self.n_rot {
+            0 => self.head_dim(),
+            n => n,
         }
     }
 
@@ -349,7 +424,7 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
     if !s.tied {
         p.push(mat("output.weight".into(), s.n_vocab, s.n_embd, wscale));
     }
-    for l in 0..s.n_layer {
+    for l in 0..s.n_layer + s.n_nextn {
         let n = |t: &str| format!("blk.{l}.{t}.weight");
         let b = |t: &str| format!("blk.{l}.{t}.bias");
         p.push(norm(n("attn_norm"), s.n_embd));
@@ -360,7 +435,7 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
             p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
             p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
         }
-        if s.arch == Arch::Qwen2 {
+        if matches!(s.arch, Arch::Qwen2 | Arch::Glm4Moe) {
             p.push(bias(b("attn_q"), q_dim));
             p.push(bias(b("attn_k"), kv_dim));
             p.push(bias(b("attn_v"), kv_dim));
@@ -376,8 +451,12 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
         if s.arch == Arch::Gemma3 {
             p.push(norm(n("post_attention_norm"), s.n_embd));
         }
-        p.push(norm(n("ffn_norm"), s.n_embd));
-        if s.n_expert > 0 {
+        // GLM-4.5 names the FFN's input norm `post_attention_norm`.
+        match s.arch {
+            Arch::Glm4Moe => p.push(norm(n("post_attention_norm"), s.n_embd)),
+            _ => p.push(norm(n("ffn_norm"), s.n_embd)),
+        }
+        if s.n_expert > 0 && l >= s.moe.dense_lead {
             let ff = s.n_ff_exp;
             p.push(Planned {
                 name: n("ffn_gate_inp"),
@@ -386,10 +465,27 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
                 kind: Kind::Router(ROUTER_SCALE * wscale),
                 slabs: 1,
             });
+            if s.moe.probs_bias {
+                p.push(Planned {
+                    kind: Kind::Bias(PROBS_BIAS_SCALE),
+                    ..bias(b("exp_probs_b"), s.n_expert)
+                });
+            }
             p.push(experts(n("ffn_gate_exps"), ff, s.n_embd, wscale));
             let down = 1.0 / (ff as f32).sqrt();
             p.push(experts(n("ffn_down_exps"), s.n_embd, ff, down));
             p.push(experts(n("ffn_up_exps"), ff, s.n_embd, wscale));
+            let sf = s.moe.n_shared * ff;
+            if sf > 0 {
+                p.push(mat(n("ffn_gate_shexp"), sf, s.n_embd, wscale));
+                p.push(mat(n("ffn_up_shexp"), sf, s.n_embd, wscale));
+                p.push(mat(
+                    n("ffn_down_shexp"),
+                    s.n_embd,
+                    sf,
+                    1.0 / (sf as f32).sqrt(),
+                ));
+            }
         } else {
             p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
             p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
@@ -398,6 +494,14 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
         }
         if s.arch == Arch::Gemma3 {
             p.push(norm(n("post_ffw_norm"), s.n_embd));
+        }
+        if l >= s.n_layer {
+            // A NextN layer's own tensors (GLM-4.5's converter writes these).
+            let eh = 1.0 / (2.0 * s.n_embd as f32).sqrt();
+            p.push(mat(n("nextn.eh_proj"), s.n_embd, 2 * s.n_embd, eh));
+            p.push(norm(n("nextn.enorm"), s.n_embd));
+            p.push(norm(n("nextn.hnorm"), s.n_embd));
+            p.push(norm(n("nextn.shared_head_norm"), s.n_embd));
         }
     }
     p
@@ -440,6 +544,9 @@ fn latent_attention(s: &SynthSpec, l: usize) -> Vec<Planned> {
     p.push(mat(n("attn_output"), e, h * m.v_head, 1));
     p
 }
+/// The range of the random expert selection biases (`exp_probs_b`): of the order of the
+/// differences between sigmoid probabilities, so both decide the choice.
+const PROBS_BIAS_SCALE: f32 = 0.05;
 
 /// The range of the random Q/K/V biases (Qwen2).
 const BIAS_SCALE: f32 = 0.5;
@@ -462,7 +569,13 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
     );
     w.set(&k("context_length"), MetaValue::U32(s.n_ctx_train as u32));
     w.set(&k("embedding_length"), MetaValue::U32(s.n_embd as u32));
-    w.set(&k("block_count"), MetaValue::U32(s.n_layer as u32));
+    w.set(
+        &k("block_count"),
+        MetaValue::U32((s.n_layer + s.n_nextn) as u32),
+    );
+    if s.n_nextn > 0 {
+        w.set(&k("nextn_predict_layers"), MetaValue::U32(s.n_nextn as u32));
+    }
     w.set(&k("feed_forward_length"), MetaValue::U32(s.n_ff as u32));
     w.set(&k("attention.head_count"), MetaValue::U32(s.n_head as u32));
     w.set(
@@ -498,17 +611,18 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
             &k("expert_used_count"),
             MetaValue::U32(s.n_expert_used as u32),
         );
-        if s.arch == Arch::Qwen3Moe {
+        if matches!(s.arch, Arch::Qwen3Moe | Arch::Glm4Moe) {
             w.set(
                 &k("expert_feed_forward_length"),
                 MetaValue::U32(s.n_ff_exp as u32),
             );
         }
+        moe_metadata(&mut w, s);
     }
     w.set(&k("rope.freq_base"), MetaValue::F32(s.rope_freq_base));
     let rot = match s.arch {
         Arch::Deepseek2 => s.mla.rope,
-        _ => head_dim,
+        _ => s.n_rot(),
     };
     w.set(&k("rope.dimension_count"), MetaValue::U32(rot as u32));
     w.set(&k("vocab_size"), MetaValue::U32(s.n_vocab as u32));
@@ -558,6 +672,39 @@ fn latent_metadata(s: &SynthSpec, w: &mut GgufWriter) {
         w.set(&k("leading_dense_block_count"), u(s.n_layer));
         w.set(&k("expert_feed_forward_length"), u(s.n_ff));
         w.set(&k("expert_shared_count"), u(0));
+    }
+}
+
+/// The keys of [`SynthMoe`]'s knobs that are set.
+fn moe_metadata(w: &mut GgufWriter, s: &SynthSpec) {
+    let k = |key: &str| format!("{}.{key}", s.arch.name());
+    let m = &s.moe;
+    if m.n_shared > 0 || s.arch == Arch::Glm4Moe {
+        w.set(&k("expert_shared_count"), MetaValue::U32(m.n_shared as u32));
+    }
+    if m.dense_lead > 0 {
+        let lead = MetaValue::U32(m.dense_lead as u32);
+        w.set(&k("leading_dense_block_count"), lead);
+    }
+    if m.groups > 0 {
+        w.set(&k("expert_group_count"), MetaValue::U32(m.groups as u32));
+        let used = MetaValue::U32(m.groups_used as u32);
+        w.set(&k("expert_group_used_count"), used);
+    }
+    if let Some(g) = m.gating {
+        // llama.cpp's `llama_expert_gating_func_type` codes.
+        let code = match g {
+            Gating::Softmax => 1,
+            Gating::Sigmoid => 2,
+        };
+        w.set(&k("expert_gating_func"), MetaValue::U32(code));
+    }
+    if m.weights_scale != 0.0 {
+        let scale = MetaValue::F32(m.weights_scale);
+        w.set(&k("expert_weights_scale"), scale);
+    }
+    if let Some(norm) = m.weights_norm {
+        w.set(&k("expert_weights_norm"), MetaValue::Bool(norm));
     }
 }
 

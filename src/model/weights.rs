@@ -276,6 +276,18 @@ pub struct Experts<'a> {
     pub down: Vec<Matrix<'a>>,
     /// Experts each token uses.
     pub n_used: usize,
+    /// `exp_probs_b.bias`: added to the gate's probabilities for the choice of experts only.
+    pub probs_bias: Option<Vec<f32>>,
+    /// The shared experts' FFN (`ffn_{gate,up,down}_shexp`), which every token runs, its
+    /// output added to the routed experts'.
+    pub shared: Option<Box<Shared<'a>>>,
+}
+
+/// The shared experts of a mixture: one gated FFN, `expert_shared_count` experts wide.
+pub struct Shared<'a> {
+    pub gate: Matrix<'a>,
+    pub up: Matrix<'a>,
+    pub down: Matrix<'a>,
 }
 
 impl<'a> Layer<'a> {
@@ -291,6 +303,9 @@ impl<'a> Layer<'a> {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down].map(|m| (m, 1.0))),
             Ffn::Moe(x) => {
                 v.push((&x.router, 1.0));
+                if let Some(sh) = &x.shared {
+                    v.extend([&sh.gate, &sh.up, &sh.down].map(|m| (m, 1.0)));
+                }
                 let share = x.n_used as f64 / x.gate.len() as f64;
                 for e in 0..x.gate.len() {
                     v.extend([&x.gate[e], &x.up[e], &x.down[e]].map(|m| (m, share)));
@@ -306,6 +321,9 @@ impl<'a> Layer<'a> {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
             Ffn::Moe(x) => {
                 v.push(&mut x.router);
+                if let Some(sh) = &mut x.shared {
+                    v.extend([&mut sh.gate, &mut sh.up, &mut sh.down]);
+                }
                 for ((g, u), d) in x.gate.iter_mut().zip(&mut x.up).zip(&mut x.down) {
                     v.extend([g, u, d]);
                 }
@@ -439,7 +457,10 @@ impl<'a> Weights<'a> {
         };
         let w = Weights::load(&r, c)?;
         let used = r.used.into_inner();
-        if let Some(t) = g.tensors.iter().find(|t| !used.contains(t.name)) {
+        let unread = |t: &&crate::model::gguf::TensorInfo| {
+            !used.contains(t.name) && !c.is_nextn_tensor(t.name)
+        };
+        if let Some(t) = g.tensors.iter().find(unread) {
             return Err(ModelError::UnexpectedTensor {
                 tensor: t.name.to_string(),
                 arch: c.arch.name(),
@@ -479,7 +500,7 @@ impl<'a> Weights<'a> {
                         vec("post_ffw_norm.weight", e)?,
                     ]),
                 },
-                ffn_norm: vec("ffn_norm.weight", e)?,
+                ffn_norm: vec(spec.ffn_norm, e)?,
                 ffn: r.ffn(c, i)?,
             });
         }
@@ -625,11 +646,14 @@ impl<'a> Reader<'_, 'a> {
             .collect())
     }
 
-    /// Layer `i`'s FFN: dense, or the experts `c.moe` declares.
+    /// Layer `i`'s FFN: dense (a model without experts, or one of its leading dense layers), or
+    /// the experts `c.moe` declares, with their selection bias and shared experts where the
+    /// family has them.
     fn ffn(&self, c: &Config, i: usize) -> Result<Ffn<'a>, ModelError> {
         let n = |s: &str| format!("blk.{i}.{s}.weight");
         let e = c.n_embd;
-        let Some(moe) = c.moe else {
+        let moe = c.moe.filter(|m| m.is_moe_layer(i));
+        let Some(moe) = moe else {
             let ff = c.n_ff;
             return Ok(Ffn::Dense {
                 gate: self.matrix(&n("ffn_gate"), e, ff)?,
@@ -638,12 +662,27 @@ impl<'a> Reader<'_, 'a> {
             });
         };
         let ff = moe.n_ff;
+        let bias = format!("blk.{i}.exp_probs_b.bias");
+        let probs_bias = match self.optional(c.recipe.moe.probs_bias, &bias)? {
+            false => None,
+            true => Some(self.vector(&bias, moe.n_expert)?),
+        };
+        let shared = match moe.shared_ff() {
+            0 => None,
+            sf => Some(Box::new(Shared {
+                gate: self.matrix(&n("ffn_gate_shexp"), e, sf)?,
+                up: self.matrix(&n("ffn_up_shexp"), e, sf)?,
+                down: self.matrix(&n("ffn_down_shexp"), sf, e)?,
+            })),
+        };
         Ok(Ffn::Moe(Experts {
             router: self.matrix(&n("ffn_gate_inp"), e, moe.n_expert)?,
             gate: self.experts(&n("ffn_gate_exps"), e, ff, moe.n_expert)?,
             up: self.experts(&n("ffn_up_exps"), e, ff, moe.n_expert)?,
             down: self.experts(&n("ffn_down_exps"), ff, e, moe.n_expert)?,
             n_used: moe.n_used,
+            probs_bias,
+            shared,
         }))
     }
 

@@ -6,11 +6,13 @@
 
 mod deepseek2;
 mod gemma3;
+mod glm4moe;
 mod llama;
 mod qwen2;
 mod qwen3;
 mod qwen3moe;
 
+use super::config::opt_f32;
 use super::error::ModelError;
 use super::gguf::Gguf;
 
@@ -23,16 +25,18 @@ pub enum Arch {
     Gemma3,
     Qwen3Moe,
     Deepseek2,
+    Glm4Moe,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 6] = [
+    pub const ALL: [Arch; 7] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
         Arch::Gemma3,
         Arch::Qwen3Moe,
         Arch::Deepseek2,
+        Arch::Glm4Moe,
     ];
 
     /// The name GGUF files give it.
@@ -44,6 +48,7 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Deepseek2 => "deepseek2",
+            Arch::Glm4Moe => "glm4moe",
         }
     }
 
@@ -51,7 +56,7 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2" (for messages and help).
+    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe" (for messages and help).
     pub fn names() -> String {
         Arch::ALL.map(Arch::name).join(", ")
     }
@@ -74,6 +79,7 @@ impl Arch {
             Arch::Gemma3 => gemma3::recipe(g, shape),
             Arch::Qwen3Moe => Ok(qwen3moe::recipe()),
             Arch::Deepseek2 => Ok(deepseek2::recipe()),
+            Arch::Glm4Moe => glm4moe::recipe(g),
         }
     }
 }
@@ -111,6 +117,9 @@ pub struct LayerTensors {
     pub post_norms: Need,
     /// `rope_freqs.weight` (Llama 3 frequency divisors).
     pub rope_freqs: Need,
+    /// The name of the RMSNorm weights before the FFN: `ffn_norm.weight`, or GLM-4.5's
+    /// `post_attention_norm.weight` (which its graph applies to the FFN's input).
+    pub ffn_norm: &'static str,
 }
 
 /// How RoPE pairs a head's dimensions.
@@ -141,6 +150,17 @@ pub struct Moe {
     pub layers: Need,
     pub width: ExpertWidth,
     pub routing: Routing,
+    /// `exp_probs_b.bias`: a per-expert bias added to the gate's probabilities for the choice
+    /// of experts only (DeepSeek-V3, GLM-4.5); the weights stay the unbiased probabilities.
+    pub probs_bias: Need,
+    /// Shared experts (`ffn_{gate,up,down}_shexp`, `expert_shared_count` of them, one FFN of
+    /// `expert_count × expert width`) that every token runs beside its routed ones, their
+    /// output added to the routed experts'. [`Need::Yes`]: the count key is required and at
+    /// least 1; [`Need::Optional`]: a count of 0 or none means none; [`Need::No`]: never read.
+    pub shared: Need,
+    /// Whether the family reads `leading_dense_block_count`: the first layers then have a
+    /// dense FFN of `feed_forward_length`, the rest the experts.
+    pub dense_lead: bool,
 }
 
 /// Where the file says how wide one expert's FFN is.
@@ -154,16 +174,99 @@ pub enum ExpertWidth {
 }
 
 /// How the router's logits become a token's experts and their weights (`model::moe::route`:
-/// gate, top-k, weights). What the next families route with goes here as it is implemented:
-/// sigmoid gating (a [`Gating`] variant), the expert score bias that only the choice sees
-/// (`exp_probs_b`, a tensor the experts then carry), group-limited top-k (`n_group`,
-/// `topk_group`), a scale of the chosen weights (`expert_weights_scale`), and shared experts
-/// (their matrices beside the routed ones in `weights::Experts`).
+/// gate, the choice (biased where the layers carry `exp_probs_b`, within the best groups where
+/// the file declares groups), top-k, weights normalised and scaled). The gating, the
+/// normalisation and the scale are the family's (a recipe may read them from its keys with
+/// [`Routing::read_keys`]); the groups are the file's, read for every family as llama.cpp does.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Routing {
     pub gating: Gating,
     /// The chosen experts' weights divided by their sum (Qwen3-MoE, Mixtral).
     pub norm_weights: bool,
+    /// `expert_weights_scale`: multiplies the chosen weights after any normalisation; 0 and 1
+    /// leave them as they are (llama.cpp's test).
+    pub scale: f32,
+    /// Group-limited top-k (`expert_group_count` > 1): experts only from the best groups.
+    pub groups: Option<ExpertGroups>,
+}
+
+/// Group-limited routing (DeepSeek-V3): the experts split into `count` groups of consecutive
+/// experts; each group scores the sum of its two best selection scores, and a token's experts
+/// are chosen only from the `used` best groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertGroups {
+    /// `expert_group_count`: divides the expert count.
+    pub count: usize,
+    /// `expert_group_used_count`: at least 1, fewer than `count`.
+    pub used: usize,
+}
+
+/// llama.cpp's `llama_expert_gating_func_type` codes (`expert_gating_func`).
+const GATING_SOFTMAX: u64 = 1;
+const GATING_SIGMOID: u64 = 2;
+
+impl Routing {
+    /// A routing with no scale and no groups.
+    pub const fn new(gating: Gating, norm_weights: bool) -> Routing {
+        Routing {
+            gating,
+            norm_weights,
+            scale: 0.0,
+            groups: None,
+        }
+    }
+
+    /// The routing a family reads from its keys as llama.cpp's DeepSeek-2 and GLM-4.5 loaders
+    /// do: `expert_gating_func` (1 softmax, 2 sigmoid; absent or 0: `default`),
+    /// `expert_weights_norm` (default false) and `expert_weights_scale` (default 0: none).
+    pub fn read_keys(g: &Gguf, arch: &str, default: Gating) -> Result<Routing, ModelError> {
+        let k = |s: &str| format!("{arch}.{s}");
+        let func = k("expert_gating_func");
+        let gating = match opt_u64_or_zero(g, &func)? {
+            0 => default,
+            GATING_SOFTMAX => Gating::Softmax,
+            GATING_SIGMOID => Gating::Sigmoid,
+            other => {
+                return Err(ModelError::BadKey {
+                    key: func,
+                    why: format!("= {other} is not supported (1 softmax, 2 sigmoid)"),
+                })
+            }
+        };
+        let norm_key = k("expert_weights_norm");
+        let norm_weights = match g.get(&norm_key) {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| ModelError::BadKey {
+                key: norm_key.clone(),
+                why: format!("should be a boolean but is a {}", v.type_name()),
+            })?,
+        };
+        let scale = opt_f32(g, &k("expert_weights_scale"))?.unwrap_or(0.0);
+        if !scale.is_finite() {
+            return Err(ModelError::BadKey {
+                key: k("expert_weights_scale"),
+                why: format!("= {scale} is not a finite number"),
+            });
+        }
+        Ok(Routing {
+            scale,
+            ..Routing::new(gating, norm_weights)
+        })
+    }
+}
+
+/// An optional non-negative integer key that may be 0.
+fn opt_u64_or_zero(g: &Gguf, key: &str) -> Result<u64, ModelError> {
+    match g.get(key) {
+        None => Ok(0),
+        Some(v) => v.as_u64().ok_or_else(|| ModelError::BadKey {
+            key: key.into(),
+            why: format!(
+                "should be a non-negative integer but is a {}",
+                v.type_name()
+            ),
+        }),
+    }
 }
 
 /// The router's probabilities from its logits.
@@ -171,6 +274,8 @@ pub struct Routing {
 pub enum Gating {
     /// ggml's row softmax over every expert.
     Softmax,
+    /// ggml's sigmoid of each logit, `1 / (1 + expf(−x))` (DeepSeek-V3, GLM-4.5).
+    Sigmoid,
 }
 
 /// Sliding-window (local) attention layers.
@@ -223,6 +328,7 @@ impl Recipe {
                 qk_norm: Need::No,
                 post_norms: Need::No,
                 rope_freqs: Need::Optional,
+                ffn_norm: "ffn_norm.weight",
             },
             rope: RopeStyle::Normal,
             ffn: FfnAct::Silu,
@@ -233,10 +339,10 @@ impl Recipe {
             moe: Moe {
                 layers: Need::Optional,
                 width: ExpertWidth::FeedForward,
-                routing: Routing {
-                    gating: Gating::Softmax,
-                    norm_weights: true,
-                },
+                routing: Routing::new(Gating::Softmax, true),
+                probs_bias: Need::No,
+                shared: Need::No,
+                dense_lead: false,
             },
         }
     }
@@ -316,10 +422,7 @@ mod tests {
     #[test]
     fn the_experts_and_their_routing_are_the_recipe_s() {
         let base = SynthSpec::tiny(GgmlType::F32);
-        let softmax_norm = Routing {
-            gating: Gating::Softmax,
-            norm_weights: true,
-        };
+        let softmax_norm = Routing::new(Gating::Softmax, true);
         // Qwen3-MoE: experts in every layer, of the width its own key says.
         let q = config(&SynthSpec {
             arch: Arch::Qwen3Moe,

@@ -8,9 +8,6 @@ pub(super) fn recipe() -> Recipe {
     let mut r = super::qwen3::recipe();
     r.moe.layers = Need::Yes;
     r.moe.width = ExpertWidth::ExpertKey;
-    r.moe.routing = Routing {
-        gating: Gating::Softmax,
-        norm_weights: true,
-    };
+    r.moe.routing = Routing::new(Gating::Softmax, true);
     r
 }

@@ -24,7 +24,8 @@ impl Model<'_> {
         }
         match &layer.ffn {
             Ffn::Dense { gate, up, down } => {
-                self.dense_ffn(pool, s, [gate, up, down], (b0, nf, at))
+                let dense = ([gate, up, down], self.config.n_ff, self.config.recipe.ffn);
+                self.gated_ffn(pool, s, dense, (b0, nf, at))
             }
             Ffn::Moe(x) => self.moe_ffn(pool, s, (li, x), (b0, nf, at)),
         }
@@ -35,16 +36,16 @@ impl Model<'_> {
     }
 
     /// `s.tmp[b]` = down · (act(gate · xn) ⊙ (up · xn)) for the rows `s.xn[b0 + b]`, b < `nf`,
-    /// with the family's activation (SiLU or GELU).
-    fn dense_ffn(
+    /// of width `ff` (a dense layer's FFN with the family's activation, SiLU or GELU, or a
+    /// mixture's shared experts).
+    pub(super) fn gated_ffn(
         &self,
         pool: &Pool,
         s: &mut State,
-        [w_gate, w_up, w_down]: [&Matrix; 3],
+        ([w_gate, w_up, w_down], ff, act): ([&Matrix; 3], usize, FfnAct),
         (b0, nf, at): (usize, usize, At),
     ) {
-        let c = &self.config;
-        let (e, ff) = (c.n_embd, c.n_ff);
+        let e = self.config.n_embd;
         self.matmuls(
             pool,
             &mut s.acts,
@@ -58,7 +59,7 @@ impl Model<'_> {
                 // SAFETY: token b's row of gate is touched by this call alone.
                 let g = unsafe { gate.slice(b * ff, (b + 1) * ff) };
                 let up = &up[b * ff..(b + 1) * ff];
-                match c.recipe.ffn {
+                match act {
                     FfnAct::Silu => kernels.swiglu(g, up),
                     FfnAct::GeluTanh => kernels.geglu(g, up),
                 }

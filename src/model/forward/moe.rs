@@ -2,14 +2,17 @@
 //! ([`crate::model::moe::route`]); each chosen expert then runs once for all the batch's tokens
 //! routed to it, its rows split among the nodes like any matrix's (so decode reads only the
 //! chosen experts, and every node works on each of them); each token's outputs are weighted
-//! and added in its slot order, as llama.cpp adds them.
+//! and added in its slot order, as llama.cpp adds them. Where the layer has shared experts,
+//! their dense FFN's output is then added to the routed experts' (`routed + shared`, as
+//! llama.cpp's GLM-4.5 and DeepSeek-2 graphs add them).
 
 use super::parallel::{claim_rows, group_share, per_token, token_order};
 use super::parallel::{At, BatchActs, Claims, Out, MAX_JOBS};
 use super::{Model, State, MAX_BATCH};
 use crate::kernels::ActType;
+use crate::model::arch::FfnAct;
 use crate::model::config::MoeShape;
-use crate::model::moe::route;
+use crate::model::moe::{route, RouteScratch};
 use crate::model::weights::{Experts, Matrix, Tensor};
 use crate::pool::Pool;
 use std::sync::atomic::Ordering::Relaxed;
@@ -21,8 +24,11 @@ pub(super) struct MoeBufs {
     /// Per token and slot: the expert and its weight.
     sel: Vec<usize>,
     w: Vec<f32>,
-    /// Scratch of the sort.
-    order: Vec<usize>,
+    /// Scratch of the router.
+    route: RouteScratch,
+    /// The routed experts' mixture while the shared experts run (`MAX_BATCH × n_embd`; empty
+    /// without shared experts).
+    routed_out: Vec<f32>,
     /// The inputs of the tokens routed to one expert, gathered.
     xg: Vec<f32>,
     /// One expert's output for those tokens.
@@ -42,7 +48,15 @@ impl MoeBufs {
             probs: vec![0.0; MAX_BATCH * m.n_expert],
             sel: vec![0; MAX_BATCH * m.n_used],
             w: vec![0.0; MAX_BATCH * m.n_used],
-            order: Vec::with_capacity(m.n_expert),
+            route: RouteScratch::default(),
+            routed_out: vec![
+                0.0;
+                if m.n_shared > 0 {
+                    MAX_BATCH * n_embd
+                } else {
+                    0
+                }
+            ],
             xg: vec![0.0; MAX_BATCH * n_embd],
             down: vec![0.0; MAX_BATCH * n_embd],
             ys: vec![0.0; MAX_BATCH * m.n_used * n_embd],
@@ -64,7 +78,6 @@ impl Model<'_> {
         let c = &self.config;
         let (e, k) = (c.n_embd, x.n_used);
         let ne = x.gate.len();
-        let ff = x.gate[0].rows();
         let mut bufs = s.moe.take().expect("a mixture-of-experts state");
         self.matmuls(
             pool,
@@ -77,17 +90,66 @@ impl Model<'_> {
         for b in 0..n {
             route(
                 routing,
+                x.probs_bias.as_deref(),
                 &mut bufs.probs[b * ne..(b + 1) * ne],
-                &mut bufs.order,
-                &mut bufs.sel[b * k..(b + 1) * k],
-                &mut bufs.w[b * k..(b + 1) * k],
+                &mut bufs.route,
+                (
+                    &mut bufs.sel[b * k..(b + 1) * k],
+                    &mut bufs.w[b * k..(b + 1) * k],
+                ),
             );
         }
         if n == 1 && 2 * k <= MAX_JOBS {
             self.one_token_experts(pool, s, (layer, x), b0, &mut bufs);
-            s.moe = Some(bufs);
-            return;
+        } else {
+            self.batch_experts(pool, s, (layer, x), (b0, n), &mut bufs);
         }
+        self.add_shared(pool, s, x, (b0, n, at), &mut bufs);
+        s.moe = Some(bufs);
+    }
+
+    /// `s.tmp[b]` += the shared experts' FFN of `s.xn[b0 + b]`, b < `n`, where the layer has
+    /// them: llama.cpp's `build_ffn` (SwiGLU) on the same normed rows, at the same place in
+    /// its matmuls as the router's, then `routed + shared`.
+    fn add_shared(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        x: &Experts,
+        (b0, n, at): (usize, usize, At),
+        bufs: &mut MoeBufs,
+    ) {
+        let Some(sh) = &x.shared else {
+            return;
+        };
+        let e = self.config.n_embd;
+        std::mem::swap(&mut s.tmp, &mut bufs.routed_out);
+        let ff = sh.gate.rows();
+        self.gated_ffn(
+            pool,
+            s,
+            ([&sh.gate, &sh.up, &sh.down], ff, FfnAct::Silu),
+            (b0, n, at),
+        );
+        std::mem::swap(&mut s.tmp, &mut bufs.routed_out);
+        for (t, &sh) in s.tmp[..n * e].iter_mut().zip(&bufs.routed_out[..n * e]) {
+            *t += sh;
+        }
+    }
+
+    /// The experts of a batch's `n` tokens: each expert the router chose runs once for all its
+    /// tokens. Writes `s.tmp[..n]`.
+    fn batch_experts(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        (layer, x): (usize, &Experts),
+        (b0, n): (usize, usize),
+        bufs: &mut MoeBufs,
+    ) {
+        let (e, k) = (self.config.n_embd, x.n_used);
+        let ne = x.gate.len();
+        let ff = x.gate[0].rows();
         for ex in 0..ne {
             bufs.routed.clear();
             for (i, &sel) in bufs.sel[..n * k].iter().enumerate() {
@@ -149,7 +211,6 @@ impl Model<'_> {
                 }
             }
         }
-        s.moe = Some(bufs);
     }
 
     /// The experts of one token (decode), each run as its own single-token matmul as above,
