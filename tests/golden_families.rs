@@ -1,4 +1,6 @@
-//! Qwen2, Qwen3 and Gemma 3 through the architecture seam: for a small `locus gen-model` model
+//! Qwen2, Qwen3, Gemma 3, the mixtures (Qwen3-MoE, Mixtral) and GLM-4.5 (glm4moe: shared
+//! expert, leading dense layer, sigmoid routing with a selection bias, and a variant with
+//! DeepSeek-V3's expert groups and weight scale) through the architecture seam: for a small `locus gen-model` model
 //! of each family in F32, Q8_0 and Q4_0, the full logits after two prompts equal llama.cpp's
 //! (`-fa off`) bit for bit, and the greedy continuations of every golden prompt match for 32
 //! steps. The Gemma 3 model has a 16-token sliding window on every other layer (the rest are
@@ -43,7 +45,7 @@ const SHAPE: [&str; 15] = [
 /// extra `gen-model` arguments).
 type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-const FAMILIES: [Family; 11] = [
+const FAMILIES: [Family; 13] = [
     ("qwen2", "qwen2", 0, &[]),
     ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
@@ -116,6 +118,56 @@ const FAMILIES: [Family; 11] = [
             "2",
         ],
     ),
+    // GLM-4.5 (glm4moe): Q/K/V biases, NEOX RoPE on half of each 128-wide head, layer 0 dense
+    // (its FFN normed by `post_attention_norm`), then 16 experts of width 256, 4 per token,
+    // with sigmoid gating, a selection bias, normalised weights (scale 1 written, so not
+    // applied) and one shared expert; a NextN layer past the trunk that must be loaded past.
+    ("glm4moe", "glm4moe", 0, &GLM4MOE),
+    // The same with DeepSeek-V3's group-limited choice (4 groups of 4, the best 2 kept) and
+    // its weights scale of 2.5.
+    ("glm4moeg", "glm4moe", 0, &GLM4MOE_GROUPS),
+];
+
+/// gen-model's arguments of the glm4moe model.
+const GLM4MOE: [&str; 16] = [
+    "--head-dim",
+    "128",
+    "--rope-dims",
+    "64",
+    "--experts",
+    "16",
+    "--experts-used",
+    "4",
+    "--expert-ffn",
+    "256",
+    "--dense-layers",
+    "1",
+    "--weights-scale",
+    "1",
+    "--nextn",
+    "1",
+];
+
+/// gen-model's arguments of the glm4moe model with expert groups.
+const GLM4MOE_GROUPS: [&str; 18] = [
+    "--head-dim",
+    "128",
+    "--rope-dims",
+    "64",
+    "--experts",
+    "16",
+    "--experts-used",
+    "4",
+    "--expert-ffn",
+    "256",
+    "--dense-layers",
+    "1",
+    "--expert-groups",
+    "4",
+    "--expert-groups-used",
+    "2",
+    "--weights-scale",
+    "2.5",
 ];
 
 /// The latent attention models' sizes (`gen-model --arch deepseek2`).
@@ -212,6 +264,16 @@ const MODELS: [(&str, &str, u64); 26] = [
     ("mixtral", "F32", 0x36defc841f684645),
     ("mixtral", "Q8_0", 0x6815e3c449ee94a7),
     ("mixtral", "Q4_K", 0xba08ace05fbd1c56),
+];
+
+/// The giant mixtures' models (shared experts, leading dense layers, sigmoid routing with a
+/// selection bias, expert groups), as [`MODELS`].
+const GIANT_MODELS: [(&str, &str, u64); 5] = [
+    ("glm4moe", "F32", 0xe8bceff797424886),
+    ("glm4moe", "Q8_0", 0xa972fbddb38daea8),
+    ("glm4moe", "Q4_K", 0xd2651f69e9d0944e),
+    ("glm4moeg", "F32", 0x64f743fdf7cb3b19),
+    ("glm4moeg", "Q8_0", 0xc53cdb4b6ea548b1),
 ];
 
 /// The prompts whose full logits were recorded (of tests/data/golden/prompts).
@@ -378,11 +440,11 @@ fn compare(tag: &str, what: &str, got: &[f32], want: &[f32], failures: &mut Vec<
     }
 }
 
-/// Checks every model of [`MODELS`] whose family's architecture `pick` takes.
-fn check_models(pick: impl Fn(&str) -> bool) {
+/// Checks every model of `models` whose family's architecture `pick` takes.
+fn check_models(models: &[(&str, &str, u64)], pick: impl Fn(&str) -> bool) {
     let mut failures = Vec::new();
     let mut checked = 0;
-    for (label, ty, fnv) in MODELS {
+    for &(label, ty, fnv) in models {
         let family = FAMILIES.iter().find(|f| f.0 == label).unwrap();
         if pick(family.1) {
             failures.extend(check(family, ty, fnv));
@@ -395,10 +457,15 @@ fn check_models(pick: impl Fn(&str) -> bool) {
 
 #[test]
 fn every_family_gives_llama_cpp_logits_and_greedy_tokens() {
-    check_models(|arch| arch != "deepseek2");
+    check_models(&MODELS, |arch| arch != "deepseek2");
 }
 
 #[test]
 fn latent_attention_gives_llama_cpp_logits_and_greedy_tokens() {
-    check_models(|arch| arch == "deepseek2");
+    check_models(&MODELS, |arch| arch == "deepseek2");
+}
+
+#[test]
+fn glm4moe_gives_llama_cpp_logits_and_greedy_tokens() {
+    check_models(&GIANT_MODELS, |_| true);
 }
