@@ -1,7 +1,7 @@
 //! Qwen2, Qwen3, Gemma 3, the mixtures (Qwen3-MoE, Mixtral) and GLM-4.5 (glm4moe: shared
 //! expert, leading dense layer, sigmoid routing with a selection bias, and a variant with
-//! DeepSeek-V3's expert groups and weight scale) through the architecture seam: for a small `locus gen-model` model
-//! of each family in F32, Q8_0 and Q4_0, the full logits after two prompts equal llama.cpp's
+//! DeepSeek-V3's expert groups and weight scale) through the architecture seam: for a small
+//! `locus gen-model` model of each family in F32, Q8_0 and Q4_0 (Q4_K for the mixtures), the full logits after two prompts equal llama.cpp's
 //! (`-fa off`) bit for bit, and the greedy continuations of every golden prompt match for 32
 //! steps. The Gemma 3 model has a 16-token sliding window on every other layer (the rest are
 //! global), and its prompts are checked to run past the window, so the local layers' masking

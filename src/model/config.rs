@@ -227,15 +227,13 @@ fn moe_shape(
 
 /// The file's expert groups (`expert_group_count`, `expert_group_used_count`; any family, as
 /// llama.cpp reads them), checked as llama.cpp asserts them: fewer groups than experts, and
-/// where there is more than one group, a count that divides the experts into groups of at least
-/// two (each group scores its two best) and between 1 and count − 1 used. None for 0 or 1 group.
+/// where there is more than one group, a count that divides the experts (so each group has the
+/// two experts it is scored by) and between 1 and count − 1 used. None for 0 or 1 group.
 fn expert_groups(
     g: &Gguf,
     arch: Arch,
     n_expert: usize,
 ) -> Result<Option<ExpertGroups>, ModelError> {
-    /// Each group's score is the sum of its best two.
-    const GROUP_SCORE_TERMS: usize = 2;
     let (count_key, used_key) = (
         format!("{}.expert_group_count", arch.name()),
         format!("{}.expert_group_used_count", arch.name()),
@@ -275,15 +273,6 @@ fn expert_groups(
         return bad(
             &count_key,
             format!("= {count} does not divide the expert count {n_expert}"),
-        );
-    }
-    if n_expert / count < GROUP_SCORE_TERMS {
-        return bad(
-            &count_key,
-            format!(
-                "= {count} leaves groups of {} expert, and a group scores its best {GROUP_SCORE_TERMS}",
-                n_expert / count
-            ),
         );
     }
     if used == 0 || used >= count {

@@ -370,4 +370,187 @@ mod tests {
             assert_eq!(x[i] > x[0], y[i] > y[0]);
         }
     }
+
+    /// llama.cpp's `build_moe_ffn` routing restated op by op as its graph runs them on one
+    /// token (`ggml_argsort` is `std::sort` of the indices with `a > b`): probs, biased
+    /// selection probs, per group argsort → get_rows of its first 2 → sum_rows (f64, to
+    /// f32) → argsort of the groups → fill −∞ and set_rows of the kept groups → argsort
+    /// → get_rows of the unbiased probs → sum_rows, clamp, div → scale.
+    fn graph_routing(
+        r: &Routing,
+        bias: Option<&[f32]>,
+        logits: &[f32],
+        k: usize,
+    ) -> (Vec<usize>, Vec<f32>) {
+        let n = logits.len();
+        let argsort = |x: &[f32]| {
+            let mut v: Vec<usize> = (0..x.len()).collect();
+            std_sort(&mut v, &|a, b| x[a] > x[b]);
+            v
+        };
+        let mut probs = logits.to_vec();
+        match r.gating {
+            Gating::Softmax => softmax_row(&mut probs),
+            Gating::Sigmoid => {
+                for p in probs.iter_mut() {
+                    *p = 1.0 / (1.0 + (-*p).exp());
+                }
+            }
+        }
+        let mut selection: Vec<f32> = match bias {
+            Some(b) => (0..n).map(|i| probs[i] + b[i]).collect(),
+            None => probs.clone(),
+        };
+        if let Some(g) = r.groups {
+            let per = n / g.count;
+            let rows: Vec<&[f32]> = selection.chunks(per).collect();
+            let group_scores: Vec<f32> = rows
+                .iter()
+                .map(|row| {
+                    let top = argsort(row);
+                    let got = [row[top[0]], row[top[1]]];
+                    let mut sum = 0f64;
+                    for v in got {
+                        sum += v as f64;
+                    }
+                    sum as f32
+                })
+                .collect();
+            let kept = &argsort(&group_scores)[..g.used];
+            let mut masked = vec![f32::NEG_INFINITY; n];
+            for &gi in kept {
+                masked[gi * per..(gi + 1) * per].copy_from_slice(rows[gi]);
+            }
+            selection = masked;
+        }
+        let sel = argsort(&selection)[..k].to_vec();
+        let mut w: Vec<f32> = sel.iter().map(|&e| probs[e]).collect();
+        if r.norm_weights {
+            let sum = w.iter().fold(0f64, |s, &v| s + v as f64) as f32;
+            // ggml_clamp to the smallest normal f16, 2⁻¹⁴.
+            let sum = sum.clamp(2f32.powi(-14), f32::INFINITY);
+            w.iter_mut().for_each(|v| *v /= sum);
+        }
+        if r.scale != 0.0 && r.scale != 1.0 {
+            w.iter_mut().for_each(|v| *v *= r.scale);
+        }
+        (sel, w)
+    }
+
+    #[test]
+    fn routing_is_llama_cpp_s_graph_ties_included() {
+        let mut seed = 99u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        // (experts, per token, groups): GLM-4.5-Air's 128 choose 8, DeepSeek-V3's 256 choose 8
+        // in 8 groups choosing 4, small ones where the sorts are insertion sorts.
+        let shapes = [
+            (16, 4, None),
+            (16, 4, Some((4, 2))),
+            (128, 8, None),
+            (256, 8, Some((8, 4))),
+            (64, 6, Some((8, 3))),
+        ];
+        let mut checked = 0;
+        for (n, k, groups) in shapes {
+            for case in 0..200 {
+                // Logits and biases from a few values, so equal scores (and equal group
+                // scores) are common: the ties must fall as llama.cpp's sorts leave them.
+                let logits: Vec<f32> = (0..n).map(|_| (next() % 5) as f32 * 0.5 - 1.0).collect();
+                let bias: Vec<f32> = (0..n).map(|_| (next() % 3) as f32 * 0.25).collect();
+                for gating in [Gating::Softmax, Gating::Sigmoid] {
+                    let r = Routing {
+                        groups: groups.map(|(count, used)| ExpertGroups { count, used }),
+                        scale: [0.0, 1.0, 2.5][case % 3],
+                        ..Routing::new(gating, case % 2 == 0)
+                    };
+                    let bias = (case % 4 < 2).then_some(&bias[..]);
+                    let (want_sel, want_w) = graph_routing(&r, bias, &logits, k);
+                    let (mut sel, mut w) = (vec![0; k], vec![0f32; k]);
+                    let mut probs = logits.clone();
+                    route(
+                        &r,
+                        bias,
+                        &mut probs,
+                        &mut RouteScratch::default(),
+                        (&mut sel, &mut w),
+                    );
+                    assert_eq!(sel, want_sel, "{n} experts, {groups:?}, case {case}");
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&w), bits(&want_w), "{n} experts, case {case}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 2000);
+    }
+
+    #[test]
+    fn groups_score_their_best_two_and_ties_keep_the_first() {
+        // Sigmoid gating is monotone, so the logits order the scores.
+        let r = Routing {
+            groups: Some(ExpertGroups { count: 2, used: 1 }),
+            ..Routing::new(Gating::Sigmoid, false)
+        };
+        let (mut sel, mut w) = ([0usize; 2], [0f32; 2]);
+        // Group 0 holds the single best expert, group 1 the better pair: the sum, not the
+        // max, chooses group 1, and expert 0 is left out.
+        let mut logits = [4.0, -4.0, 1.0, 1.5];
+        route(
+            &r,
+            None,
+            &mut logits,
+            &mut RouteScratch::default(),
+            (&mut sel, &mut w),
+        );
+        assert_eq!(sel, [3, 2]);
+        // The selection bias moves the choice but not the weights.
+        let bias = [0.0, 0.0, 0.3, 0.0];
+        let mut logits = [4.0, -4.0, 1.0, 1.5];
+        route(
+            &r,
+            Some(&bias),
+            &mut logits,
+            &mut RouteScratch::default(),
+            (&mut sel, &mut w),
+        );
+        assert_eq!((sel, w), ([2, 3], [sigmoid(1.0), sigmoid(1.5)]));
+        // Equal groups: the first wins (an insertion sort); equal experts keep index order.
+        let mut logits = [0.5f32; 8];
+        let r = Routing {
+            groups: Some(ExpertGroups { count: 4, used: 2 }),
+            ..r
+        };
+        let mut sel3 = [0usize; 3];
+        route(
+            &r,
+            None,
+            &mut logits,
+            &mut RouteScratch::default(),
+            (&mut sel3, &mut [0f32; 3]),
+        );
+        assert_eq!(sel3, [0, 1, 2]);
+        // More experts than the kept groups hold: the rest come from the −∞ experts, in the
+        // sort's order, with their own probabilities as weights.
+        let mut logits = [3.0f32, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let r1 = Routing {
+            groups: Some(ExpertGroups { count: 4, used: 1 }),
+            ..r
+        };
+        let mut sel4 = [0usize; 4];
+        let mut w4 = [0f32; 4];
+        route(
+            &r1,
+            None,
+            &mut logits,
+            &mut RouteScratch::default(),
+            (&mut sel4, &mut w4),
+        );
+        assert_eq!(&sel4[..2], [0, 1]);
+        assert_eq!(w4[2], sigmoid(0.0));
+    }
 }
