@@ -1016,6 +1016,30 @@ fn gguf_seeds() -> Vec<Vec<u8>> {
         })
         .to_bytes(),
     );
+    // GLM-4.5's mixture: a dense first layer, shared expert, selection bias, expert groups,
+    // weights scale and norm keys, and a NextN layer past the trunk.
+    seeds.push(
+        synth_model(&SynthSpec {
+            arch: locus::model::arch::Arch::Glm4Moe,
+            n_layer: 2,
+            n_expert: 4,
+            n_expert_used: 2,
+            n_ff_exp: 32,
+            n_nextn: 1,
+            moe: locus::model::synth::SynthMoe {
+                n_shared: 1,
+                dense_lead: 1,
+                groups: 2,
+                groups_used: 1,
+                probs_bias: true,
+                weights_scale: 2.5,
+                weights_norm: Some(true),
+                ..Default::default()
+            },
+            ..SynthSpec::tiny(GgmlType::Q8_0)
+        })
+        .to_bytes(),
+    );
     seeds.push(spm_vocab_gguf());
     if let Some(p) = common::model_path("SmolLM2-135M-Instruct.Q4_1.gguf") {
         let f = ModelFile::open(&p).unwrap();
