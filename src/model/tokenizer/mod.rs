@@ -1,7 +1,7 @@
 //! Tokenizer: text ↔ token ids, with ids equal to llama.cpp's.
 //!
 //! Supported vocabularies: byte-level BPE (`tokenizer.ggml.model = gpt2`, e.g. SmolLM2,
-//! Llama 3, Qwen 2) and SentencePiece (`llama`, e.g. Gemma 3). Encoding runs in three stages,
+//! Llama 3, Qwen 2, DeepSeek V2/V3, Kimi-K2, GLM-4) and SentencePiece (`llama`, e.g. Gemma 3). Encoding runs in three stages,
 //! each in its own module:
 //! 1. `special`: special tokens found in the text are cut out (llama.cpp's
 //!    `tokenizer_st_partition`);
@@ -32,6 +32,7 @@ use crate::model::gguf::Gguf;
 use crate::model::ModelError;
 
 use decode::{Pieces, SPM_SPACE};
+use pretok::PreSplit;
 use special::{Fragment, SpecialMatcher};
 use vocab::{Kind, Vocab};
 
@@ -68,15 +69,18 @@ impl Tokenizer {
         let model = match vocab.kind {
             Kind::Bpe => {
                 let key = "tokenizer.ggml.merges";
-                let merges = g
-                    .get(key)
-                    .ok_or_else(|| ModelError::MissingKey(key.into()))?
-                    .as_array()
-                    .and_then(|a| a.as_strings())
-                    .ok_or_else(|| ModelError::BadKey {
-                        key: key.into(),
-                        why: "is not an array of strings".into(),
-                    })?;
+                let merges = match g.get(key) {
+                    Some(v) => v.as_array().and_then(|a| a.as_strings()).ok_or_else(|| {
+                        ModelError::BadKey {
+                            key: key.into(),
+                            why: "is not an array of strings".into(),
+                        }
+                    })?,
+                    // Kimi-K2 files may carry no merges (its tokenizer is tiktoken's); llama.cpp
+                    // then merges nothing, so every byte is a token of its own.
+                    None if vocab.pre == PreSplit::KimiK2 => &[],
+                    None => return Err(ModelError::MissingKey(key.into())),
+                };
                 Model::Bpe(Box::new(bpe::Bpe::new(&vocab, merges)))
             }
             Kind::Spm => Model::Spm(Box::new(spm::Spm::new(&vocab))),

@@ -26,7 +26,9 @@ impl Class {
     const UNDEFINED: u8 = 0;
     const NUMBER: u8 = 1;
     const LETTER: u8 = 2;
+    const MARK: u8 = 4;
     const PUNCTUATION: u8 = 5;
+    const SYMBOL: u8 = 6;
     /// Outside any piece: no flag set.
     pub const NONE: Class = Class(0xF0);
 
@@ -60,6 +62,18 @@ impl Class {
     #[inline]
     pub fn is_punctuation(self) -> bool {
         self.group() == Some(Self::PUNCTUATION)
+    }
+
+    /// `\p{M}`
+    #[inline]
+    pub fn is_mark(self) -> bool {
+        self.group() == Some(Self::MARK)
+    }
+
+    /// `\p{S}`
+    #[inline]
+    pub fn is_symbol(self) -> bool {
+        self.group() == Some(Self::SYMBOL)
     }
 
     /// `\s` as llama.cpp defines it: the White_Space property.
@@ -245,6 +259,8 @@ mod tests {
         assert!(!Class::of('\u{301}' as u32).is_letter()); // a mark
         assert!(Class::of('!' as u32).is_punctuation());
         assert!(!Class::of('$' as u32).is_punctuation());
+        assert!(Class::of('$' as u32).is_symbol() && Class::of('~' as u32).is_symbol());
+        assert!(Class::of(0x0301).is_mark() && !Class::of('e' as u32).is_mark());
         assert!(Class::of(0x10FFFF).exists());
         assert!(!Class::NONE.exists() && !Class::NONE.is_whitespace());
         // Unicode 15.1 additions (CJK Extension I) are letters; 16.0 additions are not yet.

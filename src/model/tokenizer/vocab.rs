@@ -228,6 +228,8 @@ struct PreConfig {
     clean_spaces: bool,
     ignore_merges: bool,
     add_bos: bool,
+    /// Whether the BPE default BOS id is dropped (GLM: only the file's own id counts).
+    drop_default_bos: bool,
 }
 
 fn pre_config(name: &str) -> Option<PreConfig> {
@@ -236,6 +238,12 @@ fn pre_config(name: &str) -> Option<PreConfig> {
         clean_spaces,
         ignore_merges,
         add_bos,
+        drop_default_bos: false,
+    };
+    // GLM-4 and later name no BOS token: llama.cpp's default id is dropped for them.
+    let glm = |ignore_merges| PreConfig {
+        drop_default_bos: true,
+        ..cfg(PreSplit::Llama3, true, ignore_merges, false)
     };
     Some(match name {
         "default" => cfg(PreSplit::Default, true, false, false),
@@ -255,6 +263,14 @@ fn pre_config(name: &str) -> Option<PreConfig> {
             cfg(PreSplit::Qwen2, false, false, false)
         }
         "megrez" | "stablelm2" => cfg(PreSplit::Qwen2, true, false, false),
+        "deepseek-llm" => cfg(PreSplit::DeepSeekLlm, false, false, false),
+        "deepseek-coder" => cfg(PreSplit::DeepSeekCoder, false, false, false),
+        "deepseek-v3" | "hunyuan-dense" | "hy_v4" | "joyai-llm" => {
+            cfg(PreSplit::DeepSeek3, false, false, false)
+        }
+        "kimi-k2" => cfg(PreSplit::KimiK2, false, false, false),
+        "chatglm-bpe" => glm(false),
+        "glm4" | "glm5" => glm(true),
         _ => return None,
     })
 }
@@ -344,6 +360,9 @@ impl Vocab {
                     );
                     pre_config("default").expect("the default pre-tokenizer is always known")
                 });
+                if cfg.drop_default_bos {
+                    ids.bos = None;
+                }
                 let flags = Flags {
                     add_bos: cfg.add_bos,
                     add_eos: false,

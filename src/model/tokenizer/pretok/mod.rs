@@ -10,6 +10,9 @@
 //! Positions and lengths are in code points. A piece never sees its neighbours: looking past
 //! its end yields [`Class::NONE`], like llama.cpp's out-of-range flags.
 
+mod deepseek;
+mod kimi;
+
 use super::unicode::{decode_lenient, encode_utf8, encoded_len, Class};
 
 /// The split rules of one pre-tokenizer family.
@@ -25,6 +28,17 @@ pub enum PreSplit {
     Qwen2,
     /// llama.cpp's fallback: punctuation runs, GPT-2, number runs, then groups of three digits.
     Default,
+    /// DeepSeek LLM (`deepseek-llm`, DeepSeek-V2 and V2-Lite): line breaks, cased-letter words,
+    /// ASCII and CJK punctuation runs, trailing white space, CJK runs, number runs.
+    DeepSeekLlm,
+    /// DeepSeek Coder (`deepseek-coder`): line breaks, letter words, punctuation runs, CJK runs,
+    /// then every number alone.
+    DeepSeekCoder,
+    /// DeepSeek V3 and R1 (`deepseek-v3`): numbers in threes, CJK and kana runs, then
+    /// `[ASCII punctuation][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|...`.
+    DeepSeek3,
+    /// Kimi-K2 (`kimi-k2`): Han runs, non-Han letter words with their contraction, then as Llama 3.
+    KimiK2,
 }
 
 /// One splitting pass.
@@ -41,6 +55,26 @@ enum Step {
     PunctuationRuns,
     /// `[0-9][0-9][0-9]`: consecutive groups of three ASCII digits are isolated.
     DigitTriples,
+    /// `[\r\n]`: every line break alone.
+    EachNewline,
+    /// `\s?[A-Za-zµÀ-ÖØ-ö...]+`: DeepSeek LLM's cased letters, one white space before.
+    DeepSeekLetters,
+    /// `\s?[!-/:-~！-／：-～‘-‟　-。]+`
+    DeepSeekPunctuation,
+    /// `\s+$`: the piece's trailing white space.
+    TrailingWhitespace,
+    /// `[一-龥ࠀ-一가-퟿]+`
+    DeepSeekCjk,
+    /// `\s?\p{L}+`
+    SpaceLetters,
+    /// `\s?\p{P}+`
+    SpacePunctuation,
+    /// `\p{N}{1,3}`: numbers in groups of up to three, from the left.
+    NumberTriples,
+    /// `[一-龥぀-ゟ゠-ヿ]+`
+    DeepSeek3Cjk,
+    DeepSeek3,
+    KimiK2,
 }
 
 impl PreSplit {
@@ -56,6 +90,23 @@ impl PreSplit {
                 Step::NumberRuns,
                 Step::DigitTriples,
             ],
+            PreSplit::DeepSeekLlm => &[
+                Step::EachNewline,
+                Step::DeepSeekLetters,
+                Step::DeepSeekPunctuation,
+                Step::TrailingWhitespace,
+                Step::DeepSeekCjk,
+                Step::NumberRuns,
+            ],
+            PreSplit::DeepSeekCoder => &[
+                Step::EachNewline,
+                Step::SpaceLetters,
+                Step::SpacePunctuation,
+                Step::DeepSeekCjk,
+                Step::EachNumber,
+            ],
+            PreSplit::DeepSeek3 => &[Step::NumberTriples, Step::DeepSeek3Cjk, Step::DeepSeek3],
+            PreSplit::KimiK2 => &[Step::KimiK2],
         }
     }
 }
@@ -147,6 +198,27 @@ pub fn split(pre: PreSplit, text: &[u8], scratch: &mut Scratch, words: &mut Vec<
                         })
                         .then_some(3)
                 }),
+                Step::EachNewline => {
+                    piece.isolate(&mut s.next, |p, at| p.is_newline(at).then_some(1))
+                }
+                Step::DeepSeekLetters => piece.isolate(&mut s.next, Piece::deepseek_letters),
+                Step::DeepSeekPunctuation => {
+                    piece.isolate(&mut s.next, Piece::deepseek_punctuation)
+                }
+                Step::TrailingWhitespace => piece.trailing_whitespace(&mut s.next),
+                Step::DeepSeekCjk => piece.isolate(&mut s.next, Piece::deepseek_cjk),
+                Step::SpaceLetters => piece.isolate(&mut s.next, |p, at| {
+                    p.space_then_run(at, |p, i| p.class(i).is_letter())
+                }),
+                Step::SpacePunctuation => piece.isolate(&mut s.next, |p, at| {
+                    p.space_then_run(at, |p, i| p.class(i).is_punctuation())
+                }),
+                Step::NumberTriples => piece.isolate(&mut s.next, |p, at| {
+                    p.run(at, |c, _| c.is_number()).map(|n| n.min(3))
+                }),
+                Step::DeepSeek3Cjk => piece.isolate(&mut s.next, Piece::deepseek3_cjk),
+                Step::DeepSeek3 => piece.isolate(&mut s.next, Piece::deepseek3),
+                Step::KimiK2 => piece.kimi_k2(&mut s.next),
             }
             start = end;
         }
@@ -323,13 +395,11 @@ impl Piece<'_> {
 
     /// llama.cpp's `unicode_regex_split_custom_llama3`, or `..._qwen2` (single digits).
     fn llama3(&self, out: &mut Vec<usize>, single_digits: bool) {
-        const MAX_DIGITS: usize = 3;
         let mut cut = Cutter {
             out,
             prev: self.start,
         };
         let mut pos = self.start;
-        let is_newline = |p: &Self, at: usize| p.is(at, '\r') || p.is(at, '\n');
         while pos < self.end {
             if let Some(len) = contraction(self, pos, true) {
                 pos += len;
@@ -338,7 +408,7 @@ impl Piece<'_> {
             }
             let flags = self.class(pos);
             // `[^\r\n\p{L}\p{N}]?\p{L}+`
-            if !(is_newline(self, pos) || flags.is_number())
+            if !(self.is_newline(pos) || flags.is_number())
                 && (flags.is_letter() || self.class(pos + 1).is_letter())
             {
                 pos += 1;
@@ -348,57 +418,71 @@ impl Piece<'_> {
                 cut.cut(pos);
                 continue;
             }
-            // `\p{N}{1,3}` (Qwen 2: `\p{N}`)
-            if flags.is_number() {
-                if single_digits {
+            pos = self.llama3_rest(pos, single_digits, &mut cut);
+        }
+    }
+
+    fn is_newline(&self, at: usize) -> bool {
+        self.is(at, '\r') || self.is(at, '\n')
+    }
+
+    /// The alternatives that Llama 3's expression shares with Kimi-K2's, after the letters:
+    /// `\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+` (Qwen 2: `\p{N}`).
+    /// Cuts what matches at `pos` (or the one code point there) and returns where it ends.
+    fn llama3_rest(&self, mut pos: usize, single_digits: bool, cut: &mut Cutter) -> usize {
+        const MAX_DIGITS: usize = 3;
+        let flags = self.class(pos);
+        // `\p{N}{1,3}` (Qwen 2: `\p{N}`)
+        if flags.is_number() {
+            if single_digits {
+                pos += 1;
+            } else {
+                let mut group = pos;
+                while self.class(pos).is_number() {
                     pos += 1;
-                } else {
-                    let mut group = pos;
-                    while self.class(pos).is_number() {
-                        pos += 1;
-                        if pos - group >= MAX_DIGITS {
-                            cut.cut(pos);
-                            group = pos;
-                        }
+                    if pos - group >= MAX_DIGITS {
+                        cut.cut(pos);
+                        group = pos;
                     }
                 }
-                cut.cut(pos);
-                continue;
             }
-            // ` ?[^\s\p{L}\p{N}]+[\r\n]*` (llama.cpp tests the first code point's flags for
-            // existence, so a lone trailing space matches here)
-            let space = self.is(pos, ' ');
-            let mut next = if space { self.class(pos + 1) } else { flags };
-            let other = |c: Class| !(c.is_whitespace() || c.is_letter() || c.is_number());
-            if other(next) && flags.exists() {
-                pos += space as usize;
-                while other(next) && next.exists() {
-                    pos += 1;
-                    next = self.class(pos);
-                }
-                while is_newline(self, pos) {
-                    pos += 1;
-                }
-                cut.cut(pos);
-                continue;
+            cut.cut(pos);
+            return pos;
+        }
+        // ` ?[^\s\p{L}\p{N}]+[\r\n]*` (llama.cpp tests the first code point's flags for
+        // existence, so a lone trailing space matches here)
+        let space = self.is(pos, ' ');
+        let mut next = if space { self.class(pos + 1) } else { flags };
+        let other = |c: Class| !(c.is_whitespace() || c.is_letter() || c.is_number());
+        if other(next) && flags.exists() {
+            pos += space as usize;
+            while other(next) && next.exists() {
+                pos += 1;
+                next = self.class(pos);
             }
-            // `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`
-            let n_ws = self.whitespace_run(pos);
-            let last_newline_end = (pos..pos + n_ws)
-                .rev()
-                .find(|&at| is_newline(self, at))
-                .map(|at| at + 1);
-            if let Some(end) = last_newline_end {
-                pos = end;
-            } else if n_ws > 1 && self.cpt(pos + n_ws).is_some() {
-                pos += n_ws - 1;
-            } else if n_ws > 0 {
-                pos += n_ws;
-            } else {
+            while self.is_newline(pos) {
                 pos += 1;
             }
             cut.cut(pos);
+            return pos;
         }
+        // `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`
+        let n_ws = self.whitespace_run(pos);
+        let last_newline_end = (pos..pos + n_ws)
+            .rev()
+            .find(|&at| self.is_newline(at))
+            .map(|at| at + 1);
+        if let Some(end) = last_newline_end {
+            pos = end;
+        } else if n_ws > 1 && self.cpt(pos + n_ws).is_some() {
+            pos += n_ws - 1;
+        } else if n_ws > 0 {
+            pos += n_ws;
+        } else {
+            pos += 1;
+        }
+        cut.cut(pos);
+        pos
     }
 
     fn whitespace_run(&self, at: usize) -> usize {
@@ -466,6 +550,65 @@ mod tests {
             words(PreSplit::Default, "a+=b 1234567"),
             ["a", "+=", "b", " ", "123", "456", "7"]
         );
+    }
+
+    // The expected splits of the DeepSeek and Kimi tests below were checked against llama.cpp's
+    // own `unicode_regex_split` with these pre-tokenizers' expressions (0c1e57098).
+
+    #[test]
+    fn deepseek_llm_splits() {
+        let w = |t| words(PreSplit::DeepSeekLlm, t);
+        // `\s+$` cuts trailing white space off what no later pass splits.
+        assert_eq!(w("\u{20AC}  "), ["\u{20AC}", "  "]);
+        assert_eq!(
+            w("Hello, world!  \nx"),
+            ["Hello", ",", " world", "!", "  ", "\n", "x"]
+        );
+        // Full-width digits are numbers, full-width letters letters; U+3000 is white space,
+        // not the first member of `[　-。]`.
+        assert_eq!(
+            w("中文１２３ＡＢ\u{3000}。x"),
+            ["中文", "１２３", "ＡＢ", "\u{3000}", "。", "x"]
+        );
+        assert_eq!(w("a\u{3000}b"), ["a", "\u{3000}b"]);
+        assert_eq!(w("12 345"), ["12", " ", "345"]);
+    }
+
+    #[test]
+    fn deepseek_coder_splits() {
+        let w = |t| words(PreSplit::DeepSeekCoder, t);
+        assert_eq!(w(" hello  world"), [" hello", " ", " world"]);
+        assert_eq!(
+            w("a_b-c 42x"),
+            ["a", "_", "b", "-", "c", " ", "4", "2", "x"]
+        );
+        assert_eq!(w("中文、한국어 test"), ["中文", "、", "한국어", " test"]);
+    }
+
+    #[test]
+    fn deepseek3_splits() {
+        let w = |t| words(PreSplit::DeepSeek3, t);
+        assert_eq!(
+            w("$USD 12345 中文テスト"),
+            ["$USD", " ", "123", "45", " ", "中文テスト"]
+        );
+        // Marks belong to words; one ASCII punctuation mark joins the letters after it.
+        assert_eq!(w("e\u{301}te  x"), ["e\u{301}te", " ", " x"]);
+        assert_eq!(w("--help x"), ["--", "help", " x"]);
+        assert_eq!(w(" ++\n\nok"), [" ++\n\n", "ok"]);
+    }
+
+    #[test]
+    fn kimi_k2_splits() {
+        let w = |t| words(PreSplit::KimiK2, t);
+        // The contraction ends the word even where letters follow; Han runs stand alone.
+        assert_eq!(
+            w("they'llo 中文abc I'M"),
+            ["they'll", "o", " ", "中文", "abc", " I'M"]
+        );
+        assert_eq!(w("\u{20000}x 1234"), ["\u{20000}", "x", " ", "123", "4"]);
+        assert_eq!(w("'S ok\n\n"), ["'S", " ok", "\n\n"]);
+        assert_eq!(w("a  b  "), ["a", " ", " b", "  "]);
     }
 
     #[test]
