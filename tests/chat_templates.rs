@@ -140,3 +140,67 @@ fn help_lists_every_template() {
     }
     assert!(help.contains("--chat-template NAME") && help.contains("--system TEXT"));
 }
+
+/// The prompt text of llama.cpp's built-in templates (`gen_chat_text.py`, calling
+/// `llama_chat_apply_template`), for each format by name and for the model families' own
+/// template texts in tests/data/chat_templates/, which llama.cpp recognises first: locus must
+/// recognise each text as llama.cpp does and write the same prompt, whole conversations
+/// included.
+#[test]
+fn builtin_templates_write_llama_cpp_text() {
+    use locus::json::Json;
+    use locus::model::chat::{ChatTemplate, Role};
+    let golden = common::skip::golden_file("chat_builtin_text.jsonl");
+    let dir = common::repo_path("tests/data/chat_templates");
+    let mut seen_files = std::collections::BTreeSet::new();
+    let mut n = 0;
+    for line in golden.lines().filter(|l| !l.is_empty()) {
+        let j = Json::parse(line).expect("golden line is JSON");
+        let field = |k: &str| j.get(k).unwrap_or_else(|| panic!("{line}: no {k}"));
+        let source = field("source").as_str().expect("source is a string");
+        let want = field("text").as_str().expect("text is a string");
+        let messages: Vec<(Role, String)> = field("messages")
+            .as_array()
+            .expect("messages is an array")
+            .iter()
+            .map(|m| {
+                let pair = m.as_array().expect("a message is [role, content]");
+                let role = match pair[0].as_str() {
+                    Some("system") => Role::System,
+                    Some("user") => Role::User,
+                    Some("assistant") => Role::Assistant,
+                    other => panic!("unknown role {other:?}"),
+                };
+                (role, pair[1].as_str().expect("content").to_string())
+            })
+            .collect();
+        let template = match source.strip_prefix("file:") {
+            Some(file) => {
+                seen_files.insert(file.to_string());
+                let text = std::fs::read_to_string(dir.join(file)).expect("template file");
+                ChatTemplate::choose(None, Some(&text))
+            }
+            None => ChatTemplate::choose(
+                Some(ChatFormat::from_name(source).expect("a format name locus knows")),
+                None,
+            ),
+        }
+        .unwrap_or_else(|e| panic!("{source}: {e}"));
+        let msgs: Vec<(Role, &str)> = messages.iter().map(|(r, c)| (*r, c.as_str())).collect();
+        let got = template
+            .render_messages(&msgs)
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert_eq!(
+            got, want,
+            "{source} ({:?}), messages {msgs:?}",
+            template.format
+        );
+        n += 1;
+    }
+    let files: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .expect("template directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(seen_files, files, "every template file has golden text");
+    assert!(n >= files.len(), "only {n} golden prompts");
+}

@@ -2,7 +2,9 @@
 //! recognised by its markers, in the order llama.cpp's `llm_chat_detect_template` tests them,
 //! and the prompt is written by hand exactly as llama.cpp's built-in template of that name
 //! writes it (`llm_chat_apply_template`) for one optional system message and one user message,
-//! with the assistant's turn opened.
+//! with the assistant's turn opened (longer conversations for the formats that write each turn
+//! alike). Where a model's own template opens a reasoning block (DeepSeek-R1's `<think>\n`),
+//! the built-in template does not, and neither does locus.
 //!
 //! One addition to llama.cpp's built-in templates: many ChatML templates (Qwen2, Qwen2.5,
 //! SmolLM2) render a default system message when the conversation has none, which llama.cpp's
@@ -44,6 +46,15 @@ pub enum ChatFormat {
     /// `<start_of_turn>user\ncontent<end_of_turn>\n`, the system message merged into the first
     /// user turn (Gemma has no system role).
     Gemma,
+    /// `system\n\nUser: content\n\nAssistant: content<｜end▁of▁sentence｜>` (DeepSeek-V2).
+    DeepSeek2,
+    /// `system\n\n<｜User｜>content<｜Assistant｜>content<｜end▁of▁sentence｜>` (DeepSeek-V3,
+    /// R1, V3.1; the built-in writes no `<think>`).
+    DeepSeek3,
+    /// `[gMASK]<sop><|role|>\ncontent` (GLM-4, GLM-4.5 and later; no `<think>` written).
+    ChatGlm4,
+    /// `<|im_user|>user<|im_middle|>content<|im_end|>` (Kimi-K2).
+    KimiK2,
 }
 
 /// The system message of Qwen2.5's template when the conversation has none.
@@ -52,7 +63,7 @@ pub const QWEN_DEFAULT_SYSTEM: &str =
 
 impl ChatFormat {
     /// Every format, in the order [`ChatFormat::NAMES`] lists them.
-    pub const ALL: [ChatFormat; 13] = [
+    pub const ALL: [ChatFormat; 17] = [
         ChatFormat::ChatMl,
         ChatFormat::Qwen,
         ChatFormat::Llama2,
@@ -66,6 +77,10 @@ impl ChatFormat {
         ChatFormat::MistralV7Tekken,
         ChatFormat::Llama3,
         ChatFormat::Gemma,
+        ChatFormat::DeepSeek2,
+        ChatFormat::DeepSeek3,
+        ChatFormat::ChatGlm4,
+        ChatFormat::KimiK2,
     ];
 
     /// The names `--chat-template` accepts (llama.cpp's names, and `qwen`).
@@ -94,6 +109,10 @@ impl ChatFormat {
             ChatFormat::MistralV7Tekken => "mistral-v7-tekken",
             ChatFormat::Llama3 => "llama3",
             ChatFormat::Gemma => "gemma",
+            ChatFormat::DeepSeek2 => "deepseek2",
+            ChatFormat::DeepSeek3 => "deepseek3",
+            ChatFormat::ChatGlm4 => "chatglm4",
+            ChatFormat::KimiK2 => "kimi-k2",
         }
     }
 
@@ -210,7 +229,86 @@ impl ChatFormat {
                 ));
                 s
             }
+            ChatFormat::DeepSeek2
+            | ChatFormat::DeepSeek3
+            | ChatFormat::ChatGlm4
+            | ChatFormat::KimiK2 => {
+                let mut turns = Vec::with_capacity(2);
+                turns.extend(system.map(|s| (Role::System, s)));
+                turns.push((Role::User, user));
+                // Every format of this arm has a turn writer.
+                self.turn_writer()
+                    .map(|w| w.write(&turns))
+                    .unwrap_or_default()
+            }
         }
+    }
+
+    /// The formats whose built-in template writes each message alone, whatever its place:
+    /// every message (system, user, assistant) as llama.cpp's loop writes it, then the opening
+    /// of the assistant's turn. `None` for the other formats.
+    fn turn_writer(self) -> Option<TurnWriter> {
+        const DEEPSEEK_EOS: &str = "<｜end▁of▁sentence｜>";
+        Some(match self {
+            ChatFormat::DeepSeek2 => TurnWriter {
+                start: "",
+                system: ("", "\n\n"),
+                user: ("User: ", "\n\n"),
+                assistant: ("Assistant: ", DEEPSEEK_EOS),
+                open: "Assistant:",
+            },
+            ChatFormat::DeepSeek3 => TurnWriter {
+                start: "",
+                system: ("", "\n\n"),
+                user: ("<｜User｜>", ""),
+                assistant: ("<｜Assistant｜>", DEEPSEEK_EOS),
+                open: "<｜Assistant｜>",
+            },
+            ChatFormat::ChatGlm4 => TurnWriter {
+                start: "[gMASK]<sop>",
+                system: ("<|system|>\n", ""),
+                user: ("<|user|>\n", ""),
+                assistant: ("<|assistant|>\n", ""),
+                open: "<|assistant|>\n",
+            },
+            ChatFormat::KimiK2 => TurnWriter {
+                start: "",
+                system: ("<|im_system|>system<|im_middle|>", "<|im_end|>"),
+                user: ("<|im_user|>user<|im_middle|>", "<|im_end|>"),
+                assistant: ("<|im_assistant|>assistant<|im_middle|>", "<|im_end|>"),
+                open: "<|im_assistant|>assistant<|im_middle|>",
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// What a built-in template writes around each message, and at the start and the end.
+struct TurnWriter {
+    start: &'static str,
+    system: (&'static str, &'static str),
+    user: (&'static str, &'static str),
+    assistant: (&'static str, &'static str),
+    /// The assistant's turn, opened.
+    open: &'static str,
+}
+
+impl TurnWriter {
+    /// The prompt for `turns`, contents as they are (not trimmed).
+    fn write(&self, turns: &[(Role, &str)]) -> String {
+        let mut s = String::from(self.start);
+        for &(role, text) in turns {
+            let (before, after) = match role {
+                Role::System => self.system,
+                Role::User => self.user,
+                Role::Assistant => self.assistant,
+            };
+            s.push_str(before);
+            s.push_str(text);
+            s.push_str(after);
+        }
+        s.push_str(self.open);
+        s
     }
 }
 
@@ -222,7 +320,7 @@ fn c_trim(s: &str) -> &str {
 
 /// What a template text is, in llama.cpp's detection order: `Ok` a format locus renders,
 /// `Err` the name of a llama.cpp built-in template locus does not render, `None` neither.
-/// Only the branches up to Llama 3 (the last format locus renders) are followed: a template
+/// Only the branches up to Kimi-K2 (the last format locus renders) are followed: a template
 /// that passes them all is nothing locus renders, whatever llama.cpp would call it.
 fn classify(t: &str) -> Option<Result<ChatFormat, &'static str>> {
     // A template that is a name (llama.cpp tries this first).
@@ -262,7 +360,7 @@ fn classify(t: &str) -> Option<Result<ChatFormat, &'static str>> {
     } else if has("<|assistant|>") && has("<|end|>") {
         Err("phi3")
     } else if has("[gMASK]<sop>") {
-        Err("chatglm4")
+        Ok(ChatFormat::ChatGlm4)
     } else if has("<|assistant|>") && has("<|user|>") {
         Err(if has("<|tool_declare|>") {
             "exaone-moe"
@@ -295,10 +393,77 @@ fn classify(t: &str) -> Option<Result<ChatFormat, &'static str>> {
         Err("command-r")
     } else if has("<|start_header_id|>") && has("<|end_header_id|>") {
         Ok(ChatFormat::Llama3)
+    } else if has("[gMASK]sop") {
+        Err("chatglm3")
+    } else if has("<用户>") {
+        Err("minicpm")
+    } else if has("'Assistant: ' + message['content'] + eos_token") {
+        Ok(ChatFormat::DeepSeek2)
+    } else if has("<｜Assistant｜>") && has("<｜User｜>") && has("<｜end▁of▁sentence｜>")
+    {
+        Ok(ChatFormat::DeepSeek3)
+    } else if let Some(builtin) = classify_late(t) {
+        Err(builtin)
+    } else if has("<|im_assistant|>assistant<|im_middle|>") {
+        Ok(ChatFormat::KimiK2)
     } else {
         return None;
     };
     Some(r)
+}
+
+/// llama.cpp's detection between DeepSeek-V3 and Kimi-K2 (the last format locus renders): the
+/// name of the built-in template locus does not render that llama.cpp would pick, in its order,
+/// or `None` where none matches.
+fn classify_late(t: &str) -> Option<&'static str> {
+    let has = |marker: &str| t.contains(marker);
+    Some(
+        if has("[|system|]") && has("[|assistant|]") && has("[|endofturn|]") {
+            if has("[|tool|]") {
+                "exaone4"
+            } else {
+                "exaone3"
+            }
+        } else if has("rwkv-world") || has("{{- 'User: ' + message['content']|trim + '\\n\\n' -}}") {
+            "rwkv-world"
+        } else if has("<|start_of_role|>") {
+            if has("<tool_call>") || has("<tools>") {
+                if has("g4_default_system_message") {
+                    "granite-4.0"
+                } else {
+                    "granite-4.1"
+                }
+            } else {
+                "granite"
+            }
+        } else if has("message['role'] + additional_special_tokens[0] + message['content'] + additional_special_tokens[1]") {
+            "gigachat"
+        } else if has("<|role_start|>") {
+            "megrez"
+        } else if has(" Ассистент:") {
+            "yandex"
+        } else if has("<role>ASSISTANT</role>") && has("'HUMAN'") {
+            "bailing"
+        } else if has("<role>ASSISTANT</role>") && has("\"HUMAN\"") && has("<think>") {
+            "bailing-think"
+        } else if has("<role>ASSISTANT</role>") && has("<role>HUMAN</role>") && has("<|role_end|>") {
+            "bailing2"
+        } else if has("<|header_start|>") && has("<|header_end|>") {
+            "llama4"
+        } else if has("<|endofuserprompt|>") {
+            "dots1"
+        } else if has("<|extra_0|>") && has("<|extra_4|>") {
+            "hunyuan-moe"
+        } else if has("<|start|>") && has("<|channel|>") {
+            "gpt-oss"
+        } else if has("<｜hy_Assistant｜>") && has("<｜hy_begin▁of▁sentence｜>") {
+            "hunyuan-vl"
+        } else if has("<｜hy_Assistant｜>") && has("<｜hy_place▁holder▁no▁3｜>") {
+            "hunyuan-dense"
+        } else {
+            return None;
+        },
+    )
 }
 
 /// The system message a ChatML template writes when the conversation has none: the text of a
@@ -506,11 +671,17 @@ impl ChatTemplate {
                 s.push_str("<start_of_turn>model\n");
             }
             f => {
-                return Err(format!(
-                    "this model's chat format ({}) is written for one system and one user \
-                     message only; send the conversation as one user message",
-                    f.name()
-                ))
+                let Some(w) = f.turn_writer() else {
+                    return Err(format!(
+                        "this model's chat format ({}) is written for one system and one user \
+                         message only; send the conversation as one user message",
+                        f.name()
+                    ));
+                };
+                let mut turns = Vec::with_capacity(msgs.len());
+                turns.extend(system.map(|s| (Role::System, s)));
+                turns.extend(rest.iter().copied());
+                s = w.write(&turns);
             }
         }
         Ok(s)
@@ -754,7 +925,7 @@ mod tests {
 
     #[test]
     fn detects_in_llama_cpp_order() {
-        let cases: [(&str, Option<Result<ChatFormat, &str>>); 17] = [
+        let cases: [(&str, Option<Result<ChatFormat, &str>>); 24] = [
             (
                 "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'}}",
                 Some(Ok(ChatFormat::ChatMl)),
@@ -787,6 +958,27 @@ mod tests {
             // Phi 3 is tested before Llama 3 and Gemma: its markers win.
             ("<|assistant|><|end|><|start_header_id|><|end_header_id|>", Some(Err("phi3"))),
             ("{{ messages }}", None),
+            ("[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>", Some(Ok(ChatFormat::ChatGlm4))),
+            ("[gMASK]sop<|user|>", Some(Err("chatglm3"))),
+            (
+                "{{ 'Assistant: ' + message['content'] + eos_token }}",
+                Some(Ok(ChatFormat::DeepSeek2)),
+            ),
+            (
+                "<｜User｜>{{ c }}<｜Assistant｜>{{ c }}<｜end▁of▁sentence｜>",
+                Some(Ok(ChatFormat::DeepSeek3)),
+            ),
+            // Llama 3's markers are tested first.
+            (
+                "<｜User｜><｜Assistant｜><｜end▁of▁sentence｜><|start_header_id|><|end_header_id|>",
+                Some(Ok(ChatFormat::Llama3)),
+            ),
+            ("<|im_user|>user<|im_middle|><|im_assistant|>assistant<|im_middle|>", Some(Ok(ChatFormat::KimiK2))),
+            // Every built-in between DeepSeek-V3 and Kimi-K2 comes first, e.g. gpt-oss.
+            (
+                "<|start|><|channel|><|im_assistant|>assistant<|im_middle|>",
+                Some(Err("gpt-oss")),
+            ),
             // `qwen` is a locus name, not llama.cpp's: as a template text it is nothing.
             ("qwen", None),
         ];
