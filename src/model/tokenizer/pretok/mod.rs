@@ -15,6 +15,9 @@ mod kimi;
 
 use super::unicode::{decode_lenient, encode_utf8, encoded_len, Class};
 
+/// The longest number `\p{N}{1,3}` takes in one piece (Llama 3, DeepSeek V3, Kimi-K2).
+const MAX_DIGITS: usize = 3;
+
 /// The split rules of one pre-tokenizer family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PreSplit {
@@ -214,7 +217,7 @@ pub fn split(pre: PreSplit, text: &[u8], scratch: &mut Scratch, words: &mut Vec<
                     p.space_then_run(at, |p, i| p.class(i).is_punctuation())
                 }),
                 Step::NumberTriples => piece.isolate(&mut s.next, |p, at| {
-                    p.run(at, |c, _| c.is_number()).map(|n| n.min(3))
+                    p.run(at, |c, _| c.is_number()).map(|n| n.min(MAX_DIGITS))
                 }),
                 Step::DeepSeek3Cjk => piece.isolate(&mut s.next, Piece::deepseek3_cjk),
                 Step::DeepSeek3 => piece.isolate(&mut s.next, Piece::deepseek3),
@@ -430,7 +433,6 @@ impl Piece<'_> {
     /// `\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+` (Qwen 2: `\p{N}`).
     /// Cuts what matches at `pos` (or the one code point there) and returns where it ends.
     fn llama3_rest(&self, mut pos: usize, single_digits: bool, cut: &mut Cutter) -> usize {
-        const MAX_DIGITS: usize = 3;
         let flags = self.class(pos);
         // `\p{N}{1,3}` (Qwen 2: `\p{N}`)
         if flags.is_number() {
