@@ -45,7 +45,7 @@ const SHAPE: [&str; 15] = [
 /// extra `gen-model` arguments).
 type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-const FAMILIES: [Family; 13] = [
+const FAMILIES: [Family; 15] = [
     ("qwen2", "qwen2", 0, &[]),
     ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
@@ -103,6 +103,11 @@ const FAMILIES: [Family; 13] = [
     // (0.0707: DeepSeek's mscale rule gives another factor).
     ("deepseek2y", "deepseek2", 0, &LATENT_YARN_V3),
     ("deepseek2yv2", "deepseek2", 0, &LATENT_YARN_V2),
+    // The mixtures: V2's (softmax routing, two shared experts, a dense first layer) and V3's
+    // (sigmoid with the selection bias, 8 groups of which 4 hold the experts, one shared
+    // expert, weights normalised and scaled by 2.5, a low-rank query, YaRN).
+    ("deepseek2moe", "deepseek2", 0, &LATENT_MOE_V2),
+    ("deepseek2v3", "deepseek2", 0, &LATENT_MOE_V3),
     (
         "mixtral",
         "llama",
@@ -235,9 +240,71 @@ const LATENT_YARN_V2: [&str; 16] = [
     "0.0707",
 ];
 
+const LATENT_MOE_V2: [&str; 20] = [
+    "--kv-heads",
+    "1",
+    "--head-dim",
+    "96",
+    "--kv-lora",
+    "128",
+    "--rope-dims",
+    "32",
+    "--v-head-dim",
+    "64",
+    "--experts",
+    "16",
+    "--experts-used",
+    "4",
+    "--expert-ffn",
+    "256",
+    "--shared-experts",
+    "2",
+    "--dense-layers",
+    "1",
+];
+const LATENT_MOE_V3: [&str; 37] = [
+    "--kv-heads",
+    "1",
+    "--head-dim",
+    "96",
+    "--kv-lora",
+    "128",
+    "--rope-dims",
+    "32",
+    "--v-head-dim",
+    "64",
+    "--q-lora",
+    "96",
+    "--experts",
+    "16",
+    "--experts-used",
+    "4",
+    "--expert-ffn",
+    "256",
+    "--shared-experts",
+    "1",
+    "--dense-layers",
+    "1",
+    "--gating",
+    "sigmoid",
+    "--probs-bias",
+    "--expert-groups",
+    "8",
+    "--expert-groups-used",
+    "4",
+    "--weights-scale",
+    "2.5",
+    "--weights-norm",
+    "--yarn",
+    "4",
+    "--yarn-log-mul",
+    "0.1",
+    "--untied",
+];
+
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
-const MODELS: [(&str, &str, u64); 26] = [
+const MODELS: [(&str, &str, u64); 32] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
@@ -261,6 +328,12 @@ const MODELS: [(&str, &str, u64); 26] = [
     ("deepseek2q", "Q4_K", 0xccd91109c66eed04),
     ("deepseek2y", "F32", 0x97913f25b43be48),
     ("deepseek2yv2", "F32", 0x2c664ec6e318c713),
+    ("deepseek2moe", "F32", 0x7f56cf52bd4a89cd),
+    ("deepseek2moe", "Q8_0", 0x1acdefa83818756d),
+    ("deepseek2moe", "Q4_K", 0xf628aaa018e9dd4b),
+    ("deepseek2v3", "F32", 0x46e4a29f72e5c511),
+    ("deepseek2v3", "Q8_0", 0x19f13ac0b3e31ec9),
+    ("deepseek2v3", "Q4_K", 0x3a0f8f6616cefab8),
     ("mixtral", "F32", 0x36defc841f684645),
     ("mixtral", "Q8_0", 0x6815e3c449ee94a7),
     ("mixtral", "Q4_K", 0xba08ace05fbd1c56),

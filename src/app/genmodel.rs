@@ -118,9 +118,12 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
         }
     }
     if spec.n_expert > 0 {
-        if !matches!(spec.arch, Arch::Llama | Arch::Qwen3Moe | Arch::Glm4Moe) {
+        if !matches!(
+            spec.arch,
+            Arch::Llama | Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2
+        ) {
             return bad(format!(
-                "--experts is for --arch qwen3moe, glm4moe or mixtral, not {}",
+                "--experts is for --arch qwen3moe, glm4moe, deepseek2 or mixtral, not {}",
                 spec.arch.name()
             ));
         }
@@ -245,16 +248,19 @@ fn validate_latent(spec: &SynthSpec) -> Result<(), AppError> {
 fn validate_moe_knobs(spec: &SynthSpec) -> Result<(), AppError> {
     let bad = |m: String| Err(AppError::Usage(format!("gen-model: {m}")));
     let m = &spec.moe;
-    let giant = spec.arch == Arch::Glm4Moe;
+    let giant = matches!(spec.arch, Arch::Glm4Moe | Arch::Deepseek2);
     if !giant && (m.n_shared > 0 || m.dense_lead > 0 || m.groups > 0 || m.probs_bias) {
         return bad(format!(
             "--shared-experts, --dense-layers, --expert-groups and --probs-bias are for --arch \
-             glm4moe, not {}",
+             glm4moe or deepseek2, not {}",
             spec.arch.name()
         ));
     }
-    if giant && m.n_shared == 0 {
-        return bad("--shared-experts must be at least 1 for --arch glm4moe".into());
+    if giant && spec.n_expert > 0 && m.n_shared == 0 {
+        return bad(format!(
+            "--shared-experts must be at least 1 for --arch {}",
+            spec.arch.name()
+        ));
     }
     if m.n_shared > spec.n_expert {
         return bad(format!(

@@ -271,6 +271,10 @@ fn giant_moe_options(
 ) -> Result<(), CliError> {
     use locus::model::arch::{Arch, Gating};
     let max = locus::app::genmodel::MAX_DIM;
+    if spec.arch == Arch::Deepseek2 && spec.n_expert > 0 && spec.moe.n_shared == 0 {
+        // DeepSeek-V3's one shared expert.
+        spec.moe.n_shared = 1;
+    }
     if spec.arch == Arch::Glm4Moe && spec.moe.n_shared == 0 {
         spec.moe.n_shared = 1;
         spec.moe.probs_bias = true;

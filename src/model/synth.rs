@@ -611,7 +611,7 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
             &k("expert_used_count"),
             MetaValue::U32(s.n_expert_used as u32),
         );
-        if matches!(s.arch, Arch::Qwen3Moe | Arch::Glm4Moe) {
+        if matches!(s.arch, Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2) {
             w.set(
                 &k("expert_feed_forward_length"),
                 MetaValue::U32(s.n_ff_exp as u32),
@@ -679,7 +679,8 @@ fn latent_metadata(s: &SynthSpec, w: &mut GgufWriter) {
 fn moe_metadata(w: &mut GgufWriter, s: &SynthSpec) {
     let k = |key: &str| format!("{}.{key}", s.arch.name());
     let m = &s.moe;
-    if m.n_shared > 0 || s.arch == Arch::Glm4Moe {
+    // (llama.cpp requires the key of both giant families.)
+    if m.n_shared > 0 || matches!(s.arch, Arch::Glm4Moe | Arch::Deepseek2) {
         w.set(&k("expert_shared_count"), MetaValue::U32(m.n_shared as u32));
     }
     if m.dense_lead > 0 {

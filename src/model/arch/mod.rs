@@ -78,7 +78,7 @@ impl Arch {
             Arch::Qwen3 => Ok(qwen3::recipe()),
             Arch::Gemma3 => gemma3::recipe(g, shape),
             Arch::Qwen3Moe => Ok(qwen3moe::recipe()),
-            Arch::Deepseek2 => Ok(deepseek2::recipe()),
+            Arch::Deepseek2 => deepseek2::recipe(g, shape.n_layer),
             Arch::Glm4Moe => glm4moe::recipe(g),
         }
     }
