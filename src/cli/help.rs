@@ -188,6 +188,11 @@ Options:
                       8 per token) or glm45-air (GLM-4.5-Air's proportions at dim 2048:
                       glm4moe, 12 layers, the first dense, 48 heads of 128 with RoPE on 64,
                       4 KV heads, 128 experts of 768, 8 per token, 1 shared, 1 NextN layer)
+                      or v2-lite (DeepSeek-V2-Lite's layer: deepseek2, dim 2048, 6 layers,
+                      the first dense, 16 heads of 128 + 64 rotated, latent 512, 64 experts
+                      of 1408, 6 per token, 2 shared) or v3 (DeepSeek-V3's proportions at
+                      dim 2048: 6 layers, 2 dense, query rank 512, latent 512, 256 experts of
+                      256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (default:
                       Q4_0; --dim and --ffn must be whole blocks of it: 256 for the K-quants

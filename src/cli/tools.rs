@@ -106,9 +106,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     "1b" => SynthSpec::one_b(ty),
                     "a3b" => SynthSpec::a3b(ty),
                     "glm45-air" => SynthSpec::glm45_air(ty),
+                    "v2-lite" => SynthSpec::v2_lite(ty),
+                    "v3" => SynthSpec::v3(ty),
                     other => {
                         return err(format!(
-                            "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air)",
+                            "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air, v2-lite, v3)",
                             super::quote(other)
                         ))
                     }
@@ -230,11 +232,19 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             spec.n_head_kv = 1;
         }
         // Its rotated part is --rope-dims of each query head (llama.cpp's n_rot).
-        spec.mla.rope = std::mem::take(&mut spec.n_rot);
+        if spec.n_rot > 0 {
+            spec.mla.rope = std::mem::take(&mut spec.n_rot);
+        }
         latent_defaults(&mut spec);
-        spec.mla.yarn_factor = yarn.0.unwrap_or(0.0);
-        // DeepSeek-V3's (0.1 × mscale_all_dim 1) unless told.
-        spec.mla.yarn_log_mul = yarn.1.unwrap_or(0.1);
+        if let Some(f) = yarn.0 {
+            spec.mla.yarn_factor = f;
+        }
+        // DeepSeek-V3's (0.1 × mscale_all_dim 1) unless told or the preset says.
+        match yarn.1 {
+            Some(m) => spec.mla.yarn_log_mul = m,
+            None if spec.mla.yarn_log_mul == 0.0 => spec.mla.yarn_log_mul = 0.1,
+            None => {}
+        }
     } else if yarn.0.is_some() || yarn.1.is_some() {
         return err("gen-model: --yarn and --yarn-log-mul are for --arch deepseek2");
     }

@@ -141,6 +141,79 @@ impl SynthSpec {
         }
     }
 
+    /// DeepSeek-V2-Lite's layer (dim 2048, 16 heads of 128 + 64 rotated values, a full-rank
+    /// query, a latent of 512, outputs of 128 a head; the first layer a dense FFN of 10944,
+    /// the rest 64 experts of 1408 with 6 per token and two shared, softmax routing) with 6 of
+    /// its 27 layers and a 32000-token vocabulary.
+    pub fn v2_lite(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: Arch::Deepseek2,
+            n_layer: 6,
+            n_ff: 10944,
+            n_head: 16,
+            n_head_kv: 1,
+            head_dim: 192,
+            mla: SynthMla {
+                q_lora: 0,
+                kv_lora: 512,
+                rope: 64,
+                v_head: 128,
+                ..SynthMla::default()
+            },
+            n_expert: 64,
+            n_expert_used: 6,
+            n_ff_exp: 1408,
+            moe: SynthMoe {
+                n_shared: 2,
+                dense_lead: 1,
+                weights_scale: 1.0,
+                weights_norm: Some(false),
+                ..SynthMoe::default()
+            },
+            ..SynthSpec::one_b(ty)
+        }
+    }
+
+    /// DeepSeek-V3's layer proportions (heads of 128 + 64 rotated values, a latent of 512,
+    /// outputs of 128, a low-rank query of 1536/7168 of the width; 256 experts of which 8 per
+    /// token from 4 of 8 groups, one shared, sigmoid routing with the selection bias,
+    /// normalised weights scaled by 2.5; dense leading layers; YaRN by 40 with V3's log
+    /// multiplier) at dim 2048 with 16 heads, experts of 256 (V3's are 2/7 of its width,
+    /// here 1/8 so that 256 of them fit), 2 dense and 4 expert layers of its 61, and a
+    /// 32000-token vocabulary: about 1 GiB at Q4_K.
+    pub fn v3(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: Arch::Deepseek2,
+            n_layer: 6,
+            n_ff: 5632,
+            n_head: 16,
+            n_head_kv: 1,
+            head_dim: 192,
+            mla: SynthMla {
+                q_lora: 512,
+                kv_lora: 512,
+                rope: 64,
+                v_head: 128,
+                yarn_factor: 40.0,
+                yarn_log_mul: 0.1,
+            },
+            n_expert: 256,
+            n_expert_used: 8,
+            n_ff_exp: 256,
+            moe: SynthMoe {
+                n_shared: 1,
+                dense_lead: 2,
+                groups: 8,
+                groups_used: 4,
+                gating: Some(Gating::Sigmoid),
+                probs_bias: true,
+                weights_scale: 2.5,
+                weights_norm: Some(true),
+            },
+            ..SynthSpec::one_b(ty)
+        }
+    }
+
     /// GLM-4.5-Air's layer proportions (query width three times the model's, 12 query heads
     /// per KV head of 128 with RoPE on half of each, a dense FFN 2.75 times as wide as the
     /// model, 128 experts of 3/8 of its width with 8 per token, one shared expert, sigmoid

@@ -41,6 +41,11 @@ pub(super) struct LatentBufs {
     /// from the cache for every layer of a step.
     vt: KvBuf,
     vt_stride: usize,
+    /// A micro-batch's cells widened to f32: the keys (`head_dim` a cell) and the latent
+    /// values transposed (`kv_lora` rows of as many values as cells); grown to the cells a
+    /// step reaches.
+    kf: Vec<f32>,
+    vf: Vec<f32>,
 }
 
 impl LatentBufs {
@@ -61,6 +66,8 @@ impl LatentBufs {
             heads: vec![0.0; rows * n_head * m.v_head],
             vt: KvBuf::try_new(kv_type, m.kv_lora.checked_mul(cells)?, m.kv_lora)?,
             vt_stride: cells,
+            kf: Vec::new(),
+            vf: Vec::new(),
         })
     }
 
@@ -235,6 +242,11 @@ impl Model<'_> {
 
     /// Every (token, head) pair's scores over the cache, softmax and latent sums into
     /// `s.att` (`kv_lora` values a head), the pairs dealt round-robin to every thread.
+    ///
+    /// A micro-batch over an f16 cache (tinyBLAS's arithmetic) first widens the cells it
+    /// reaches to f32 once for every head (exact), keys row by row and the latent values
+    /// transposed; otherwise the values are transposed in the cache's type, as ggml copies
+    /// them, and each dot reads the cache.
     fn attend_latent(
         &self,
         pool: &Pool,
@@ -250,44 +262,24 @@ impl Model<'_> {
         let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
         let kv_type = s.kv_type;
         let kc = &s.k[li];
-        // The latent values transposed, as ggml copies the value view before its matmul.
-        assert!(
-            cap <= bufs.vt_stride,
-            "a cache of {cap} cells past the transposed values' {}",
-            bufs.vt_stride
-        );
-        let stride = bufs.vt_stride;
-        let vt = &mut bufs.vt;
-        {
-            let w = vt.writer();
-            let nth = pool.threads();
-            pool.run(&|tid| {
-                let (d0, d1) = split(m.kv_lora, tid, nth);
-                for d in d0..d1 {
-                    for j in 0..reach {
-                        let at = d * stride + j;
-                        match (&w, kc) {
-                            // SAFETY: channel d's row is this thread's alone.
-                            (KvWriter::F16(w), KvBuf::F16(k)) => unsafe {
-                                w.write(at, k[j * cell + d])
-                            },
-                            // SAFETY: as above.
-                            (KvWriter::F32(w), KvBuf::F32(k)) => unsafe {
-                                w.write(at, k[j * cell + d])
-                            },
-                            _ => unreachable!("the transposed values have the cache's type"),
-                        }
-                    }
-                }
-            });
-        }
-        let vt = &*vt;
         // tinyBLAS takes rows of whole 16-lane steps; otherwise ggml's vector dots.
         let kq_arith = if cell.is_multiple_of(16) {
             arith
         } else {
             Arith::Single
         };
+        let wide = arith == Arith::Batch && kq_arith == Arith::Batch;
+        let wide = match (wide, kc.as_f16()) {
+            (true, Some(k)) => {
+                self.widen_latent(pool, bufs, &k[..reach * cell], m.kv_lora);
+                true
+            }
+            _ => {
+                self.transpose_latent(pool, bufs, kc, m.kv_lora, (cap, reach));
+                false
+            }
+        };
+        let (stride, vt, kf, vf) = (bufs.vt_stride, &bufs.vt, &bufs.kf, &bufs.vf);
         let q = &s.q;
         let kernels = &self.kernels;
         let scale = m.kq_scale;
@@ -312,14 +304,11 @@ impl Model<'_> {
                     sc.fill(f32::NEG_INFINITY);
                 }
                 for &(lo, hi) in runs {
-                    kc.dots(
-                        kernels,
-                        kq_arith,
-                        (lo * cell, cell),
-                        q16,
-                        cell,
-                        &mut sc[lo..hi],
-                    );
+                    let out = &mut sc[lo..hi];
+                    match wide {
+                        true => kernels.att_dot_batch_rows(&kf[lo * cell..], cell, q16, out),
+                        false => kc.dots(kernels, kq_arith, (lo * cell, cell), q16, cell, out),
+                    }
                 }
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
@@ -328,7 +317,77 @@ impl Model<'_> {
                 let at = ((b0 + b) * h + hh) * m.kv_lora;
                 // SAFETY: output (b, hh) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + m.kv_lora) };
-                vt.dots(kernels, arith, (0, stride), sc, kv_pad, out);
+                match wide {
+                    true => kernels.att_dot_batch_rows(vf, reach, sc, out),
+                    false => vt.dots(kernels, arith, (0, stride), sc, kv_pad, out),
+                }
+            }
+        });
+    }
+
+    /// The first `reach` cells' latent values (`kv_lora` of each cell) transposed into
+    /// `bufs.vt`, in the cache's type, the threads sharing the channels.
+    fn transpose_latent(
+        &self,
+        pool: &Pool,
+        bufs: &mut LatentBufs,
+        kc: &KvBuf,
+        kv_lora: usize,
+        (cap, reach): (usize, usize),
+    ) {
+        let cell = self.config.head_dim;
+        assert!(
+            cap <= bufs.vt_stride,
+            "a cache of {cap} cells past the transposed values' {}",
+            bufs.vt_stride
+        );
+        let stride = bufs.vt_stride;
+        let w = bufs.vt.writer();
+        let nth = pool.threads();
+        pool.run(&|tid| {
+            let (d0, d1) = split(kv_lora, tid, nth);
+            for d in d0..d1 {
+                for j in 0..reach {
+                    let at = d * stride + j;
+                    match (&w, kc) {
+                        // SAFETY: channel d's row is this thread's alone.
+                        (KvWriter::F16(w), KvBuf::F16(k)) => unsafe {
+                            w.write(at, k[j * cell + d])
+                        },
+                        // SAFETY: as above.
+                        (KvWriter::F32(w), KvBuf::F32(k)) => unsafe {
+                            w.write(at, k[j * cell + d])
+                        },
+                        _ => unreachable!("the transposed values have the cache's type"),
+                    }
+                }
+            }
+        });
+    }
+
+    /// An f16 cache's cells `k` (whole cells) widened to f32 (exact): the keys as they lie
+    /// into `bufs.kf`, the first `kv_lora` values of each transposed into `bufs.vf` (rows of
+    /// as many values as cells), the threads sharing cells and channels.
+    fn widen_latent(&self, pool: &Pool, bufs: &mut LatentBufs, k: &[u16], kv_lora: usize) {
+        let cell = self.config.head_dim;
+        let reach = k.len() / cell;
+        bufs.kf.resize(k.len(), 0.0);
+        bufs.vf.resize(kv_lora * reach, 0.0);
+        let (kf, vf) = (Out::new(&mut bufs.kf), Out::new(&mut bufs.vf));
+        let kernels = &self.kernels;
+        let nth = pool.threads();
+        pool.run(&|tid| {
+            let (j0, j1) = split(reach, tid, nth);
+            // SAFETY: cells j0..j1 of kf are this thread's alone.
+            let dst = unsafe { kf.slice(j0 * cell, j1 * cell) };
+            kernels.widen_f16(&k[j0 * cell..j1 * cell], dst);
+            let (d0, d1) = split(kv_lora, tid, nth);
+            // SAFETY: channels d0..d1 of vf are this thread's alone.
+            let rows = unsafe { vf.slice(d0 * reach, d1 * reach) };
+            for (d, row) in (d0..d1).zip(rows.chunks_exact_mut(reach.max(1))) {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = crate::kernels::half::f16_to_f32(k[j * cell + d]);
+                }
             }
         });
     }
