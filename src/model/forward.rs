@@ -268,8 +268,9 @@ impl<'a> Model<'a> {
     fn scratch_stride(&self, cells: usize) -> Option<usize> {
         let hd = self.config.head_dim;
         if self.config.mla.is_some() {
-            // Latent attention widens nothing: scores and one rounded query.
-            return cells.checked_add(hd);
+            // Latent attention widens nothing in the scratch: scores and a rounded query for
+            // each head of a decode step's set.
+            return cells.checked_add(hd)?.checked_mul(latent::LATENT_HEAD_SET);
         }
         cells
             .checked_mul(hd)?

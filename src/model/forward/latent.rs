@@ -20,10 +20,62 @@ use super::parallel::{per_token, Out};
 use super::step::Step;
 use super::{Model, State};
 use crate::kernels::ops;
+use crate::kernels::Queries;
 use crate::model::config::Mla;
 use crate::model::kv::{Arith, KvBuf, KvType, KvWriter};
 use crate::model::weights::{Latent, LatentQuery, Matrix};
 use crate::pool::{split, Pool};
+
+/// Cells a thread transposes at a time: 32 cells of DeepSeek's 576 f16 values are 36 KiB,
+/// which an L1 cache holds while all the thread's channels are read from them.
+const TRANSPOSE_CELLS: usize = 32;
+
+/// Channels `d0..d1` of the cells `src` (`cell` values each) into rows `d` of `dst` (row d
+/// at `d * stride`), a block of [`TRANSPOSE_CELLS`] cells at a time, so the block's cells
+/// stay in cache while every channel is read out of them.
+fn transpose_block<T: Copy>(
+    src: &[T],
+    cell: usize,
+    (d0, d1): (usize, usize),
+    dst: &crate::disjoint::Disjoint<T>,
+    stride: usize,
+) {
+    let cells = src.len() / cell;
+    for j0 in (0..cells).step_by(TRANSPOSE_CELLS) {
+        let j1 = cells.min(j0 + TRANSPOSE_CELLS);
+        let block = &src[j0 * cell..j1 * cell];
+        for d in d0..d1 {
+            // SAFETY: row d of the destination is this caller's alone (its channels).
+            let row = unsafe { dst.slice(d * stride + j0..d * stride + j1) };
+            for (o, c) in row.iter_mut().zip(block.chunks_exact(cell)) {
+                *o = c[d];
+            }
+        }
+    }
+}
+
+/// The most query heads that read the latent cells together in a decode step.
+pub(super) const LATENT_HEAD_SET: usize = 8;
+
+/// A decode step's (token, set of heads) items: heads per set, the batch's first row, tokens.
+#[derive(Clone, Copy)]
+struct HeadSets {
+    set: usize,
+    b0: usize,
+    n: usize,
+}
+
+/// The set size for `n` tokens of `heads` heads on `threads` threads: the largest divisor of
+/// the heads up to [`LATENT_HEAD_SET`] that leaves the busiest thread no more heads than sets
+/// of one would (few tokens on many threads take smaller sets, or none).
+fn head_set(heads: usize, n: usize, threads: usize) -> usize {
+    let busiest = |k: usize| (n * (heads / k)).div_ceil(threads.max(1)) * k;
+    (1..=LATENT_HEAD_SET.min(heads))
+        .rev()
+        .filter(|&k| heads.is_multiple_of(k))
+        .min_by_key(|&k| busiest(k))
+        .unwrap_or(1)
+}
 
 /// A state's buffers for latent attention, `MAX_BATCH` rows each.
 pub(super) struct LatentBufs {
@@ -280,6 +332,14 @@ impl Model<'_> {
             }
         };
         let (stride, vt, kf, vf) = (bufs.vt_stride, &bufs.vt, &bufs.kf, &bufs.vf);
+        if let (Arith::Single, Some(_), Some(v)) = (kq_arith, kc.as_f16(), vt.as_f16()) {
+            let sets = HeadSets {
+                set: head_set(h, n, pool.threads()),
+                b0,
+                n,
+            };
+            return self.attend_latent_sets(pool, s, (li, v), sets, (kv_pad, stride));
+        }
         let q = &s.q;
         let kernels = &self.kernels;
         let scale = m.kq_scale;
@@ -346,21 +406,107 @@ impl Model<'_> {
         let nth = pool.threads();
         pool.run(&|tid| {
             let (d0, d1) = split(kv_lora, tid, nth);
-            for d in d0..d1 {
-                for j in 0..reach {
-                    let at = d * stride + j;
-                    match (&w, kc) {
-                        // SAFETY: channel d's row is this thread's alone.
-                        (KvWriter::F16(w), KvBuf::F16(k)) => unsafe {
-                            w.write(at, k[j * cell + d])
-                        },
-                        // SAFETY: as above.
-                        (KvWriter::F32(w), KvBuf::F32(k)) => unsafe {
-                            w.write(at, k[j * cell + d])
-                        },
-                        _ => unreachable!("the transposed values have the cache's type"),
+            match (&w, kc) {
+                (KvWriter::F16(w), KvBuf::F16(k)) => {
+                    transpose_block(&k[..reach * cell], cell, (d0, d1), w, stride)
+                }
+                (KvWriter::F32(w), KvBuf::F32(k)) => {
+                    transpose_block(&k[..reach * cell], cell, (d0, d1), w, stride)
+                }
+                _ => unreachable!("the transposed values have the cache's type"),
+            }
+        });
+    }
+
+    /// Decode's attention over an f16 cache in sets of query heads: per (token, set) the
+    /// set's queries against every cell's keys and its probabilities against the transposed
+    /// latent values `v` (rows of `v_stride` cells), each cache row widened once for the set
+    /// ([`Kernels::att_dot_decode_heads`]: every head's bits as alone), so the cells are read
+    /// `n_head / set` times a token, not once per head.
+    fn attend_latent_sets(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        (li, v): (usize, &[u16]),
+        hs: HeadSets,
+        (kv_pad, v_stride): (usize, usize),
+    ) {
+        let c = &self.config;
+        let m = c.mla.expect("latent sizes");
+        let (cell, h, set) = (c.head_dim, c.n_head, hs.set);
+        let k = s.k[li].as_f16().expect("an f16 cache");
+        let rows = &s.rows[0];
+        let cells = rows.cap;
+        let (q, kernels, scale) = (&s.q, &self.kernels, m.kq_scale);
+        let sstride = s.scratch_stride;
+        assert!(
+            set * (cells + cell) <= sstride,
+            "a set of {set} heads past the attention scratch"
+        );
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let nth = pool.threads();
+        let per_token = h / set;
+        pool.run(&|tid| {
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
+            let (scores, rest) = mine.split_at_mut(set * cells);
+            let q16 = &mut rest[..set * cell];
+            for item in (tid..hs.n * per_token).step_by(nth) {
+                let (b, h0) = (item / per_token, item % per_token * set);
+                let row0 = ((hs.b0 + b) * h + h0) * cell;
+                for (d, &x) in q16.iter_mut().zip(&q[row0..row0 + set * cell]) {
+                    *d = KvType::F16.round(x);
+                }
+                let len = rows.len[b];
+                let runs = rows.runs(b);
+                if runs.len() != 1 || runs[0] != (0, len) {
+                    for j in 0..set {
+                        scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
                     }
                 }
+                let queries = Queries {
+                    ys: q16,
+                    len: cell,
+                    stride: cell,
+                    count: set,
+                };
+                for &(lo, hi) in runs {
+                    assert!(hi <= len, "attention run {lo}..{hi} past {len} cells");
+                    let keys = &k[lo * cell..];
+                    kernels.att_dot_decode_heads(
+                        keys,
+                        (cell, hi - lo),
+                        queries,
+                        cell,
+                        &mut scores[lo..],
+                        cells,
+                    );
+                }
+                for j in 0..set {
+                    let sc = &mut scores[j * cells..j * cells + len];
+                    kernels.softmax(sc, scale);
+                    for p in sc.iter_mut() {
+                        *p = KvType::F16.round(*p);
+                    }
+                }
+                let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
+                // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
+                let out = unsafe { att.slice(at, at + set * m.kv_lora) };
+                let probs = Queries {
+                    ys: scores,
+                    len,
+                    stride: cells,
+                    count: set,
+                };
+                kernels.att_dot_decode_heads(
+                    v,
+                    (v_stride, m.kv_lora),
+                    probs,
+                    kv_pad,
+                    out,
+                    m.kv_lora,
+                );
             }
         });
     }
