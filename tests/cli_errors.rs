@@ -356,6 +356,56 @@ fn bad_latent_attention_is_one_line_errors() {
 }
 
 #[test]
+fn bad_latent_expert_groups_are_one_line_errors() {
+    let dir = common::temp_dir("cli-mla-groups");
+    // DeepSeek-V3's routing at a tiny size: 8 experts in 4 groups of which 2 hold a token's 2.
+    let tiny = || {
+        synth_model(&SynthSpec {
+            n_expert: 8,
+            n_expert_used: 2,
+            n_ff_exp: 32,
+            moe: locus::model::synth::SynthMoe {
+                n_shared: 1,
+                groups: 4,
+                groups_used: 2,
+                gating: Some(locus::model::arch::Gating::Sigmoid),
+                probs_bias: true,
+                ..Default::default()
+            },
+            ..SynthSpec::tiny_latent(GgmlType::Q8_0)
+        })
+    };
+    let ok = write(&dir, "ok.gguf", &tiny());
+    let out = common::locus(&greedy_run(&ok, "2"));
+    assert!(out.status.success(), "{out:?}");
+    let key =
+        |w: &mut GgufWriter, k: &str, v: u32| w.set(&format!("deepseek2.{k}"), MetaValue::U32(v));
+    let cases: [(&str, &str, u32, &[&str]); 2] = [
+        (
+            "groups that do not divide the experts",
+            "expert_group_count",
+            3,
+            &["deepseek2.expert_group_count", "3"],
+        ),
+        (
+            "more used groups than groups",
+            "expert_group_used_count",
+            5,
+            &["deepseek2.expert_group_used_count", "5"],
+        ),
+    ];
+    for (what, k, v, names) in cases {
+        let mut w = tiny();
+        key(&mut w, k, v);
+        let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
+        assert_eq!(e.trim().lines().count(), 1, "{what}: one line: {e}");
+        for n in names {
+            assert!(e.contains(n), "{what}: the error names {n}: {e}");
+        }
+    }
+}
+
+#[test]
 fn prompt_longer_than_context() {
     let dir = common::temp_dir("cli-ctx");
     let p = write(&dir, "ok.gguf", &tiny());

@@ -538,3 +538,36 @@ impl Model<'_> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::{GgmlType, Kernels};
+    use crate::model::forward::{KvType, Model};
+    use crate::model::synth::{synth_model, SynthSpec};
+    use crate::model::weights::Weights;
+    use crate::model::{Config, Gguf};
+
+    #[test]
+    fn the_cache_holds_one_latent_cell_per_token_and_layer() {
+        let spec = SynthSpec::tiny_latent(GgmlType::F32);
+        let bytes = synth_model(&spec).to_bytes();
+        let g = Gguf::parse(&bytes).unwrap();
+        let c = Config::from_gguf(&g).unwrap();
+        let w = Weights::from_gguf(&g, &c).unwrap();
+        let model = Model::new(c.clone(), w, Kernels::detect().unwrap());
+        let m = c.mla.expect("latent sizes");
+        let (n_ctx, f16) = (32768u64, 2u64);
+        let cell = (m.kv_lora + m.rope) as u64;
+        let sizes = model.state_bytes(n_ctx as usize, 1, KvType::F16).unwrap();
+        assert_eq!(sizes.kv, c.n_layer as u64 * n_ctx * cell * f16);
+        // Per-head keys (nope + rope) and values (v_head) of every head would take 4 times
+        // as much for these sizes (DeepSeek-V3's: 8.9 times).
+        let per_head = (c.n_head * (m.q_head() + m.v_head)) as u64;
+        assert_eq!(per_head, 4 * cell);
+        // What is allocated: one latent cell per position in each layer, no value buffers.
+        let s = model.try_new_state(4096, 1, KvType::F16).unwrap();
+        let cells: Vec<usize> = s.k.iter().map(|k| k.as_bytes().len()).collect();
+        assert_eq!(cells, vec![4096 * cell as usize * 2; c.n_layer]);
+        assert!(s.v.iter().all(|v| v.as_bytes().is_empty()));
+    }
+}
