@@ -31,6 +31,28 @@ fn spec(arch: Arch, ty: GgmlType, kv: KvType) -> SynthSpec {
         s.sliding_window = 8;
         s.swa_pattern = 2;
     }
+    if arch == Arch::Deepseek2 {
+        // Latent attention (a low-rank query, YaRN) and V3's mixture: a dense first layer,
+        // then 4 experts in 2 groups of which 1 holds a token's 2, a shared expert, sigmoid
+        // routing with the selection bias.
+        let t = SynthSpec::tiny_latent(ty);
+        (s.n_head_kv, s.head_dim, s.mla) = (t.n_head_kv, t.head_dim, t.mla);
+        s.mla.yarn_factor = 4.0;
+        s.mla.yarn_log_mul = 0.1;
+        s.n_expert = 4;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 256;
+        s.moe = locus::model::synth::SynthMoe {
+            n_shared: 1,
+            dense_lead: 1,
+            groups: 2,
+            groups_used: 1,
+            gating: Some(locus::model::arch::Gating::Sigmoid),
+            probs_bias: true,
+            weights_scale: 2.5,
+            weights_norm: Some(true),
+        };
+    }
     if arch == Arch::Qwen3Moe {
         // A mixture of experts: `forward_mixed` runs its parts one by one, each prompt chunk
         // whole (as `eval` cuts it), beside the others' decoded tokens.
@@ -243,6 +265,8 @@ fn shared_decode_steps_give_each_sequence_its_own_bits() {
         (Arch::Llama, GgmlType::Iq4Xs),
         (Arch::Gemma3, GgmlType::Q8_0),
         (Arch::Qwen3Moe, GgmlType::Q4K),
+        (Arch::Deepseek2, GgmlType::Q8_0),
+        (Arch::Deepseek2, GgmlType::Q4K),
     ] {
         check(arch, ty, KvType::F16);
     }

@@ -414,6 +414,19 @@ fn family_model(arch: &'static str) -> PathBuf {
         // A window shorter than the prompt plus the tokens generated, on every other layer.
         extra.extend(["--window", "4", "--swa-pattern", "2"]);
     }
+    if arch == "deepseek2" {
+        // Latent attention (one latent head every query head reads) and V3's mixture.
+        extra = vec!["--arch", arch, "--head-dim", "96", "--kv-heads", "1"];
+        extra.extend([
+            "--experts",
+            "8",
+            "--experts-used",
+            "2",
+            "--expert-ffn",
+            "128",
+        ]);
+        extra.extend(["--dense-layers", "1", "--gating", "sigmoid", "--probs-bias"]);
+    }
     if arch == "qwen3moe" {
         extra.extend([
             "--experts",
@@ -457,8 +470,8 @@ fn small_model(tag: &str, ty: &str, layers: &str, vocab: &str, extra: &[&str]) -
 }
 
 #[test]
-fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
-    for arch in ["qwen3", "gemma3", "qwen3moe"] {
+fn every_mode_runs_qwen3_gemma3_qwen3moe_and_deepseek2_with_the_same_tokens() {
+    for arch in ["qwen3", "gemma3", "qwen3moe", "deepseek2"] {
         let model = family_model(arch);
         let base = baseline(&model);
         for mode in MODES {
@@ -478,7 +491,16 @@ fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
             // Every matrix of the family is placed and audited: 4 layers × 7 (a mixture of
             // experts: 4 attention matrices, the router and 8 experts × 3), the embedding and
             // the untied head.
-            let per_layer = if arch == "qwen3moe" { 4 + 1 + 8 * 3 } else { 7 };
+            //
+            // deepseek2: latent attention's q, kv_a, o and a matrix per head (4) of attn_k_b
+            // and attn_v_b; a dense first layer, then the router, 8 experts × 3 and the
+            // shared expert's 3.
+            let latent = 3 + 4 + 4;
+            let matrices = match arch {
+                "qwen3moe" => 4 * (4 + 1 + 8 * 3),
+                "deepseek2" => 4 * latent + 3 + 3 * (1 + 8 * 3 + 3),
+                _ => 4 * 7,
+            };
             let copies = a.get("copies").and_then(Json::as_array).unwrap();
             let mut tensors: Vec<&str> = copies
                 .iter()
@@ -488,7 +510,7 @@ fn every_mode_runs_qwen3_gemma3_and_qwen3moe_with_the_same_tokens() {
             tensors.dedup();
             assert_eq!(
                 tensors.len(),
-                4 * per_layer + 2,
+                matrices + 2,
                 "{arch} {mode}: every matrix listed"
             );
         }
