@@ -496,6 +496,7 @@ impl Kernels {
                     att_gemv: x86_64::avx512::att_gemv,
                     att_gemv_rows: x86_64::avx512::att_gemv_rows,
                     att_gemv_heads: Some(x86_64::avx512::att_gemv_heads),
+                    att_gemm_rows: x86_64::avx512::att_gemm_rows,
                     entries,
                     ..Kernels::for_tier(Tier::Avx2)?
                 }

@@ -703,6 +703,59 @@ fn att_gemv_lanes_heads<const H: usize>(x: &[u16], y: &[&[f32]; H], m: usize) ->
     acc.map(|a| _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])))
 }
 
+/// Rows the AVX-512 batch attention dot computes at once (each with one 16-lane accumulator).
+const GEMM_ROWS: usize = 8;
+
+/// `out[r]` = tinyBLAS's f32 dot of row r (`x[r * stride..][..y.len()]`) and `y`, as the AVX2
+/// tier computes it with (lo, hi) halves of eight lanes: here one 16-lane register a row, the
+/// same multiply-add per lane, the tail's lanes past `y.len()` zeros in both operands, and the
+/// lanes reduced in GCC's `_mm512_reduce_add_ps` order. Same bits; half the instructions.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn att_gemm_rows_impl(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
+    let n = y.len();
+    let full = n / 16 * 16;
+    let rows = out.len();
+    if rows == 0 {
+        return;
+    }
+    assert!(
+        (rows - 1) * stride + n <= x.len(),
+        "att_gemm_rows: rows past the buffer"
+    );
+    let row = |r: usize| &x[r * stride..r * stride + n];
+    // Lanes of the last partial step, zeros past n (masked loads).
+    let tail: __mmask16 = ((1u32 << (n - full)) - 1) as __mmask16;
+    for (q, o) in (0..).step_by(GEMM_ROWS).zip(out.chunks_mut(GEMM_ROWS)) {
+        let xr: [&[f32]; GEMM_ROWS] = std::array::from_fn(|j| row((q + j).min(rows - 1)));
+        let mut acc = [_mm512_setzero_ps(); GEMM_ROWS];
+        let mut i = 0;
+        while i < full {
+            // SAFETY: elements i..i + 16 are inside y and every row (i + 16 <= full <= n).
+            let yv = unsafe { _mm512_loadu_ps(y.as_ptr().add(i)) };
+            for j in 0..GEMM_ROWS {
+                // SAFETY: as above.
+                let xv = unsafe { _mm512_loadu_ps(xr[j].as_ptr().add(i)) };
+                acc[j] = _mm512_fmadd_ps(xv, yv, acc[j]);
+            }
+            i += 16;
+        }
+        if i < n {
+            // SAFETY: the mask enables only lanes below n - i, inside y and every row.
+            let yv = unsafe { _mm512_maskz_loadu_ps(tail, y.as_ptr().add(i)) };
+            for j in 0..GEMM_ROWS {
+                // SAFETY: as above.
+                let xv = unsafe { _mm512_maskz_loadu_ps(tail, xr[j].as_ptr().add(i)) };
+                acc[j] = _mm512_fmadd_ps(xv, yv, acc[j]);
+            }
+        }
+        for (j, v) in o.iter_mut().enumerate() {
+            let lo = _mm512_castps512_ps256(acc[j]);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[j])));
+            *v = reduce16(lo, hi);
+        }
+    }
+}
+
 /// [`att_gemv_rows_impl`] of every query against the same rows, [`HEADS_AT_ONCE`] queries at a
 /// time (fewer in a last set): sixteen rows' lanes per query reduced together, each result its
 /// single dot's bits.
@@ -980,6 +1033,7 @@ entry_points! {
     att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 = att_gemv_impl;
     att_gemv_rows(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &mut [f32])
         = att_gemv_rows_impl;
+    att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) = att_gemm_rows_impl;
     att_gemv_heads(x: &[u16], rows: (usize, usize), q: Queries<'_>, n_pad: usize,
         out: &mut [f32], out_stride: usize) = att_gemv_heads_impl;
     softmax(x: &mut [f32], scale: f32) = softmax_impl;

@@ -54,6 +54,14 @@ fn transpose_block<T: Copy>(
     }
 }
 
+/// Cells a set of heads scores before the next block: 64 widened cells of DeepSeek's 576 values
+/// are 144 KiB, which an L2 cache holds while every head of the set reads them.
+const SCORE_CELLS: usize = 64;
+
+/// Value rows a set of heads sums before the next block: 32 rows of 4096 widened cells are
+/// 512 KiB, within an L2 cache.
+const VALUE_CHANNELS: usize = 32;
+
 /// The most query heads that read the latent cells together in a decode step.
 pub(super) const LATENT_HEAD_SET: usize = 8;
 
@@ -332,12 +340,13 @@ impl Model<'_> {
             }
         };
         let (stride, vt, kf, vf) = (bufs.vt_stride, &bufs.vt, &bufs.kf, &bufs.vf);
+        let set = head_set(h, n, pool.threads());
+        if wide {
+            let sets = HeadSets { set, b0, n };
+            return self.attend_latent_wide(pool, s, (kf, vf), sets, reach);
+        }
         if let (Arith::Single, Some(_), Some(v)) = (kq_arith, kc.as_f16(), vt.as_f16()) {
-            let sets = HeadSets {
-                set: head_set(h, n, pool.threads()),
-                b0,
-                n,
-            };
+            let sets = HeadSets { set, b0, n };
             return self.attend_latent_sets(pool, s, (li, v), sets, (kv_pad, stride));
         }
         let q = &s.q;
@@ -365,10 +374,7 @@ impl Model<'_> {
                 }
                 for &(lo, hi) in runs {
                     let out = &mut sc[lo..hi];
-                    match wide {
-                        true => kernels.att_dot_batch_rows(&kf[lo * cell..], cell, q16, out),
-                        false => kc.dots(kernels, kq_arith, (lo * cell, cell), q16, cell, out),
-                    }
+                    kc.dots(kernels, kq_arith, (lo * cell, cell), q16, cell, out);
                 }
                 kernels.softmax(sc, scale);
                 for p in sc.iter_mut() {
@@ -377,9 +383,85 @@ impl Model<'_> {
                 let at = ((b0 + b) * h + hh) * m.kv_lora;
                 // SAFETY: output (b, hh) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + m.kv_lora) };
-                match wide {
-                    true => kernels.att_dot_batch_rows(vf, reach, sc, out),
-                    false => vt.dots(kernels, arith, (0, stride), sc, kv_pad, out),
+                vt.dots(kernels, arith, (0, stride), sc, kv_pad, out);
+            }
+        });
+    }
+
+    /// A micro-batch's attention over the widened cells (`kf`: keys, `vf`: latent values
+    /// transposed, rows of `reach`) in sets of query heads of one token: the set's queries
+    /// take each block of [`SCORE_CELLS`] cells in turn and its probabilities each block of
+    /// [`VALUE_CHANNELS`] value rows, so a block is read from memory once for the set, not
+    /// once per head. Every output is the same rows kernel's dot as one head alone gets.
+    fn attend_latent_wide(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        (kf, vf): (&[f32], &[f32]),
+        hs: HeadSets,
+        reach: usize,
+    ) {
+        let c = &self.config;
+        let m = c.mla.expect("latent sizes");
+        let (cell, h, set) = (c.head_dim, c.n_head, hs.set);
+        let rows = &s.rows[0];
+        let cells = rows.cap;
+        let (q, kernels, scale) = (&s.q, &self.kernels, m.kq_scale);
+        let sstride = s.scratch_stride;
+        assert!(
+            set * (cells + cell) <= sstride,
+            "a set of {set} heads past the attention scratch"
+        );
+        let att = Out::new(&mut s.att);
+        let scratch = Out::new(&mut s.scratch);
+        let nth = pool.threads();
+        let per_token = h / set;
+        pool.run(&|tid| {
+            // SAFETY: each thread uses its own scratch row.
+            let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
+            let (scores, rest) = mine.split_at_mut(set * cells);
+            let q16 = &mut rest[..set * cell];
+            for item in (tid..hs.n * per_token).step_by(nth) {
+                let (b, h0) = (item / per_token, item % per_token * set);
+                let row0 = ((hs.b0 + b) * h + h0) * cell;
+                for (d, &x) in q16.iter_mut().zip(&q[row0..row0 + set * cell]) {
+                    *d = KvType::F16.round(x);
+                }
+                let len = rows.len[b];
+                let runs = rows.runs(b);
+                if runs.len() != 1 || runs[0] != (0, len) {
+                    for j in 0..set {
+                        scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
+                    }
+                }
+                for &(lo, hi) in runs {
+                    assert!(hi <= len, "attention run {lo}..{hi} past {len} cells");
+                    for c0 in (lo..hi).step_by(SCORE_CELLS) {
+                        let c1 = hi.min(c0 + SCORE_CELLS);
+                        for j in 0..set {
+                            let out = &mut scores[j * cells + c0..j * cells + c1];
+                            let y = &q16[j * cell..(j + 1) * cell];
+                            kernels.att_dot_batch_rows(&kf[c0 * cell..], cell, y, out);
+                        }
+                    }
+                }
+                for j in 0..set {
+                    let sc = &mut scores[j * cells..j * cells + len];
+                    kernels.softmax(sc, scale);
+                    for p in sc.iter_mut() {
+                        *p = KvType::F16.round(*p);
+                    }
+                }
+                let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
+                // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
+                let out = unsafe { att.slice(at, at + set * m.kv_lora) };
+                for d0 in (0..m.kv_lora).step_by(VALUE_CHANNELS) {
+                    let d1 = m.kv_lora.min(d0 + VALUE_CHANNELS);
+                    for j in 0..set {
+                        let sc = &scores[j * cells..j * cells + len];
+                        let o = &mut out[j * m.kv_lora + d0..j * m.kv_lora + d1];
+                        kernels.att_dot_batch_rows(&vf[d0 * reach..], reach, sc, o);
+                    }
                 }
             }
         });
