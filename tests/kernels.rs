@@ -780,6 +780,64 @@ fn attention_row_dots_equal_scalar_single_dots() {
     }
 }
 
+/// A micro-batch's attention dots of several queries against the same widened rows (a set
+/// of latent-attention heads reading a block of cells) equal, in every tier, the scalar model's
+/// one dot at a time bit for bit: row and query counts off the tile's four by two, lengths
+/// around the 16-lane step, outputs at a stride.
+#[test]
+fn attention_batch_dots_of_several_queries_equal_scalar() {
+    let scalar = Kernels::scalar();
+    let mut all = vec![Kernels::scalar()];
+    all.extend(tiers());
+    for (len, rows, count) in [
+        (576usize, 9usize, 5usize),
+        (17, 4, 2),
+        (16, 3, 1),
+        (5, 1, 3),
+        (130, 7, 8),
+    ] {
+        let stride = len + 3;
+        let x: Vec<u16> = (0..rows * stride)
+            .map(|i| f32_to_f16(((i * 7919) % 1013) as f32 * 0.013 - 6.5))
+            .collect();
+        let wide: Vec<f32> = x.iter().map(|&h| f16_to_f32(h)).collect();
+        let y_stride = len + 1;
+        let ys: Vec<f32> = (0..count * y_stride)
+            .map(|i| ((i * 104729) % 997) as f32 * 0.002 - 1.0)
+            .collect();
+        let queries = Queries {
+            ys: &ys,
+            len,
+            stride: y_stride,
+            count,
+        };
+        let out_stride = rows + 2;
+        for k in &all {
+            let mut out = vec![f32::NAN; count * out_stride];
+            k.att_dot_batch_heads(&wide, (stride, rows), queries, &mut out, out_stride);
+            for j in 0..count {
+                for r in 0..rows {
+                    let want =
+                        scalar.att_dot_batch(&x[r * stride..r * stride + len], queries.get(j));
+                    let got = out[j * out_stride + r];
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "tier {} len {len} query {j} of {count} row {r} of {rows}: {got} != {want}",
+                        k.tier
+                    );
+                }
+                // Outputs between a query's rows and the next query's are not written.
+                assert!(
+                    out[j * out_stride + rows].is_nan(),
+                    "tier {}: wrote past a query's rows",
+                    k.tier
+                );
+            }
+        }
+    }
+}
+
 /// The single-token attention dot (ggml's `vec_dot_f16` with the row padded to `n_pad`) of
 /// every tier equals the scalar model bit for bit: lengths around its 16- and 64-element steps,
 /// padded lengths past the row (zeros that add nothing) and short of it (a tail in f64).

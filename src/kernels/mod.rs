@@ -246,6 +246,7 @@ type AttGemvRows = fn(&[u16], usize, &[f32], usize, &mut [f32]);
 /// [`AttGemvRows`] of several queries against the same rows: `(x, (stride, rows), queries,
 /// n_pad, out, out_stride)`, query j's row r into `out[j * out_stride + r]`.
 type AttGemvHeads = fn(&[u16], (usize, usize), Queries<'_>, usize, &mut [f32], usize);
+type AttGemmHeads = fn(&[f32], (usize, usize), Queries<'_>, &mut [f32], usize);
 
 /// Query vectors that read the same cache rows (the query heads of one KV head): `count`
 /// vectors of `len` f32, vector j at `ys[j * stride..][..len]`.
@@ -395,6 +396,9 @@ pub struct Kernels {
     /// A tier's kernel for [`Kernels::att_dot_decode_heads`] that converts each cache row once
     /// for all the queries; without one, the queries go one at a time through `att_gemv_rows`.
     att_gemv_heads: Option<AttGemvHeads>,
+    /// A tier's kernel for [`Kernels::att_dot_batch_heads`] that holds several queries' sums
+    /// against the same rows at once; without one, the queries go one at a time.
+    att_gemm_heads: Option<AttGemmHeads>,
     att_gemm: DotU16,
     att_gemm_rows: fn(&[f32], usize, &[f32], &mut [f32]),
     widen_f16: fn(&[u16], &mut [f32]),
@@ -428,6 +432,7 @@ impl Kernels {
                 att_gemv_each_row(ggml_math::dot_f16_gemv, x, stride, y, n_pad, out)
             },
             att_gemv_heads: None,
+            att_gemm_heads: None,
             att_gemm: ggml_math::dot_f16_gemm,
             att_gemm_rows: legacy_rows::gemm_rows_scalar,
             widen_f16: |src, dst| {
@@ -497,6 +502,7 @@ impl Kernels {
                     att_gemv_rows: x86_64::avx512::att_gemv_rows,
                     att_gemv_heads: Some(x86_64::avx512::att_gemv_heads),
                     att_gemm_rows: x86_64::avx512::att_gemm_rows,
+                    att_gemm_heads: Some(x86_64::avx512::att_gemm_heads),
                     entries,
                     ..Kernels::for_tier(Tier::Avx2)?
                 }
@@ -662,6 +668,30 @@ impl Kernels {
     #[inline]
     pub fn att_dot_batch_rows(&self, x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
         (self.att_gemm_rows)(x, stride, y, out)
+    }
+
+    /// [`Kernels::att_dot_batch_rows`] of every query in `queries` against the same `rows`
+    /// rows of widened values (row r at `x[r * stride..][..queries.len]`): query j's row r into
+    /// `out[j * out_stride + r]`, bit for bit as one query at a time gives it. A set of heads
+    /// reads a block of cells once this way.
+    ///
+    /// # Panics
+    /// If a row runs past the end of `x`, a query past its buffer, or an output past `out`.
+    pub fn att_dot_batch_heads(
+        &self,
+        x: &[f32],
+        (stride, rows): (usize, usize),
+        queries: Queries<'_>,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        if let Some(f) = self.att_gemm_heads {
+            return f(x, (stride, rows), queries, out, out_stride);
+        }
+        for j in 0..queries.count {
+            let o = &mut out[j * out_stride..j * out_stride + rows];
+            (self.att_gemm_rows)(x, stride, queries.get(j), o);
+        }
     }
 
     /// f16 → f32 of a slice (exact).

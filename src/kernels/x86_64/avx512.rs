@@ -756,6 +756,82 @@ fn att_gemm_rows_impl(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Rows and queries the AVX-512 batch attention tile holds at once.
+const TILE_GEMM_ROWS: usize = 4;
+const TILE_GEMM_QUERIES: usize = 2;
+
+/// [`att_gemm_rows_impl`] of every query of `q` against the same `rows` rows (row r at
+/// `x[r * stride..][..q.len]`), query j's row r into `out[j * out_stride + r]`: a tile of
+/// four rows by two queries in registers, so each row and query load feeds two or four
+/// multiply-adds. Each output keeps its own 16 lanes, the same multiply-adds in the same
+/// order and the same reduction as alone: the same bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn att_gemm_heads_impl(
+    x: &[f32],
+    (stride, rows): (usize, usize),
+    q: Queries<'_>,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let (n, count) = (q.len, q.count);
+    if rows == 0 || count == 0 {
+        return;
+    }
+    assert!(
+        (rows - 1) * stride + n <= x.len(),
+        "att_gemm_heads: rows past the buffer"
+    );
+    assert!(
+        (count - 1) * out_stride + rows <= out.len(),
+        "att_gemm_heads: outputs past the buffer"
+    );
+    let full = n / 16 * 16;
+    let tail: __mmask16 = ((1u32 << (n - full)) - 1) as __mmask16;
+    let row = |r: usize| &x[r * stride..r * stride + n];
+    for r0 in (0..rows).step_by(TILE_GEMM_ROWS) {
+        let xr: [&[f32]; TILE_GEMM_ROWS] = std::array::from_fn(|j| row((r0 + j).min(rows - 1)));
+        for q0 in (0..count).step_by(TILE_GEMM_QUERIES) {
+            let ys: [&[f32]; TILE_GEMM_QUERIES] =
+                std::array::from_fn(|k| q.get((q0 + k).min(count - 1)));
+            let mut acc = [[_mm512_setzero_ps(); TILE_GEMM_QUERIES]; TILE_GEMM_ROWS];
+            let mut i = 0;
+            while i < full {
+                // SAFETY: elements i..i + 16 are inside every query and row (i + 16 <= n).
+                let yv: [__m512; TILE_GEMM_QUERIES] =
+                    std::array::from_fn(|k| unsafe { _mm512_loadu_ps(ys[k].as_ptr().add(i)) });
+                for j in 0..TILE_GEMM_ROWS {
+                    // SAFETY: as above.
+                    let xv = unsafe { _mm512_loadu_ps(xr[j].as_ptr().add(i)) };
+                    for k in 0..TILE_GEMM_QUERIES {
+                        acc[j][k] = _mm512_fmadd_ps(xv, yv[k], acc[j][k]);
+                    }
+                }
+                i += 16;
+            }
+            if i < n {
+                // SAFETY: the mask enables only lanes below n - i, inside every query and row.
+                let yv: [__m512; TILE_GEMM_QUERIES] = std::array::from_fn(|k| unsafe {
+                    _mm512_maskz_loadu_ps(tail, ys[k].as_ptr().add(i))
+                });
+                for j in 0..TILE_GEMM_ROWS {
+                    // SAFETY: as above.
+                    let xv = unsafe { _mm512_maskz_loadu_ps(tail, xr[j].as_ptr().add(i)) };
+                    for k in 0..TILE_GEMM_QUERIES {
+                        acc[j][k] = _mm512_fmadd_ps(xv, yv[k], acc[j][k]);
+                    }
+                }
+            }
+            for (j, acc) in acc.iter().enumerate().take(rows - r0) {
+                for (k, a) in acc.iter().enumerate().take(count - q0) {
+                    let lo = _mm512_castps512_ps256(*a);
+                    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*a)));
+                    out[(q0 + k) * out_stride + r0 + j] = reduce16(lo, hi);
+                }
+            }
+        }
+    }
+}
+
 /// [`att_gemv_rows_impl`] of every query against the same rows, [`HEADS_AT_ONCE`] queries at a
 /// time (fewer in a last set): sixteen rows' lanes per query reduced together, each result its
 /// single dot's bits.
@@ -1034,6 +1110,8 @@ entry_points! {
     att_gemv_rows(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &mut [f32])
         = att_gemv_rows_impl;
     att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) = att_gemm_rows_impl;
+    att_gemm_heads(x: &[f32], rows: (usize, usize), q: Queries<'_>, out: &mut [f32],
+        out_stride: usize) = att_gemm_heads_impl;
     att_gemv_heads(x: &[u16], rows: (usize, usize), q: Queries<'_>, n_pad: usize,
         out: &mut [f32], out_stride: usize) = att_gemv_heads_impl;
     softmax(x: &mut [f32], scale: f32) = softmax_impl;

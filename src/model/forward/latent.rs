@@ -436,13 +436,16 @@ impl Model<'_> {
                 }
                 for &(lo, hi) in runs {
                     assert!(hi <= len, "attention run {lo}..{hi} past {len} cells");
+                    let queries = Queries {
+                        ys: q16,
+                        len: cell,
+                        stride: cell,
+                        count: set,
+                    };
                     for c0 in (lo..hi).step_by(SCORE_CELLS) {
                         let c1 = hi.min(c0 + SCORE_CELLS);
-                        for j in 0..set {
-                            let out = &mut scores[j * cells + c0..j * cells + c1];
-                            let y = &q16[j * cell..(j + 1) * cell];
-                            kernels.att_dot_batch_rows(&kf[c0 * cell..], cell, y, out);
-                        }
+                        let (keys, out) = (&kf[c0 * cell..], &mut scores[c0..]);
+                        kernels.att_dot_batch_heads(keys, (cell, c1 - c0), queries, out, cells);
                     }
                 }
                 for j in 0..set {
@@ -455,13 +458,16 @@ impl Model<'_> {
                 let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
                 // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
                 let out = unsafe { att.slice(at, at + set * m.kv_lora) };
+                let probs = Queries {
+                    ys: scores,
+                    len,
+                    stride: cells,
+                    count: set,
+                };
                 for d0 in (0..m.kv_lora).step_by(VALUE_CHANNELS) {
                     let d1 = m.kv_lora.min(d0 + VALUE_CHANNELS);
-                    for j in 0..set {
-                        let sc = &scores[j * cells..j * cells + len];
-                        let o = &mut out[j * m.kv_lora + d0..j * m.kv_lora + d1];
-                        kernels.att_dot_batch_rows(&vf[d0 * reach..], reach, sc, o);
-                    }
+                    let (values, o) = (&vf[d0 * reach..], &mut out[d0..]);
+                    kernels.att_dot_batch_heads(values, (reach, d1 - d0), probs, o, m.kv_lora);
                 }
             }
         });
