@@ -272,11 +272,12 @@ impl<'a> Model<'a> {
             // each head of a decode step's set.
             return cells.checked_add(hd)?.checked_mul(latent::LATENT_HEAD_SET);
         }
-        cells
-            .checked_mul(hd)?
-            .checked_mul(2)?
-            .checked_add(cells)?
-            .checked_add(hd)
+        // Widened keys and values, then scores and a rounded query for each head of a set.
+        cells.checked_mul(hd)?.checked_mul(2)?.checked_add(
+            cells
+                .checked_add(hd)?
+                .checked_mul(attention::MAX_HEAD_SET)?,
+        )
     }
 
     /// Cells per KV head of each layer's cache in a context of `n_ctx`: `n_ctx` for a global

@@ -15,7 +15,7 @@ use super::{add_into, Model, State};
 use crate::kernels::ops;
 use crate::kernels::{Kernels, Queries, SumOrder};
 use crate::model::arch::RopeStyle;
-use crate::model::kv::{Arith, KvType, KV_PAD};
+use crate::model::kv::{Arith, KvBuf, KvType, KV_PAD};
 use crate::model::swa::SwaCells;
 use crate::model::weights::{Attention, Gqa, Layer};
 use crate::pool::{rows_of_group, split, Pool};
@@ -494,13 +494,37 @@ impl Model<'_> {
                 .min_by_key(|&k| busiest(k))
                 .unwrap_or(1)
         };
+        // A micro-batch over an f16 cache: the query heads of a token read each block of the
+        // widened keys and values together (`attend_batch_sets`).
+        let batch_sets =
+            arith == Arith::Batch && kq_arith == Arith::Batch && kv_type == KvType::F16;
+        let batch_set_of = |grp: usize| {
+            let (g0, g1) = self.kv_heads_of_group(pool, grp);
+            let threads = pool.groups()[grp].len();
+            let fits = |k: usize| 2 * cells * hd + k * (cells + hd) <= stride;
+            let busiest = |k: usize| (n * (g1 - g0) * (group / k)).div_ceil(threads) * k;
+            (1..=MAX_HEAD_SET.min(group))
+                .rev()
+                .filter(|&k| group.is_multiple_of(k) && fits(k))
+                .min_by_key(|&k| busiest(k))
+                .unwrap_or(1)
+        };
         pool.run(&|tid| {
-            let set = if sets { set_of(pool.group_of(tid)) } else { 1 };
+            let set = match (sets, batch_sets) {
+                (true, _) => set_of(pool.group_of(tid)),
+                (false, true) => batch_set_of(pool.group_of(tid)),
+                (false, false) => 1,
+            };
             let Some(it) = self.attention_items(pool, tid, n, group / set) else {
                 return;
             };
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
+            if set > 1 && batch_sets {
+                let heads = HeadSets { n, set, cells, b0 };
+                let bufs = (kc, vc, &q[..]);
+                return self.attend_batch_sets(kernels, heads, rows, bufs, &it, mine, &att);
+            }
             if set > 1 {
                 let (k, v) = (kc.as_f16(), vc.as_f16());
                 let (Some(k), Some(v)) = (k, v) else {
@@ -567,7 +591,7 @@ impl Model<'_> {
 /// the heads per KV head up to this that leaves the busiest thread of the group no more heads
 /// than sets of one would (a single token's decode on a many-thread node takes smaller sets,
 /// or none).
-const MAX_HEAD_SET: usize = 8;
+pub(super) const MAX_HEAD_SET: usize = 8;
 
 /// What [`Model::attend_head_sets`] needs besides the buffers: the batch's tokens, heads per
 /// set, the scratch's score cells per head and the batch's first row.
@@ -579,7 +603,98 @@ struct HeadSets {
     b0: usize,
 }
 
+/// Cells a set of query heads scores at a time in a micro-batch (a block of the widened keys
+/// that stays in cache while every head of the set reads it).
+const SCORE_BLOCK: usize = 128;
+
 impl Model<'_> {
+    /// One thread's attention items in sets of query heads of a token (a micro-batch's
+    /// arithmetic over an f16 cache): each KV head's keys and values widened to f32 once, then
+    /// per (token, set) the set's queries against each block of keys and its probabilities
+    /// against the values ([`Kernels::att_dot_batch_heads`]: every head's bits as alone), so
+    /// a block is read once for the set, not once per head. The thread's scratch holds the
+    /// widened keys and values, then the set's scores and queries.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_batch_sets(
+        &self,
+        kernels: &Kernels,
+        hs: HeadSets,
+        rows: &Rows,
+        (kc, vc, q): (&KvBuf, &KvBuf, &[f32]),
+        it: &Items,
+        mine: &mut [f32],
+        att: &Out,
+    ) {
+        let c = &self.config;
+        let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
+        let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());
+        let (cap, reach) = (rows.cap, rows.reach);
+        let per_token = group / set;
+        let per_kv_head = hs.n * per_token;
+        let (kf, rest) = mine.split_at_mut(cells * hd);
+        let (vf, rest) = rest.split_at_mut(cells * hd);
+        let (scores, rest) = rest.split_at_mut(set * cells);
+        let q16 = &mut rest[..set * hd];
+        let mut widened = None;
+        for item in (it.first..it.count).step_by(it.step) {
+            let g = it.g0 + item / per_kv_head;
+            let (b, h0) = (
+                item % per_kv_head / per_token,
+                g * group + item % per_token * set,
+            );
+            if widened != Some(g) {
+                kc.widen_rows(kernels, (g * cap * hd, hd), (reach, hd), kf);
+                vc.widen_rows(kernels, (g * hd * cap, cap), (hd, reach), vf);
+                widened = Some(g);
+            }
+            let row0 = (hs.b0 + b) * q_dim + h0 * hd;
+            for (d, &v) in q16.iter_mut().zip(&q[row0..row0 + set * hd]) {
+                *d = KvType::F16.round(v);
+            }
+            let len = rows.len[b];
+            let runs = rows.runs(b);
+            if runs.len() != 1 || runs[0] != (0, len) {
+                // As in the one-head path: cells the token does not see are −∞.
+                for j in 0..set {
+                    scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
+                }
+            }
+            let queries = Queries {
+                ys: q16,
+                len: hd,
+                stride: hd,
+                count: set,
+            };
+            for &(lo, hi) in runs {
+                assert!(
+                    hi <= len,
+                    "attention run {lo}..{hi} past the row's {len} cells"
+                );
+                for c0 in (lo..hi).step_by(SCORE_BLOCK) {
+                    let c1 = hi.min(c0 + SCORE_BLOCK);
+                    let (keys, out) = (&kf[c0 * hd..], &mut scores[c0..]);
+                    kernels.att_dot_batch_heads(keys, (hd, c1 - c0), queries, out, cells);
+                }
+            }
+            for j in 0..set {
+                let sc = &mut scores[j * cells..j * cells + len];
+                kernels.softmax(sc, scale);
+                for p in sc.iter_mut() {
+                    *p = KvType::F16.round(*p);
+                }
+            }
+            // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
+            let out = unsafe { att.slice(row0, row0 + set * hd) };
+            let probs = Queries {
+                ys: scores,
+                len,
+                stride: cells,
+                count: set,
+            };
+            kernels.att_dot_batch_heads(vf, (cap, hd), probs, out, hd);
+        }
+    }
+
     /// One thread's attention items in sets of query heads (decode's arithmetic, f16 cache):
     /// per (token, set) the set's queries against the KV head's keys, a softmax per head, and
     /// the set's probabilities against its values, each cache row widened once for the set
