@@ -625,6 +625,21 @@ impl<'a> Reader<'_, 'a> {
         n: usize,
         strided_input: bool,
     ) -> Result<Vec<Matrix<'a>>, ModelError> {
+        self.slabs(name, (cols, rows, n), |t| {
+            if t.ty == GgmlType::F32 && !strided_input {
+                t.order = SumOrder::f32_order(rows, cols);
+            }
+        })
+    }
+
+    /// The `n` slabs of a 3-D tensor `{cols, rows, n}`, each a matrix of its own named
+    /// `name[x]`, its summation order set by `order`.
+    fn slabs(
+        &self,
+        name: &str,
+        (cols, rows, n): (usize, usize, usize),
+        order: impl Fn(&mut Tensor<'a>),
+    ) -> Result<Vec<Matrix<'a>>, ModelError> {
         if let Some(t) = self.g.tensors.iter().find(|t| t.name == name) {
             self.used.borrow_mut().insert(t.name);
         }
@@ -638,9 +653,7 @@ impl<'a> Reader<'_, 'a> {
                     data: &all.data[x * slab..(x + 1) * slab],
                     ..all
                 };
-                if t.ty == GgmlType::F32 && !strided_input {
-                    t.order = SumOrder::f32_order(rows, cols);
-                }
+                order(&mut t);
                 Matrix::new(&format!("{name}[{x}]"), t)
             })
             .collect())
@@ -698,25 +711,11 @@ impl<'a> Reader<'_, 'a> {
         rows: usize,
         n: usize,
     ) -> Result<Vec<Matrix<'a>>, ModelError> {
-        if let Some(t) = self.g.tensors.iter().find(|t| t.name == name) {
-            self.used.borrow_mut().insert(t.name);
-        }
-        let dims = vec![cols as u64, rows as u64, n as u64];
-        let all = tensor_of_shape(self.g, name, cols, rows * n, dims)?;
-        let slab = rows * all.row_bytes;
-        Ok((0..n)
-            .map(|x| {
-                let mut t = Tensor {
-                    rows,
-                    data: &all.data[x * slab..(x + 1) * slab],
-                    ..all
-                };
-                if repacked_in_llama(t.ty, rows) {
-                    t.order = SumOrder::BlockChain;
-                }
-                Matrix::new(&format!("{name}[{x}]"), t)
-            })
-            .collect())
+        self.slabs(name, (cols, rows, n), |t| {
+            if repacked_in_llama(t.ty, rows) {
+                t.order = SumOrder::BlockChain;
+            }
+        })
     }
 
     /// Whether to load a family's optional tensors, of which `first` is one: where the family
