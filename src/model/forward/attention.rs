@@ -603,6 +603,41 @@ struct HeadSets {
     b0: usize,
 }
 
+/// A set of query heads' start: its queries rounded to f16 into `q16` (from `src`), and its
+/// score rows (`cells` apart, `len` long) set to −∞ where the token's `runs` do not reach,
+/// as ggml's mask makes them.
+pub(super) fn start_set(
+    (q16, src): (&mut [f32], &[f32]),
+    scores: &mut [f32],
+    (set, cells, len): (usize, usize, usize),
+    runs: &[(usize, usize)],
+) {
+    for (d, &v) in q16.iter_mut().zip(src) {
+        *d = KvType::F16.round(v);
+    }
+    if runs.len() != 1 || runs[0] != (0, len) {
+        for j in 0..set {
+            scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
+        }
+    }
+}
+
+/// A set's score rows softmaxed at `scale`, their probabilities rounded to f16.
+pub(super) fn finish_set(
+    kernels: &Kernels,
+    scores: &mut [f32],
+    (set, cells, len): (usize, usize, usize),
+    scale: f32,
+) {
+    for j in 0..set {
+        let sc = &mut scores[j * cells..j * cells + len];
+        kernels.softmax(sc, scale);
+        for p in sc.iter_mut() {
+            *p = KvType::F16.round(*p);
+        }
+    }
+}
+
 /// Cells a set of query heads scores at a time in a micro-batch (a block of the widened keys
 /// that stays in cache while every head of the set reads it).
 const SCORE_BLOCK: usize = 128;
@@ -648,17 +683,13 @@ impl Model<'_> {
                 widened = Some(g);
             }
             let row0 = (hs.b0 + b) * q_dim + h0 * hd;
-            for (d, &v) in q16.iter_mut().zip(&q[row0..row0 + set * hd]) {
-                *d = KvType::F16.round(v);
-            }
-            let len = rows.len[b];
-            let runs = rows.runs(b);
-            if runs.len() != 1 || runs[0] != (0, len) {
-                // As in the one-head path: cells the token does not see are −∞.
-                for j in 0..set {
-                    scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
-                }
-            }
+            let (len, runs) = (rows.len[b], rows.runs(b));
+            start_set(
+                (q16, &q[row0..row0 + set * hd]),
+                scores,
+                (set, cells, len),
+                runs,
+            );
             let queries = Queries {
                 ys: q16,
                 len: hd,
@@ -676,13 +707,7 @@ impl Model<'_> {
                     kernels.att_dot_batch_heads(keys, (hd, c1 - c0), queries, out, cells);
                 }
             }
-            for j in 0..set {
-                let sc = &mut scores[j * cells..j * cells + len];
-                kernels.softmax(sc, scale);
-                for p in sc.iter_mut() {
-                    *p = KvType::F16.round(*p);
-                }
-            }
+            finish_set(kernels, scores, (set, cells, len), scale);
             // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
             let out = unsafe { att.slice(row0, row0 + set * hd) };
             let probs = Queries {
@@ -726,17 +751,13 @@ impl Model<'_> {
                 g * group + item % per_token * set,
             );
             let row0 = (hs.b0 + b) * q_dim + h0 * hd;
-            for (d, &v) in q16.iter_mut().zip(&q[row0..row0 + set * hd]) {
-                *d = KvType::F16.round(v);
-            }
-            let len = rows.len[b];
-            let runs = rows.runs(b);
-            if runs.len() != 1 || runs[0] != (0, len) {
-                // As in the one-head path: cells the token does not see are −∞.
-                for j in 0..set {
-                    scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
-                }
-            }
+            let (len, runs) = (rows.len[b], rows.runs(b));
+            start_set(
+                (q16, &q[row0..row0 + set * hd]),
+                scores,
+                (set, cells, len),
+                runs,
+            );
             let queries = Queries {
                 ys: q16,
                 len: hd,
@@ -759,13 +780,7 @@ impl Model<'_> {
                     cells,
                 );
             }
-            for j in 0..set {
-                let sc = &mut scores[j * cells..j * cells + len];
-                kernels.softmax(sc, scale);
-                for p in sc.iter_mut() {
-                    *p = KvType::F16.round(*p);
-                }
-            }
+            finish_set(kernels, scores, (set, cells, len), scale);
             // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
             let out = unsafe { att.slice(row0, row0 + set * hd) };
             let probs = Queries {

@@ -16,6 +16,7 @@
 //! The arithmetic is grouped-query attention's with one KV head: the same f16 rounding of the
 //! query and the probabilities, the same dot kernels per micro-batch kind ([`Arith`]).
 
+use super::attention::{finish_set, start_set};
 use super::parallel::{per_token, Out};
 use super::step::Step;
 use super::{Model, State};
@@ -424,16 +425,13 @@ impl Model<'_> {
             for item in (tid..hs.n * per_token).step_by(nth) {
                 let (b, h0) = (item / per_token, item % per_token * set);
                 let row0 = ((hs.b0 + b) * h + h0) * cell;
-                for (d, &x) in q16.iter_mut().zip(&q[row0..row0 + set * cell]) {
-                    *d = KvType::F16.round(x);
-                }
-                let len = rows.len[b];
-                let runs = rows.runs(b);
-                if runs.len() != 1 || runs[0] != (0, len) {
-                    for j in 0..set {
-                        scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
-                    }
-                }
+                let (len, runs) = (rows.len[b], rows.runs(b));
+                start_set(
+                    (q16, &q[row0..row0 + set * cell]),
+                    scores,
+                    (set, cells, len),
+                    runs,
+                );
                 for &(lo, hi) in runs {
                     assert!(hi <= len, "attention run {lo}..{hi} past {len} cells");
                     let queries = Queries {
@@ -448,13 +446,7 @@ impl Model<'_> {
                         kernels.att_dot_batch_heads(keys, (cell, c1 - c0), queries, out, cells);
                     }
                 }
-                for j in 0..set {
-                    let sc = &mut scores[j * cells..j * cells + len];
-                    kernels.softmax(sc, scale);
-                    for p in sc.iter_mut() {
-                        *p = KvType::F16.round(*p);
-                    }
-                }
+                finish_set(kernels, scores, (set, cells, len), scale);
                 let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
                 // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
                 let out = unsafe { att.slice(at, at + set * m.kv_lora) };
@@ -543,16 +535,13 @@ impl Model<'_> {
             for item in (tid..hs.n * per_token).step_by(nth) {
                 let (b, h0) = (item / per_token, item % per_token * set);
                 let row0 = ((hs.b0 + b) * h + h0) * cell;
-                for (d, &x) in q16.iter_mut().zip(&q[row0..row0 + set * cell]) {
-                    *d = KvType::F16.round(x);
-                }
-                let len = rows.len[b];
-                let runs = rows.runs(b);
-                if runs.len() != 1 || runs[0] != (0, len) {
-                    for j in 0..set {
-                        scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
-                    }
-                }
+                let (len, runs) = (rows.len[b], rows.runs(b));
+                start_set(
+                    (q16, &q[row0..row0 + set * cell]),
+                    scores,
+                    (set, cells, len),
+                    runs,
+                );
                 let queries = Queries {
                     ys: q16,
                     len: cell,
@@ -571,13 +560,7 @@ impl Model<'_> {
                         cells,
                     );
                 }
-                for j in 0..set {
-                    let sc = &mut scores[j * cells..j * cells + len];
-                    kernels.softmax(sc, scale);
-                    for p in sc.iter_mut() {
-                        *p = KvType::F16.round(*p);
-                    }
-                }
+                finish_set(kernels, scores, (set, cells, len), scale);
                 let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
                 // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
                 let out = unsafe { att.slice(at, at + set * m.kv_lora) };
