@@ -393,7 +393,22 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
     let file = ModelFile::open(&path).unwrap();
     let l = LoadedModel::load(&file, Instant::now()).unwrap();
     assert_eq!(l.model.config.arch.name(), arch);
-    let pool = Pool::new(2, |_| {});
+    // Latent attention keeps a copy of its cache per pool group: two groups of one thread
+    // each check that every group's copy, written and read by its own threads, gives
+    // llama.cpp's bits.
+    let latent = l.model.config.mla.is_some();
+    let pool = if latent {
+        Pool::grouped(&[1, 1], |_| {})
+    } else {
+        Pool::new(2, |_| {})
+    };
+    if latent {
+        let copies = l
+            .model
+            .state_bytes(2048, &pool, KvType::F16)
+            .map(|b| b.kv_copies);
+        assert_eq!(copies, Some(2), "{tag}: a latent cache per group");
+    }
     let mut failures = Vec::new();
     let mut past_window = 0;
     let mut wrapped = 0;
@@ -406,7 +421,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
             case.name
         );
         past_window += usize::from(ids.len() + STEPS > window);
-        let mut s = l.model.new_state(2048, pool.threads(), KvType::F16);
+        let mut s = l.model.new_state(2048, &pool, KvType::F16);
         let mut logits = Vec::new();
         l.model.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
             logits = lg.to_vec()

@@ -144,9 +144,11 @@ fn gen_model(tag: &str, args: &[&str]) -> PathBuf {
 /// Models of other families, through the architecture seam, Q8_0: mirror and shard must
 /// audit local and give the host's tokens for them too. Gemma 3: head norms, post-norms, GELU,
 /// a 4-token sliding window on every other layer. Qwen3-MoE: 8 experts, 2 per token, each
-/// expert's rows split across the nodes in shard.
-fn seam_models() -> &'static [(&'static str, PathBuf); 2] {
-    static MODELS: OnceLock<[(&str, PathBuf); 2]> = OnceLock::new();
+/// expert's rows split across the nodes in shard. DeepSeek-V3-like: latent attention with a
+/// low-rank query, a leading dense layer, sigmoid routing over expert groups, a shared expert;
+/// every mode runs it, and its latent cache keeps a copy on each node with CPUs.
+fn seam_models() -> &'static [(&'static str, PathBuf); 3] {
+    static MODELS: OnceLock<[(&str, PathBuf); 3]> = OnceLock::new();
     MODELS.get_or_init(|| {
         let shape = [
             "--type",
@@ -192,12 +194,64 @@ fn seam_models() -> &'static [(&'static str, PathBuf); 2] {
                     ]),
                 ),
             ),
+            ("deepseek2", gen_model("deepseek2", &LATENT_ARGS)),
         ]
     })
 }
 
+/// The latent seam model: one KV head (the latent cell of 64 + 32 values), 4 query heads.
+const LATENT_ARGS: [&str; 37] = [
+    "--arch",
+    "deepseek2",
+    "--type",
+    "Q8_0",
+    "--dim",
+    "256",
+    "--layers",
+    "2",
+    "--ffn",
+    "512",
+    "--heads",
+    "4",
+    "--kv-heads",
+    "1",
+    "--vocab",
+    "384",
+    "--untied",
+    "--kv-lora",
+    "64",
+    "--q-lora",
+    "96",
+    "--rope-dims",
+    "32",
+    "--experts",
+    "8",
+    "--expert-ffn",
+    "128",
+    "--shared-experts",
+    "1",
+    "--dense-layers",
+    "1",
+    "--expert-groups",
+    "4",
+    "--expert-groups-used",
+    "2",
+    "--gating",
+    "sigmoid",
+];
+
 /// The modes checked on the seam models: the copying modes that must stay local.
 const SEAM_MODES: [&str; 2] = ["mirror", "shard"];
+
+/// The modes a seam model runs in: every mode for latent attention (its cache's copies
+/// depend on the mode's groups), the copying modes for the others.
+fn seam_modes(tag: &str) -> &'static [&'static str] {
+    if tag == "deepseek2" {
+        &MODES
+    } else {
+        &SEAM_MODES
+    }
+}
 
 /// Placement modes every multi-node guest runs: all of them.
 const MODES: [&str; 7] = Mode::ALL_NAMES;
@@ -249,7 +303,7 @@ for m in {modes}; do
   echo "== run_hex $m"; od -An -v -tx1 /tmp/run.out
   echo "== run_err $m"; cat /tmp/run.err
 done
-for t in {seam_tags}; do for m in {seam_modes}; do
+for tm in {seam_runs}; do t=${{tm%%:*}}; for m in ${{tm#*:}}; do
   locus audit -m /$t.gguf --numa $m --poll 0 --json >/tmp/audit.json 2>/tmp/audit.err
   st=$?; echo "== seam_audit_status $t $m"; echo $st
   echo "== seam_audit $t $m"; cat /tmp/audit.json; echo
@@ -265,27 +319,31 @@ st=$?; echo "== huge_status"; echo $st
 echo "== huge"; cat /tmp/huge.json; echo
 echo "== huge_err"; cat /tmp/huge.err
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
-for m in {serve_modes}; do
-  locus serve -m /small.gguf --numa $m --poll 0 -t {threads} --port 8080 2>/tmp/serve.err &
+# serve_check MODEL MODE [TAG]: a completion, the placement and cache lines of /metrics, the
+# exit status and stderr, under `== serve[TAG] MODE` and `== serve_metrics[TAG] MODE` …
+serve_check() {{
+  locus serve -m $1 --numa $2 --poll 0 -t {threads} --port 8080 2>/tmp/serve.err &
   pid=$!
   i=0; while ! wget -q -O /dev/null http://127.0.0.1:8080/health 2>/dev/null; do
     i=$((i+1)); [ $i -gt 300 ] && break; sleep 1
   done
   wget -q -O /tmp/serve.json --post-data '{serve_body}' http://127.0.0.1:8080/v1/completions
-  echo "== serve $m"; cat /tmp/serve.json; echo
-  echo "== serve_metrics $m"; wget -q -O - http://127.0.0.1:8080/metrics | grep -e '^locus_placement' -e '^locus_kv_cache'
-  kill -TERM $pid; wait $pid; st=$?; echo "== serve_exit $m"; echo $st
-  echo "== serve_err $m"; cat /tmp/serve.err
-done
+  echo "== serve$3 $2"; cat /tmp/serve.json; echo
+  echo "== serve_metrics$3 $2"; wget -q -O - http://127.0.0.1:8080/metrics | grep -e '^locus_placement' -e '^locus_kv_cache'
+  kill -TERM $pid; wait $pid; st=$?; echo "== serve_exit$3 $2"; echo $st
+  echo "== serve_err$3 $2"; cat /tmp/serve.err
+}}
+for m in {serve_modes}; do serve_check /small.gguf $m; done
+serve_check /deepseek2.gguf mirror _latent
 echo "== end"
 "#,
         serve_modes = SERVE_MODES.join(" "),
         threads = topo.total_cpus(),
         modes = MODES.join(" "),
-        seam_modes = SEAM_MODES.join(" "),
-        seam_tags = seam_models()
+        // 'TAG:MODE MODE…' per model.
+        seam_runs = seam_models()
             .iter()
-            .map(|(t, _)| *t)
+            .map(|(t, _)| format!("'{t}:{}'", seam_modes(t).join(" ")))
             .collect::<Vec<_>>()
             .join(" ")
     )
@@ -513,10 +571,12 @@ fn check_topology(name: &str, topo: &Topo) {
         check_audit(name, mode, topo, &a);
     }
 
-    // (5) the seam models (Gemma 3, Qwen3-MoE): mirror and shard local, the host's tokens.
+    // (5) the seam models (Gemma 3, Qwen3-MoE, DeepSeek): mirror and shard local, the host's
+    // tokens; the latent model in every mode, its cache a copy per node where threads run on
+    // several.
     for (tag, path) in seam_models() {
         let host = host_output_of(path, topo.total_cpus());
-        for mode in SEAM_MODES {
+        for &mode in seam_modes(tag) {
             let key = |k: &str| get(&format!("seam_{k} {tag} {mode}"));
             assert_eq!(
                 key("run_status"),
@@ -537,7 +597,12 @@ fn check_topology(name: &str, topo: &Topo) {
             );
             let a = Json::parse(key("audit"))
                 .unwrap_or_else(|e| panic!("vm {name}: {tag} audit --numa {mode} --json: {e}"));
-            check_audit(name, mode, topo, &a);
+            if SEAM_MODES.contains(&mode) {
+                check_audit(name, mode, topo, &a);
+            }
+            if *tag == "deepseek2" {
+                check_latent_cache(name, mode, topo, &a);
+            }
         }
     }
 
@@ -559,9 +624,17 @@ fn check_topology(name: &str, topo: &Topo) {
     // (7) `locus serve` in the placement modes that keep one copy per node or one shard per
     // node: the host's tokens over HTTP, locality 1.0 in /metrics for the weights and for the
     // KV cache (each head's keys and values on the node whose threads write them), exit 0 on
-    // SIGTERM.
-    for m in SERVE_MODES {
-        let key = |k: &str| get(&format!("{k} {m}"));
+    // SIGTERM. The latent model in mirror: its cache a copy per node, all local.
+    let latent = &seam_models()[2];
+    assert_eq!(latent.0, "deepseek2");
+    let latent_host = host_output_of(&latent.1, topo.total_cpus());
+    let serves =
+        SERVE_MODES
+            .iter()
+            .map(|&m| (m, "", &host))
+            .chain([("mirror", "_latent", &latent_host)]);
+    for (m, tag, host) in serves {
+        let key = |k: &str| get(&format!("{k}{tag} {m}"));
         assert_eq!(
             key("serve_exit"),
             "0",
@@ -579,7 +652,7 @@ fn check_topology(name: &str, topo: &Topo) {
             .unwrap_or_else(|| panic!("vm {name}: serve --numa {m}: no text in {}", key("serve")));
         assert_eq!(
             text,
-            String::from_utf8_lossy(&host),
+            String::from_utf8_lossy(host),
             "vm {name}: serve --numa {m}: tokens"
         );
         let metrics = key("serve_metrics");
@@ -587,7 +660,18 @@ fn check_topology(name: &str, topo: &Topo) {
             metrics.contains(&format!("locus_placement_info{{mode=\"{m}\"}} 1"))
                 && metrics.lines().any(|l| l == "locus_placement_locality 1")
                 && metrics.lines().any(|l| l == "locus_kv_cache_locality 1"),
-            "vm {name}: serve --numa {m}: /metrics says {metrics}"
+            "vm {name}: serve{tag} --numa {m}: /metrics says {metrics}"
+        );
+        let copies = if tag.is_empty() {
+            1
+        } else {
+            cpu_nodes(topo).len()
+        };
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l == format!("locus_kv_cache_copies {copies}")),
+            "vm {name}: serve{tag} --numa {m}: {copies} cache copies? /metrics says {metrics}"
         );
     }
 }
@@ -600,6 +684,43 @@ fn cpu_nodes(topo: &Topo) -> Vec<u32> {
     (0..topo.nodes.len() as u32)
         .filter(|&i| topo.nodes[i as usize].cpus > 0)
         .collect()
+}
+
+/// A latent cache's audit in `mode`: one copy for each node whose threads run (one where
+/// they run on one node or unpinned), and where there are several, every written page on the
+/// node of the threads that write and read its copy.
+fn check_latent_cache(name: &str, mode: &str, topo: &Topo, a: &Json) {
+    let kv = a.get("kv_cache").expect("audit JSON has kv_cache");
+    let copies = kv.get("copies").and_then(Json::as_f64);
+    let slots = a
+        .get("slots")
+        .and_then(Json::as_array)
+        .map_or(0, |s| s.len());
+    let want = match mode {
+        "off" | "isolate" => 1,
+        _ => cpu_nodes(topo).len(),
+    };
+    assert_eq!(slots, want, "vm {name}: deepseek2 {mode}: slots in {a:?}");
+    assert_eq!(
+        copies,
+        Some(want as f64),
+        "vm {name}: deepseek2 {mode}: latent cache copies: {kv:?}"
+    );
+    if want > 1 {
+        assert_eq!(
+            kv.get("locality").and_then(Json::as_f64),
+            Some(1.0),
+            "vm {name}: deepseek2 {mode}: latent cache locality: {kv:?}"
+        );
+        let nodes = match kv.get("bytes_by_node") {
+            Some(Json::Obj(m)) => m.len(),
+            other => panic!("vm {name}: kv_cache bytes_by_node {other:?}"),
+        };
+        assert_eq!(
+            nodes, want,
+            "vm {name}: deepseek2 {mode}: a latent copy on every node: {kv:?}"
+        );
+    }
 }
 
 /// `pages_by_node` of a copy as (node, pages) pairs.

@@ -47,21 +47,27 @@ pub fn run(o: &AuditOptions) -> Result<AuditRun, AppError> {
     // A run's cache, placed as `run` places it; one token evaluated writes every head block's
     // first page (and faults in the weights that come from the page cache where a run would).
     let n_ctx = crate::runtime::context_size(&l, o.ctx);
-    let mut state = l.model.try_new_state(n_ctx, pool.threads(), KvType::F16)?;
+    let mut state = l.model.try_new_state(n_ctx, &pool, KvType::F16)?;
     let regions = crate::runtime::place_cache(&p, state.kv_head_blocks(&l.model, &pool));
     let tok = l.tokenizer.bos().unwrap_or(0);
     l.model.forward(&pool, &mut state, tok, true);
     let kv = crate::placement::cache::audit(&regions);
     let kv_bytes = regions.iter().map(|r| r.len as u64).sum();
+    // A latent cache keeps a copy per group (every head reads every cell).
+    let copies = (l.model.state_bytes(n_ctx, &pool, KvType::F16)).map_or(1, |b| b.kv_copies);
     let a = audit(&p, &l.model.weights, &file);
-    let json = render_json(&p, &a, &kv, kv_bytes);
+    let json = render_json(&p, &a, &kv, (kv_bytes, copies));
     if o.json {
         super::write_stdout(&format!("{json}\n"))?;
     } else {
         let mut text = render_text(&p, &a);
+        let copies = match copies {
+            1 => String::new(),
+            n => format!(", a copy for each of {n} nodes"),
+        };
         let _ = writeln!(
             text,
-            "kv cache ({n_ctx} tokens, f16, {:.1} MiB in whole pages): {}",
+            "kv cache ({n_ctx} tokens, f16, {:.1} MiB in whole pages{copies}): {}",
             mib(kv_bytes),
             cache_line(&kv)
         );
@@ -241,7 +247,14 @@ fn json_share(o: &mut String, v: Option<f64>) {
 }
 
 /// One JSON object: mode, nodes, slots, copies, totals, page cache, locality, warnings.
-pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> String {
+/// `kv_bytes`: the KV cache's whole pages, `kv_copies` its copies (one per node for a latent
+/// cache).
+pub fn render_json(
+    p: &Placement,
+    a: &Audit,
+    kv: &CacheAudit,
+    (kv_bytes, kv_copies): (u64, usize),
+) -> String {
     let mut o = format!("{{\"mode\":{}", Quoted(p.plan.mode.name()));
     let _ = write!(o, ",\"requested\":{}", Quoted(p.plan.requested.name()));
     let _ = write!(o, ",\"threads\":{}", p.plan.threads);
@@ -314,7 +327,10 @@ pub fn render_json(p: &Placement, a: &Audit, kv: &CacheAudit, kv_bytes: u64) -> 
     }
     o.push_str("],\"locality\":");
     json_share(&mut o, a.locality);
-    let _ = write!(o, ",\"kv_cache\":{{\"bytes\":{kv_bytes},\"bytes_by_node\":");
+    let _ = write!(
+        o,
+        ",\"kv_cache\":{{\"bytes\":{kv_bytes},\"copies\":{kv_copies},\"bytes_by_node\":"
+    );
     json_node_map(&mut o, &kv.bytes_by_node);
     let _ = write!(
         o,

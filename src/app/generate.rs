@@ -148,15 +148,24 @@ pub fn generate(
     let n_ctx = context_size(l, opts.ctx);
     // The cache first: a context no memory holds fails here, before a prompt file sized by it
     // is read. Each head's block is bound to the node of the threads that write it.
-    let mut state = l.model.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    let mut state = l.model.try_new_state(n_ctx, pool, opts.kv_type)?;
     let kv_regions = crate::runtime::place_cache(placement, state.kv_head_blocks(&l.model, pool));
     if opts.verbose {
-        let bytes = l.model.state_bytes(n_ctx, pool.threads(), opts.kv_type);
-        let kv = bytes.map_or(0, |b| b.kv);
+        let bytes = l.model.state_bytes(n_ctx, pool, opts.kv_type);
+        let (kv, copies) = bytes.map_or((0, 1), |b| (b.kv, b.kv_copies.max(1)));
+        let one = kv / copies as u64;
+        let copies = match copies {
+            1 => String::new(),
+            n => format!(
+                "; a copy on each of the {n} nodes, whose threads every one read every cell, \
+                 {:.1} MiB in all",
+                kv as f64 / (1024.0 * 1024.0)
+            ),
+        };
         crate::diagln!(
-            "kv cache: {:.1} MiB, {} bytes a token ({}; {})",
-            kv as f64 / (1024.0 * 1024.0),
-            kv / n_ctx.max(1) as u64,
+            "kv cache: {:.1} MiB, {} bytes a token ({}; {}{copies})",
+            one as f64 / (1024.0 * 1024.0),
+            one / n_ctx.max(1) as u64,
             opts.kv_type.name(),
             l.model.kv_layout(n_ctx)
         );

@@ -70,7 +70,7 @@ pub fn perplexity(
             tokens.len(),
         )));
     }
-    let mut state = l.model.try_new_state(n_ctx, pool.threads(), opts.kv_type)?;
+    let mut state = l.model.try_new_state(n_ctx, pool, opts.kv_type)?;
     crate::runtime::warn_beyond_training(l, n_ctx);
     state.set_stop(crate::sys::signal::interrupt_flag());
     let first = n_ctx / 2;

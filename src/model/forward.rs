@@ -71,6 +71,29 @@ pub struct Model<'a> {
     rope_local: Option<Rope>,
 }
 
+/// Who runs a state's steps: the threads (each with its scratch) and the pool's groups, one
+/// per node (a latent cache keeps a copy for each). A thread count alone is one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lanes {
+    pub threads: usize,
+    pub groups: usize,
+}
+
+impl From<usize> for Lanes {
+    fn from(threads: usize) -> Lanes {
+        Lanes { threads, groups: 1 }
+    }
+}
+
+impl From<&Pool> for Lanes {
+    fn from(pool: &Pool) -> Lanes {
+        Lanes {
+            threads: pool.threads(),
+            groups: pool.groups().len(),
+        }
+    }
+}
+
 /// Per-sequence state: the KV cache and scratch buffers for one batch.
 pub struct State {
     pub n_ctx: usize,
@@ -79,7 +102,8 @@ pub struct State {
     kv_type: KvType,
     /// Per layer: keys, head-major (`n_head_kv × cells × head_dim`), so each KV head's keys
     /// are one contiguous block. A global layer has a cell per position (`n_ctx`), a
-    /// sliding-window layer the ring of `swa`.
+    /// sliding-window layer the ring of `swa`. Latent attention: a copy of every layer's
+    /// cells per pool group, copy-major.
     k: Vec<KvBuf>,
     /// Per layer: `kv_dim × cells` values, transposed (each channel's history contiguous, so
     /// each KV head's values are one contiguous block too).
@@ -161,7 +185,18 @@ impl State {
     /// keys and values are head-major), each with the pool group whose threads write it: the
     /// group that owns the head ([`crate::pool::rows_of_group`] over the KV heads). Placement
     /// puts each block on its group's node, and the audit checks it is there.
+    ///
+    /// A latent cache keeps a copy per group instead (every head reads every cell): each
+    /// copy's layers go to the group that writes and reads it.
     pub fn kv_head_blocks(&self, model: &Model, pool: &Pool) -> Vec<(&[u8], usize)> {
+        if model.config.mla.is_some() {
+            let n_layer = model.config.n_layer.max(1);
+            let groups = pool.groups().len().max(1);
+            return (self.k.iter().enumerate())
+                .map(|(i, buf)| (buf.as_bytes(), latent::copy_group(i / n_layer, groups)))
+                .filter(|(b, _)| !b.is_empty())
+                .collect();
+        }
         let heads = model.config.n_head_kv;
         let owner: Vec<usize> = (0..heads)
             .map(|h| {
@@ -174,7 +209,6 @@ impl State {
             })
             .collect();
         let mut out = Vec::new();
-        // (Latent attention keeps no value buffers: they are empty.)
         for buf in self.k.iter().chain(&self.v) {
             let bytes = buf.as_bytes();
             if bytes.is_empty() {
@@ -201,8 +235,10 @@ impl State {
 /// overflows (a context no machine could hold).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateBytes {
-    /// Keys and values of every layer.
+    /// Keys and values of every layer, every copy.
     pub kv: u64,
+    /// The copies of the cache: one per pool group for latent attention, one otherwise.
+    pub kv_copies: usize,
     /// Per-thread attention scratch (scores, a query, one KV head widened to f32).
     pub scratch: u64,
 }
@@ -296,15 +332,17 @@ impl<'a> Model<'a> {
         Some(SwaCells::size_for(n_ctx, swa.window))
     }
 
-    /// What a state for `n_ctx` tokens and `n_threads` threads takes, or `None` where the sizes
+    /// What a state for `n_ctx` tokens run by `lanes` takes, or `None` where the sizes
     /// overflow. Checked before anything is allocated, so a huge `-c` is an error, not an abort.
     pub fn state_bytes(
         &self,
         n_ctx: usize,
-        n_threads: usize,
+        lanes: impl Into<Lanes>,
         kv_type: KvType,
     ) -> Option<StateBytes> {
+        let Lanes { threads, groups } = lanes.into();
         let c = &self.config;
+        let copies = self.kv_copies(groups);
         let head_row = (c.n_head_kv as u64).checked_mul(kv_type.row_bytes(c.head_dim) as u64)?;
         let mut kv = 0u64;
         for cells in self.layer_cells(n_ctx) {
@@ -317,14 +355,32 @@ impl<'a> Model<'a> {
             let parts = if c.mla.is_some() { 1 } else { 2 };
             kv = kv.checked_add(layer.checked_mul(parts)?)?;
         }
+        let kv = kv.checked_mul(copies as u64)?;
         let cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
         let mut scratch = (self.scratch_stride(cells)? as u64)
-            .checked_mul(n_threads.max(1) as u64)?
+            .checked_mul(threads.max(1) as u64)?
             .checked_mul(4)?;
         if let Some(m) = &c.mla {
-            scratch = scratch.checked_add(latent::LatentBufs::vt_bytes(m, n_ctx, kv_type)?)?;
+            let vt = latent::LatentBufs::vt_bytes(m, n_ctx, kv_type)?;
+            scratch = scratch.checked_add(vt.checked_mul(copies as u64)?)?;
         }
-        (scratch <= isize::MAX as u64).then_some(StateBytes { kv, scratch })
+        (scratch <= isize::MAX as u64).then_some(StateBytes {
+            kv,
+            kv_copies: copies,
+            scratch,
+        })
+    }
+
+    /// The copies of the KV cache a state run by `groups` pool groups keeps: one per group
+    /// for latent attention, whose every head reads every cell (each group's threads then read
+    /// a copy on their own node), one otherwise (each KV head's block lies with the group
+    /// that computes the head).
+    fn kv_copies(&self, groups: usize) -> usize {
+        if self.config.mla.is_some() {
+            groups.max(1)
+        } else {
+            1
+        }
     }
 
     /// The KV cache's shape in a context of `n_ctx`, for `--verbose`: how many layers keep a
@@ -357,8 +413,8 @@ impl<'a> Model<'a> {
     ///
     /// # Panics
     /// Where memory runs out; commands use [`Model::try_new_state`].
-    pub fn new_state(&self, n_ctx: usize, n_threads: usize, kv_type: KvType) -> State {
-        self.try_new_state(n_ctx, n_threads, kv_type)
+    pub fn new_state(&self, n_ctx: usize, lanes: impl Into<Lanes>, kv_type: KvType) -> State {
+        self.try_new_state(n_ctx, lanes, kv_type)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -367,12 +423,14 @@ impl<'a> Model<'a> {
     pub fn try_new_state(
         &self,
         n_ctx: usize,
-        n_threads: usize,
+        lanes: impl Into<Lanes>,
         kv_type: KvType,
     ) -> Result<State, super::ModelError> {
+        let lanes = lanes.into();
+        let (n_threads, copies) = (lanes.threads, self.kv_copies(lanes.groups));
         let c = &self.config;
         let b = MAX_BATCH;
-        let sizes = self.state_bytes(n_ctx, n_threads, kv_type);
+        let sizes = self.state_bytes(n_ctx, lanes, kv_type);
         let too_big = |bytes: Option<u64>| super::ModelError::ContextTooLarge {
             ctx: n_ctx,
             bytes,
@@ -409,7 +467,8 @@ impl<'a> Model<'a> {
                     .into(),
             });
         }
-        for cells in self.layer_cells(n_ctx) {
+        // Copy-major: copy `i`'s layers are `k[i * n_layer..]`.
+        for cells in (0..copies).flat_map(|_| self.layer_cells(n_ctx)) {
             let (len, hd) = (cells * c.kv_dim(), c.head_dim);
             let v_len = if c.mla.is_some() { 0 } else { len };
             k.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
@@ -439,7 +498,7 @@ impl<'a> Model<'a> {
             mla: match &c.mla {
                 None => None,
                 Some(m) => Some(
-                    latent::LatentBufs::try_new(m, c.n_head, b, (n_ctx, kv_type))
+                    latent::LatentBufs::try_new(m, (c.n_head, copies), b, (n_ctx, kv_type))
                         .ok_or(too_big(Some(sizes.total())))?,
                 ),
             },
@@ -477,14 +536,16 @@ impl<'a> Model<'a> {
     }
 
     /// A state to serve as [`Model::forward_mixed`]'s buffers for sequences of up to `n_ctx`
-    /// tokens: scratch for `n_threads`, and no cache of its own.
+    /// tokens: scratch for `lanes`, and no cache of its own.
     pub fn try_new_workspace(
         &self,
         n_ctx: usize,
-        n_threads: usize,
+        lanes: impl Into<Lanes>,
         kv_type: KvType,
     ) -> Result<State, super::ModelError> {
-        let mut w = self.try_new_state(1, n_threads, kv_type)?;
+        let lanes = lanes.into();
+        let (n_threads, copies) = (lanes.threads, self.kv_copies(lanes.groups));
+        let mut w = self.try_new_state(1, lanes, kv_type)?;
         let scratch_cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
         let too_big = || super::ModelError::ContextTooLarge {
             ctx: n_ctx,
@@ -497,7 +558,8 @@ impl<'a> Model<'a> {
         w.scratch_cells = scratch_cells;
         if let Some(m) = &self.config.mla {
             let cells = (scratch_cells, kv_type);
-            let bufs = latent::LatentBufs::try_new(m, self.config.n_head, MAX_BATCH, cells);
+            let heads = (self.config.n_head, copies);
+            let bufs = latent::LatentBufs::try_new(m, heads, MAX_BATCH, cells);
             w.mla = Some(bufs.ok_or_else(too_big)?);
         }
         w.n_ctx = n_ctx;

@@ -140,13 +140,13 @@ impl<'m> Engine<'m> {
         let slots = (0..opts.slots)
             .map(|_| {
                 Ok(Slot {
-                    state: model.try_new_state(opts.ctx, pool.threads(), kv_type)?,
+                    state: model.try_new_state(opts.ctx, pool, kv_type)?,
                     cached: Vec::new(),
                     active: None,
                 })
             })
             .collect::<Result<Vec<_>, crate::model::ModelError>>()?;
-        let work = model.try_new_workspace(opts.ctx, pool.threads(), kv_type)?;
+        let work = model.try_new_workspace(opts.ctx, pool, kv_type)?;
         Ok(Engine {
             model,
             tokenizer,
@@ -167,6 +167,15 @@ impl<'m> Engine<'m> {
             .iter()
             .flat_map(|s| s.state.kv_head_blocks(self.model, self.pool))
             .collect()
+    }
+
+    /// The copies each slot's cache keeps (one per pool group for latent attention).
+    pub fn kv_copies(&self) -> usize {
+        let ctx = self.opts.ctx;
+        (self
+            .model
+            .state_bytes(ctx, self.pool, self.slots[0].state.kv_type()))
+        .map_or(1, |b| b.kv_copies)
     }
 
     /// Runs until `shutdown` is set and the in-flight requests are done (or the grace period

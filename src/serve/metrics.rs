@@ -32,7 +32,7 @@ pub struct Metrics {
     /// once the weights are placed.
     placement: OnceLock<(String, Option<f64>)>,
     /// The slots' caches, and their last audit (refreshed at most every [`KV_AUDIT_EVERY`]).
-    kv: OnceLock<Vec<CacheRegion>>,
+    kv: OnceLock<(Vec<CacheRegion>, usize)>,
     kv_audit: Mutex<Option<(Instant, CacheAudit)>>,
 }
 
@@ -60,13 +60,14 @@ impl Metrics {
         }
     }
 
-    /// Records where the slots' caches are (once).
-    pub fn set_kv_cache(&self, regions: Vec<CacheRegion>) {
-        let _ = self.kv.set(regions);
+    /// Records where the slots' caches are and how many copies each keeps (one per node for
+    /// a latent cache), once.
+    pub fn set_kv_cache(&self, regions: Vec<CacheRegion>, copies: usize) {
+        let _ = self.kv.set((regions, copies));
     }
 
     fn kv_audit(&self) -> Option<CacheAudit> {
-        let regions = self.kv.get()?;
+        let (regions, _) = self.kv.get()?;
         let mut last = self.kv_audit.lock().unwrap_or_else(|e| e.into_inner());
         match &*last {
             Some((at, a)) if at.elapsed() < KV_AUDIT_EVERY => Some(a.clone()),
@@ -285,12 +286,15 @@ impl Metrics {
                 "KV cache bytes whose pages are not located (not written yet).",
             );
             let _ = writeln!(out, "locus_kv_cache_unlocated_bytes {}", a.unlocated_bytes);
-            head(&mut out, "kv_cache_locality", "gauge", "Share of the located KV cache bytes on the node of the threads that write them (NaN: none located).");
+            head(&mut out, "kv_cache_locality", "gauge", "Share of the located KV cache bytes on the node of the threads that write and read them (NaN: none located).");
             let _ = writeln!(
                 out,
                 "locus_kv_cache_locality {}",
                 a.locality.map_or("NaN".to_string(), |l| l.to_string())
             );
+            let copies = self.kv.get().map_or(1, |k| k.1);
+            head(&mut out, "kv_cache_copies", "gauge", "Copies of each slot's KV cache: one per node for latent attention (every head reads every cell), else 1.");
+            let _ = writeln!(out, "locus_kv_cache_copies {copies}");
         }
         out
     }

@@ -201,7 +201,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     )?;
     // Each slot's cache on the nodes whose threads write it, audited by /metrics.
     let regions = crate::runtime::place_cache(placement, engine.kv_blocks());
-    server.metrics.set_kv_cache(regions);
+    server.metrics.set_kv_cache(regions, engine.kv_copies());
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
     let mut names = Vec::new();

@@ -90,7 +90,7 @@ fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
 fn time_pp(l: &LoadedModel, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
     let mut s = l
         .model
-        .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
+        .try_new_state(tokens.len().max(1), pool, KvType::F16)?;
     let t = Instant::now();
     l.model.eval(
         pool,
@@ -107,7 +107,7 @@ fn time_pp(l: &LoadedModel, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64
 fn time_tg(l: &LoadedModel, pool: &Pool, tokens: &[u32]) -> Result<(f64, Vec<u64>), AppError> {
     let mut s = l
         .model
-        .try_new_state(tokens.len().max(1), pool.threads(), KvType::F16)?;
+        .try_new_state(tokens.len().max(1), pool, KvType::F16)?;
     let t = Instant::now();
     for &tok in tokens {
         l.model.forward(pool, &mut s, tok, true);
@@ -148,7 +148,7 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
     let longest = o.n_prompt.max(o.n_gen).max(1);
     drop(
         l.model
-            .try_new_state(longest, pool.threads(), KvType::F16)
+            .try_new_state(longest, &pool, KvType::F16)
             .map_err(|e| match e {
                 crate::model::ModelError::ContextTooLarge { .. } => AppError::Usage(format!(
                     "bench: a test of {longest} tokens (-p {}, -n {}) needs a KV cache this \
@@ -189,7 +189,7 @@ pub fn measure_arm(o: &ArmOptions) -> Result<ArmReport, AppError> {
     // After the timed runs every weight page a run reads has been read (and, for the modes
     // that read the file mapping, placed by that first read), as `locus audit` arranges.
     if p.plan.store == crate::placement::Store::File && pp.is_empty() && tg.is_empty() {
-        let mut state = l.model.try_new_state(1, pool.threads(), KvType::F16)?;
+        let mut state = l.model.try_new_state(1, &pool, KvType::F16)?;
         l.model
             .forward(&pool, &mut state, l.tokenizer.bos().unwrap_or(0), true);
     }

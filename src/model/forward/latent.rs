@@ -26,6 +26,7 @@ use crate::model::config::Mla;
 use crate::model::kv::{Arith, KvBuf, KvType, KvWriter};
 use crate::model::weights::{Latent, LatentQuery, Matrix};
 use crate::pool::{split, Pool};
+use std::ops::Range;
 
 /// Cells a thread transposes at a time: 32 cells of DeepSeek's 576 f16 values are 36 KiB,
 /// which an L1 cache holds while all the thread's channels are read from them.
@@ -86,6 +87,44 @@ fn head_set(heads: usize, n: usize, threads: usize) -> usize {
         .unwrap_or(1)
 }
 
+/// The pool group that writes and reads copy `copy` of a latent cache (or of its views) in a
+/// pool of `groups`: its own, or the last group where the state has more copies than the pool
+/// has groups.
+pub(super) fn copy_group(copy: usize, groups: usize) -> usize {
+    copy.min(groups.max(1) - 1)
+}
+
+/// The copy group `group` reads out of `copies`: its own, or the last where there are fewer.
+fn copy_of(group: usize, copies: usize) -> usize {
+    group.min(copies.max(1) - 1)
+}
+
+/// The threads that build (and read) view `view` of `views` in a pool of `groups`: those of
+/// the groups that read it (`copy_of`), contiguous; all of them for a single view.
+fn builders(view: usize, views: usize, groups: &[Range<usize>]) -> Range<usize> {
+    match groups.get(view) {
+        None => 0..0,
+        Some(g) if view + 1 == views => g.start..groups.last().map_or(g.end, |l| l.end),
+        Some(g) => g.clone(),
+    }
+}
+
+/// Layer `li`'s cells in every copy of a cache of `n_layer` layers (`k`: copy-major), by copy.
+fn layer_copies(k: &[KvBuf], li: usize, n_layer: usize) -> Vec<&KvBuf> {
+    k.iter().skip(li).step_by(n_layer).collect()
+}
+
+/// One pool group's views of its copy of the cells, rebuilt for every layer of a step.
+struct CellViews {
+    /// The cells' latent values transposed (`kv_lora` rows of `vt_stride` cells).
+    vt: KvBuf,
+    /// A micro-batch's cells widened to f32: the keys (`head_dim` a cell) and the latent
+    /// values transposed (`kv_lora` rows of as many values as cells); grown to the cells a
+    /// step reaches, with zeroed pages that the group's threads touch first.
+    kf: Vec<f32>,
+    vf: Vec<f32>,
+}
+
 /// A state's buffers for latent attention, `MAX_BATCH` rows each.
 pub(super) struct LatentBufs {
     /// The low-rank query's first projection (`q_lora` a row; empty for a full-rank one).
@@ -98,43 +137,53 @@ pub(super) struct LatentBufs {
     head_out: Vec<f32>,
     /// The heads' outputs after `attn_v_b`, `n_head × v_head` a row: `attn_output`'s input.
     heads: Vec<f32>,
-    /// The cells' latent values transposed (`kv_lora` rows of `vt_stride` cells), rebuilt
-    /// from the cache for every layer of a step.
-    vt: KvBuf,
+    /// Per cache copy (pool group): its views of the cells.
+    views: Vec<CellViews>,
     vt_stride: usize,
-    /// A micro-batch's cells widened to f32: the keys (`head_dim` a cell) and the latent
-    /// values transposed (`kv_lora` rows of as many values as cells); grown to the cells a
-    /// step reaches.
-    kf: Vec<f32>,
-    vf: Vec<f32>,
 }
 
 impl LatentBufs {
-    /// Buffers for `rows` tokens a step over caches of up to `cells` cells, or `None` where
-    /// memory runs out.
+    /// Buffers for `rows` tokens a step of `n_head` heads over `copies` caches of up to
+    /// `cells` cells, or `None` where memory runs out.
     pub(super) fn try_new(
         m: &Mla,
-        n_head: usize,
+        (n_head, copies): (usize, usize),
         rows: usize,
         (cells, kv_type): (usize, KvType),
     ) -> Option<LatentBufs> {
         let widest = m.nope.max(m.kv_lora).max(m.v_head);
+        let views = (0..copies.max(1))
+            .map(|_| {
+                Some(CellViews {
+                    vt: KvBuf::try_new(kv_type, m.kv_lora.checked_mul(cells)?, m.kv_lora)?,
+                    kf: Vec::new(),
+                    vf: Vec::new(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
         Some(LatentBufs {
             qa: vec![0.0; rows * m.q_lora],
             q: vec![0.0; rows * n_head * m.q_head()],
             head_in: vec![0.0; rows * widest],
             head_out: vec![0.0; rows * widest],
             heads: vec![0.0; rows * n_head * m.v_head],
-            vt: KvBuf::try_new(kv_type, m.kv_lora.checked_mul(cells)?, m.kv_lora)?,
+            views,
             vt_stride: cells,
-            kf: Vec::new(),
-            vf: Vec::new(),
         })
     }
 
-    /// Bytes of the transposed latent values for a context of `n_ctx` cells.
+    /// Bytes of one copy's transposed latent values for a context of `n_ctx` cells.
     pub(super) fn vt_bytes(m: &Mla, n_ctx: usize, kv_type: KvType) -> Option<u64> {
         (kv_type.row_bytes(n_ctx) as u64).checked_mul(m.kv_lora as u64)
+    }
+}
+
+/// `v` grown to at least `len` values, at least doubling: a fresh zeroed allocation (its
+/// pages untouched until the threads that fill it write them, on their node), not a resize
+/// that the calling thread would fill.
+fn grow_zeroed(v: &mut Vec<f32>, len: usize) {
+    if v.len() < len {
+        *v = vec![0.0; len.max(2 * v.len())];
     }
 }
 
@@ -209,7 +258,7 @@ impl Model<'_> {
             }
         }
         step.per_sequence(s, |s, rows, micro| {
-            self.store_latent(s, li, rows);
+            self.store_latent(pool, s, li, rows);
             self.attend_latent(pool, s, &mut bufs, (li, rows), micro.arith);
         });
         if s.check_stop() {
@@ -287,18 +336,34 @@ impl Model<'_> {
         });
     }
 
-    /// The batch's cells `[latent, rotated key]` into layer `li`'s cache (one row of
-    /// `head_dim` values per cell).
-    fn store_latent(&self, s: &mut State, li: usize, (b0, n): (usize, usize)) {
-        let cell = self.config.head_dim;
+    /// The batch's cells `[latent, rotated key]` into layer `li` of every copy of the cache
+    /// (one row of `head_dim` values per cell), each copy by the first thread of the group
+    /// that reads it, so first touch puts its pages on that group's node too.
+    fn store_latent(&self, pool: &Pool, s: &mut State, li: usize, (b0, n): (usize, usize)) {
+        let (cell, n_layer) = (self.config.head_dim, self.config.n_layer);
         let (cells, kcur) = (&s.rows[0].cell, &s.kcur);
-        let w = s.k[li].writer();
-        for (b, &at) in cells[..n].iter().enumerate() {
-            for d in 0..cell {
-                // SAFETY: this (single) thread writes every cell of the step.
-                unsafe { w.set(at * cell + d, kcur[(b0 + b) * cell + d]) };
+        let writers: Vec<KvWriter> = (s.k.iter_mut().skip(li).step_by(n_layer))
+            .map(KvBuf::writer)
+            .collect();
+        let store = |w: &KvWriter| {
+            for (b, &at) in cells[..n].iter().enumerate() {
+                for d in 0..cell {
+                    // SAFETY: one thread writes every cell of the step into this copy.
+                    unsafe { w.set(at * cell + d, kcur[(b0 + b) * cell + d]) };
+                }
             }
+        };
+        if let [w] = &writers[..] {
+            return store(w);
         }
+        let groups = pool.groups();
+        pool.run(&|tid| {
+            for (c, w) in writers.iter().enumerate() {
+                if tid == groups[copy_group(c, groups.len())].start {
+                    store(w);
+                }
+            }
+        });
     }
 
     /// Every (token, head) pair's scores over the cache, softmax and latent sums into
@@ -322,7 +387,8 @@ impl Model<'_> {
         let rows = &s.rows[0];
         let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
         let kv_type = s.kv_type;
-        let kc = &s.k[li];
+        let copies = layer_copies(&s.k, li, c.n_layer);
+        let kc = copies[0];
         // tinyBLAS takes rows of whole 16-lane steps; otherwise ggml's vector dots.
         let kq_arith = if cell.is_multiple_of(16) {
             arith
@@ -330,25 +396,20 @@ impl Model<'_> {
             Arith::Single
         };
         let wide = arith == Arith::Batch && kq_arith == Arith::Batch;
-        let wide = match (wide, kc.as_f16()) {
-            (true, Some(k)) => {
-                self.widen_latent(pool, bufs, &k[..reach * cell], m.kv_lora);
-                true
-            }
-            _ => {
-                self.transpose_latent(pool, bufs, kc, m.kv_lora, (cap, reach));
-                false
-            }
-        };
-        let (stride, vt, kf, vf) = (bufs.vt_stride, &bufs.vt, &bufs.kf, &bufs.vf);
-        let set = head_set(h, n, pool.threads());
+        let wide = wide && kc.as_f16().is_some();
         if wide {
-            let sets = HeadSets { set, b0, n };
-            return self.attend_latent_wide(pool, s, (kf, vf), sets, reach);
+            self.widen_latent(pool, bufs, &copies, (m.kv_lora, reach));
+        } else {
+            self.transpose_latent(pool, bufs, &copies, m.kv_lora, (cap, reach));
         }
-        if let (Arith::Single, Some(_), Some(v)) = (kq_arith, kc.as_f16(), vt.as_f16()) {
-            let sets = HeadSets { set, b0, n };
-            return self.attend_latent_sets(pool, s, (li, v), sets, (kv_pad, stride));
+        let (stride, views) = (bufs.vt_stride, &bufs.views);
+        let set = head_set(h, n, pool.threads());
+        let sets = HeadSets { set, b0, n };
+        if wide {
+            return self.attend_latent_wide(pool, s, views, sets, reach);
+        }
+        if let (Arith::Single, Some(_), Some(_)) = (kq_arith, kc.as_f16(), views[0].vt.as_f16()) {
+            return self.attend_latent_sets(pool, s, (li, views), sets, (kv_pad, stride));
         }
         let q = &s.q;
         let kernels = &self.kernels;
@@ -358,6 +419,9 @@ impl Model<'_> {
         let scratch = Out::new(&mut s.scratch);
         let nth = pool.threads();
         pool.run(&|tid| {
+            let g = pool.group_of(tid);
+            let kc = copies[copy_of(g, copies.len())];
+            let vt = &views[copy_of(g, views.len())].vt;
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
             let (sc, rest) = mine.split_at_mut(cap);
@@ -389,8 +453,8 @@ impl Model<'_> {
         });
     }
 
-    /// A micro-batch's attention over the widened cells (`kf`: keys, `vf`: latent values
-    /// transposed, rows of `reach`) in sets of query heads of one token: the set's queries
+    /// A micro-batch's attention over the widened cells (each group's view: `kf` the keys,
+    /// `vf` the latent values transposed, rows of `reach`) in sets of query heads of one token: the set's queries
     /// take each block of [`SCORE_CELLS`] cells in turn and its probabilities each block of
     /// [`VALUE_CHANNELS`] value rows, so a block is read from memory once for the set, not
     /// once per head. Every output is the same rows kernel's dot as one head alone gets.
@@ -398,7 +462,7 @@ impl Model<'_> {
         &self,
         pool: &Pool,
         s: &mut State,
-        (kf, vf): (&[f32], &[f32]),
+        views: &[CellViews],
         hs: HeadSets,
         reach: usize,
     ) {
@@ -418,6 +482,8 @@ impl Model<'_> {
         let nth = pool.threads();
         let per_token = h / set;
         pool.run(&|tid| {
+            let view = &views[copy_of(pool.group_of(tid), views.len())];
+            let (kf, vf) = (&view.kf, &view.vf);
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
             let (scores, rest) = mine.split_at_mut(set * cells);
@@ -465,13 +531,14 @@ impl Model<'_> {
         });
     }
 
-    /// The first `reach` cells' latent values (`kv_lora` of each cell) transposed into
-    /// `bufs.vt`, in the cache's type, the threads sharing the channels.
+    /// The first `reach` cells' latent values (`kv_lora` of each cell) transposed into each
+    /// view's `vt`, in the cache's type, out of its group's copy of the cells (`copies`), the
+    /// threads that read the view sharing the channels ([`builders`]).
     fn transpose_latent(
         &self,
         pool: &Pool,
         bufs: &mut LatentBufs,
-        kc: &KvBuf,
+        copies: &[&KvBuf],
         kv_lora: usize,
         (cap, reach): (usize, usize),
     ) {
@@ -482,11 +549,14 @@ impl Model<'_> {
             bufs.vt_stride
         );
         let stride = bufs.vt_stride;
-        let w = bufs.vt.writer();
-        let nth = pool.threads();
+        let writers: Vec<KvWriter> = bufs.views.iter_mut().map(|v| v.vt.writer()).collect();
+        let groups = pool.groups();
         pool.run(&|tid| {
-            let (d0, d1) = split(kv_lora, tid, nth);
-            match (&w, kc) {
+            let view = copy_of(pool.group_of(tid), writers.len());
+            let (w, kc) = (&writers[view], copies[copy_of(view, copies.len())]);
+            let mine = builders(view, writers.len(), groups);
+            let (d0, d1) = split(kv_lora, tid - mine.start, mine.len());
+            match (w, kc) {
                 (KvWriter::F16(w), KvBuf::F16(k)) => {
                     transpose_block(&k[..reach * cell], cell, (d0, d1), w, stride)
                 }
@@ -507,14 +577,14 @@ impl Model<'_> {
         &self,
         pool: &Pool,
         s: &mut State,
-        (li, v): (usize, &[u16]),
+        (li, views): (usize, &[CellViews]),
         hs: HeadSets,
         (kv_pad, v_stride): (usize, usize),
     ) {
         let c = &self.config;
         let m = c.mla.expect("latent sizes");
         let (cell, h, set) = (c.head_dim, c.n_head, hs.set);
-        let k = s.k[li].as_f16().expect("an f16 cache");
+        let copies = layer_copies(&s.k, li, c.n_layer);
         let rows = &s.rows[0];
         let cells = rows.cap;
         let (q, kernels, scale) = (&s.q, &self.kernels, m.kq_scale);
@@ -528,6 +598,11 @@ impl Model<'_> {
         let nth = pool.threads();
         let per_token = h / set;
         pool.run(&|tid| {
+            let g = pool.group_of(tid);
+            let k = copies[copy_of(g, copies.len())]
+                .as_f16()
+                .expect("an f16 cache");
+            let v = (views[copy_of(g, views.len())].vt.as_f16()).expect("f16 values");
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
             let (scores, rest) = mine.split_at_mut(set * cells);
@@ -582,24 +657,41 @@ impl Model<'_> {
         });
     }
 
-    /// An f16 cache's cells `k` (whole cells) widened to f32 (exact): the keys as they lie
-    /// into `bufs.kf`, the first `kv_lora` values of each transposed into `bufs.vf` (rows of
-    /// as many values as cells), the threads sharing cells and channels.
-    fn widen_latent(&self, pool: &Pool, bufs: &mut LatentBufs, k: &[u16], kv_lora: usize) {
+    /// Each group's copy of the first `reach` cells (whole cells, f16) widened to f32
+    /// (exact) into the group's view: the keys as they lie into `kf`, the first `kv_lora`
+    /// values of each transposed into `vf` (rows of `reach`), the threads that read the view
+    /// sharing cells and channels ([`builders`]).
+    fn widen_latent(
+        &self,
+        pool: &Pool,
+        bufs: &mut LatentBufs,
+        copies: &[&KvBuf],
+        (kv_lora, reach): (usize, usize),
+    ) {
         let cell = self.config.head_dim;
-        let reach = k.len() / cell;
-        bufs.kf.resize(k.len(), 0.0);
-        bufs.vf.resize(kv_lora * reach, 0.0);
-        let (kf, vf) = (Out::new(&mut bufs.kf), Out::new(&mut bufs.vf));
+        let outs: Vec<(Out, Out)> = (bufs.views.iter_mut())
+            .map(|v| {
+                grow_zeroed(&mut v.kf, reach * cell);
+                grow_zeroed(&mut v.vf, kv_lora * reach);
+                (Out::new(&mut v.kf), Out::new(&mut v.vf))
+            })
+            .collect();
         let kernels = &self.kernels;
-        let nth = pool.threads();
+        let groups = pool.groups();
         pool.run(&|tid| {
-            let (j0, j1) = split(reach, tid, nth);
-            // SAFETY: cells j0..j1 of kf are this thread's alone.
+            let view = copy_of(pool.group_of(tid), outs.len());
+            let (kf, vf) = &outs[view];
+            let k = copies[copy_of(view, copies.len())]
+                .as_f16()
+                .expect("an f16 cache");
+            let builders = builders(view, outs.len(), groups);
+            let (mine, nth) = (tid - builders.start, builders.len());
+            let (j0, j1) = split(reach, mine, nth);
+            // SAFETY: cells j0..j1 of this group's kf are this thread's alone.
             let dst = unsafe { kf.slice(j0 * cell, j1 * cell) };
             kernels.widen_f16(&k[j0 * cell..j1 * cell], dst);
-            let (d0, d1) = split(kv_lora, tid, nth);
-            // SAFETY: channels d0..d1 of vf are this thread's alone.
+            let (d0, d1) = split(kv_lora, mine, nth);
+            // SAFETY: channels d0..d1 of this group's vf are this thread's alone.
             let rows = unsafe { vf.slice(d0 * reach, d1 * reach) };
             for (d, row) in (d0..d1).zip(rows.chunks_exact_mut(reach.max(1))) {
                 for (j, v) in row.iter_mut().enumerate() {
@@ -617,6 +709,7 @@ mod tests {
     use crate::model::synth::{synth_model, SynthSpec};
     use crate::model::weights::Weights;
     use crate::model::{Config, Gguf};
+    use crate::pool::Pool;
 
     #[test]
     fn the_cache_holds_one_latent_cell_per_token_and_layer() {
@@ -640,5 +733,58 @@ mod tests {
         let cells: Vec<usize> = s.k.iter().map(|k| k.as_bytes().len()).collect();
         assert_eq!(cells, vec![4096 * cell as usize * 2; c.n_layer]);
         assert!(s.v.iter().all(|v| v.as_bytes().is_empty()));
+    }
+
+    #[test]
+    fn each_group_keeps_its_own_copy_of_the_cells() {
+        let spec = SynthSpec::tiny_latent(GgmlType::F32);
+        let bytes = synth_model(&spec).to_bytes();
+        let g = Gguf::parse(&bytes).unwrap();
+        let c = Config::from_gguf(&g).unwrap();
+        let w = Weights::from_gguf(&g, &c).unwrap();
+        let model = Model::new(c.clone(), w, Kernels::detect().unwrap());
+        let pool = Pool::grouped(&[1, 2], |_| {});
+        let one = model.state_bytes(64, 3, KvType::F16).unwrap();
+        let two = model.state_bytes(64, &pool, KvType::F16).unwrap();
+        assert_eq!((one.kv_copies, two.kv_copies), (1, 2));
+        assert_eq!(two.kv, 2 * one.kv);
+        // A prompt (a micro-batch) and a decoded token: the copies hold the same cells, and
+        // the logits are those of a state with one copy.
+        let mut s = model.new_state(64, &pool, KvType::F16);
+        let mut alone = model.new_state(64, 3, KvType::F16);
+        let single = Pool::new(3, |_| {});
+        let tokens = [1, 5, 9, 2, 7];
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        model.eval(&pool, &mut s, &tokens, 4, |_, l| a = l.to_vec());
+        model.eval(&single, &mut alone, &tokens, 4, |_, l| b = l.to_vec());
+        assert_eq!(a, b);
+        model.forward(&pool, &mut s, 3, true);
+        model.forward(&single, &mut alone, 3, true);
+        assert_eq!(s.logits(0), alone.logits(0));
+        assert_eq!(s.k.len(), 2 * c.n_layer);
+        let (first, second) = s.k.split_at(c.n_layer);
+        for (x, y) in first.iter().zip(second) {
+            assert_eq!(x.as_bytes(), y.as_bytes());
+            assert!(
+                x.as_bytes().iter().any(|&b| b != 0),
+                "a copy was never written"
+            );
+        }
+        // A state with one copy on the same pool (both groups build and read the one copy)
+        // gives the same bits too.
+        let mut shared = model.new_state(64, 3, KvType::F16);
+        let mut c1 = Vec::new();
+        model.eval(&pool, &mut shared, &tokens, 4, |_, l| c1 = l.to_vec());
+        assert_eq!(a, c1);
+        model.forward(&pool, &mut shared, 3, true);
+        assert_eq!(shared.logits(0), alone.logits(0));
+        // Each copy's layers go to its own group for placing and auditing.
+        let owners: Vec<usize> = s
+            .kv_head_blocks(&model, &pool)
+            .iter()
+            .map(|b| b.1)
+            .collect();
+        let want: Vec<usize> = (0..2).flat_map(|g| vec![g; c.n_layer]).collect();
+        assert_eq!(owners, want);
     }
 }
