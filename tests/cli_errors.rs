@@ -310,12 +310,12 @@ fn bad_latent_attention_is_one_line_errors() {
             &["deepseek2.attention.head_count_kv", "2"],
         ),
         (
-            "an older unabsorbed file",
+            "one of the two MLA head sizes",
             Box::new(|w| {
                 w.metadata
                     .retain(|(k, _)| k != "deepseek2.attention.key_length_mla")
             }),
-            &["deepseek2.attention.key_length_mla", "attn_kv_b"],
+            &["deepseek2.attention.key_length_mla", "value_length_mla"],
         ),
         (
             "no rank at all",
@@ -344,15 +344,48 @@ fn bad_latent_attention_is_one_line_errors() {
             &["blk.0.attn_k_b.weight", "shape"],
         ),
     ];
-    for (what, change, names) in cases {
-        let mut w = tiny_latent();
-        change(&mut w);
-        let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
-        assert_eq!(e.trim().lines().count(), 1, "{what}: one line: {e}");
-        for n in names {
-            assert!(e.contains(n), "{what}: the error names {n}: {e}");
+    let check = |cases: Vec<(&str, Change, &[&str])>, base: &dyn Fn() -> GgufWriter| {
+        for (what, change, names) in cases {
+            let mut w = base();
+            change(&mut w);
+            let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
+            assert_eq!(e.trim().lines().count(), 1, "{what}: one line: {e}");
+            for n in names {
+                assert!(e.contains(n), "{what}: the error names {n}: {e}");
+            }
         }
-    }
+    };
+    check(cases.into_iter().collect(), &tiny_latent);
+    // The older unabsorbed form runs too, and its own mistakes are named.
+    let unabsorbed = || {
+        let mut spec = SynthSpec::tiny_latent(GgmlType::Q8_0);
+        spec.mla.unabsorbed = true;
+        synth_model(&spec)
+    };
+    let ok = write(&dir, "ok-unabsorbed.gguf", &unabsorbed());
+    let out = common::locus(&greedy_run(&ok, "2"));
+    assert!(out.status.success(), "{out:?}");
+    let unabsorbed_cases: Vec<(&str, Change, &[&str])> = vec![
+        (
+            "no attn_kv_b",
+            Box::new(|w| w.tensors.retain(|t| t.name != "blk.1.attn_kv_b.weight")),
+            &["blk.1.attn_kv_b.weight", "missing"],
+        ),
+        (
+            "one KV head for the per-head cache",
+            Box::new(|w| key(w, "attention.head_count_kv", MetaValue::U32(1))),
+            &["deepseek2.attention.head_count_kv", "attn_kv_b"],
+        ),
+        (
+            "no value length",
+            Box::new(|w| {
+                w.metadata
+                    .retain(|(k, _)| k != "deepseek2.attention.value_length")
+            }),
+            &["deepseek2.attention.value_length", "missing"],
+        ),
+    ];
+    check(unabsorbed_cases, &unabsorbed);
 }
 
 #[test]

@@ -45,7 +45,7 @@ const SHAPE: [&str; 15] = [
 /// extra `gen-model` arguments).
 type Family = (&'static str, &'static str, usize, &'static [&'static str]);
 
-const FAMILIES: [Family; 15] = [
+const FAMILIES: [Family; 17] = [
     ("qwen2", "qwen2", 0, &[]),
     ("qwen3", "qwen3", 0, &["--head-dim", "128"]),
     (
@@ -108,6 +108,10 @@ const FAMILIES: [Family; 15] = [
     // expert, weights normalised and scaled by 2.5, a low-rank query, YaRN).
     ("deepseek2moe", "deepseek2", 0, &LATENT_MOE_V2),
     ("deepseek2v3", "deepseek2", 0, &LATENT_MOE_V3),
+    // The older unabsorbed form (one attn_kv_b, per-head keys of 96 and values of 64 in the
+    // cache), as llama.cpp still runs such files: V2-Lite's and V3's.
+    ("deepseek2u", "deepseek2", 0, &LATENT_U),
+    ("deepseek2uv3", "deepseek2", 0, &LATENT_MOE_V3_U),
     (
         "mixtral",
         "llama",
@@ -302,9 +306,28 @@ const LATENT_MOE_V3: [&str; 37] = [
     "--untied",
 ];
 
+/// `args` and one more flag (`M` = `N` + 1).
+const fn and<const N: usize, const M: usize>(
+    args: [&'static str; N],
+    flag: &'static str,
+) -> [&'static str; M] {
+    let mut out = [flag; M];
+    let mut i = 0;
+    while i < N {
+        out[i] = args[i];
+        i += 1;
+    }
+    out
+}
+
+/// The older unabsorbed form of the V2-Lite-like and V3-like models (one `attn_kv_b`, a KV head
+/// per query head).
+const LATENT_U: [&str; 11] = and(LATENT, "--unabsorbed");
+const LATENT_MOE_V3_U: [&str; 38] = and(LATENT_MOE_V3, "--unabsorbed");
+
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
-const MODELS: [(&str, &str, u64); 32] = [
+const MODELS: [(&str, &str, u64); 36] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
@@ -334,6 +357,10 @@ const MODELS: [(&str, &str, u64); 32] = [
     ("deepseek2v3", "F32", 0x46e4a29f72e5c511),
     ("deepseek2v3", "Q8_0", 0x19f13ac0b3e31ec9),
     ("deepseek2v3", "Q4_K", 0x3a0f8f6616cefab8),
+    ("deepseek2u", "F32", 0x59f1085a54e4cd94),
+    ("deepseek2u", "Q8_0", 0x5d74dd6d438301dc),
+    ("deepseek2u", "Q4_K", 0x9b1020d6db914cf1),
+    ("deepseek2uv3", "F32", 0x9faa3afb5ed8642c),
     ("mixtral", "F32", 0x36defc841f684645),
     ("mixtral", "Q8_0", 0x6815e3c449ee94a7),
     ("mixtral", "Q4_K", 0xba08ace05fbd1c56),
@@ -396,7 +423,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
     // Latent attention keeps a copy of its cache per pool group: two groups of one thread
     // each check that every group's copy, written and read by its own threads, gives
     // llama.cpp's bits.
-    let latent = l.model.config.mla.is_some();
+    let latent = l.model.config.latent_cache().is_some();
     let pool = if latent {
         Pool::grouped(&[1, 1], |_| {})
     } else {

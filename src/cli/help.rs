@@ -216,6 +216,8 @@ Options:
       --kv-lora N     deepseek2: the latent vector's size (default: --dim / 4)
       --q-lora N      deepseek2: the query's low rank (default: none, a full-rank attn_q)
       --v-head-dim N  deepseek2: a head's output values (default: --head-dim − --rope-dim)
+      --unabsorbed    deepseek2: the older unabsorbed form (one attn_kv_b a layer, a KV
+                      head per query head), as files converted before attn_k_b/attn_v_b
       --yarn F        deepseek2: YaRN RoPE scaling by factor F (default: none)
       --yarn-log-mul M
                       deepseek2: rope.scaling.yarn_log_multiplier (default 0.1, V3's)

@@ -161,6 +161,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             }
             "--seed" => seed = Some(int(f, &a.value(f, inline)?, 0, u64::MAX)?),
             "--untied" => untied = true,
+            "--unabsorbed" => spec.mla.unabsorbed = true,
             "--shared-experts"
             | "--dense-layers"
             | "--expert-groups"
@@ -247,6 +248,8 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
         }
     } else if yarn.0.is_some() || yarn.1.is_some() {
         return err("gen-model: --yarn and --yarn-log-mul are for --arch deepseek2");
+    } else if spec.mla.unabsorbed {
+        return err("gen-model: --unabsorbed is for --arch deepseek2");
     }
     let out = out.ok_or_else(|| {
         CliError::Message("gen-model: OUTPUT is required (see `locus gen-model --help`)".into())

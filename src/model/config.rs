@@ -22,7 +22,10 @@ pub struct Config {
     pub n_ff: usize,
     pub n_head: usize,
     pub n_head_kv: usize,
+    /// A key head's values (and a query head's).
     pub head_dim: usize,
+    /// A value head's values: `head_dim` in every family but DeepSeek's unabsorbed form.
+    pub head_dim_v: usize,
     pub n_ctx_train: usize,
     pub rms_eps: f32,
     pub rope_freq_base: f32,
@@ -53,6 +56,11 @@ pub struct Yarn {
 /// values, one "KV head" every query head reads; a query head is `nope + rope` values before
 /// it absorbs `attn_k_b` and `kv_lora + rope` after; a head's output is `kv_lora` values
 /// before `attn_v_b` decompresses it to `v_head`.
+///
+/// Files of the older unabsorbed form (`joint`: one `attn_kv_b` a layer, no `key_length_mla`)
+/// run as llama.cpp runs them: `attn_kv_b` decompresses the latent vector into every head's
+/// key (`nope`, then the shared rotated key) and value (`v_head`), and the cache keeps those
+/// per head (`head_dim` = `nope + rope`, `head_dim_v` = `v_head`, a KV head per query head).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Mla {
     /// `attention.q_lora_rank`: the query's low rank (0: a full-rank `attn_q`).
@@ -67,6 +75,8 @@ pub struct Mla {
     pub v_head: usize,
     /// The softmax's scale: 1/√(nope + rope), times YaRN's attention factor squared.
     pub kq_scale: f32,
+    /// The unabsorbed form: one `attn_kv_b`, per-head keys and values in the cache.
+    pub joint: bool,
 }
 
 impl Mla {
@@ -473,9 +483,14 @@ impl Config {
             AttentionKind::Latent => Some(super::mla::mla_shape(
                 g,
                 arch.name(),
-                (n_head_kv, head_dim, n_rot),
+                (n_head, n_head_kv, head_dim, n_rot),
                 (rope_freq_scale, yarn.as_ref()),
             )?),
+        };
+        // Only DeepSeek's unabsorbed form keeps values of another size than its keys.
+        let head_dim_v = match mla {
+            Some(m) if m.joint => m.v_head,
+            _ => head_dim,
         };
         let moe = moe_shape(g, arch, &recipe.moe, (n_ff, n_layer))?;
         Ok(Config {
@@ -487,6 +502,7 @@ impl Config {
             n_head,
             n_head_kv,
             head_dim,
+            head_dim_v,
             n_ctx_train: req_u64(g, &k("context_length"))? as usize,
             rms_eps: opt_f32(g, &k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_freq_base: opt_f32(g, &k("rope.freq_base"))?.unwrap_or(10000.0),
@@ -506,6 +522,23 @@ impl Config {
 
     pub fn kv_dim(&self) -> usize {
         self.n_head_kv * self.head_dim
+    }
+
+    /// The values of a token's value heads (`kv_dim` but for unabsorbed latent attention).
+    pub fn v_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim_v
+    }
+
+    /// The values of a token's attention output, all heads (`q_dim` but for unabsorbed latent
+    /// attention): `attn_output`'s input.
+    pub fn att_dim(&self) -> usize {
+        self.n_head * self.head_dim_v
+    }
+
+    /// The latent cache's sizes where the model keeps one (latent attention in the absorbed
+    /// form); `None` for a cache of per-head keys and values.
+    pub fn latent_cache(&self) -> Option<&Mla> {
+        self.mla.as_ref().filter(|m| !m.joint)
     }
 
     /// Whether `name` is a tensor of a NextN layer (`blk.N.…` with N past the trunk), which

@@ -189,7 +189,7 @@ impl State {
     /// A latent cache keeps a copy per group instead (every head reads every cell): each
     /// copy's layers go to the group that writes and reads it.
     pub fn kv_head_blocks(&self, model: &Model, pool: &Pool) -> Vec<(&[u8], usize)> {
-        if model.config.mla.is_some() {
+        if model.config.latent_cache().is_some() {
             let n_layer = model.config.n_layer.max(1);
             let groups = pool.groups().len().max(1);
             return (self.k.iter().enumerate())
@@ -292,9 +292,11 @@ impl<'a> Model<'a> {
     /// The softmax's scale of the attention scores: 1/√head_dim, or 1 where the family scales
     /// the queries itself.
     fn kq_scale(&self) -> f32 {
-        match self.config.recipe.q_scale {
-            Some(_) => 1.0,
-            None => 1.0 / (self.config.head_dim as f32).sqrt(),
+        match (self.config.recipe.q_scale, &self.config.mla) {
+            (Some(_), _) => 1.0,
+            // DeepSeek's unabsorbed form attends per head with latent attention's scale.
+            (None, Some(m)) => m.kq_scale,
+            (None, None) => 1.0 / (self.config.head_dim as f32).sqrt(),
         }
     }
 
@@ -302,14 +304,14 @@ impl<'a> Model<'a> {
     /// rounded query (head_dim), and one KV head's keys and values widened to f32 (cells ×
     /// head_dim each; only a batch's reach is touched). `None` on overflow.
     fn scratch_stride(&self, cells: usize) -> Option<usize> {
-        let hd = self.config.head_dim;
-        if self.config.mla.is_some() {
+        let (hd, vd) = (self.config.head_dim, self.config.head_dim_v);
+        if self.config.latent_cache().is_some() {
             // Latent attention widens nothing in the scratch: scores and a rounded query for
             // each head of a decode step's set.
             return cells.checked_add(hd)?.checked_mul(latent::LATENT_HEAD_SET);
         }
         // Widened keys and values, then scores and a rounded query for each head of a set.
-        cells.checked_mul(hd)?.checked_mul(2)?.checked_add(
+        cells.checked_mul(hd.checked_add(vd)?)?.checked_add(
             cells
                 .checked_add(hd)?
                 .checked_mul(attention::MAX_HEAD_SET)?,
@@ -343,24 +345,27 @@ impl<'a> Model<'a> {
         let Lanes { threads, groups } = lanes.into();
         let c = &self.config;
         let copies = self.kv_copies(groups);
-        let head_row = (c.n_head_kv as u64).checked_mul(kv_type.row_bytes(c.head_dim) as u64)?;
+        let row = |d: usize| (c.n_head_kv as u64).checked_mul(kv_type.row_bytes(d) as u64);
+        // Latent attention reads its values out of the keys' cells: no V cache.
+        let v_row = match c.latent_cache() {
+            Some(_) => 0,
+            None => row(c.head_dim_v)?,
+        };
         let mut kv = 0u64;
         for cells in self.layer_cells(n_ctx) {
-            let layer = (cells as u64).checked_mul(head_row)?;
+            let (k, v) = (cells as u64 * row(c.head_dim)?, cells as u64 * v_row);
             // Every buffer must also be addressable.
-            if layer > isize::MAX as u64 {
+            if k.max(v) > isize::MAX as u64 {
                 return None;
             }
-            // Latent attention reads its values out of the keys' cells: no V cache.
-            let parts = if c.mla.is_some() { 1 } else { 2 };
-            kv = kv.checked_add(layer.checked_mul(parts)?)?;
+            kv = kv.checked_add(k)?.checked_add(v)?;
         }
         let kv = kv.checked_mul(copies as u64)?;
         let cells = n_ctx.max(self.swa_cells(n_ctx).unwrap_or(0));
         let mut scratch = (self.scratch_stride(cells)? as u64)
             .checked_mul(threads.max(1) as u64)?
             .checked_mul(4)?;
-        if let Some(m) = &c.mla {
+        if let Some(m) = c.latent_cache() {
             let vt = latent::LatentBufs::vt_bytes(m, n_ctx, kv_type)?;
             scratch = scratch.checked_add(vt.checked_mul(copies as u64)?)?;
         }
@@ -376,7 +381,7 @@ impl<'a> Model<'a> {
     /// a copy on their own node), one otherwise (each KV head's block lies with the group
     /// that computes the head).
     fn kv_copies(&self, groups: usize) -> usize {
-        if self.config.mla.is_some() {
+        if self.config.latent_cache().is_some() {
             groups.max(1)
         } else {
             1
@@ -393,7 +398,7 @@ impl<'a> Model<'a> {
                 "{} global layers × {n_ctx} cells, {local} sliding-window layers × {ring} cells",
                 n - local
             ),
-            _ => match &self.config.mla {
+            _ => match self.config.latent_cache() {
                 None => format!("{n} layers × {n_ctx} cells"),
                 // What the latent cell saves: per-head keys and values would take n_head ×
                 // (nope + rope + v_head) values a token and layer.
@@ -458,7 +463,7 @@ impl<'a> Model<'a> {
         let scratch_stride = self.scratch_stride(scratch_cells).ok_or(too_big(None))?;
         let mut k = Vec::with_capacity(c.n_layer);
         let mut v = Vec::with_capacity(c.n_layer);
-        if c.mla.is_some() && kv_type.block_type().is_some() {
+        if c.latent_cache().is_some() && kv_type.block_type().is_some() {
             return Err(super::ModelError::KvType {
                 ty: kv_type.name(),
                 why: "is not supported with latent attention (its values are read out of the \
@@ -469,10 +474,13 @@ impl<'a> Model<'a> {
         }
         // Copy-major: copy `i`'s layers are `k[i * n_layer..]`.
         for cells in (0..copies).flat_map(|_| self.layer_cells(n_ctx)) {
-            let (len, hd) = (cells * c.kv_dim(), c.head_dim);
-            let v_len = if c.mla.is_some() { 0 } else { len };
+            let (len, hd, vd) = (cells * c.kv_dim(), c.head_dim, c.head_dim_v);
+            let v_len = match c.latent_cache() {
+                Some(_) => 0,
+                None => cells * c.v_dim(),
+            };
             k.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
-            v.push(KvBuf::try_new(kv_type, v_len, hd).ok_or(too_big(Some(sizes.total())))?);
+            v.push(KvBuf::try_new(kv_type, v_len, vd).ok_or(too_big(Some(sizes.total())))?);
         }
         let swa = c
             .recipe
@@ -481,6 +489,7 @@ impl<'a> Model<'a> {
             .map(|w| SwaCells::new(n_ctx, w.window));
         // The FFN buffers hold a dense FFN's rows, one expert's or the shared experts'.
         let ff_width = c.n_ff.max(c.moe.map_or(0, |m| m.n_ff.max(m.shared_ff())));
+        let views = |m: &super::config::Mla| if m.joint { 0 } else { copies };
         let scratch = super::kv::try_zeroed::<f32>(n_threads.max(1) * scratch_stride)
             .ok_or(too_big(Some(sizes.total())))?;
         Ok(State {
@@ -497,8 +506,9 @@ impl<'a> Model<'a> {
                 .map(|m| moe::MoeBufs::new(m, c.n_embd, c.n_layer)),
             mla: match &c.mla {
                 None => None,
+                // (The unabsorbed form keeps per-head keys and values: no latent views.)
                 Some(m) => Some(
-                    latent::LatentBufs::try_new(m, (c.n_head, copies), b, (n_ctx, kv_type))
+                    latent::LatentBufs::try_new(m, (c.n_head, views(m)), b, (n_ctx, kv_type))
                         .ok_or(too_big(Some(sizes.total())))?,
                 ),
             },
@@ -506,8 +516,8 @@ impl<'a> Model<'a> {
             xn: vec![0.0; b * c.n_embd],
             q: vec![0.0; b * c.q_dim()],
             kcur: vec![0.0; b * c.kv_dim()],
-            vcur: vec![0.0; b * c.kv_dim()],
-            att: vec![0.0; b * c.q_dim()],
+            vcur: vec![0.0; b * c.kv_dim().max(c.v_dim())],
+            att: vec![0.0; b * c.q_dim().max(c.att_dim())],
             gate: vec![0.0; b * ff_width],
             up: vec![0.0; b * ff_width],
             tmp: vec![0.0; b * c.n_embd],
@@ -558,7 +568,7 @@ impl<'a> Model<'a> {
         w.scratch_cells = scratch_cells;
         if let Some(m) = &self.config.mla {
             let cells = (scratch_cells, kv_type);
-            let heads = (self.config.n_head, copies);
+            let heads = (self.config.n_head, if m.joint { 0 } else { copies });
             let bufs = latent::LatentBufs::try_new(m, heads, MAX_BATCH, cells);
             w.mla = Some(bufs.ok_or_else(too_big)?);
         }

@@ -7,12 +7,14 @@ use super::gguf::Gguf;
 use crate::kernels::ops::YarnParams;
 
 /// The latent attention sizes of a file of architecture `arch`, whose generic keys gave
-/// `n_head_kv` KV heads of `head_dim` values and `n_rot` rotated values: in the absorbed form
-/// (the only one read so far) one "KV head" of `kv_lora_rank + n_rot` values.
+/// `n_head` query heads, `n_head_kv` KV heads of `head_dim` values and `n_rot` rotated values:
+/// in the absorbed form one "KV head" of `kv_lora_rank + n_rot` values; in the older
+/// unabsorbed form (no `key_length_mla`) a KV head per query head, keys of `head_dim` values
+/// and values of `value_length`.
 pub(super) fn mla_shape(
     g: &Gguf,
     arch: &str,
-    (n_head_kv, head_dim, n_rot): (usize, usize, usize),
+    (n_head, n_head_kv, head_dim, n_rot): (usize, usize, usize, usize),
     (freq_scale, yarn): (f32, Option<&Yarn>),
 ) -> Result<Mla, ModelError> {
     let k = |s: &str| format!("{arch}.{s}");
@@ -27,38 +29,63 @@ pub(super) fn mla_shape(
             _ => req("attention.q_lora_rank")? as usize,
         },
     };
-    let (Some(k_mla), Some(v_mla)) = (
+    let (k_mla, v_mla) = (
         opt_u64(g, &k("attention.key_length_mla"))?,
         opt_u64(g, &k("attention.value_length_mla"))?,
-    ) else {
-        return Err(bad(
-            "attention.key_length_mla",
-            "is missing: this is a file of the older unabsorbed form (one attn_kv_b per \
-             layer), which locus does not read yet; convert the model again with a current \
-             llama.cpp (convert_hf_to_gguf.py writes attn_k_b and attn_v_b)"
-                .into(),
-        ));
+    );
+    let (k_mla, v_head, joint) = match (k_mla, v_mla) {
+        (Some(kk), Some(v)) => (kk as usize, v as usize, false),
+        (None, None) => {
+            // The unabsorbed form: per-head keys of `key_length`, values of `value_length`.
+            let v = req("attention.value_length")? as usize;
+            if n_head_kv != n_head {
+                return Err(bad(
+                    "attention.head_count_kv",
+                    format!(
+                        "= {n_head_kv}: a file without attention.key_length_mla (one attn_kv_b \
+                         a layer) keeps a key and value head per query head ({n_head})"
+                    ),
+                ));
+            }
+            (head_dim, v, true)
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            let (has, lacks) = match k_mla {
+                Some(_) => ("key_length_mla", "value_length_mla"),
+                None => ("value_length_mla", "key_length_mla"),
+            };
+            return Err(bad(
+                &format!("attention.{lacks}"),
+                format!("is missing where attention.{has} is given (both or neither)"),
+            ));
+        }
     };
-    let (k_mla, v_head) = (k_mla as usize, v_mla as usize);
     if k_mla <= n_rot {
         return Err(bad(
             "attention.key_length_mla",
             format!("= {k_mla} must exceed the rotated dimensions {n_rot}"),
         ));
     }
-    if n_head_kv != 1 {
+    if joint {
+        if v_head == 0 {
+            return Err(bad(
+                "attention.value_length",
+                "= 0: a head needs values".into(),
+            ));
+        }
+    } else if n_head_kv != 1 {
         return Err(bad(
             "attention.head_count_kv",
             format!("= {n_head_kv}: latent attention keeps one shared latent head (1)"),
         ));
     }
-    if head_dim != kv_lora + n_rot {
+    if !joint && head_dim != kv_lora + n_rot {
         return Err(bad(
             "attention.key_length",
             format!("= {head_dim} must be kv_lora_rank + rope dimensions = {kv_lora} + {n_rot}"),
         ));
     }
-    if let Some(v) = opt_u64(g, &k("attention.value_length"))? {
+    if let Some(v) = opt_u64(g, &k("attention.value_length"))?.filter(|_| !joint) {
         if v as usize != kv_lora {
             return Err(bad(
                 "attention.value_length",
@@ -85,6 +112,7 @@ pub(super) fn mla_shape(
         rope: n_rot,
         v_head,
         kq_scale,
+        joint,
     })
 }
 

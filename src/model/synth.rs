@@ -73,6 +73,9 @@ pub struct SynthMla {
     pub yarn_factor: f32,
     /// `rope.scaling.yarn_log_multiplier` as converters write it (0.1 × mscale_all_dim).
     pub yarn_log_mul: f32,
+    /// The older unabsorbed form: one `attn_kv_b` a layer and per-head key and value sizes,
+    /// no `key_length_mla`.
+    pub unabsorbed: bool,
 }
 
 /// The routing and layer knobs of a synthetic mixture beyond its expert counts.
@@ -196,6 +199,7 @@ impl SynthSpec {
                 v_head: 128,
                 yarn_factor: 40.0,
                 yarn_log_mul: 0.1,
+                unabsorbed: false,
             },
             n_expert: 256,
             n_expert_used: 8,
@@ -612,8 +616,13 @@ fn latent_attention(s: &SynthSpec, l: usize) -> Vec<Planned> {
     }
     p.push(mat(n("attn_kv_a_mqa"), m.kv_lora + m.rope, e, 1));
     p.push(norm(n("attn_kv_a_norm"), m.kv_lora));
-    p.push(mat(n("attn_k_b"), m.kv_lora, nope, h));
-    p.push(mat(n("attn_v_b"), m.v_head, m.kv_lora, h));
+    if m.unabsorbed {
+        // Each head's no-RoPE key rows, then its value rows.
+        p.push(mat(n("attn_kv_b"), h * (nope + m.v_head), m.kv_lora, 1));
+    } else {
+        p.push(mat(n("attn_k_b"), m.kv_lora, nope, h));
+        p.push(mat(n("attn_v_b"), m.v_head, m.kv_lora, h));
+    }
     p.push(mat(n("attn_output"), e, h * m.v_head, 1));
     p
 }
@@ -717,18 +726,25 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
 
 /// A deepseek2 model's attention keys, as llama.cpp's converter writes them for the absorbed
 /// form: one latent "KV head" of `kv_lora + rope` keys and `kv_lora` values, the MLA head
-/// sizes, the ranks; and the expert keys llama.cpp requires of every deepseek2 file, for a
+/// sizes, the ranks (the older unabsorbed form: a KV head per query head, of the query's size
+/// and `v_head` values, no MLA sizes); and the expert keys llama.cpp requires of every deepseek2 file, for a
 /// model whose layers are all dense (`leading_dense_block_count` = the layer count).
 fn latent_metadata(s: &SynthSpec, w: &mut GgufWriter) {
     let a = s.arch.name();
     let k = |key: &str| format!("{a}.{key}");
     let m = s.mla;
     let u = |v: usize| MetaValue::U32(v as u32);
-    w.set(&k("attention.head_count_kv"), u(1));
-    w.set(&k("attention.key_length"), u(m.kv_lora + m.rope));
-    w.set(&k("attention.value_length"), u(m.kv_lora));
-    w.set(&k("attention.key_length_mla"), u(s.head_dim()));
-    w.set(&k("attention.value_length_mla"), u(m.v_head));
+    if m.unabsorbed {
+        w.set(&k("attention.head_count_kv"), u(s.n_head));
+        w.set(&k("attention.key_length"), u(s.head_dim()));
+        w.set(&k("attention.value_length"), u(m.v_head));
+    } else {
+        w.set(&k("attention.head_count_kv"), u(1));
+        w.set(&k("attention.key_length"), u(m.kv_lora + m.rope));
+        w.set(&k("attention.value_length"), u(m.kv_lora));
+        w.set(&k("attention.key_length_mla"), u(s.head_dim()));
+        w.set(&k("attention.value_length_mla"), u(m.v_head));
+    }
     w.set(&k("attention.kv_lora_rank"), u(m.kv_lora));
     w.set(&k("attention.q_lora_rank"), u(m.q_lora));
     if m.yarn_factor > 0.0 {

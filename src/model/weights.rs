@@ -187,6 +187,9 @@ pub struct Latent<'a> {
     /// `attn_v_b`, one matrix per head (`v_head` rows of `kv_lora`): a head's output out of
     /// the latent space.
     pub wv_b: Vec<Matrix<'a>>,
+    /// The unabsorbed form's `attn_kv_b` instead of the two above (empty then): every head's
+    /// no-RoPE key (`nope` rows) and value (`v_head` rows) out of the latent vector.
+    pub wkv_b: Option<Matrix<'a>>,
     pub wo: Matrix<'a>,
 }
 
@@ -229,6 +232,7 @@ impl<'a> Attention<'a> {
                 v.push(&a.wkv_a);
                 v.extend(&a.wk_b);
                 v.extend(&a.wv_b);
+                v.extend(&a.wkv_b);
                 v.push(&a.wo);
                 v
             }
@@ -246,6 +250,7 @@ impl<'a> Attention<'a> {
                 v.push(&mut a.wkv_a);
                 v.extend(&mut a.wk_b);
                 v.extend(&mut a.wv_b);
+                v.extend(&mut a.wkv_b);
                 v.push(&mut a.wo);
                 v
             }
@@ -589,7 +594,8 @@ impl<'a> Reader<'_, 'a> {
         }))
     }
 
-    /// Layer `i`'s latent attention (`attn_k_b` and `attn_v_b` are 3-D, a matrix per head).
+    /// Layer `i`'s latent attention (`attn_k_b` and `attn_v_b` are 3-D, a matrix per head;
+    /// the unabsorbed form has one `attn_kv_b` instead).
     fn latent(&self, c: &Config, m: &Mla, i: usize) -> Result<Attention<'a>, ModelError> {
         let n = |s: &str| format!("blk.{i}.{s}");
         let (e, h) = (c.n_embd, c.n_head);
@@ -608,8 +614,20 @@ impl<'a> Reader<'_, 'a> {
             // Per-head matmuls of a 3-D weight: never repacked (llama.cpp repacks 2-D MUL_MAT
             // weights only). The query's no-RoPE part they take is a permuted view, so an f32
             // `attn_k_b` never reaches tinyBLAS (its input is not contiguous): `vec_dot`.
-            wk_b: self.per_head(&n("attn_k_b.weight"), m.nope, m.kv_lora, h, true)?,
-            wv_b: self.per_head(&n("attn_v_b.weight"), m.kv_lora, m.v_head, h, false)?,
+            wk_b: match m.joint {
+                true => Vec::new(),
+                false => self.per_head(&n("attn_k_b.weight"), m.nope, m.kv_lora, h, true)?,
+            },
+            wv_b: match m.joint {
+                true => Vec::new(),
+                false => self.per_head(&n("attn_v_b.weight"), m.kv_lora, m.v_head, h, false)?,
+            },
+            wkv_b: match m.joint {
+                true => {
+                    Some(self.matrix(&n("attn_kv_b.weight"), m.kv_lora, h * (m.nope + m.v_head))?)
+                }
+                false => None,
+            },
             wo: self.matrix(&n("attn_output.weight"), h * m.v_head, e)?,
         }))
     }

@@ -301,6 +301,7 @@ impl Model<'_> {
         }
         let c = &self.config;
         let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
+        let (v_dim, vd) = (c.v_dim(), c.head_dim_v);
         let rows = &s.rows[usize::from(local)];
         let cap = rows.cap;
         let kw = s.k[layer].writer();
@@ -313,10 +314,14 @@ impl Model<'_> {
                 for (b, &cell) in rows.cell[..n].iter().enumerate() {
                     // SAFETY: channel `ch` belongs to this thread alone (its group's heads,
                     // split among the group's threads), so these elements are its alone.
-                    unsafe {
-                        kw.set((head * cap + cell) * hd + d, kcur[(b0 + b) * kv_dim + ch]);
-                        vw.set(ch * cap + cell, vcur[(b0 + b) * kv_dim + ch]);
-                    }
+                    unsafe { kw.set((head * cap + cell) * hd + d, kcur[(b0 + b) * kv_dim + ch]) };
+                }
+            }
+            let (h0, c0, c1) = self.kv_share(pool, tid, vd);
+            for ch in h0 * vd + c0..h0 * vd + c1 {
+                for (b, &cell) in rows.cell[..n].iter().enumerate() {
+                    // SAFETY: as for the keys, value channel `ch` is this thread's alone.
+                    unsafe { vw.set(ch * cap + cell, vcur[(b0 + b) * v_dim + ch]) };
                 }
             }
         });
@@ -365,6 +370,7 @@ impl Model<'_> {
     ) {
         let c = &self.config;
         let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
+        let (v_dim, vd) = (c.v_dim(), c.head_dim_v);
         let rows = &s.rows[usize::from(local)];
         let cap = rows.cap;
         let kw = s.k[layer].row_writer();
@@ -375,12 +381,12 @@ impl Model<'_> {
             for item in r0..r1 {
                 let (head, b) = (h0 + item / n, item % n);
                 let row = head * cap + rows.cell[b];
-                let at = (b0 + b) * kv_dim + head * hd;
+                let (at, vat) = ((b0 + b) * kv_dim + head * hd, (b0 + b) * v_dim + head * vd);
                 // SAFETY: row (head, token) belongs to this thread alone (its group's heads'
                 // rows of this batch, split among the group's threads).
                 unsafe {
                     kw.set_row(row, &kcur[at..at + hd]);
-                    vw.set_row(row, &vcur[at..at + hd]);
+                    vw.set_row(row, &vcur[vat..vat + vd]);
                 }
             }
         });
@@ -401,6 +407,7 @@ impl Model<'_> {
     ) {
         let c = &self.config;
         let (hd, q_dim) = (c.head_dim, c.q_dim());
+        let (vd, att_dim) = (c.head_dim_v, c.att_dim());
         let group = c.n_head / c.n_head_kv;
         let scale = self.kq_scale();
         let ty = s.kv_type.block_type().expect("a quantized cache");
@@ -431,9 +438,9 @@ impl Model<'_> {
                     kernels.gemv(ty, SumOrder::Lanes, keys, &act, &mut sc[lo..hi]);
                 }
                 kernels.softmax(sc, scale);
-                let at = (b0 + b) * q_dim + h * hd;
+                let at = (b0 + b) * att_dim + h * vd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
-                let out = unsafe { att.slice(at, at + hd) };
+                let out = unsafe { att.slice(at, at + vd) };
                 out.fill(0.0);
                 for &(lo, hi) in rows.runs(b) {
                     for (t, &p) in sc.iter().enumerate().take(hi).skip(lo) {
@@ -460,10 +467,10 @@ impl Model<'_> {
             return self.attention_quant(pool, s, layer, (b0, n), local);
         }
         let c = &self.config;
-        let hd = c.head_dim;
+        let (hd, vd) = (c.head_dim, c.head_dim_v);
         let group = c.n_head / c.n_head_kv;
         let scale = self.kq_scale();
-        let q_dim = c.q_dim();
+        let (q_dim, att_dim) = (c.q_dim(), c.att_dim());
         let rows = &s.rows[usize::from(local)];
         let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
@@ -485,7 +492,7 @@ impl Model<'_> {
             let (g0, g1) = self.kv_heads_of_group(pool, grp);
             let threads = pool.groups()[grp].len();
             // The sets' scores and queries must fit the thread's scratch.
-            let fits = |k: usize| (k - 1) * (cells + hd) <= 2 * cells * hd;
+            let fits = |k: usize| (k - 1) * (cells + hd) <= cells * (hd + vd);
             // Query heads on the busiest thread when sets of k are dealt round-robin.
             let busiest = |k: usize| (n * (g1 - g0) * (group / k)).div_ceil(threads) * k;
             (1..=MAX_HEAD_SET.min(group))
@@ -501,7 +508,7 @@ impl Model<'_> {
         let batch_set_of = |grp: usize| {
             let (g0, g1) = self.kv_heads_of_group(pool, grp);
             let threads = pool.groups()[grp].len();
-            let fits = |k: usize| 2 * cells * hd + k * (cells + hd) <= stride;
+            let fits = |k: usize| cells * (hd + vd) + k * (cells + hd) <= stride;
             let busiest = |k: usize| (n * (g1 - g0) * (group / k)).div_ceil(threads) * k;
             (1..=MAX_HEAD_SET.min(group))
                 .rev()
@@ -535,7 +542,8 @@ impl Model<'_> {
             }
             let (sc, rest) = mine.split_at_mut(cells);
             let (q16, rest) = rest.split_at_mut(hd);
-            let (kf, vf) = rest.split_at_mut(cells * hd);
+            let (kf, rest) = rest.split_at_mut(cells * hd);
+            let vf = &mut rest[..cells * vd];
             // A batch widens each KV head's f16 keys and values to f32 once (exact), for all
             // its (token, head) items, instead of once per dot.
             let wide = arith == Arith::Batch && kv_type == KvType::F16;
@@ -547,7 +555,7 @@ impl Model<'_> {
                 let (b, h) = (item % per_kv_head / group, g * group + item % group);
                 if wide && widened != Some(g) {
                     kc.widen_rows(kernels, (g * cap * hd, hd), (reach, hd), kf);
-                    vc.widen_rows(kernels, (g * hd * cap, cap), (hd, reach), vf);
+                    vc.widen_rows(kernels, (g * vd * cap, cap), (vd, reach), vf);
                     widened = Some(g);
                 }
                 let qrow = &q[(b0 + b) * q_dim + h * hd..(b0 + b) * q_dim + (h + 1) * hd];
@@ -574,13 +582,13 @@ impl Model<'_> {
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
                 }
-                let at = (b0 + b) * q_dim + h * hd;
+                let at = (b0 + b) * att_dim + h * vd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
-                let out = unsafe { att.slice(at, at + hd) };
+                let out = unsafe { att.slice(at, at + vd) };
                 if wide {
                     kernels.att_dot_batch_rows(vf, cap, sc, out);
                 } else {
-                    vc.dots(kernels, arith, (g * hd * cap, cap), sc, kv_pad, out);
+                    vc.dots(kernels, arith, (g * vd * cap, cap), sc, kv_pad, out);
                 }
             }
         });
@@ -662,12 +670,13 @@ impl Model<'_> {
     ) {
         let c = &self.config;
         let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
+        let (vd, att_dim) = (c.head_dim_v, c.att_dim());
         let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());
         let (cap, reach) = (rows.cap, rows.reach);
         let per_token = group / set;
         let per_kv_head = hs.n * per_token;
         let (kf, rest) = mine.split_at_mut(cells * hd);
-        let (vf, rest) = rest.split_at_mut(cells * hd);
+        let (vf, rest) = rest.split_at_mut(cells * vd);
         let (scores, rest) = rest.split_at_mut(set * cells);
         let q16 = &mut rest[..set * hd];
         let mut widened = None;
@@ -679,7 +688,7 @@ impl Model<'_> {
             );
             if widened != Some(g) {
                 kc.widen_rows(kernels, (g * cap * hd, hd), (reach, hd), kf);
-                vc.widen_rows(kernels, (g * hd * cap, cap), (hd, reach), vf);
+                vc.widen_rows(kernels, (g * vd * cap, cap), (vd, reach), vf);
                 widened = Some(g);
             }
             let row0 = (hs.b0 + b) * q_dim + h0 * hd;
@@ -708,15 +717,16 @@ impl Model<'_> {
                 }
             }
             finish_set(kernels, scores, (set, cells, len), scale);
+            let out0 = (hs.b0 + b) * att_dim + h0 * vd;
             // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
-            let out = unsafe { att.slice(row0, row0 + set * hd) };
+            let out = unsafe { att.slice(out0, out0 + set * vd) };
             let probs = Queries {
                 ys: scores,
                 len,
                 stride: cells,
                 count: set,
             };
-            kernels.att_dot_batch_heads(vf, (cap, hd), probs, out, hd);
+            kernels.att_dot_batch_heads(vf, (cap, vd), probs, out, vd);
         }
     }
 
@@ -738,6 +748,7 @@ impl Model<'_> {
     ) {
         let c = &self.config;
         let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
+        let (vd, att_dim) = (c.head_dim_v, c.att_dim());
         let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());
         let (cap, kv_pad) = (rows.cap, rows.kv_pad);
         let per_token = group / set;
@@ -781,15 +792,16 @@ impl Model<'_> {
                 );
             }
             finish_set(kernels, scores, (set, cells, len), scale);
+            let out0 = (hs.b0 + b) * att_dim + h0 * vd;
             // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
-            let out = unsafe { att.slice(row0, row0 + set * hd) };
+            let out = unsafe { att.slice(out0, out0 + set * vd) };
             let probs = Queries {
                 ys: scores,
                 len,
                 stride: cells,
                 count: set,
             };
-            kernels.att_dot_decode_heads(&vc[g * hd * cap..], (cap, hd), probs, kv_pad, out, hd);
+            kernels.att_dot_decode_heads(&vc[g * vd * cap..], (cap, vd), probs, kv_pad, out, vd);
         }
     }
 }

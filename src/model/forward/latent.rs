@@ -15,6 +15,11 @@
 //!
 //! The arithmetic is grouped-query attention's with one KV head: the same f16 rounding of the
 //! query and the probabilities, the same dot kernels per micro-batch kind ([`Arith`]).
+//!
+//! Files of the older unabsorbed form (one `attn_kv_b` a layer) run as llama.cpp runs them
+//! ([`Model::unabsorbed`]): steps 1 alike, then `attn_kv_b` decompresses each token's latent
+//! vector into every head's key and value, and grouped-query attention with a KV head per query
+//! head (keys `nope + rope`, values `v_head`) attends over a cache of those.
 
 use super::attention::{finish_set, start_set};
 use super::parallel::{per_token, Out};
@@ -137,6 +142,11 @@ pub(super) struct LatentBufs {
     head_out: Vec<f32>,
     /// The heads' outputs after `attn_v_b`, `n_head × v_head` a row: `attn_output`'s input.
     heads: Vec<f32>,
+    /// The unabsorbed form's latent vectors with the rotated key (`kv_lora + rope` a row;
+    /// the absorbed form projects them straight into the state's `kcur`), and every head's
+    /// no-RoPE key and value out of `attn_kv_b` (`n_head × (nope + v_head)` a row).
+    kva: Vec<f32>,
+    kvb: Vec<f32>,
     /// Per cache copy (pool group): its views of the cells.
     views: Vec<CellViews>,
     vt_stride: usize,
@@ -144,7 +154,8 @@ pub(super) struct LatentBufs {
 
 impl LatentBufs {
     /// Buffers for `rows` tokens a step of `n_head` heads over `copies` caches of up to
-    /// `cells` cells, or `None` where memory runs out.
+    /// `cells` cells (0 copies: the unabsorbed form, which keeps none), or `None` where memory
+    /// runs out.
     pub(super) fn try_new(
         m: &Mla,
         (n_head, copies): (usize, usize),
@@ -152,7 +163,8 @@ impl LatentBufs {
         (cells, kv_type): (usize, KvType),
     ) -> Option<LatentBufs> {
         let widest = m.nope.max(m.kv_lora).max(m.v_head);
-        let views = (0..copies.max(1))
+        let joint = |len: usize| if m.joint { vec![0.0; len] } else { Vec::new() };
+        let views = (0..copies)
             .map(|_| {
                 Some(CellViews {
                     vt: KvBuf::try_new(kv_type, m.kv_lora.checked_mul(cells)?, m.kv_lora)?,
@@ -167,6 +179,8 @@ impl LatentBufs {
             head_in: vec![0.0; rows * widest],
             head_out: vec![0.0; rows * widest],
             heads: vec![0.0; rows * n_head * m.v_head],
+            kva: joint(rows * (m.kv_lora + m.rope)),
+            kvb: joint(rows * n_head * (m.nope + m.v_head)),
             views,
             vt_stride: cells,
         })
@@ -203,14 +217,19 @@ impl Model<'_> {
             .mla
             .take()
             .expect("a latent model's state has latent buffers");
-        // The queries and the latent vector with the rotated key.
+        // The queries and the latent vector with the rotated key (the absorbed form's straight
+        // into `kcur`, where its cache cells are stored from).
+        let kv_out = match a.wkv_b {
+            Some(_) => &mut bufs.kva,
+            None => &mut s.kcur,
+        };
         match &a.q {
             LatentQuery::Full(wq) => self.matmuls(
                 pool,
                 &mut s.acts,
                 &s.xn,
                 (n, step.at()),
-                [(wq, &mut bufs.q), (&a.wkv_a, &mut s.kcur)],
+                [(wq, &mut bufs.q), (&a.wkv_a, kv_out)],
             ),
             LatentQuery::LowRank { a: wa, norm, b } => {
                 self.matmuls(
@@ -218,7 +237,7 @@ impl Model<'_> {
                     &mut s.acts,
                     &s.xn,
                     (n, step.at()),
-                    [(wa, &mut bufs.qa), (&a.wkv_a, &mut s.kcur)],
+                    [(wa, &mut bufs.qa), (&a.wkv_a, kv_out)],
                 );
                 let (eps, r) = (c.rms_eps, m.q_lora);
                 let qa = Out::new(&mut bufs.qa);
@@ -241,7 +260,16 @@ impl Model<'_> {
             s.mla = Some(bufs);
             return;
         }
-        self.latent_rope(pool, s, &mut bufs, a, n);
+        let kv = match a.wkv_b {
+            Some(_) => &mut bufs.kva,
+            None => &mut s.kcur,
+        };
+        self.latent_rope(pool, (kv, &mut bufs.q), &s.rope_cache, a, n);
+        if let Some(wkv_b) = &a.wkv_b {
+            self.unabsorbed(pool, s, step, (li, a, wkv_b), &mut bufs);
+            s.mla = Some(bufs);
+            return;
+        }
         // Each head's no-RoPE part absorbs attn_k_b: s.q gets `[absorbed, rotated]` a head.
         let (qh, cell) = (m.q_head(), c.head_dim);
         for (hh, wk) in a.wk_b.iter().enumerate() {
@@ -287,6 +315,66 @@ impl Model<'_> {
         s.mla = Some(bufs);
     }
 
+    /// The unabsorbed form's rest of the layer, as llama.cpp runs a file without the split
+    /// weights: `attn_kv_b` decompresses each token's normed latent vector (`bufs.kva`, RoPE
+    /// done) into every head's no-RoPE key and value; a head's key is that part followed by the
+    /// shared rotated key, its query `[nope, rotated]` as projected; then per-head attention
+    /// over the cache of keys and values (grouped-query attention's, a KV head per query head,
+    /// values of `v_head`), and `attn_output`.
+    fn unabsorbed(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        step: &mut Step,
+        (li, a, wkv_b): (usize, &Latent, &Matrix),
+        bufs: &mut LatentBufs,
+    ) {
+        let c = &self.config;
+        let m = c.mla.expect("latent sizes");
+        let (n, h, cell) = (step.n, c.n_head, m.kv_lora + m.rope);
+        let (kd, vd, kvb_head) = (c.head_dim, c.head_dim_v, m.nope + m.v_head);
+        for b in 0..n {
+            let src = &bufs.kva[b * cell..b * cell + m.kv_lora];
+            bufs.head_in[b * m.kv_lora..(b + 1) * m.kv_lora].copy_from_slice(src);
+        }
+        self.matmuls(
+            pool,
+            &mut s.acts,
+            &bufs.head_in[..n * m.kv_lora],
+            (n, step.at()),
+            [(wkv_b, &mut bufs.kvb)],
+        );
+        if s.check_stop() {
+            return;
+        }
+        let (q_dim, kv_dim, v_dim) = (c.q_dim(), c.kv_dim(), c.v_dim());
+        s.q[..n * q_dim].copy_from_slice(&bufs.q[..n * q_dim]);
+        for b in 0..n {
+            let pe = &bufs.kva[b * cell + m.kv_lora..(b + 1) * cell];
+            for hh in 0..h {
+                let kv = &bufs.kvb[(b * h + hh) * kvb_head..][..kvb_head];
+                let k = &mut s.kcur[b * kv_dim + hh * kd..][..kd];
+                k[..m.nope].copy_from_slice(&kv[..m.nope]);
+                k[m.nope..].copy_from_slice(pe);
+                s.vcur[b * v_dim + hh * vd..][..vd].copy_from_slice(&kv[m.nope..]);
+            }
+        }
+        step.per_sequence(s, |s, rows, micro| {
+            self.store_kv(pool, s, li, rows, false);
+            self.attention(pool, s, li, rows, micro.arith, false);
+        });
+        if s.check_stop() {
+            return;
+        }
+        self.matmuls(
+            pool,
+            &mut s.acts,
+            &s.att[..n * c.att_dim()],
+            (n, step.at()),
+            [(&a.wo, &mut s.tmp)],
+        );
+    }
+
     /// One head's matmul: `head_out[b] = w · head_in[b]` (`cols` in, `rows` out) for the
     /// step's `n` tokens.
     fn head_matmul(
@@ -307,15 +395,22 @@ impl Model<'_> {
         );
     }
 
-    /// The latent vector's RMSNorm and the rotation of the shared key (in `s.kcur`) and of
-    /// each head's rotated part (in `bufs.q`), by each token's RoPE angles.
-    fn latent_rope(&self, pool: &Pool, s: &mut State, bufs: &mut LatentBufs, a: &Latent, n: usize) {
+    /// The latent vector's RMSNorm and the rotation of the shared key (in `kv`, rows of
+    /// `kv_lora + rope`) and of each head's rotated part (in `q`), by each token's RoPE
+    /// angles `rc`.
+    fn latent_rope(
+        &self,
+        pool: &Pool,
+        (kv, q): (&mut [f32], &mut [f32]),
+        rc: &[(f32, f32)],
+        a: &Latent,
+        n: usize,
+    ) {
         let c = &self.config;
         let m = c.mla.expect("latent sizes");
-        let (cell, qh, half, eps) = (c.head_dim, m.q_head(), m.rope / 2, c.rms_eps);
+        let (cell, qh, half, eps) = (m.kv_lora + m.rope, m.q_head(), m.rope / 2, c.rms_eps);
         let kernels = &self.kernels;
-        let rc = &s.rope_cache;
-        let (kv, q) = (Out::new(&mut s.kcur), Out::new(&mut bufs.q));
+        let (kv, q) = (Out::new(kv), Out::new(q));
         let qrow = c.n_head * qh;
         per_token(pool, n, &|b| {
             let rc = &rc[b * half..(b + 1) * half];
