@@ -22,7 +22,7 @@
 //! head (keys `nope + rope`, values `v_head`) attends over a cache of those.
 
 use super::attention::{finish_set, start_set};
-use super::parallel::{per_token, Out};
+use super::parallel::{per_token, BatchActs, Out, MAX_JOBS};
 use super::step::Step;
 use super::{Model, State};
 use crate::kernels::ops;
@@ -68,6 +68,10 @@ const SCORE_CELLS: usize = 64;
 /// Value rows a set of heads sums before the next block: 32 rows of 4096 widened cells are
 /// 512 KiB, within an L2 cache.
 const VALUE_CHANNELS: usize = 32;
+
+/// The most bytes of gathered inputs and outputs one step of per-head matmuls keeps, within
+/// an L2 cache.
+const HEAD_STEP_BYTES: usize = 512 * 1024;
 
 /// The most query heads that read the latent cells together in a decode step.
 pub(super) const LATENT_HEAD_SET: usize = 8;
@@ -136,10 +140,12 @@ pub(super) struct LatentBufs {
     qa: Vec<f32>,
     /// The projected queries, `n_head × (nope + rope)` a row.
     q: Vec<f32>,
-    /// One head's input rows of a per-head matmul, gathered contiguous.
+    /// The input rows of a step of per-head matmuls, gathered contiguous, head-major.
     head_in: Vec<f32>,
-    /// One head's output rows of a per-head matmul.
+    /// The output rows of a step of per-head matmuls, head-major.
     head_out: Vec<f32>,
+    /// The input rows of each head of such a step, prepared for its matrix.
+    head_acts: Vec<BatchActs>,
     /// The heads' outputs after `attn_v_b`, `n_head × v_head` a row: `attn_output`'s input.
     heads: Vec<f32>,
     /// The unabsorbed form's latent vectors with the rotated key (`kv_lora + rope` a row;
@@ -163,6 +169,12 @@ impl LatentBufs {
         (cells, kv_type): (usize, KvType),
     ) -> Option<LatentBufs> {
         let widest = m.nope.max(m.kv_lora).max(m.v_head);
+        // Heads a parallel step of per-head matmuls takes (none in the unabsorbed form).
+        let per = if m.joint {
+            1
+        } else {
+            n_head.clamp(1, MAX_JOBS)
+        };
         let joint = |len: usize| if m.joint { vec![0.0; len] } else { Vec::new() };
         let views = (0..copies)
             .map(|_| {
@@ -176,14 +188,26 @@ impl LatentBufs {
         Some(LatentBufs {
             qa: vec![0.0; rows * m.q_lora],
             q: vec![0.0; rows * n_head * m.q_head()],
-            head_in: vec![0.0; rows * widest],
-            head_out: vec![0.0; rows * widest],
+            head_in: vec![0.0; per * rows * widest],
+            head_out: vec![0.0; per * rows * widest],
+            head_acts: (0..per).map(|_| BatchActs::new()).collect(),
             heads: vec![0.0; rows * n_head * m.v_head],
             kva: joint(rows * (m.kv_lora + m.rope)),
             kvb: joint(rows * n_head * (m.nope + m.v_head)),
             views,
             vt_stride: cells,
         })
+    }
+
+    /// Heads a parallel step of per-head matmuls takes for `n` tokens: as many as the buffers
+    /// hold for a decode step (fewer steps, fewer waits for the slowest thread), as many as
+    /// keep a step's inputs and outputs within [`HEAD_STEP_BYTES`] for a prompt's (a prompt
+    /// step's rows are read back while still in cache; measured on a V3-shape model, 32 heads
+    /// of 64 tokens a step were 2.5% slower at pp128 than one head a step).
+    fn heads_per_step(&self, m: &Mla, n: usize) -> usize {
+        let widest = m.nope.max(m.kv_lora).max(m.v_head);
+        let fit = HEAD_STEP_BYTES / (2 * n.max(1) * widest * std::mem::size_of::<f32>());
+        fit.clamp(1, self.head_acts.len().max(1))
     }
 
     /// Bytes of one copy's transposed latent values for a context of `n_ctx` cells.
@@ -271,18 +295,27 @@ impl Model<'_> {
             return;
         }
         // Each head's no-RoPE part absorbs attn_k_b: s.q gets `[absorbed, rotated]` a head.
-        let (qh, cell) = (m.q_head(), c.head_dim);
-        for (hh, wk) in a.wk_b.iter().enumerate() {
-            for b in 0..n {
-                let src = &bufs.q[(b * h + hh) * qh..][..qh];
-                bufs.head_in[b * m.nope..(b + 1) * m.nope].copy_from_slice(&src[..m.nope]);
-                let dst = &mut s.q[(b * h + hh) * cell..][..cell];
-                dst[m.kv_lora..].copy_from_slice(&src[m.nope..]);
+        // The heads go through their matmuls a parallel step of `per` heads at a time.
+        let (qh, cell, per) = (m.q_head(), c.head_dim, bufs.heads_per_step(&m, n));
+        for h0 in (0..h).step_by(per) {
+            let h1 = h.min(h0 + per);
+            for hh in h0..h1 {
+                for b in 0..n {
+                    let src = &bufs.q[(b * h + hh) * qh..][..qh];
+                    let at = ((hh - h0) * n + b) * m.nope;
+                    bufs.head_in[at..at + m.nope].copy_from_slice(&src[..m.nope]);
+                    let dst = &mut s.q[(b * h + hh) * cell..][..cell];
+                    dst[m.kv_lora..].copy_from_slice(&src[m.nope..]);
+                }
             }
-            self.head_matmul(pool, s, &mut bufs, (wk, m.nope, m.kv_lora), step, n);
-            for b in 0..n {
-                let dst = &mut s.q[(b * h + hh) * cell..][..m.kv_lora];
-                dst.copy_from_slice(&bufs.head_out[b * m.kv_lora..(b + 1) * m.kv_lora]);
+            let sizes = (m.nope, m.kv_lora);
+            self.head_step(pool, s, &mut bufs, (&a.wk_b[h0..h1], sizes), step);
+            for hh in h0..h1 {
+                for b in 0..n {
+                    let at = ((hh - h0) * n + b) * m.kv_lora;
+                    let dst = &mut s.q[(b * h + hh) * cell..][..m.kv_lora];
+                    dst.copy_from_slice(&bufs.head_out[at..at + m.kv_lora]);
+                }
             }
         }
         step.per_sequence(s, |s, rows, micro| {
@@ -294,15 +327,23 @@ impl Model<'_> {
             return;
         }
         // Each head's output out of the latent space, then the heads together.
-        for (hh, wv) in a.wv_b.iter().enumerate() {
-            for b in 0..n {
-                let src = &s.att[(b * h + hh) * m.kv_lora..][..m.kv_lora];
-                bufs.head_in[b * m.kv_lora..(b + 1) * m.kv_lora].copy_from_slice(src);
+        for h0 in (0..h).step_by(per) {
+            let h1 = h.min(h0 + per);
+            for hh in h0..h1 {
+                for b in 0..n {
+                    let src = &s.att[(b * h + hh) * m.kv_lora..][..m.kv_lora];
+                    let at = ((hh - h0) * n + b) * m.kv_lora;
+                    bufs.head_in[at..at + m.kv_lora].copy_from_slice(src);
+                }
             }
-            self.head_matmul(pool, s, &mut bufs, (wv, m.kv_lora, m.v_head), step, n);
-            for b in 0..n {
-                let dst = &mut bufs.heads[(b * h + hh) * m.v_head..][..m.v_head];
-                dst.copy_from_slice(&bufs.head_out[b * m.v_head..(b + 1) * m.v_head]);
+            let sizes = (m.kv_lora, m.v_head);
+            self.head_step(pool, s, &mut bufs, (&a.wv_b[h0..h1], sizes), step);
+            for hh in h0..h1 {
+                for b in 0..n {
+                    let at = ((hh - h0) * n + b) * m.v_head;
+                    let dst = &mut bufs.heads[(b * h + hh) * m.v_head..][..m.v_head];
+                    dst.copy_from_slice(&bufs.head_out[at..at + m.v_head]);
+                }
             }
         }
         self.matmuls(
@@ -375,23 +416,23 @@ impl Model<'_> {
         );
     }
 
-    /// One head's matmul: `head_out[b] = w · head_in[b]` (`cols` in, `rows` out) for the
-    /// step's `n` tokens.
-    fn head_matmul(
+    /// The heads' matmuls of one parallel step: `head_out[h][b] = ws[h] · head_in[h][b]`
+    /// (`cols` in, `rows` out, head-major) for the step's tokens.
+    fn head_step(
         &self,
         pool: &Pool,
         s: &mut State,
         bufs: &mut LatentBufs,
-        (w, cols, rows): (&Matrix, usize, usize),
+        (ws, (cols, rows)): (&[Matrix], (usize, usize)),
         step: &Step,
-        n: usize,
     ) {
-        self.matmuls(
+        let (n, k) = (step.n, ws.len());
+        self.head_matmuls(
             pool,
-            &mut s.acts,
-            &bufs.head_in[..n * cols],
-            (n, step.at()),
-            [(w, &mut bufs.head_out[..n * rows])],
+            (&mut s.acts, &mut bufs.head_acts[..k]),
+            (&bufs.head_in[..k * n * cols], n, step.at()),
+            ws,
+            &mut bufs.head_out[..k * n * rows],
         );
     }
 

@@ -131,6 +131,26 @@ impl BatchActs {
     }
 }
 
+/// One matmul of a parallel step: the matrix, where its outputs go, and its input rows
+/// prepared for it.
+struct Job<'j> {
+    m: &'j Matrix<'j>,
+    out: Out<'j>,
+    acts: &'j BatchActs,
+}
+
+impl BatchActs {
+    /// Zeroes the step's counters of the first `jobs` matrices for every thread of `pool`.
+    fn reset_claims(&mut self, pool: &Pool, jobs: usize) {
+        self.claims.resize_with(pool.threads(), Claims::default);
+        for c in &self.claims {
+            c.0[..jobs]
+                .iter()
+                .for_each(|a| a.store(0, Ordering::Relaxed));
+        }
+    }
+}
+
 /// A shared mutable f32 buffer that threads write in disjoint places: a [`Disjoint`] writer
 /// (which keeps the buffer borrowed while it lives) addressed as the forward pass does, by
 /// start and end.
@@ -262,11 +282,61 @@ impl Model<'_> {
             let q8 = &acts.by_type[BatchActs::index(ActType::Q8_0)][..n];
             self.kernels.build_packed_steps(q8, &mut acts.steps)
         };
-        acts.claims.resize_with(pool.threads(), Claims::default);
-        for c in &acts.claims {
-            c.0[..N].iter().for_each(|a| a.store(0, Ordering::Relaxed));
-        }
+        acts.reset_claims(pool, N);
         let acts = &*acts;
+        let jobs = jobs.map(|(m, out)| Job { m, out, acts });
+        let steps = have_steps.then_some(&acts.steps);
+        self.matmul_step(pool, &acts.claims, steps, (n, at), &jobs);
+    }
+
+    /// `outs[h][b] = mats[h] · xs[h][b]`: a matrix per head, each with its own `n` input rows
+    /// (`xs`: head-major, `n` rows of the matrices' width a head; `outs` likewise), as ggml's
+    /// batched matmul of a 3-D weight, in parallel steps of up to [`MAX_JOBS`] heads instead
+    /// of a step per head. `acts` lends its counters; `head_acts` holds each head's input
+    /// rows prepared (as many as the heads of a step). Each output is the one a step of its
+    /// head alone computes.
+    pub(super) fn head_matmuls(
+        &self,
+        pool: &Pool,
+        (acts, head_acts): (&mut BatchActs, &mut [BatchActs]),
+        (xs, n, at): (&[f32], usize, At),
+        mats: &[Matrix],
+        outs: &mut [f32],
+    ) {
+        let Some(first) = mats.first() else { return };
+        let (cols, rows) = (first.file.cols, first.file.rows);
+        let per_step = head_acts.len().clamp(1, MAX_JOBS);
+        let mut outs = outs.chunks_mut(n * rows);
+        for h0 in (0..mats.len()).step_by(per_step) {
+            let h1 = mats.len().min(h0 + per_step);
+            for (h, a) in (h0..h1).zip(head_acts.iter_mut()) {
+                let x = &xs[h * n * cols..(h + 1) * n * cols];
+                a.prepare(&self.kernels, x, n, cols, &[&mats[h].file]);
+            }
+            acts.reset_claims(pool, h1 - h0);
+            let jobs: Vec<Job> = ((h0..h1).zip(head_acts.iter()).zip(outs.by_ref()))
+                .map(|((h, a), o)| Job {
+                    m: &mats[h],
+                    out: Out::new(o),
+                    acts: a,
+                })
+                .collect();
+            // Weights of 3-D tensors are never packed: no steps panels.
+            self.matmul_step(pool, &acts.claims, None, (n, at), &jobs);
+        }
+    }
+
+    /// One parallel step of matmuls (see [`Model::matmuls`]): each `jobs[j]` reads its input
+    /// rows prepared in its `acts`; `claims` are the step's counters, reset for the jobs.
+    fn matmul_step(
+        &self,
+        pool: &Pool,
+        claims: &[Claims],
+        steps: Option<&PackedSteps>,
+        (n, at): (usize, At),
+        jobs: &[Job],
+    ) {
+        let have_steps = steps.is_some();
         let kernels = &self.kernels;
         let nth = pool.threads();
         pool.run(&|tid| {
@@ -280,17 +350,19 @@ impl Model<'_> {
             let threads = &pool.groups()[slot];
             // Per matrix, the group's view and rows (stored on its node), shared among the
             // group's threads.
-            let plan: [_; N] = std::array::from_fn(|j| {
-                let t = jobs[j].0.view(slot);
-                (t, group_share(t, threads, nth), token_runs(t, n, at))
-            });
-            let shares = plan.each_ref().map(|p| p.1);
+            let plan: Vec<_> = (jobs.iter())
+                .map(|job| {
+                    let t = job.m.view(slot);
+                    (t, group_share(t, threads, nth), token_runs(t, n, at))
+                })
+                .collect();
+            let shares: Vec<Shares> = plan.iter().map(|p| p.1).collect();
             let order = |t: &Tensor, b: usize| token_order(t, at, b);
             // A packed group in the file's layout, for the multi-token kernels.
             let mut unpacked: Vec<u8> = Vec::new();
             let chunk = |j: usize, (c0, c1): (usize, usize)| {
-                let (t, out) = (&plan[j].0, &jobs[j].1);
-                let act = &acts.rows(ActType::for_weight(t.ty))[..n];
+                let (t, out) = (&plan[j].0, &jobs[j].out);
+                let act = &jobs[j].acts.rows(ActType::for_weight(t.ty))[..n];
                 if n == 1 {
                     // SAFETY: this thread alone claimed rows c0..c1, so it alone writes
                     // their (single-token) outputs during the step.
@@ -307,7 +379,7 @@ impl Model<'_> {
                     let rows = t.rows_bytes(c0, c1);
                     // The steps were built from these very rows (Q8_0, as every block-chain
                     // packed layout takes them); the run checks that they are.
-                    let steps = have_steps.then_some(&acts.steps);
+                    let steps = steps.filter(|_| have_steps);
                     kernels.dot_tile_packed_run(
                         t.layout,
                         rows,
@@ -365,7 +437,7 @@ impl Model<'_> {
                     unsafe { scatter(out, t.rows, r0, k, step) };
                 }
             };
-            claim_rows(&shares, (tid, threads), &acts.claims, chunk);
+            claim_rows(&shares, (tid, threads), claims, chunk);
         });
     }
 }
