@@ -194,30 +194,18 @@ fn seam_models() -> &'static [(&'static str, PathBuf); 3] {
                     ]),
                 ),
             ),
-            ("deepseek2", gen_model("deepseek2", &LATENT_ARGS)),
+            ("deepseek2", gen_model("deepseek2", &with(&LATENT_ARGS))),
         ]
     })
 }
 
-/// The latent seam model: one KV head (the latent cell of 64 + 32 values), 4 query heads.
-const LATENT_ARGS: [&str; 37] = [
+/// The latent seam model's arguments after the shared shape (its one KV head overrides the
+/// shape's two): a latent cell of 64 + 32 values for 4 query heads, V3's routing.
+const LATENT_ARGS: [&str; 24] = [
     "--arch",
     "deepseek2",
-    "--type",
-    "Q8_0",
-    "--dim",
-    "256",
-    "--layers",
-    "2",
-    "--ffn",
-    "512",
-    "--heads",
-    "4",
     "--kv-heads",
     "1",
-    "--vocab",
-    "384",
-    "--untied",
     "--kv-lora",
     "64",
     "--q-lora",
