@@ -192,138 +192,81 @@ const LATENT: [&str; 10] = [
     "--v-head-dim",
     "64",
 ];
-const LATENT_Q: [&str; 12] = [
-    "--kv-heads",
-    "1",
-    "--head-dim",
-    "96",
-    "--kv-lora",
-    "128",
-    "--rope-dims",
-    "32",
-    "--v-head-dim",
-    "64",
-    "--q-lora",
-    "96",
-];
-
-const LATENT_YARN_V3: [&str; 16] = [
-    "--kv-heads",
-    "1",
-    "--head-dim",
-    "96",
-    "--kv-lora",
-    "128",
-    "--rope-dims",
-    "32",
-    "--v-head-dim",
-    "64",
-    "--q-lora",
-    "96",
-    "--yarn",
-    "4",
-    "--yarn-log-mul",
-    "0.1",
-];
-const LATENT_YARN_V2: [&str; 16] = [
-    "--kv-heads",
-    "1",
-    "--head-dim",
-    "96",
-    "--kv-lora",
-    "128",
-    "--rope-dims",
-    "32",
-    "--v-head-dim",
-    "64",
-    "--q-lora",
-    "96",
-    "--yarn",
-    "4",
-    "--yarn-log-mul",
-    "0.0707",
-];
-
-const LATENT_MOE_V2: [&str; 20] = [
-    "--kv-heads",
-    "1",
-    "--head-dim",
-    "96",
-    "--kv-lora",
-    "128",
-    "--rope-dims",
-    "32",
-    "--v-head-dim",
-    "64",
-    "--experts",
-    "16",
-    "--experts-used",
-    "4",
-    "--expert-ffn",
-    "256",
-    "--shared-experts",
-    "2",
-    "--dense-layers",
-    "1",
-];
-const LATENT_MOE_V3: [&str; 37] = [
-    "--kv-heads",
-    "1",
-    "--head-dim",
-    "96",
-    "--kv-lora",
-    "128",
-    "--rope-dims",
-    "32",
-    "--v-head-dim",
-    "64",
-    "--q-lora",
-    "96",
-    "--experts",
-    "16",
-    "--experts-used",
-    "4",
-    "--expert-ffn",
-    "256",
-    "--shared-experts",
-    "1",
-    "--dense-layers",
-    "1",
-    "--gating",
-    "sigmoid",
-    "--probs-bias",
-    "--expert-groups",
-    "8",
-    "--expert-groups-used",
-    "4",
-    "--weights-scale",
-    "2.5",
-    "--weights-norm",
-    "--yarn",
-    "4",
-    "--yarn-log-mul",
-    "0.1",
-    "--untied",
-];
-
-/// `args` and one more flag (`M` = `N` + 1).
-const fn and<const N: usize, const M: usize>(
-    args: [&'static str; N],
-    flag: &'static str,
+/// `a` followed by `b` (`M` = `N` + `K`).
+const fn cat<const N: usize, const K: usize, const M: usize>(
+    a: [&'static str; N],
+    b: [&'static str; K],
 ) -> [&'static str; M] {
-    let mut out = [flag; M];
+    let mut out = [""; M];
     let mut i = 0;
-    while i < N {
-        out[i] = args[i];
+    while i < N + K {
+        out[i] = if i < N { a[i] } else { b[i - N] };
         i += 1;
     }
     out
 }
 
+/// V2/V3's low-rank query.
+const LATENT_Q: [&str; 12] = cat(LATENT, ["--q-lora", "96"]);
+
+/// YaRN by 4, with V3's log multiplier and V2's.
+const LATENT_YARN_V3: [&str; 16] = cat(LATENT_Q, ["--yarn", "4", "--yarn-log-mul", "0.1"]);
+const LATENT_YARN_V2: [&str; 16] = cat(LATENT_Q, ["--yarn", "4", "--yarn-log-mul", "0.0707"]);
+
+/// V2's mixture: softmax routing, two shared experts, a dense first layer.
+const LATENT_MOE_V2: [&str; 20] = cat(
+    LATENT,
+    [
+        "--experts",
+        "16",
+        "--experts-used",
+        "4",
+        "--expert-ffn",
+        "256",
+        "--shared-experts",
+        "2",
+        "--dense-layers",
+        "1",
+    ],
+);
+
+/// V3's mixture (sigmoid routing with the bias, groups, normalised weights scaled by 2.5, one
+/// shared expert), its query and YaRN.
+const LATENT_MOE_V3: [&str; 37] = cat(
+    LATENT_Q,
+    [
+        "--experts",
+        "16",
+        "--experts-used",
+        "4",
+        "--expert-ffn",
+        "256",
+        "--shared-experts",
+        "1",
+        "--dense-layers",
+        "1",
+        "--gating",
+        "sigmoid",
+        "--probs-bias",
+        "--expert-groups",
+        "8",
+        "--expert-groups-used",
+        "4",
+        "--weights-scale",
+        "2.5",
+        "--weights-norm",
+        "--yarn",
+        "4",
+        "--yarn-log-mul",
+        "0.1",
+        "--untied",
+    ],
+);
+
 /// The older unabsorbed form of the V2-Lite-like and V3-like models (one `attn_kv_b`, a KV head
 /// per query head).
-const LATENT_U: [&str; 11] = and(LATENT, "--unabsorbed");
-const LATENT_MOE_V3_U: [&str; 38] = and(LATENT_MOE_V3, "--unabsorbed");
+const LATENT_U: [&str; 11] = cat(LATENT, ["--unabsorbed"]);
+const LATENT_MOE_V3_U: [&str; 38] = cat(LATENT_MOE_V3, ["--unabsorbed"]);
 
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
