@@ -96,6 +96,73 @@ fn head_set(heads: usize, n: usize, threads: usize) -> usize {
         .unwrap_or(1)
 }
 
+/// What a set of heads reads in [`Model::attend_latent_heads`]: layer `li`'s cells through
+/// each group's views, widened (a micro-batch: rows of `reach` cells) or as the f16 cache
+/// and its transposed values (decode: rows of `v_stride`, ggml's padded length `kv_pad`).
+#[derive(Clone, Copy)]
+enum SetCells<'v> {
+    Wide {
+        li: usize,
+        views: &'v [CellViews],
+        reach: usize,
+    },
+    Decode {
+        li: usize,
+        views: &'v [CellViews],
+        kv_pad: usize,
+        v_stride: usize,
+    },
+}
+
+/// [`SetCells`] for one group: its copy's slices.
+#[derive(Clone, Copy)]
+enum GroupCells<'v> {
+    Wide {
+        kf: &'v [f32],
+        vf: &'v [f32],
+        reach: usize,
+    },
+    Decode {
+        k: &'v [u16],
+        v: &'v [u16],
+        kv_pad: usize,
+        v_stride: usize,
+    },
+}
+
+impl<'v> SetCells<'v> {
+    fn layer(&self) -> usize {
+        match *self {
+            SetCells::Wide { li, .. } | SetCells::Decode { li, .. } => li,
+        }
+    }
+
+    /// What group `g` reads: its view, and for decode its copy of the cells (`copies`).
+    fn of_group(&self, g: usize, copies: &[&'v KvBuf]) -> GroupCells<'v> {
+        match *self {
+            SetCells::Wide { views, reach, .. } => {
+                let view = &views[copy_of(g, views.len())];
+                GroupCells::Wide {
+                    kf: &view.kf,
+                    vf: &view.vf,
+                    reach,
+                }
+            }
+            SetCells::Decode {
+                views,
+                kv_pad,
+                v_stride,
+                ..
+            } => GroupCells::Decode {
+                k: (copies[copy_of(g, copies.len())].as_f16()).expect("an f16 cache"),
+                v: (views[copy_of(g, views.len())].vt.as_f16()).expect("f16 values"),
+                kv_pad,
+                v_stride,
+            },
+        }
+    }
+}
+
 /// The pool group that writes and reads copy `copy` of a latent cache (or of its views) in a
 /// pool of `groups`: its own, or the last group where the state has more copies than the pool
 /// has groups.
@@ -542,10 +609,18 @@ impl Model<'_> {
         let set = head_set(h, n, pool.threads());
         let sets = HeadSets { set, b0, n };
         if wide {
-            return self.attend_latent_wide(pool, s, views, sets, reach);
+            let cells = SetCells::Wide { li, views, reach };
+            return self.attend_latent_heads(pool, s, cells, sets);
         }
         if let (Arith::Single, Some(_), Some(_)) = (kq_arith, kc.as_f16(), views[0].vt.as_f16()) {
-            return self.attend_latent_sets(pool, s, (li, views), sets, (kv_pad, stride));
+            let (kv_pad, v_stride) = (kv_pad, stride);
+            let cells = SetCells::Decode {
+                li,
+                views,
+                kv_pad,
+                v_stride,
+            };
+            return self.attend_latent_heads(pool, s, cells, sets);
         }
         let q = &s.q;
         let kernels = &self.kernels;
@@ -589,28 +664,28 @@ impl Model<'_> {
         });
     }
 
-    /// A micro-batch's attention over the widened cells (each group's view: `kf` the keys,
-    /// `vf` the latent values transposed, rows of `reach`) in sets of query heads of one token: the set's queries
-    /// take each block of [`SCORE_CELLS`] cells in turn and its probabilities each block of
-    /// [`VALUE_CHANNELS`] value rows, so a block is read from memory once for the set, not
-    /// once per head. Every output is the same rows kernel's dot as one head alone gets.
-    fn attend_latent_wide(
-        &self,
-        pool: &Pool,
-        s: &mut State,
-        views: &[CellViews],
-        hs: HeadSets,
-        reach: usize,
-    ) {
+    /// Attention in sets of query heads of one token (`hs`): per (token, set) the set's
+    /// queries against the cells' keys, a softmax per head, and the set's probabilities
+    /// against the latent values, every output the same kernel's dot as one head alone gets.
+    /// Each thread reads its group's copy ([`copy_of`]) of what `cells` names:
+    /// - a micro-batch's widened view (`kf` the keys, `vf` the latent values transposed, rows
+    ///   of `reach`): the set takes each block of [`SCORE_CELLS`] cells and of
+    ///   [`VALUE_CHANNELS`] value rows in turn, so a block is read from memory once for the
+    ///   set, not once per head;
+    /// - decode's f16 cells and transposed values (rows of `v_stride`), each cache row widened
+    ///   once for the set ([`Kernels::att_dot_decode_heads`]), so the cells are read
+    ///   `n_head / set` times a token, not once per head.
+    fn attend_latent_heads(&self, pool: &Pool, s: &mut State, cells: SetCells, hs: HeadSets) {
         let c = &self.config;
         let m = c.mla.expect("latent sizes");
         let (cell, h, set) = (c.head_dim, c.n_head, hs.set);
+        let copies = layer_copies(&s.k, cells.layer(), c.n_layer);
         let rows = &s.rows[0];
-        let cells = rows.cap;
+        let cap = rows.cap;
         let (q, kernels, scale) = (&s.q, &self.kernels, m.kq_scale);
         let sstride = s.scratch_stride;
         assert!(
-            set * (cells + cell) <= sstride,
+            set * (cap + cell) <= sstride,
             "a set of {set} heads past the attention scratch"
         );
         let att = Out::new(&mut s.att);
@@ -618,11 +693,10 @@ impl Model<'_> {
         let nth = pool.threads();
         let per_token = h / set;
         pool.run(&|tid| {
-            let view = &views[copy_of(pool.group_of(tid), views.len())];
-            let (kf, vf) = (&view.kf, &view.vf);
+            let src = cells.of_group(pool.group_of(tid), &copies);
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
-            let (scores, rest) = mine.split_at_mut(set * cells);
+            let (scores, rest) = mine.split_at_mut(set * cap);
             let q16 = &mut rest[..set * cell];
             for item in (tid..hs.n * per_token).step_by(nth) {
                 let (b, h0) = (item / per_token, item % per_token * set);
@@ -631,37 +705,69 @@ impl Model<'_> {
                 start_set(
                     (q16, &q[row0..row0 + set * cell]),
                     scores,
-                    (set, cells, len),
+                    (set, cap, len),
                     runs,
                 );
+                let queries = Queries {
+                    ys: q16,
+                    len: cell,
+                    stride: cell,
+                    count: set,
+                };
                 for &(lo, hi) in runs {
                     assert!(hi <= len, "attention run {lo}..{hi} past {len} cells");
-                    let queries = Queries {
-                        ys: q16,
-                        len: cell,
-                        stride: cell,
-                        count: set,
-                    };
-                    for c0 in (lo..hi).step_by(SCORE_CELLS) {
-                        let c1 = hi.min(c0 + SCORE_CELLS);
-                        let (keys, out) = (&kf[c0 * cell..], &mut scores[c0..]);
-                        kernels.att_dot_batch_heads(keys, (cell, c1 - c0), queries, out, cells);
+                    match src {
+                        GroupCells::Wide { kf, .. } => {
+                            for c0 in (lo..hi).step_by(SCORE_CELLS) {
+                                let c1 = hi.min(c0 + SCORE_CELLS);
+                                let (keys, out) = (&kf[c0 * cell..], &mut scores[c0..]);
+                                kernels.att_dot_batch_heads(
+                                    keys,
+                                    (cell, c1 - c0),
+                                    queries,
+                                    out,
+                                    cap,
+                                );
+                            }
+                        }
+                        GroupCells::Decode { k, .. } => kernels.att_dot_decode_heads(
+                            &k[lo * cell..],
+                            (cell, hi - lo),
+                            queries,
+                            cell,
+                            &mut scores[lo..],
+                            cap,
+                        ),
                     }
                 }
-                finish_set(kernels, scores, (set, cells, len), scale);
+                finish_set(kernels, scores, (set, cap, len), scale);
                 let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
                 // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
                 let out = unsafe { att.slice(at, at + set * m.kv_lora) };
                 let probs = Queries {
                     ys: scores,
                     len,
-                    stride: cells,
+                    stride: cap,
                     count: set,
                 };
-                for d0 in (0..m.kv_lora).step_by(VALUE_CHANNELS) {
-                    let d1 = m.kv_lora.min(d0 + VALUE_CHANNELS);
-                    let (values, o) = (&vf[d0 * reach..], &mut out[d0..]);
-                    kernels.att_dot_batch_heads(values, (reach, d1 - d0), probs, o, m.kv_lora);
+                match src {
+                    GroupCells::Wide { vf, reach, .. } => {
+                        for d0 in (0..m.kv_lora).step_by(VALUE_CHANNELS) {
+                            let d1 = m.kv_lora.min(d0 + VALUE_CHANNELS);
+                            let (values, o) = (&vf[d0 * reach..], &mut out[d0..]);
+                            let shape = (reach, d1 - d0);
+                            kernels.att_dot_batch_heads(values, shape, probs, o, m.kv_lora);
+                        }
+                    }
+                    GroupCells::Decode {
+                        v,
+                        kv_pad,
+                        v_stride,
+                        ..
+                    } => {
+                        let shape = (v_stride, m.kv_lora);
+                        kernels.att_dot_decode_heads(v, shape, probs, kv_pad, out, m.kv_lora);
+                    }
                 }
             }
         });
@@ -700,95 +806,6 @@ impl Model<'_> {
                     transpose_block(&k[..reach * cell], cell, (d0, d1), w, stride)
                 }
                 _ => unreachable!("the transposed values have the cache's type"),
-            }
-        });
-    }
-
-    /// Decode's attention over an f16 cache in sets of query heads: per (token, set) the
-    /// set's queries against every cell's keys and its probabilities against the transposed
-    /// latent values `v` (rows of `v_stride` cells), each cache row widened once for the set
-    /// ([`Kernels::att_dot_decode_heads`]: every head's bits as alone), so the cells are read
-    /// `n_head / set` times a token, not once per head.
-    fn attend_latent_sets(
-        &self,
-        pool: &Pool,
-        s: &mut State,
-        (li, views): (usize, &[CellViews]),
-        hs: HeadSets,
-        (kv_pad, v_stride): (usize, usize),
-    ) {
-        let c = &self.config;
-        let m = c.mla.expect("latent sizes");
-        let (cell, h, set) = (c.head_dim, c.n_head, hs.set);
-        let copies = layer_copies(&s.k, li, c.n_layer);
-        let rows = &s.rows[0];
-        let cells = rows.cap;
-        let (q, kernels, scale) = (&s.q, &self.kernels, m.kq_scale);
-        let sstride = s.scratch_stride;
-        assert!(
-            set * (cells + cell) <= sstride,
-            "a set of {set} heads past the attention scratch"
-        );
-        let att = Out::new(&mut s.att);
-        let scratch = Out::new(&mut s.scratch);
-        let nth = pool.threads();
-        let per_token = h / set;
-        pool.run(&|tid| {
-            let g = pool.group_of(tid);
-            let k = copies[copy_of(g, copies.len())]
-                .as_f16()
-                .expect("an f16 cache");
-            let v = (views[copy_of(g, views.len())].vt.as_f16()).expect("f16 values");
-            // SAFETY: each thread uses its own scratch row.
-            let mine = unsafe { scratch.slice(tid * sstride, (tid + 1) * sstride) };
-            let (scores, rest) = mine.split_at_mut(set * cells);
-            let q16 = &mut rest[..set * cell];
-            for item in (tid..hs.n * per_token).step_by(nth) {
-                let (b, h0) = (item / per_token, item % per_token * set);
-                let row0 = ((hs.b0 + b) * h + h0) * cell;
-                let (len, runs) = (rows.len[b], rows.runs(b));
-                start_set(
-                    (q16, &q[row0..row0 + set * cell]),
-                    scores,
-                    (set, cells, len),
-                    runs,
-                );
-                let queries = Queries {
-                    ys: q16,
-                    len: cell,
-                    stride: cell,
-                    count: set,
-                };
-                for &(lo, hi) in runs {
-                    assert!(hi <= len, "attention run {lo}..{hi} past {len} cells");
-                    let keys = &k[lo * cell..];
-                    kernels.att_dot_decode_heads(
-                        keys,
-                        (cell, hi - lo),
-                        queries,
-                        cell,
-                        &mut scores[lo..],
-                        cells,
-                    );
-                }
-                finish_set(kernels, scores, (set, cells, len), scale);
-                let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
-                // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
-                let out = unsafe { att.slice(at, at + set * m.kv_lora) };
-                let probs = Queries {
-                    ys: scores,
-                    len,
-                    stride: cells,
-                    count: set,
-                };
-                kernels.att_dot_decode_heads(
-                    v,
-                    (v_stride, m.kv_lora),
-                    probs,
-                    kv_pad,
-                    out,
-                    m.kv_lora,
-                );
             }
         });
     }
