@@ -502,7 +502,7 @@ impl Model<'_> {
                 .unwrap_or(1)
         };
         // A micro-batch over an f16 cache: the query heads of a token read each block of the
-        // widened keys and values together (`attend_batch_sets`).
+        // widened keys and values together (`attend_sets`).
         let batch_sets =
             arith == Arith::Batch && kq_arith == Arith::Batch && kv_type == KvType::F16;
         let batch_set_of = |grp: usize| {
@@ -527,18 +527,14 @@ impl Model<'_> {
             };
             // SAFETY: each thread uses its own scratch row.
             let mine = unsafe { scratch.slice(tid * stride, (tid + 1) * stride) };
-            if set > 1 && batch_sets {
-                let heads = HeadSets { n, set, cells, b0 };
-                let bufs = (kc, vc, &q[..]);
-                return self.attend_batch_sets(kernels, heads, rows, bufs, &it, mine, &att);
-            }
             if set > 1 {
-                let (k, v) = (kc.as_f16(), vc.as_f16());
-                let (Some(k), Some(v)) = (k, v) else {
-                    unreachable!("an f16 cache holds f16 rows");
+                let cache = match (batch_sets, kc.as_f16(), vc.as_f16()) {
+                    (true, _, _) => SetCache::Wide(kc, vc),
+                    (false, Some(k), Some(v)) => SetCache::Decode(k, v),
+                    _ => unreachable!("an f16 cache holds f16 rows"),
                 };
                 let heads = HeadSets { n, set, cells, b0 };
-                return self.attend_head_sets(kernels, heads, rows, (k, v), q, &it, mine, &att);
+                return self.attend_sets(kernels, heads, rows, (cache, q), &it, mine, &att);
             }
             let (sc, rest) = mine.split_at_mut(cells);
             let (q16, rest) = rest.split_at_mut(hd);
@@ -601,7 +597,15 @@ impl Model<'_> {
 /// or none).
 pub(super) const MAX_HEAD_SET: usize = 8;
 
-/// What [`Model::attend_head_sets`] needs besides the buffers: the batch's tokens, heads per
+/// The cache a set of heads reads in [`Model::attend_sets`]: a micro-batch's keys and values
+/// (widened per KV head), or decode's f16 rows.
+#[derive(Clone, Copy)]
+enum SetCache<'a> {
+    Wide(&'a KvBuf, &'a KvBuf),
+    Decode(&'a [u16], &'a [u16]),
+}
+
+/// What [`Model::attend_sets`] needs besides the buffers: the batch's tokens, heads per
 /// set, the scratch's score cells per head and the batch's first row.
 #[derive(Clone, Copy)]
 struct HeadSets {
@@ -651,19 +655,20 @@ pub(super) fn finish_set(
 const SCORE_BLOCK: usize = 128;
 
 impl Model<'_> {
-    /// One thread's attention items in sets of query heads of a token (a micro-batch's
-    /// arithmetic over an f16 cache): each KV head's keys and values widened to f32 once, then
-    /// per (token, set) the set's queries against each block of keys and its probabilities
-    /// against the values ([`Kernels::att_dot_batch_heads`]: every head's bits as alone), so
-    /// a block is read once for the set, not once per head. The thread's scratch holds the
-    /// widened keys and values, then the set's scores and queries.
+    /// One thread's attention items in sets of query heads over an f16 cache: per (token,
+    /// set) the set's queries against the KV head's keys, a softmax per head, and the set's
+    /// probabilities against its values, every head's bits as alone.
+    /// - A micro-batch (`Wide`): each KV head's keys and values widened to f32 once in the
+    ///   thread's scratch (in front of the set's scores and queries), then each block of keys
+    ///   read once for the set ([`Kernels::att_dot_batch_heads`]).
+    /// - Decode: each cache row widened once for the set ([`Kernels::att_dot_decode_heads`]).
     #[allow(clippy::too_many_arguments)]
-    fn attend_batch_sets(
+    fn attend_sets(
         &self,
         kernels: &Kernels,
         hs: HeadSets,
         rows: &Rows,
-        (kc, vc, q): (&KvBuf, &KvBuf, &[f32]),
+        (cache, q): (SetCache, &[f32]),
         it: &Items,
         mine: &mut [f32],
         att: &Out,
@@ -672,11 +677,17 @@ impl Model<'_> {
         let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
         let (vd, att_dim) = (c.head_dim_v, c.att_dim());
         let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());
-        let (cap, reach) = (rows.cap, rows.reach);
+        let (cap, reach, kv_pad) = (rows.cap, rows.reach, rows.kv_pad);
         let per_token = group / set;
         let per_kv_head = hs.n * per_token;
-        let (kf, rest) = mine.split_at_mut(cells * hd);
-        let (vf, rest) = rest.split_at_mut(cells * vd);
+        let (mut wide, rest) = match cache {
+            SetCache::Wide(..) => {
+                let (kf, rest) = mine.split_at_mut(cells * hd);
+                let (vf, rest) = rest.split_at_mut(cells * vd);
+                (Some((kf, vf)), rest)
+            }
+            SetCache::Decode(..) => (None, mine),
+        };
         let (scores, rest) = rest.split_at_mut(set * cells);
         let q16 = &mut rest[..set * hd];
         let mut widened = None;
@@ -686,81 +697,13 @@ impl Model<'_> {
                 item % per_kv_head / per_token,
                 g * group + item % per_token * set,
             );
-            if widened != Some(g) {
-                kc.widen_rows(kernels, (g * cap * hd, hd), (reach, hd), kf);
-                vc.widen_rows(kernels, (g * vd * cap, cap), (vd, reach), vf);
-                widened = Some(g);
-            }
-            let row0 = (hs.b0 + b) * q_dim + h0 * hd;
-            let (len, runs) = (rows.len[b], rows.runs(b));
-            start_set(
-                (q16, &q[row0..row0 + set * hd]),
-                scores,
-                (set, cells, len),
-                runs,
-            );
-            let queries = Queries {
-                ys: q16,
-                len: hd,
-                stride: hd,
-                count: set,
-            };
-            for &(lo, hi) in runs {
-                assert!(
-                    hi <= len,
-                    "attention run {lo}..{hi} past the row's {len} cells"
-                );
-                for c0 in (lo..hi).step_by(SCORE_BLOCK) {
-                    let c1 = hi.min(c0 + SCORE_BLOCK);
-                    let (keys, out) = (&kf[c0 * hd..], &mut scores[c0..]);
-                    kernels.att_dot_batch_heads(keys, (hd, c1 - c0), queries, out, cells);
+            if let (SetCache::Wide(kc, vc), Some((kf, vf))) = (cache, &mut wide) {
+                if widened != Some(g) {
+                    kc.widen_rows(kernels, (g * cap * hd, hd), (reach, hd), kf);
+                    vc.widen_rows(kernels, (g * vd * cap, cap), (vd, reach), vf);
+                    widened = Some(g);
                 }
             }
-            finish_set(kernels, scores, (set, cells, len), scale);
-            let out0 = (hs.b0 + b) * att_dim + h0 * vd;
-            // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
-            let out = unsafe { att.slice(out0, out0 + set * vd) };
-            let probs = Queries {
-                ys: scores,
-                len,
-                stride: cells,
-                count: set,
-            };
-            kernels.att_dot_batch_heads(vf, (cap, vd), probs, out, vd);
-        }
-    }
-
-    /// One thread's attention items in sets of query heads (decode's arithmetic, f16 cache):
-    /// per (token, set) the set's queries against the KV head's keys, a softmax per head, and
-    /// the set's probabilities against its values, each cache row widened once for the set
-    /// ([`Kernels::att_dot_decode_heads`]: every head's bits as alone).
-    #[allow(clippy::too_many_arguments)]
-    fn attend_head_sets(
-        &self,
-        kernels: &Kernels,
-        hs: HeadSets,
-        rows: &Rows,
-        (kc, vc): (&[u16], &[u16]),
-        q: &[f32],
-        it: &Items,
-        mine: &mut [f32],
-        att: &Out,
-    ) {
-        let c = &self.config;
-        let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
-        let (vd, att_dim) = (c.head_dim_v, c.att_dim());
-        let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());
-        let (cap, kv_pad) = (rows.cap, rows.kv_pad);
-        let per_token = group / set;
-        let per_kv_head = hs.n * per_token;
-        let (scores, rest) = mine.split_at_mut(set * cells);
-        let q16 = &mut rest[..set * hd];
-        for item in (it.first..it.count).step_by(it.step) {
-            let g = it.g0 + item / per_kv_head;
-            let (b, h0) = (
-                item % per_kv_head / per_token,
-                g * group + item % per_token * set,
-            );
             let row0 = (hs.b0 + b) * q_dim + h0 * hd;
             let (len, runs) = (rows.len[b], rows.runs(b));
             start_set(
@@ -781,15 +724,24 @@ impl Model<'_> {
                     hi <= len,
                     "attention run {lo}..{hi} past the row's {len} cells"
                 );
-                let keys = &kc[g * cap * hd + lo * hd..];
-                kernels.att_dot_decode_heads(
-                    keys,
-                    (hd, hi - lo),
-                    queries,
-                    hd,
-                    &mut scores[lo..],
-                    cells,
-                );
+                match (cache, &wide) {
+                    (SetCache::Decode(k, _), _) => kernels.att_dot_decode_heads(
+                        &k[g * cap * hd + lo * hd..],
+                        (hd, hi - lo),
+                        queries,
+                        hd,
+                        &mut scores[lo..],
+                        cells,
+                    ),
+                    (_, Some((kf, _))) => {
+                        for c0 in (lo..hi).step_by(SCORE_BLOCK) {
+                            let c1 = hi.min(c0 + SCORE_BLOCK);
+                            let (keys, out) = (&kf[c0 * hd..], &mut scores[c0..]);
+                            kernels.att_dot_batch_heads(keys, (hd, c1 - c0), queries, out, cells);
+                        }
+                    }
+                    (SetCache::Wide(..), None) => unreachable!("a micro-batch widens its cells"),
+                }
             }
             finish_set(kernels, scores, (set, cells, len), scale);
             let out0 = (hs.b0 + b) * att_dim + h0 * vd;
@@ -801,7 +753,14 @@ impl Model<'_> {
                 stride: cells,
                 count: set,
             };
-            kernels.att_dot_decode_heads(&vc[g * vd * cap..], (cap, vd), probs, kv_pad, out, vd);
+            match (cache, &wide) {
+                (SetCache::Decode(_, v), _) => {
+                    let v = &v[g * vd * cap..];
+                    kernels.att_dot_decode_heads(v, (cap, vd), probs, kv_pad, out, vd);
+                }
+                (_, Some((_, vf))) => kernels.att_dot_batch_heads(vf, (cap, vd), probs, out, vd),
+                (SetCache::Wide(..), None) => unreachable!("a micro-batch widens its cells"),
+            }
         }
     }
 }
