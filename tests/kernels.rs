@@ -724,6 +724,67 @@ fn softmax_and_swiglu_tiers_equal_scalar() {
     }
 }
 
+/// Every tier rounds f32 to f16 and back (the query and the probabilities of attention over an
+/// f16 cache) as the scalar oracle does, bit for bit: every f16 value, the midpoints between
+/// neighbours (ties to even) and the floats either side of them, subnormals, overflow to
+/// infinity, NaN; slices of lengths around the eight-lane step.
+#[test]
+fn f16_rounding_of_every_tier_equals_scalar() {
+    let scalar = Kernels::scalar();
+    let mut x: Vec<f32> = Vec::new();
+    for h in 0..=u16::MAX {
+        let v = f16_to_f32(h);
+        let next = f16_to_f32(h.wrapping_add(1));
+        x.push(v);
+        if v.is_finite() && next.is_finite() && (h & 0x7fff) != 0x7bff {
+            let mid = (v as f64 + next as f64) / 2.0;
+            let mid = mid as f32;
+            x.extend([
+                mid,
+                f32::from_bits(mid.to_bits() + 1),
+                f32::from_bits(mid.to_bits() - 1),
+            ]);
+        }
+    }
+    x.extend([
+        65519.0,
+        65520.0,
+        1e6,
+        -1e30,
+        f32::INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1e-8,
+        -3e-8,
+    ]);
+    let mut want = x.clone();
+    scalar.round_f16(&mut want);
+    let changed = want
+        .iter()
+        .zip(&x)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    assert!(
+        changed > x.len() / 2,
+        "the oracle rounded only {changed} of {} values",
+        x.len()
+    );
+    for k in tiers() {
+        for len in [x.len(), 1, 7, 8, 9, 23] {
+            let mut got = x[..len].to_vec();
+            k.round_f16(&mut got);
+            let differ = (got.iter().zip(&want[..len]))
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ, 0,
+                "tier {} rounds {differ} of {len} values differently",
+                k.tier
+            );
+        }
+    }
+}
+
 /// The strided many-row attention dot of every tier (on rows widened by the tier) equals the
 /// scalar single f16 dot of each row, bit for bit, for row counts around its four-row step and
 /// lengths around its 16-lane step.

@@ -402,6 +402,7 @@ pub struct Kernels {
     att_gemm: DotU16,
     att_gemm_rows: fn(&[f32], usize, &[f32], &mut [f32]),
     widen_f16: fn(&[u16], &mut [f32]),
+    round_f16: fn(&mut [f32]),
     softmax: fn(&mut [f32], f32),
     swiglu: fn(&mut [f32], &[f32]),
     geglu: fn(&mut [f32], &[f32]),
@@ -441,6 +442,7 @@ impl Kernels {
                     *d = half::f16_to_f32(*s);
                 }
             },
+            round_f16: |x| x.iter_mut().for_each(|v| *v = ggml_math::round_f16(*v)),
             softmax: ggml_math::softmax,
             swiglu: ggml_math::swiglu,
             geglu: gelu::geglu,
@@ -476,6 +478,7 @@ impl Kernels {
                     att_gemm: x86_64::avx2::att_gemm,
                     att_gemm_rows: x86_64::avx2::att_gemm_rows,
                     widen_f16: x86_64::avx2::widen_f16,
+                    round_f16: x86_64::avx2::round_f16,
                     softmax: x86_64::avx2::softmax,
                     swiglu: x86_64::avx2::swiglu,
                     kv_add_q8_0: x86_64::avx2::kv_add_q8_0,
@@ -701,6 +704,13 @@ impl Kernels {
     #[inline]
     pub fn widen_f16(&self, src: &[u16], dst: &mut [f32]) {
         (self.widen_f16)(src, dst)
+    }
+
+    /// Each value of `x` rounded to f16 and back, in place ([`ggml_math::round_f16`]: round
+    /// to nearest even, as ggml converts an f32 operand to an f16 cache's type).
+    #[inline]
+    pub fn round_f16(&self, x: &mut [f32]) {
+        (self.round_f16)(x)
     }
 }
 

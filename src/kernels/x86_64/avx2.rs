@@ -295,6 +295,23 @@ fn widen_f16_impl(src: &[u16], dst: &mut [f32]) {
     }
 }
 
+/// f32 → f16 → f32 of a whole slice in place, eight values per instruction pair: F16C's
+/// conversion rounds to nearest even as `half::f32_to_f16` does (NaN stays NaN).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn round_f16_impl(x: &mut [f32]) {
+    let full = x.len() / 8 * 8;
+    for v in x[..full].chunks_exact_mut(8) {
+        // SAFETY: v is 8 readable and writable f32s; the accesses are unaligned.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(v.as_ptr()));
+            _mm256_storeu_ps(v.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    for v in &mut x[full..] {
+        *v = crate::kernels::ggml_math::round_f16(*v);
+    }
+}
+
 /// See `scalar::dot_q4_0_q8_0_chain` (same operation order).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_q4_0_q8_0_chain_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
@@ -673,6 +690,7 @@ entry_points! {
     att_gemm(x: &[u16], y: &[f32]) -> f32 = att_gemm_impl;
     att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) = att_gemm_rows_impl;
     widen_f16(src: &[u16], dst: &mut [f32]) = widen_f16_impl;
+    round_f16(x: &mut [f32]) = round_f16_impl;
     rows_q4_0_q8_0_chain(w: &[&[BlockQ4_0]; TILE_ROWS], a: &[BlockQ8_0], out: &mut [f32; TILE_ROWS])
         = rows_q4_0_q8_0_chain_impl;
     /// `blocks::quantize_act_q8_0` with AVX2 (same bits).

@@ -619,14 +619,14 @@ struct HeadSets {
 /// score rows (`cells` apart, `len` long) set to −∞ where the token's `runs` do not reach,
 /// as ggml's mask makes them.
 pub(super) fn start_set(
+    kernels: &Kernels,
     (q16, src): (&mut [f32], &[f32]),
     scores: &mut [f32],
     (set, cells, len): (usize, usize, usize),
     runs: &[(usize, usize)],
 ) {
-    for (d, &v) in q16.iter_mut().zip(src) {
-        *d = KvType::F16.round(v);
-    }
+    q16.copy_from_slice(src);
+    kernels.round_f16(q16);
     if runs.len() != 1 || runs[0] != (0, len) {
         for j in 0..set {
             scores[j * cells..j * cells + len].fill(f32::NEG_INFINITY);
@@ -644,9 +644,7 @@ pub(super) fn finish_set(
     for j in 0..set {
         let sc = &mut scores[j * cells..j * cells + len];
         kernels.softmax(sc, scale);
-        for p in sc.iter_mut() {
-            *p = KvType::F16.round(*p);
-        }
+        kernels.round_f16(sc);
     }
 }
 
@@ -707,6 +705,7 @@ impl Model<'_> {
             let row0 = (hs.b0 + b) * q_dim + h0 * hd;
             let (len, runs) = (rows.len[b], rows.runs(b));
             start_set(
+                kernels,
                 (q16, &q[row0..row0 + set * hd]),
                 scores,
                 (set, cells, len),

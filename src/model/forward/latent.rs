@@ -703,6 +703,7 @@ impl Model<'_> {
                 let row0 = ((hs.b0 + b) * h + h0) * cell;
                 let (len, runs) = (rows.len[b], rows.runs(b));
                 start_set(
+                    kernels,
                     (q16, &q[row0..row0 + set * cell]),
                     scores,
                     (set, cap, len),
