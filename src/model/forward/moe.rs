@@ -39,6 +39,9 @@ pub(super) struct MoeBufs {
     routed: Vec<(usize, usize)>,
     /// Per layer and expert: the tokens routed to it since the state was made.
     pub(super) counts: Vec<u64>,
+    /// A lone token's shared-expert gate and up outputs, made in the router's step.
+    shared_gate: Vec<f32>,
+    shared_up: Vec<f32>,
 }
 
 impl MoeBufs {
@@ -61,6 +64,8 @@ impl MoeBufs {
             down: vec![0.0; MAX_BATCH * n_embd],
             ys: vec![0.0; MAX_BATCH * m.n_used * n_embd],
             routed: Vec::with_capacity(MAX_BATCH * m.n_used),
+            shared_gate: Vec::new(),
+            shared_up: Vec::new(),
         }
     }
 }
@@ -79,13 +84,30 @@ impl Model<'_> {
         let (e, k) = (c.n_embd, x.n_used);
         let ne = x.gate.len();
         let mut bufs = s.moe.take().expect("a mixture-of-experts state");
-        self.matmuls(
-            pool,
-            &mut s.acts,
-            &s.xn[b0 * e..],
-            (n, at),
-            [(&x.router, &mut bufs.probs)],
-        );
+        let one_token = n == 1 && 2 * k <= MAX_JOBS;
+        let xn = &s.xn[b0 * e..];
+        match &x.shared {
+            // A lone token's shared experts take the same input as the router: their gate
+            // and up in the router's step, one step fewer (each output as in a step alone).
+            Some(sh) if one_token => {
+                let ff = sh.gate.rows();
+                bufs.shared_gate.resize(ff, 0.0);
+                bufs.shared_up.resize(ff, 0.0);
+                let jobs = [
+                    (&x.router, &mut bufs.probs[..]),
+                    (&sh.gate, &mut bufs.shared_gate[..]),
+                    (&sh.up, &mut bufs.shared_up[..]),
+                ];
+                self.matmuls(pool, &mut s.acts, xn, (n, at), jobs);
+            }
+            _ => self.matmuls(
+                pool,
+                &mut s.acts,
+                xn,
+                (n, at),
+                [(&x.router, &mut bufs.probs)],
+            ),
+        }
         let routing = &c.moe.as_ref().expect("a mixture-of-experts model").routing;
         for b in 0..n {
             route(
@@ -99,12 +121,12 @@ impl Model<'_> {
                 ),
             );
         }
-        if n == 1 && 2 * k <= MAX_JOBS {
+        if one_token {
             self.one_token_experts(pool, s, (layer, x), b0, &mut bufs);
         } else {
             self.batch_experts(pool, s, (layer, x), (b0, n), &mut bufs);
         }
-        self.add_shared(pool, s, x, (b0, n, at), &mut bufs);
+        self.add_shared(pool, s, x, (b0, n, at, one_token), &mut bufs);
         s.moe = Some(bufs);
     }
 
@@ -116,7 +138,7 @@ impl Model<'_> {
         pool: &Pool,
         s: &mut State,
         x: &Experts,
-        (b0, n, at): (usize, usize, At),
+        (b0, n, at, one_token): (usize, usize, At, bool),
         bufs: &mut MoeBufs,
     ) {
         let Some(sh) = &x.shared else {
@@ -125,12 +147,15 @@ impl Model<'_> {
         let e = self.config.n_embd;
         std::mem::swap(&mut s.tmp, &mut bufs.routed_out);
         let ff = sh.gate.rows();
-        self.gated_ffn(
-            pool,
-            s,
-            ([&sh.gate, &sh.up, &sh.down], ff, FfnAct::Silu),
-            (b0, n, at),
-        );
+        if one_token {
+            // Gate and up came with the router ([`Model::moe_ffn`]).
+            self.kernels.swiglu(&mut bufs.shared_gate, &bufs.shared_up);
+            let (x, jobs) = (&bufs.shared_gate, [(&sh.down, &mut s.tmp[..])]);
+            self.matmuls(pool, &mut s.acts, x, (n, at), jobs);
+        } else {
+            let mats = [&sh.gate, &sh.up, &sh.down];
+            self.gated_ffn(pool, s, (mats, ff, FfnAct::Silu), (b0, n, at));
+        }
         std::mem::swap(&mut s.tmp, &mut bufs.routed_out);
         for (t, &sh) in s.tmp[..n * e].iter_mut().zip(&bufs.routed_out[..n * e]) {
             *t += sh;
@@ -245,13 +270,9 @@ impl Model<'_> {
                 .collect();
             self.gemvs(pool, &mut s.acts, &jobs);
         }
-        {
-            let (up, gate, kernels) = (&s.up, Out::new(&mut s.gate), &self.kernels);
-            per_token(pool, k, &|i| {
-                // SAFETY: expert i's outputs are touched by this call alone.
-                let g = unsafe { gate.slice(i * ff, (i + 1) * ff) };
-                kernels.swiglu(g, &up[i * ff..(i + 1) * ff]);
-            });
+        // On this thread: a lone token's experts' activations are too few for a parallel step.
+        for (g, u) in (s.gate[..k * ff].chunks_exact_mut(ff)).zip(s.up.chunks_exact(ff)) {
+            self.kernels.swiglu(g, u);
         }
         let down_of = |i: usize| &x.down[sel[i]];
         s.acts
