@@ -173,7 +173,7 @@ const TILE_TYPES: [GgmlType; 6] = [
 
 /// Every tier's `dot_tile` (the scalar tier's too) over the first `n_rows` × `n_tokens` of
 /// `r`, and its `gemv` over the rows with the first token, element by element against the
-/// scalar single dot, bit for bit, in both orders.
+/// scalar single dot, bit for bit, in each order (the batched one: tinyBLAS's for the floats).
 fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
     let scalar = Kernels::scalar();
     let mut all = vec![scalar];
@@ -189,7 +189,7 @@ fn check_tile(r: &TileRows, n_rows: usize, n_tokens: usize) -> bool {
                 a
             })
             .collect();
-        for order in [SumOrder::Lanes, SumOrder::BlockChain] {
+        for order in [SumOrder::Lanes, SumOrder::BlockChain, SumOrder::Batched] {
             for k in &all {
                 // Decode's matrix-vector path over the rows laid back to back, first token.
                 let mut one = vec![f32::NAN; n_rows];

@@ -424,6 +424,9 @@ mod x86 {
         floats::<Avx2Floats>()
             .into_iter()
             .for_each(|r| put(rows, r));
+        // tinyBLAS's f32 matmul over a micro-batch in tiles of rows and tokens.
+        rows[entries::index_of(GgmlType::F32).expect("F32 has a row")].tile =
+            Some(avx512::tile_f32_batch);
         let iq4_nl = &mut rows[entries::index_of(GgmlType::Iq4Nl).expect("IQ4_NL has a row")];
         iq4_nl.panel = Some(ChainPanel {
             run: avx512::panel_iq4_nl_q8_0_chain,

@@ -29,6 +29,7 @@ use super::vec256::{
 use crate::kernels::blocks::KVALUES_IQ4NL;
 use crate::kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::kernels::ops;
+use crate::kernels::{ActRow, Variant};
 use crate::kernels::{
     Q8Group, Q8Row, Queries, MAX_PANEL_TOKENS, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS, WIDE_ROWS,
     WIDE_TOKENS,
@@ -761,10 +762,7 @@ const TILE_GEMM_ROWS: usize = 4;
 const TILE_GEMM_QUERIES: usize = 2;
 
 /// [`att_gemm_rows_impl`] of every query of `q` against the same `rows` rows (row r at
-/// `x[r * stride..][..q.len]`), query j's row r into `out[j * out_stride + r]`: a tile of
-/// four rows by two queries in registers, so each row and query load feeds two or four
-/// multiply-adds. Each output keeps its own 16 lanes, the same multiply-adds in the same
-/// order and the same reduction as alone: the same bits.
+/// `x[r * stride..][..q.len]`), query j's row r into `out[j * out_stride + r]` ([`gemm_tile`]).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn att_gemm_heads_impl(
     x: &[f32],
@@ -785,14 +783,87 @@ fn att_gemm_heads_impl(
         (count - 1) * out_stride + rows <= out.len(),
         "att_gemm_heads: outputs past the buffer"
     );
+    let row = |r: usize| &x[r * stride..r * stride + n];
+    gemm_tile(n, (rows, row), (count, |k| q.get(k)), |k, r, v| {
+        out[k * out_stride + r] = v
+    });
+}
+
+/// tinyBLAS's f32 matmul of a micro-batch (`Variant::Batch` of an F32 matrix): every token's
+/// activation against every row, token t's row r into `out[t * rows.len() + r]`
+/// ([`gemm_tile`]: each weight row read once for every pair of tokens, not once per token).
+/// Declines the other orders and rows that are not whole f32 values.
+pub(in crate::kernels) fn tile_f32_batch<'a>(
+    rows: &[&'a [u8]],
+    acts: &'a [ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    let Some(ActRow::F32(first)) = acts.first() else {
+        return false;
+    };
+    let n = first.len();
+    let f32s = |r: &'a [u8]| -> &'a [f32] {
+        // SAFETY: any four bytes are an f32; `align_to` hands back only aligned whole values.
+        let (pre, mid, post) = unsafe { r.align_to::<f32>() };
+        match (pre.len(), mid.len(), post.len()) {
+            (0, len, 0) if len == n => mid,
+            _ => &[],
+        }
+    };
+    let act = |a: &'a ActRow| -> &'a [f32] {
+        match a {
+            ActRow::F32(v) if v.len() == n => v,
+            _ => &[],
+        }
+    };
+    let whole = |v: &[f32]| v.len() == n;
+    let ours = variant == Variant::Batch
+        && rows.iter().all(|r| whole(f32s(r)))
+        && acts.iter().all(|a| whole(act(a)));
+    if !ours {
+        return false;
+    }
+    let n_rows = rows.len();
+    assert_eq!(out.len(), n_rows * acts.len(), "tile output size mismatch");
+    let (row, query) = (|r: usize| f32s(rows[r]), |t: usize| act(&acts[t]));
+    // SAFETY: only reachable through the table built after every feature above was detected.
+    unsafe {
+        gemm_tile(n, (n_rows, row), (acts.len(), query), |t, r, v| {
+            out[t * n_rows + r] = v
+        })
+    };
+    true
+}
+
+/// The tile of [`att_gemm_heads_impl`] and [`tile_f32_batch`]: four rows by two queries in
+/// registers (`row(r)` and `query(k)` each `n` long), so each row and query load feeds two or
+/// four multiply-adds; `put(k, r, v)` takes query k's dot with row r. Each output keeps its own
+/// 16 lanes, the same multiply-adds in the same order and the same reduction as
+/// [`att_gemm_rows_impl`] alone: the same bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn gemm_tile<'a>(
+    n: usize,
+    (rows, row): (usize, impl Fn(usize) -> &'a [f32]),
+    (count, query): (usize, impl Fn(usize) -> &'a [f32]),
+    mut put: impl FnMut(usize, usize, f32),
+) {
     let full = n / 16 * 16;
     let tail: __mmask16 = ((1u32 << (n - full)) - 1) as __mmask16;
-    let row = |r: usize| &x[r * stride..r * stride + n];
     for r0 in (0..rows).step_by(TILE_GEMM_ROWS) {
         let xr: [&[f32]; TILE_GEMM_ROWS] = std::array::from_fn(|j| row((r0 + j).min(rows - 1)));
+        assert!(
+            xr.iter().all(|x| x.len() >= n),
+            "gemm_tile: a row shorter than {n}"
+        );
         for q0 in (0..count).step_by(TILE_GEMM_QUERIES) {
             let ys: [&[f32]; TILE_GEMM_QUERIES] =
-                std::array::from_fn(|k| q.get((q0 + k).min(count - 1)));
+                std::array::from_fn(|k| query((q0 + k).min(count - 1)));
+            assert!(
+                ys.iter().all(|y| y.len() >= n),
+                "gemm_tile: a query shorter than {n}"
+            );
             let mut acc = [[_mm512_setzero_ps(); TILE_GEMM_QUERIES]; TILE_GEMM_ROWS];
             let mut i = 0;
             while i < full {
@@ -825,7 +896,7 @@ fn att_gemm_heads_impl(
                 for (k, a) in acc.iter().enumerate().take(count - q0) {
                     let lo = _mm512_castps512_ps256(*a);
                     let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*a)));
-                    out[(q0 + k) * out_stride + r0 + j] = reduce16(lo, hi);
+                    put(q0 + k, r0 + j, reduce16(lo, hi));
                 }
             }
         }
