@@ -843,7 +843,7 @@ fn attention_row_dots_equal_scalar_single_dots() {
 
 /// A micro-batch's attention dots of several queries against the same widened rows (a set
 /// of latent-attention heads reading a block of cells) equal, in every tier, the scalar model's
-/// one dot at a time bit for bit: row and query counts off the tile's four by two, lengths
+/// one dot at a time bit for bit: row and query counts off the tile's four by four, lengths
 /// around the 16-lane step, outputs at a stride.
 #[test]
 fn attention_batch_dots_of_several_queries_equal_scalar() {
@@ -856,6 +856,7 @@ fn attention_batch_dots_of_several_queries_equal_scalar() {
         (16, 3, 1),
         (5, 1, 3),
         (130, 7, 8),
+        (33, 5, 6),
     ] {
         let stride = len + 3;
         let x: Vec<u16> = (0..rows * stride)
