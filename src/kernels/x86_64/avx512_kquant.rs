@@ -98,22 +98,30 @@ mod kernels {
     );
 }
 
-/// Rows per pass of [`q5_0_pairs_impl`]: two 512-bit vectors of two rows each.
+/// Rows per pass of [`q5_0_pairs_impl`] over several tokens: two 512-bit vectors of two rows
+/// each (per token; more would spill the accumulators).
 const PAIR_ROWS: usize = 4;
 
+/// Rows per pass over one token (decode's matrix-vector product): four vectors of two rows.
+/// Per-head `attn_k_b` rows are four blocks long, so a pass's fixed cost (its call, the
+/// reductions' setup) was a large share of the work at four rows.
+const PAIR_ROWS_ONE: usize = 8;
+
 /// Q5_0·Q8_0 in `vec_dot`'s order (`oracle_vec_dot::dot_q5_0_q8_0`, as `wide`'s `q5_0_rows`) for
-/// [`PAIR_ROWS`] rows × `T` tokens, two rows per 512-bit vector (row 2p in the low half, 2p + 1
-/// in the high): each half runs its row's eight lanes exactly as the 256-bit kernel does, so a
+/// `R` rows × `T` tokens, two rows per 512-bit vector (row 2p in the low half, 2p + 1 in the
+/// high): each half runs its row's eight lanes exactly as the 256-bit kernel does, so a
 /// token's `vpdpbusd`, scale product and `fma` serve two rows. ggml's sign trick without
 /// `vpsignb` (which has no 512-bit form): `|x|` against `y` negated where `x < 0` (wrapping, as
-/// `vpsignb` does); where `x = 0` the product is 0 either way.
+/// `vpsignb` does); where `x = 0` the product is 0 either way. (Arrays are `R` long, pairs use
+/// the first `R / 2`: stable Rust has no `R / 2` array length.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn q5_0_pairs_impl<const T: usize>(
-    w: &[&[BlockQ5_0]; PAIR_ROWS],
+fn q5_0_pairs_impl<const R: usize, const T: usize>(
+    w: &[&[BlockQ5_0]; R],
     y: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; PAIR_ROWS]; T],
+    out: &mut [[f32; R]; T],
 ) {
-    const PAIRS: usize = PAIR_ROWS / 2;
+    const { assert!(R.is_multiple_of(2)) };
+    let pairs = R / 2;
     let (n, w, y, pf) = pass(w, y);
     let zero = _mm512_setzero_si512();
     let values = wide::q5_0_values;
@@ -123,20 +131,23 @@ fn q5_0_pairs_impl<const T: usize>(
             _mm256_castps_pd(hi),
         ))
     };
-    let mut acc = [[_mm512_setzero_ps(); PAIRS]; T];
+    let mut acc = [[_mm512_setzero_ps(); R]; T];
     for i in 0..n {
         pf.at(i);
-        let x: [__m512i; PAIRS] =
-            std::array::from_fn(|p| join(values(&w[2 * p][i]), values(&w[2 * p + 1][i])));
-        let ux = x.map(|v| _mm512_abs_epi8(v));
-        let neg = x.map(|v| _mm512_movepi8_mask(v));
-        let dx: [__m512; PAIRS] =
-            std::array::from_fn(|p| join_ps(scale8(w[2 * p][i].d), scale8(w[2 * p + 1][i].d)));
+        let mut ux = [zero; R];
+        let mut neg: [__mmask64; R] = [0; R];
+        let mut dx = [_mm512_setzero_ps(); R];
+        for p in 0..pairs {
+            let x = join(values(&w[2 * p][i]), values(&w[2 * p + 1][i]));
+            ux[p] = _mm512_abs_epi8(x);
+            neg[p] = _mm512_movepi8_mask(x);
+            dx[p] = join_ps(scale8(w[2 * p][i].d), scale8(w[2 * p + 1][i].d));
+        }
         for t in 0..T {
             let b = &y[t][i];
             let qy = _mm512_broadcast_i64x4(load32(&b.qs));
             let dy = _mm512_set1_ps(f16(b.d));
-            for p in 0..PAIRS {
+            for p in 0..pairs {
                 let sy = _mm512_mask_sub_epi8(qy, neg[p], zero, qy);
                 let q = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, ux[p], sy));
                 acc[t][p] = _mm512_fmadd_ps(_mm512_mul_ps(dx[p], dy), q, acc[t][p]);
@@ -144,7 +155,7 @@ fn q5_0_pairs_impl<const T: usize>(
         }
     }
     for t in 0..T {
-        for p in 0..PAIRS {
+        for p in 0..pairs {
             let v = acc[t][p];
             let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v));
             out[t][2 * p] = hsum_float_8(_mm512_castps512_ps256(v));
@@ -153,30 +164,47 @@ fn q5_0_pairs_impl<const T: usize>(
     }
 }
 
-fn q5_0_pairs<const T: usize>(
-    w: &[&[BlockQ5_0]; PAIR_ROWS],
+fn q5_0_pairs<const R: usize, const T: usize>(
+    w: &[&[BlockQ5_0]; R],
     y: &[&[BlockQ8_0]; T],
-    out: &mut [[f32; PAIR_ROWS]; T],
+    out: &mut [[f32; R]; T],
 ) {
     // SAFETY: only reachable through the table built after every feature above was detected.
-    unsafe { q5_0_pairs_impl::<T>(w, y, out) }
+    unsafe { q5_0_pairs_impl::<R, T>(w, y, out) }
 }
 
-/// Q5_0's tile on this tier: passes of [`PAIR_ROWS`] rows by [`q5_0_pairs`], the last
-/// `rows % PAIR_ROWS` rows one at a time by `wide`'s 256-bit kernel.
+/// Q5_0's tile on this tier: passes of [`PAIR_ROWS`] rows ([`PAIR_ROWS_ONE`] for one token) by
+/// [`q5_0_pairs`], the last rows one at a time by `wide`'s 256-bit kernel.
 fn tile_q5_0_pairs(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     if variant != Variant::Dot {
         return false;
     }
+    let get = crate::kernels::entries::q8_0;
+    if acts.len() == 1 {
+        drive::<BlockQ5_0, _, PAIR_ROWS_ONE, 1>(
+            rows,
+            acts,
+            get,
+            out,
+            0,
+            (
+                q5_0_pairs::<PAIR_ROWS_ONE, 1>,
+                q5_0_pairs::<PAIR_ROWS_ONE, 1>,
+                wide::q5_0_rows::<1, 1>,
+                wide::q5_0_rows::<1, 1>,
+            ),
+        );
+        return true;
+    }
     drive::<BlockQ5_0, _, PAIR_ROWS, PASS_TOKENS>(
         rows,
         acts,
-        crate::kernels::entries::q8_0,
+        get,
         out,
         0,
         (
-            q5_0_pairs::<PASS_TOKENS>,
-            q5_0_pairs::<1>,
+            q5_0_pairs::<PAIR_ROWS, PASS_TOKENS>,
+            q5_0_pairs::<PAIR_ROWS, 1>,
             wide::q5_0_rows::<1, PASS_TOKENS>,
             wide::q5_0_rows::<1, 1>,
         ),
