@@ -152,6 +152,15 @@ block_layout! {
     BlockIq4Xs, 136 { d: [u8; 2], scales_h: [u8; 2], scales_l: [u8; QK_K / 64], qs: [u8; QK_K / 2] }
 }
 
+block_layout! {
+    /// IQ3_XXS: eight sub-blocks of 32, each four groups of eight values: a group is two
+    /// entries of [`IQ3XXS_GRID`](super::iq_grids::IQ3XXS_GRID) (`qs`, an index a half-group)
+    /// with signs from one 7-bit index into [`super::iq_signs::KSIGNS`]; sub-block `s`'s four
+    /// sign indices and its 4-bit scale `ls` are the little-endian u32 at `sas[4s..]` (bits
+    /// 7g..7g+7, and 28..32): `d × (0.5 + ls) × 0.5 × grid × sign`.
+    BlockIq3Xxs, 98 { d: [u8; 2], qs: [u8; QK_K / 4], sas: [u8; QK_K / 8] }
+}
+
 /// Q8_K: 256 activations `d × q` with the sums of each sixteen `q` (the K-quants' min terms read
 /// them instead of the values).
 #[repr(C)]

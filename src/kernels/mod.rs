@@ -46,6 +46,8 @@ pub mod entries;
 pub mod gelu;
 pub mod ggml_math;
 pub mod half;
+pub mod iq_grids;
+pub mod iq_signs;
 mod legacy_rows;
 pub mod ops;
 pub mod oracle_repacked;
