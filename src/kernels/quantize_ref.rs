@@ -1,10 +1,11 @@
-//! Weight quantizers for Q5_0, Q5_1, IQ4_NL, the K-quants (Q2_K..Q6_K) and IQ4_XS: what
+//! Weight quantizers for Q5_0, Q5_1, IQ4_NL, the K-quants (Q2_K..Q6_K), IQ4_XS and IQ3_XXS: what
 //! `llama-quantize` writes when it has no importance matrix, byte for byte.
 //!
 //! `llama-quantize` calls `ggml_quantize_chunk(type, …, imatrix = NULL)`. Without an importance
 //! matrix Q5_0, Q5_1 and the K-quants run ggml's `quantize_row_*_ref` row quantizers; IQ4_NL and
 //! IQ4_XS have no such shortcut and run `quantize_row_iq4_nl_impl` with its own weights `x²` and
-//! seven scale tries each way. Every block depends on its own values only, so one row here is
+//! seven scale tries each way; IQ3_XXS runs `quantize_row_iq3_xxs_impl` (its `_ref` too) with
+//! weights `x²`, 31 scale tries and a search of its grid's nearest entries, built once. Every block depends on its own values only, so one row here is
 //! any row of a file there.
 //!
 //! The arithmetic follows ggml's C expression by expression. `ggml-quants.c` is built into
@@ -21,11 +22,13 @@
 //!   to `0x7e00` with the sign ([`fp16`]).
 
 use super::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    KVALUES_IQ4NL, K_SCALE_SIZE, QK, QK_K, SUB16,
+    BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0,
+    BlockQ5_1, BlockQ6K, KVALUES_IQ4NL, K_SCALE_SIZE, QK, QK_K, SUB16,
 };
 use super::dequantize::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
 use super::half::{f16_to_f32, f32_to_f16};
+use super::iq_grids::IQ3XXS_GRID;
+use std::sync::OnceLock;
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it counts as all zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
@@ -251,6 +254,387 @@ pub fn quantize_iq4_xs(x: &[f32], y: &mut [BlockIq4Xs]) {
             scales_h |= u16::from(l >> 4) << (2 * ib);
         }
         yb.scales_h = scales_h.to_le_bytes();
+    }
+}
+
+// ---- IQ3_XXS --------------------------------------------------------------------------------
+
+/// Levels of one IQ3_XXS value (ggml's `kMaxQ`): level `l` stands for the odd multiple `2l + 1`
+/// of its sub-block's scale.
+const IQ3_LEVELS: i32 = 8;
+/// The largest odd multiple, `2·7 + 1`: the first scale guess is `max/15`.
+const IQ3_MAX_ODD: i32 = 2 * IQ3_LEVELS - 1;
+/// Bits of one level in a grid code (a code is `Σ lᵢ·8ⁱ` over an entry's four levels).
+const IQ3_LEVEL_BITS: usize = 3;
+/// Values per grid entry.
+const IQ3_GROUP: usize = 4;
+/// Grid entries per sub-block of 32.
+const IQ3_GROUPS: usize = QK / IQ3_GROUP;
+/// Codes of four 3-bit levels (ggml's `kmap_size`).
+const IQ3_CODES: usize = 1 << (IQ3_LEVEL_BITS * IQ3_GROUP);
+/// [`IQ3XXS_GRID`] stores level `l` as the byte `4 + 8l` (62, not 60, for level 7): integer
+/// division by this gives the level back.
+const IQ3_GRID_STEP: u8 = 8;
+/// An off-grid code's neighbours: the entries at its this many smallest distances (ggml's
+/// `nwant` for the 256-entry grid).
+const IQ3_NEIGHBOUR_RINGS: usize = 2;
+/// ggml's `GROUP_MAX_EPS_IQ3_XXS`: a sub-block whose largest folded value is below it is zero.
+const IQ3_GROUP_MAX_EPS: f32 = 1e-8;
+/// Scale tries each side of the first guess: `id = (15 + 0.2·is)/max`, is in −15..=15.
+const IQ3_NTRY: i32 = 15;
+/// Step of the scale tries, in odd multiples.
+const IQ3_TRY_STEP: f32 = 0.2;
+/// Values sharing one sign index (two grid entries).
+const IQ3_SIGN_GROUP: usize = 8;
+/// Sign bits stored per group of eight: the eighth makes the count of negatives even.
+const IQ3_SIGN_BITS: usize = 7;
+/// Largest 4-bit sub-block scale code `ls`; a sub-block's scale is about `d·(2ls + 1)`.
+const IQ3_MAX_SCALE_CODE: i32 = 15;
+/// The seven stored sign bits of a group of eight.
+const IQ3_SIGN_MASK: u8 = (1 << IQ3_SIGN_BITS) - 1;
+/// Where `ls` sits in its sub-block's little-endian u32: above the four 7-bit sign indices.
+const IQ3_SCALE_SHIFT: u32 = (IQ3_SIGN_BITS * (QK / IQ3_SIGN_GROUP)) as u32;
+/// ggml's fudge factor on the stored super-block scale ("small improvement").
+const IQ3_D_FUDGE: f32 = 1.0125;
+
+/// The odd multiple `2l + 1` a level stands for.
+#[inline]
+fn iq3_odd(l: u8) -> f32 {
+    f32::from(2 * l + 1)
+}
+
+/// The level whose odd multiple is nearest `v`: `clamp(nearest_int((v − 1)/2), 0, max)` (ggml
+/// multiplies by 0.5; the same float). For grid levels and for the 4-bit scale codes.
+#[inline]
+fn iq3_level(v: f32, max: i32) -> u8 {
+    nearest_int(0.5 * (v - 1.0)).clamp(0, max) as u8
+}
+
+/// The code of four levels, level `i` in bits `3i..3i + 3`.
+#[inline]
+fn iq3_code(levels: &[u8; IQ3_GROUP]) -> usize {
+    let mut u = 0;
+    for (i, &l) in levels.iter().enumerate() {
+        u |= usize::from(l) << (IQ3_LEVEL_BITS * i);
+    }
+    u
+}
+
+/// Where a code of four levels lies on IQ3_XXS's grid.
+#[derive(Clone, Copy)]
+enum Iq3Slot {
+    /// On the grid: that entry.
+    Grid(u8),
+    /// Off the grid: its neighbour list, `Iq3Maps::neighbours[start..start + len]`.
+    Off { start: usize, len: usize },
+}
+
+/// What ggml's `iq3xs_init_impl(256)` builds once per process: the grid entries' levels, and
+/// for each of the 4096 codes its entry or, off the grid, its nearest entries to try.
+struct Iq3Maps {
+    /// Each entry's four levels, derived from [`IQ3XXS_GRID`] (their codes, in entry order, are
+    /// ggml's `kgrid_256` list).
+    levels: [[u8; IQ3_GROUP]; IQ3XXS_GRID.len()],
+    /// Every code's slot, indexed by the code (ggml's `kmap_q3xs`).
+    slots: Vec<Iq3Slot>,
+    /// The neighbour lists of the off-grid codes, one after another (ggml's `kneighbors_q3xs`
+    /// without the counts, which the slots hold).
+    neighbours: Vec<u8>,
+}
+
+impl Iq3Maps {
+    fn new() -> Self {
+        let levels = IQ3XXS_GRID.map(|e| e.to_le_bytes().map(|v| v / IQ3_GRID_STEP));
+        let mut on_grid = vec![None; IQ3_CODES];
+        for (j, l) in levels.iter().enumerate() {
+            on_grid[iq3_code(l)] = Some(j as u8);
+        }
+        let mut neighbours = Vec::new();
+        let slots = on_grid
+            .iter()
+            .enumerate()
+            .map(|(u, &entry)| match entry {
+                Some(j) => Iq3Slot::Grid(j),
+                None => {
+                    let start = neighbours.len();
+                    neighbours.extend(Self::nearest_entries(&levels, u));
+                    Iq3Slot::Off {
+                        start,
+                        len: neighbours.len() - start,
+                    }
+                }
+            })
+            .collect();
+        Iq3Maps {
+            levels,
+            slots,
+            neighbours,
+        }
+    }
+
+    /// The entries at the [`IQ3_NEIGHBOUR_RINGS`] smallest squared distances from code `u`'s
+    /// point, by distance then entry index (ggml sorts `(d², index)` pairs). ggml measures in
+    /// odd multiples, four times the squared level distance used here: the same order.
+    fn nearest_entries(levels: &[[u8; IQ3_GROUP]], u: usize) -> Vec<u8> {
+        let point: [i32; IQ3_GROUP] = std::array::from_fn(|i| {
+            ((u >> (IQ3_LEVEL_BITS * i)) & (IQ3_LEVELS as usize - 1)) as i32
+        });
+        let mut by_distance: Vec<(i32, u8)> = levels
+            .iter()
+            .enumerate()
+            .map(|(j, l)| {
+                let d2 = l
+                    .iter()
+                    .zip(&point)
+                    .map(|(&a, &b)| (i32::from(a) - b).pow(2))
+                    .sum();
+                (d2, j as u8)
+            })
+            .collect();
+        by_distance.sort_unstable();
+        let (mut rings, mut last) = (0, None);
+        by_distance
+            .into_iter()
+            .take_while(|&(d2, _)| {
+                if last != Some(d2) {
+                    rings += 1;
+                    last = Some(d2);
+                }
+                rings <= IQ3_NEIGHBOUR_RINGS
+            })
+            .map(|(_, j)| j)
+            .collect()
+    }
+
+    /// ggml's `iq3_find_best_neighbour`: the neighbour in `list` with the smallest
+    /// `Σ w·(scale·(2l + 1) − x)²` (products left to right; a strictly smaller one replaces, so
+    /// the first on ties). Where no error is below `f32::MAX` (overflow) ggml aborts; here the
+    /// list's first, nearest entry is kept.
+    fn best_neighbour(&self, list: &[u8], xval: &[f32], w: &[f32], scale: f32) -> u8 {
+        let mut best_d2 = f32::MAX;
+        let mut best = list.first().copied().unwrap_or(0);
+        for &j in list {
+            let mut d2 = 0f32;
+            for ((&l, &x), &w) in self.levels[usize::from(j)].iter().zip(xval).zip(w) {
+                let diff = scale * iq3_odd(l) - x;
+                d2 += w * diff * diff;
+            }
+            if d2 < best_d2 {
+                best_d2 = d2;
+                best = j;
+            }
+        }
+        best
+    }
+
+    /// The entry for four folded values at inverse scale `id`: the entry of their levels' code
+    /// if it is on the grid (and `true`), else its [`Self::best_neighbour`] at `scale` (and
+    /// `false`).
+    fn entry(&self, xval: &[f32], w: &[f32], id: f32, scale: f32) -> (u8, bool) {
+        let mut levels = [0u8; IQ3_GROUP];
+        for (l, &x) in levels.iter_mut().zip(xval) {
+            *l = iq3_level(id * x, IQ3_LEVELS - 1);
+        }
+        match self.slots[iq3_code(&levels)] {
+            Iq3Slot::Grid(j) => (j, true),
+            Iq3Slot::Off { start, len } => {
+                let list = &self.neighbours[start..start + len];
+                (self.best_neighbour(list, xval, w, scale), false)
+            }
+        }
+    }
+
+    /// `Σ w·x·q` and `Σ w·q·q` over a sub-block's 32 folded values, `q` the odd multiples of
+    /// `entries`' levels.
+    fn sums(&self, entries: &[u8; IQ3_GROUPS], xval: &[f32; QK], weight: &[f32; QK]) -> (f32, f32) {
+        let (mut sumqx, mut sumq2) = (0f32, 0f32);
+        let levels = entries.iter().flat_map(|&j| self.levels[usize::from(j)]);
+        for ((l, &x), &w) in levels.zip(xval).zip(weight) {
+            let q = iq3_odd(l);
+            sumqx += w * x * q;
+            sumq2 += w * q * q;
+        }
+        (sumqx, sumq2)
+    }
+}
+
+/// The maps, built on first use.
+fn iq3_maps() -> &'static Iq3Maps {
+    static MAPS: OnceLock<Iq3Maps> = OnceLock::new();
+    MAPS.get_or_init(Iq3Maps::new)
+}
+
+/// Folds a sub-block's signs out: `xval = |x|` (`x` itself for ±0) and, per eight values, the
+/// 7-bit index of the negative ones. An odd count of negatives cannot be stored, so the value
+/// with the smallest `w·x·x` (the first on ties) keeps its sign: its `xval` is negated and its
+/// bit flipped.
+fn iq3_fold_signs(
+    xb: &[f32],
+    weight: &[f32; QK],
+    xval: &mut [f32; QK],
+) -> [u8; QK / IQ3_SIGN_GROUP] {
+    let mut signs = [0u8; QK / IQ3_SIGN_GROUP];
+    for (k, s_out) in signs.iter_mut().enumerate() {
+        let at = IQ3_SIGN_GROUP * k;
+        let (x8, w8) = (
+            &xb[at..at + IQ3_SIGN_GROUP],
+            &weight[at..at + IQ3_SIGN_GROUP],
+        );
+        let xv = &mut xval[at..at + IQ3_SIGN_GROUP];
+        let mut s = 0u8;
+        for (i, (v, &x)) in xv.iter_mut().zip(x8).enumerate() {
+            if x >= 0.0 {
+                *v = x;
+            } else {
+                *v = -x;
+                s |= 1 << i;
+            }
+        }
+        if s.count_ones() % 2 == 1 {
+            let mut imin = 0;
+            let mut min = w8[0] * x8[0] * x8[0];
+            for i in 1..IQ3_SIGN_GROUP {
+                let ax = w8[i] * x8[i] * x8[i];
+                if ax < min {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            xv[imin] = -xv[imin];
+            s ^= 1 << imin;
+        }
+        *s_out = s & IQ3_SIGN_MASK;
+    }
+    signs
+}
+
+/// One quantized sub-block of 32: its scale, grid entries and packed sign indices.
+struct Iq3SubBlock {
+    scale: f32,
+    entries: [u8; IQ3_GROUPS],
+    signs: u32,
+}
+
+/// `quantize_row_iq3_xxs_impl`'s work on one sub-block of 32 without an importance matrix
+/// (weights `w = x²`, neighbours weighted by `sqrt(w)`); `None` when the largest folded value is
+/// below [`IQ3_GROUP_MAX_EPS`] (the sub-block then stays all zero, signs too). Of the 31 tries
+/// `id = (15 + 0.2·is)/max` the one with the largest `(Σwxq)²/Σwq²` (strictly) gives the
+/// entries and the scale `Σwxq/Σwq²` (first guess `max/15`, entries all 0). Entries that were
+/// neighbours are then picked again at `1/scale` and the scale refitted. A negative scale is
+/// negated with every stored sign bit.
+fn iq3_sub_block(maps: &Iq3Maps, xb: &[f32]) -> Option<Iq3SubBlock> {
+    let mut weight = [0f32; QK];
+    let mut waux = [0f32; QK];
+    for ((w, a), &x) in weight.iter_mut().zip(&mut waux).zip(xb) {
+        *w = x * x;
+        *a = w.sqrt();
+    }
+    let mut xval = [0f32; QK];
+    let mut signs = iq3_fold_signs(xb, &weight, &mut xval);
+    let max = xval[1..]
+        .iter()
+        .fold(xval[0], |m, &v| if m > v { m } else { v });
+    if max < IQ3_GROUP_MAX_EPS {
+        return None;
+    }
+    let groups = |j: usize| {
+        (
+            &xval[IQ3_GROUP * j..IQ3_GROUP * (j + 1)],
+            &waux[IQ3_GROUP * j..IQ3_GROUP * (j + 1)],
+        )
+    };
+    let mut best = 0f32;
+    let mut scale = max / IQ3_MAX_ODD as f32;
+    let mut entries = [0u8; IQ3_GROUPS];
+    let mut on_grid = [true; IQ3_GROUPS];
+    for is in -IQ3_NTRY..=IQ3_NTRY {
+        let id = (IQ3_MAX_ODD as f32 + is as f32 * IQ3_TRY_STEP) / max;
+        let this_scale = 1.0 / id;
+        let mut try_entries = [0u8; IQ3_GROUPS];
+        let mut try_on_grid = [true; IQ3_GROUPS];
+        for (k, (e, g)) in try_entries.iter_mut().zip(&mut try_on_grid).enumerate() {
+            let (xv, w) = groups(k);
+            (*e, *g) = maps.entry(xv, w, id, this_scale);
+        }
+        let (sumqx, sumq2) = maps.sums(&try_entries, &xval, &weight);
+        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            entries = try_entries;
+            on_grid = try_on_grid;
+        }
+    }
+    if on_grid.contains(&false) && scale > 0.0 {
+        let id = 1.0 / scale;
+        for (k, e) in entries.iter_mut().enumerate() {
+            if !on_grid[k] {
+                let (xv, w) = groups(k);
+                *e = maps.entry(xv, w, id, scale).0;
+            }
+        }
+        let (sumqx, sumq2) = maps.sums(&entries, &xval, &weight);
+        if sumq2 > 0.0 {
+            scale = sumqx / sumq2;
+        }
+    }
+    if scale < 0.0 {
+        scale = -scale;
+        for s in &mut signs {
+            *s = !*s & IQ3_SIGN_MASK;
+        }
+    }
+    let mut packed = 0u32;
+    for (k, &s) in signs.iter().enumerate() {
+        packed |= u32::from(s) << (IQ3_SIGN_BITS * k);
+    }
+    Some(Iq3SubBlock {
+        scale,
+        entries,
+        signs: packed,
+    })
+}
+
+/// `quantize_row_iq3_xxs_ref` (`quantize_row_iq3_xxs_impl(256, …, NULL)`): each sub-block of
+/// 32 by [`iq3_sub_block`]; a super-block whose largest sub-block scale is 0 is all zero
+/// bytes. Else `d = max_scale/31`, stored as `d·1.0125` in f16, and each sub-block's 4-bit
+/// `ls = clamp(nearest_int((s·(1/d) − 1)/2), 0, 15)` in the top bits of its signs' u32; the
+/// entries were chosen at the sub-block's own scale, not at the stored `d·(2ls + 1)`.
+pub fn quantize_iq3_xxs(x: &[f32], y: &mut [BlockIq3Xxs]) {
+    assert_eq!(x.len(), y.len() * QK_K, "quantize_iq3_xxs: row length");
+    const SUBS: usize = QK_K / QK;
+    let maps = iq3_maps();
+    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+        let mut scales = [0f32; SUBS];
+        let mut sas = [0u32; SUBS];
+        let mut qs = [0u8; QK_K / IQ3_GROUP];
+        let mut max_scale = 0f32;
+        for (ib, xb) in xs.chunks_exact(QK).enumerate() {
+            let Some(sub) = iq3_sub_block(maps, xb) else {
+                continue;
+            };
+            qs[IQ3_GROUPS * ib..IQ3_GROUPS * (ib + 1)].copy_from_slice(&sub.entries);
+            sas[ib] = sub.signs;
+            scales[ib] = sub.scale;
+            max_scale = if max_scale > sub.scale {
+                max_scale
+            } else {
+                sub.scale
+            };
+        }
+        if max_scale == 0.0 {
+            *yb = BlockIq3Xxs::default();
+            continue;
+        }
+        let d = max_scale / (2 * IQ3_MAX_SCALE_CODE + 1) as f32;
+        yb.d = fp16(d * IQ3_D_FUDGE);
+        let id = 1.0 / d;
+        for (s, &scale) in sas.iter_mut().zip(&scales) {
+            *s |= u32::from(iq3_level(id * scale, IQ3_MAX_SCALE_CODE)) << IQ3_SCALE_SHIFT;
+        }
+        yb.qs = qs;
+        for (b, s) in yb.sas.chunks_exact_mut(size_of::<u32>()).zip(sas) {
+            b.copy_from_slice(&s.to_le_bytes());
+        }
     }
 }
 
@@ -786,7 +1170,9 @@ mod tests {
     }
 
     /// FNV-1a 64 of the output of llama.cpp's `ggml_quantize_chunk(type, rows, …, 0, 8, 512,
-    /// NULL)` (libggml-base.a of the vendored llama.cpp, x86-64) on the eight `kat_row`s.
+    /// NULL)` (libggml-base.a of the vendored llama.cpp 0c1e57098, x86-64) on the eight
+    /// `kat_row`s, from a C harness that draws them from the same generator. For IQ3_XXS the
+    /// same harness also compared 140 800 blocks (17 600 rows of 2 048, 22 kinds) byte for byte.
     #[test]
     fn seeded_rows_hash_as_llama_cpp_quantizes_them() {
         assert_eq!(kat_hash(quantize_q5_0, QK), 0x62b1_2485_ba00_5834, "q5_0");
@@ -806,11 +1192,16 @@ mod tests {
             0xc17d_2a6d_4a93_a148,
             "iq4_xs"
         );
+        assert_eq!(
+            kat_hash(quantize_iq3_xxs, QK_K),
+            0xbe65_eec9_6137_7709,
+            "iq3_xxs"
+        );
     }
 
     /// All-zero blocks as llama.cpp writes them (read from its output for `kat_row(3)`): Q5_0
     /// stores d = −0 (0/−16) and level 16; the IQ4 types index 8 (value 1), IQ4_XS with d = −0
-    /// and every 6-bit scale 32; the K-quants and Q5_1 are all zero bytes.
+    /// and every 6-bit scale 32; the K-quants, IQ3_XXS and Q5_1 are all zero bytes.
     #[test]
     fn zero_blocks_match_llama_cpp() {
         let z = [0f32; QK_K];
@@ -833,6 +1224,62 @@ mod tests {
         assert_eq!(quantized(quantize_q4_k, QK_K, &z)[0], BlockQ4K::default());
         assert_eq!(quantized(quantize_q5_k, QK_K, &z)[0], BlockQ5K::default());
         assert_eq!(quantized(quantize_q6_k, QK_K, &z)[0], BlockQ6K::default());
+        assert_eq!(
+            quantized(quantize_iq3_xxs, QK_K, &z)[0],
+            BlockIq3Xxs::default()
+        );
+    }
+
+    /// IQ3_XXS's grid entries are level codes in increasing order, so their codes are ggml's
+    /// `kgrid_256` list (all 256 compared once against llama.cpp 0c1e57098's source; its first
+    /// eight and last are pinned here), and entry 0 is code 0, what a sub-block no scale try
+    /// bettered keeps.
+    #[test]
+    fn iq3_grid_codes_are_ggmls_list() {
+        let maps = iq3_maps();
+        for (e, l) in IQ3XXS_GRID.iter().zip(&maps.levels) {
+            let back = l.map(|l| if l == 7 { 62 } else { 4 + IQ3_GRID_STEP * l });
+            assert_eq!(u32::from_le_bytes(back), *e, "entry {e:#010x}");
+        }
+        let codes: Vec<usize> = maps.levels.iter().map(iq3_code).collect();
+        assert!(codes.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(codes[..8], [0, 2, 4, 9, 11, 15, 16, 18]);
+        assert_eq!(codes[255], 3992);
+    }
+
+    /// Every code off the grid lists exactly the entries at its two smallest squared distances,
+    /// nearest first and by index on ties; every code on it maps to its own entry.
+    #[test]
+    fn iq3_neighbours_are_the_two_nearest_rings() {
+        let maps = iq3_maps();
+        let dist = |u: usize, j: u8| -> i32 {
+            let l = maps.levels[usize::from(j)];
+            (0..IQ3_GROUP)
+                .map(|i| {
+                    let p = (u >> (IQ3_LEVEL_BITS * i)) & (IQ3_LEVELS as usize - 1);
+                    (i32::from(l[i]) - p as i32).pow(2)
+                })
+                .sum()
+        };
+        let mut off = 0;
+        for (u, slot) in maps.slots.iter().enumerate() {
+            match *slot {
+                Iq3Slot::Grid(j) => assert_eq!(iq3_code(&maps.levels[usize::from(j)]), u),
+                Iq3Slot::Off { start, len } => {
+                    off += 1;
+                    let list = &maps.neighbours[start..start + len];
+                    let keyed: Vec<(i32, u8)> = list.iter().map(|&j| (dist(u, j), j)).collect();
+                    assert!(keyed.windows(2).all(|w| w[0] < w[1]), "code {u}");
+                    let mut rings: Vec<i32> = (0..=255u8).map(|j| dist(u, j)).collect();
+                    rings.sort_unstable();
+                    rings.dedup();
+                    let want = (0..=255u8).filter(|&j| dist(u, j) <= rings[1]).count();
+                    assert_eq!(len, want, "code {u}");
+                    assert!(keyed.iter().all(|&(d, _)| d <= rings[1]), "code {u}");
+                }
+            }
+        }
+        assert_eq!(off, IQ3_CODES - IQ3XXS_GRID.len());
     }
 
     #[test]
@@ -944,6 +1391,23 @@ mod tests {
         unfp16(b.d) * f32::from(b.scales[e / 16]) * q as f32
     }
 
+    /// ggml's `dequantize_row_iq3_xxs` for element `e`: `d·(0.5 + ls)·0.5 · grid · ±1`.
+    fn deq_iq3_xxs(b: &BlockIq3Xxs, e: usize) -> f32 {
+        let s = e / QK;
+        let sas = u32::from_le_bytes(b.sas[4 * s..4 * s + 4].try_into().expect("four bytes"));
+        let db = unfp16(b.d) * (0.5 + (sas >> IQ3_SCALE_SHIFT) as f32) * 0.5;
+        let grid = IQ3XXS_GRID[usize::from(b.qs[e / IQ3_GROUP])].to_le_bytes()[e % IQ3_GROUP];
+        let g = (e % QK) / IQ3_SIGN_GROUP;
+        let signs = crate::kernels::iq_signs::KSIGNS
+            [((sas >> (IQ3_SIGN_BITS * g)) & u32::from(IQ3_SIGN_MASK)) as usize];
+        let sign = if signs >> (e % IQ3_SIGN_GROUP) & 1 == 1 {
+            -1.0
+        } else {
+            1.0
+        };
+        db * f32::from(grid) * sign
+    }
+
     fn deq_iq4_xs(b: &BlockIq4Xs, e: usize) -> f32 {
         let s = e / 32;
         let lo = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
@@ -983,6 +1447,11 @@ mod tests {
                 "iq4_xs",
                 0.1,
                 round_trip(quantize_iq4_xs, deq_iq4_xs, QK_K, x),
+            ),
+            (
+                "iq3_xxs",
+                0.3,
+                round_trip(quantize_iq3_xxs, deq_iq3_xxs, QK_K, x),
             ),
         ]
     }
