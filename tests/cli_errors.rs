@@ -464,6 +464,13 @@ fn bad_flags_and_values_name_the_flag() {
     assert!(e.contains("-f"), "{e}");
     let e = fails(&["quantize", "a", "b", "Q9_9"]);
     assert!(e.contains("Q9_9"), "{e}");
+    // llama-quantize's IQ1-IQ3 presets need an importance matrix: refused by name, before the
+    // input is opened.
+    let e = fails(&["quantize", "a", "b", "iq3_xxs"]);
+    assert!(
+        e.contains("IQ3_XXS") && e.contains("importance matrix"),
+        "{e}"
+    );
 }
 
 /// The flags a command's `--help` documents: on each indented line that starts with a dash,

@@ -12,6 +12,12 @@ use super::{
     MAX_THREADS,
 };
 
+/// llama-quantize's presets of the IQ1-IQ3 types, whose tensors it quantizes only with an
+/// importance matrix (refused by name until `--imatrix` is read).
+const IMATRIX_PRESETS: [&str; 10] = [
+    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
+];
+
 /// The most repetitions, rounds or passes a measurement takes (a typo's 10⁹ would run for
 /// days; llama-bench users type 5 to 100).
 const MAX_REPS: usize = 1000;
@@ -50,6 +56,13 @@ pub fn quantize(a: Args) -> Result<(), CliError> {
         }
     };
     let ty = utf8("quantize", "type", ty.clone())?;
+    if IMATRIX_PRESETS.contains(&ty.to_ascii_uppercase().as_str()) {
+        return err(format!(
+            "quantize: {} needs an importance matrix (llama-quantize --imatrix FILE), which locus \
+             quantize does not read yet; make the file with llama-quantize (locus runs it)",
+            ty.to_ascii_uppercase()
+        ));
+    }
     let target = Target::parse(&ty).ok_or_else(|| {
         CliError::Message(format!(
             "quantize: unknown type {} (types: {})",

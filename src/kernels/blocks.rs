@@ -161,6 +161,46 @@ block_layout! {
     BlockIq3Xxs, 98 { d: [u8; 2], qs: [u8; QK_K / 4], sas: [u8; QK_K / 8] }
 }
 
+impl BlockIq3Xxs {
+    /// Sub-block `s`'s word of scale and sign indices.
+    #[inline]
+    pub fn sas_word(&self, s: usize) -> u32 {
+        u32::from_le_bytes(self.sas[4 * s..4 * s + 4].try_into().expect("four bytes"))
+    }
+
+    /// Sub-block `s`'s 4-bit scale `ls` (the value scale is `d × (0.5 + ls) × 0.5`; the dot
+    /// products multiply by `2·ls + 1` and a quarter).
+    #[inline]
+    pub fn ls(&self, s: usize) -> u32 {
+        self.sas_word(s) >> IQ3_SCALE_SHIFT
+    }
+
+    /// The 7-bit sign index of group `g` (0..4) of sub-block `s`.
+    #[inline]
+    pub fn sign_index(&self, s: usize, g: usize) -> usize {
+        ((self.sas_word(s) >> (IQ_SIGN_BITS * g as u32)) & IQ_SIGN_MASK) as usize
+    }
+
+    /// Element `e`'s grid value (unsigned) and whether it is negative.
+    #[inline]
+    pub fn value(&self, e: usize) -> (u8, bool) {
+        let (s, g, j) = (e / SUB32, e % SUB32 / IQ_GROUP, e % IQ_GROUP);
+        let entry = super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[e / 4])];
+        let v = (entry >> (8 * (j % 4))) as u8;
+        let neg = super::iq_signs::KSIGNS[self.sign_index(s, g)] >> j & 1 == 1;
+        (v, neg)
+    }
+}
+
+/// Values a sign index covers in the IQ2/IQ3 types (seven stored sign bits and a parity).
+pub const IQ_GROUP: usize = 8;
+/// Bits of one group's sign index.
+pub const IQ_SIGN_BITS: u32 = 7;
+/// The mask of one sign index.
+pub const IQ_SIGN_MASK: u32 = (1 << IQ_SIGN_BITS) - 1;
+/// Where IQ3_XXS's 4-bit sub-block scale sits in its word of sign indices.
+pub const IQ3_SCALE_SHIFT: u32 = 4 * IQ_SIGN_BITS;
+
 /// Q8_K: 256 activations `d × q` with the sums of each sixteen `q` (the K-quants' min terms read
 /// them instead of the values).
 #[repr(C)]

@@ -23,7 +23,8 @@
 
 use super::blocks::{
     BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0,
-    BlockQ5_1, BlockQ6K, KVALUES_IQ4NL, K_SCALE_SIZE, QK, QK_K, SUB16,
+    BlockQ5_1, BlockQ6K, IQ3_SCALE_SHIFT, IQ_GROUP, IQ_SIGN_BITS, IQ_SIGN_MASK, KVALUES_IQ4NL,
+    K_SCALE_SIZE, QK, QK_K, SUB16,
 };
 use super::dequantize::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
 use super::half::{f16_to_f32, f32_to_f16};
@@ -285,15 +286,11 @@ const IQ3_NTRY: i32 = 15;
 /// Step of the scale tries, in odd multiples.
 const IQ3_TRY_STEP: f32 = 0.2;
 /// Values sharing one sign index (two grid entries).
-const IQ3_SIGN_GROUP: usize = 8;
-/// Sign bits stored per group of eight: the eighth makes the count of negatives even.
-const IQ3_SIGN_BITS: usize = 7;
+const IQ3_SIGN_GROUP: usize = IQ_GROUP;
 /// Largest 4-bit sub-block scale code `ls`; a sub-block's scale is about `d·(2ls + 1)`.
 const IQ3_MAX_SCALE_CODE: i32 = 15;
 /// The seven stored sign bits of a group of eight.
-const IQ3_SIGN_MASK: u8 = (1 << IQ3_SIGN_BITS) - 1;
-/// Where `ls` sits in its sub-block's little-endian u32: above the four 7-bit sign indices.
-const IQ3_SCALE_SHIFT: u32 = (IQ3_SIGN_BITS * (QK / IQ3_SIGN_GROUP)) as u32;
+const IQ3_SIGN_MASK: u8 = IQ_SIGN_MASK as u8;
 /// ggml's fudge factor on the stored super-block scale ("small improvement").
 const IQ3_D_FUDGE: f32 = 1.0125;
 
@@ -585,7 +582,7 @@ fn iq3_sub_block(maps: &Iq3Maps, xb: &[f32]) -> Option<Iq3SubBlock> {
     }
     let mut packed = 0u32;
     for (k, &s) in signs.iter().enumerate() {
-        packed |= u32::from(s) << (IQ3_SIGN_BITS * k);
+        packed |= u32::from(s) << (IQ_SIGN_BITS * k as u32);
     }
     Some(Iq3SubBlock {
         scale,
@@ -1399,7 +1396,7 @@ mod tests {
         let grid = IQ3XXS_GRID[usize::from(b.qs[e / IQ3_GROUP])].to_le_bytes()[e % IQ3_GROUP];
         let g = (e % QK) / IQ3_SIGN_GROUP;
         let signs = crate::kernels::iq_signs::KSIGNS
-            [((sas >> (IQ3_SIGN_BITS * g)) & u32::from(IQ3_SIGN_MASK)) as usize];
+            [((sas >> (IQ_SIGN_BITS * g as u32)) & u32::from(IQ3_SIGN_MASK)) as usize];
         let sign = if signs >> (e % IQ3_SIGN_GROUP) & 1 == 1 {
             -1.0
         } else {

@@ -25,11 +25,11 @@ macro_rules! k_quant_kernels {
         use super::{bias4, chunk_dot, pair_dot};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::blocks::{
-            BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
+            BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
         };
         use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::x86_64::kquant_rows::{
-            bsums, hsum_i32_4, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
+            bsums, hsum_i32_4, iq3_xxs_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
             pair_lanes, part_totals, q2_k_panel_row, q2_k_row, q3_k_panel_row, q3_k_row,
             q6_k_row, row_scales, row_totals, totals4, transpose8, ChainKind, Chains, K4Row,
             PanelRow, Sub16Row, XsRow, PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
@@ -39,6 +39,7 @@ macro_rules! k_quant_kernels {
             array_of, exact, f16, f16_rows, hsums, iq4nl_table, load32, panel_kernel, pass, rows_kernel,
             tile_fn, PanelOut, PanelRows, PANEL_ROWS, PANEL_TOKENS, PASS_ROWS, PASS_TOKENS,
         };
+        use crate::kernels::oracle_vec_dot::IQ3_DOT_SCALE;
         use crate::kernels::{Entry, GgmlType};
 
         /// The four pairs' scaled lanes of a Q4_K/Q5_K row block against activation quants
@@ -231,7 +232,7 @@ macro_rules! k_quant_kernels {
             w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
-            (d, dmin): (Half<B>, Option<Half<B>>),
+            (d, dmin, d_mul): (Half<B>, Option<Half<B>>, Option<f32>),
             unpack: impl Fn(&B) -> Row,
             terms: impl Fn(&Row, &BlockQ8K, bool) -> (__m256i, __m256i),
             parts: usize,
@@ -243,7 +244,10 @@ macro_rules! k_quant_kernels {
             let gemm = kind == ChainKind::Gemm;
             for i in 0..n {
                 pf.at(i);
-                let scales = row_scales(&w, i, d, dmin);
+                let mut scales = row_scales(&w, i, d, dmin);
+                if let Some(m) = d_mul {
+                    scales = _mm256_mul_ps(scales, _mm256_set1_ps(m));
+                }
                 let (mut sums, mut mins) = ([[zero; R]; T], [[zero; R]; T]);
                 for r in 0..R {
                     let k = unpack(&w[r][i]);
@@ -317,7 +321,7 @@ macro_rules! k_quant_kernels {
         ) {
             let parts = if kind == ChainKind::Gemm { 4 } else { 1 };
             let terms = |k: &K4Row, b: &BlockQ8K, gemm| k4_terms(k, b, gemm);
-            chain_rows(w, y, out, (d, Some(dmin)), unpack, terms, parts, kind)
+            chain_rows(w, y, out, (d, Some(dmin), None), unpack, terms, parts, kind)
         }
 
         /// `chain_rows` of Q2_K (the gemm's parts: the two halves).
@@ -332,7 +336,7 @@ macro_rules! k_quant_kernels {
             let parts = if kind == ChainKind::Gemm { 2 } else { 1 };
             let terms = |k: &Sub16Row, b: &BlockQ8K, gemm| q2_k_terms(k, b, gemm);
             let (d, dmin) = Q2K_D;
-            chain_rows(w, y, out, (d, Some(dmin)), |a| q2_k_row(a), terms, parts, kind)
+            chain_rows(w, y, out, (d, Some(dmin), None), |a| q2_k_row(a), terms, parts, kind)
         }
 
         /// Q3_K lanes: `vec_dot`'s Σ sc·(c − 4)·y (`bias`: the runs' `bias4`), or the tiled
@@ -378,20 +382,20 @@ macro_rules! k_quant_kernels {
         }
 
         /// A tiled kernel of a type without mins (`chain_rows` with the lanes as the terms):
-        /// per super-block and row the exact `s1` (the sum of `lanes`), `t = s1·d`,
-        /// `acc = fma(t, d_y, acc)`.
+        /// per super-block and row the exact `s1` (the sum of `lanes`), `t = s1·d` (`d` times
+        /// `d_mul` first, where the type scales its `d`), `acc = fma(t, d_y, acc)`.
         #[target_feature(enable = $feat)]
         #[inline]
         fn tiled_rows<B, Row, const R: usize, const T: usize>(
             w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
-            d: Half<B>,
+            (d, d_mul): (Half<B>, Option<f32>),
             unpack: impl Fn(&B) -> Row,
             lanes: impl Fn(&Row, &BlockQ8K) -> __m256i,
         ) {
             let terms = |k: &Row, b: &BlockQ8K, _| (lanes(k, b), _mm256_setzero_si256());
-            chain_rows(w, y, out, (d, None), unpack, terms, 1, ChainKind::Tiled)
+            chain_rows(w, y, out, (d, None, d_mul), unpack, terms, 1, ChainKind::Tiled)
         }
 
         // The rows × tokens kernels of every variant.
@@ -420,7 +424,7 @@ macro_rules! k_quant_kernels {
         rows_kernel!($feat, q3_k_tiled_rows, dot_q3_k_q8_k_tiled, BlockQ3K, BlockQ8K,
             |w, y, out| {
                 let lanes = |k: &Sub16Row, b: &BlockQ8K| q3_k_lanes(k, b, None);
-                tiled_rows(w, y, out, |a| a.d, |a| q3_k_row(a), lanes)
+                tiled_rows(w, y, out, (|a| a.d, None), |a| q3_k_row(a), lanes)
             });
         rows_kernel!($feat, q4_k_rows, dot_q4_k_q8_k, BlockQ4K, BlockQ8K, |w, y, out| {
             k4_dot_rows::<_, R, T, false>(w, y, out, Q4K_D, |a| q4_k(a))
@@ -450,13 +454,30 @@ macro_rules! k_quant_kernels {
         });
         rows_kernel!($feat, q6_k_tiled_rows, dot_q6_k_q8_k_tiled, BlockQ6K, BlockQ8K,
             |w, y, out| {
-                tiled_rows(w, y, out, |a| a.d, |a| q6_k_row(a), |k, b| q6_k_lanes(k, b))
+                tiled_rows(w, y, out, (|a| a.d, None), |a| q6_k_row(a), |k, b| q6_k_lanes(k, b))
             });
         rows_kernel!($feat, iq4_xs_rows, dot_iq4_xs_q8_k, BlockIq4Xs, BlockQ8K, |w, y, out| {
             let table = iq4nl_table();
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
             lanes_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), |b| (b.d, ()), lanes)
         });
+        // IQ3_XXS·Q8_K in IQ4_XS's lanes (`kquant_rows::iq3_xxs_row`), then the quarter ggml
+        // applies to the sum.
+        rows_kernel!($feat, iq3_xxs_rows, dot_iq3_xxs_q8_k, BlockIq3Xxs, BlockQ8K, |w, y, out| {
+            let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
+            lanes_rows(w, y, out, |a| a.d, |a| iq3_xxs_row(a), |b| (b.d, ()), lanes);
+            for o in out.iter_mut().flatten() {
+                *o *= IQ3_DOT_SCALE;
+            }
+        });
+        // IQ3_XXS·Q8_K as the tiled matmul (`oracle_tiled::dot_iq3_xxs_q8_k_tiled`): true
+        // products of the signed grid values, `d` a quarter of the stored scale.
+        rows_kernel!($feat, iq3_xxs_tiled_rows, dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, BlockQ8K,
+            |w, y, out| {
+                let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
+                let d: (Half<BlockIq3Xxs>, _) = (|a| a.d, Some(IQ3_DOT_SCALE));
+                tiled_rows(w, y, out, d, |a| iq3_xxs_row(a), lanes)
+            });
         // IQ4_XS·Q8_K as the tiled matmul (`oracle_tiled::dot_iq4_xs_q8_k_tiled`), whose
         // `Σ sc·(Σ (v + 128)·y − 128·bsum)` is formed as `Σ sc·Σ v·y` (true products): the
         // same integer for activations whose `bsums` are the sums of their quants.
@@ -464,7 +485,7 @@ macro_rules! k_quant_kernels {
             |w, y, out| {
                 let table = iq4nl_table();
                 let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
-                tiled_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), lanes)
+                tiled_rows(w, y, out, (|a| a.d, None), |a| iq4_xs_row(a, table), lanes)
             });
 
         /// Elements of a group: one i32 lane's four bytes.
@@ -753,6 +774,10 @@ macro_rules! k_quant_kernels {
             Dot => q6_k_rows,
             Batch => q6_k_tiled_rows,
         });
+        tile_fn!(tile_iq3_xxs, BlockIq3Xxs, q8_k, PASS_ROWS, PASS_TOKENS, {
+            Dot => iq3_xxs_rows,
+            Batch => iq3_xxs_tiled_rows,
+        });
         tile_fn!(tile_iq4_xs, BlockIq4Xs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq4_xs_rows,
             Batch => iq4_xs_tiled_rows,
@@ -790,6 +815,11 @@ macro_rules! k_quant_kernels {
                     e.dot = row_dot!(dot_q6_k_q8_k, BlockQ6K, q8_k);
                     e.dot_batch = Some(row_dot!(dot_q6_k_q8_k_tiled, BlockQ6K, q8_k));
                     tile_q6_k
+                }
+                GgmlType::Iq3Xxs => {
+                    e.dot = row_dot!(dot_iq3_xxs_q8_k, BlockIq3Xxs, q8_k);
+                    e.dot_batch = Some(row_dot!(dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, q8_k));
+                    tile_iq3_xxs
                 }
                 GgmlType::Iq4Xs => {
                     e.dot = row_dot!(dot_iq4_xs_q8_k, BlockIq4Xs, q8_k);
