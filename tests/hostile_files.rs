@@ -352,7 +352,7 @@ fn messages_say_what_is_wrong() {
         "quantize IQ2_XS",
     );
     assert!(
-        e.contains("IQ2_XS") && e.contains("types:") && !e.contains("metadata"),
+        e.contains("IQ2_XS") && e.contains("importance matrix") && !e.contains("metadata"),
         "{e}"
     );
     assert!(!out.exists());

@@ -228,13 +228,20 @@ fn an_unknown_type_is_one_line_listing_the_types() {
     use locus::model::quantize::TARGETS;
     let dir = common::temp_dir("quant-unknown");
     let out = dir.join("out.gguf");
-    for ty in ["Q9_9", "IQ2_XS", "Q8_K", "COPY"] {
+    for ty in ["Q9_9", "Q8_K", "COPY"] {
         let r = common::locus(&["quantize", "in.gguf", out.to_str().unwrap(), ty]);
         let e = common::one_error_line(&r, ty);
         assert!(e.contains(ty) && e.contains("types:"), "{e}");
         for name in TARGETS {
             assert!(e.contains(name), "{ty}: {name} not listed: {e}");
         }
+    }
+    // llama-quantize's IQ1-IQ3 presets are known: refused for what they need, in any case.
+    for ty in ["IQ2_XS", "iq1_m", "IQ3_M"] {
+        let r = common::locus(&["quantize", "in.gguf", out.to_str().unwrap(), ty]);
+        let e = common::one_error_line(&r, ty);
+        let upper = ty.to_ascii_uppercase();
+        assert!(e.contains(&upper) && e.contains("importance matrix"), "{e}");
     }
     assert!(!out.exists());
     // --help lists every type, one line each, with its llama_ftype number.
