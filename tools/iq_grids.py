@@ -10,7 +10,10 @@ copies their numbers and nothing else. The sign tables those types use are deriv
 import re
 import sys
 
-GRIDS = [("iq3xxs_grid", "u32", "IQ3_XXS: 256 entries of four values, each 4, 12, 20, 28, 36, 44, 52 or 62")]
+GRIDS = [
+    ("iq3xxs_grid", "u32", "IQ3_XXS: 256 entries of four values, each 4, 12, 20, 28, 36, 44, 52 or 62"),
+    ("iq3s_grid", "u32", "IQ3_S: 512 entries of four values, each an odd 1..=15"),
+]
 
 
 def table(src, name):

@@ -1,7 +1,7 @@
 //! Every quantized block layout locus reads (bit-compatible with ggml: the 32-element blocks of
 //! Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and their Q8_0/Q8_1 activations, the 256-element super-blocks
-//! of the K-quants and IQ4_XS and their Q8_K activations), and the (de)quantizers of Q4_0, Q4_1
-//! and Q8_0/Q8_1 (those of the other types are in `dequantize` and `quantize_ref`).
+//! of the K-quants, IQ4_XS and the IQ3 types and their Q8_K activations), and the (de)quantizers
+//! of Q4_0, Q4_1 and Q8_0/Q8_1 (those of the other types are in `dequantize` and `quantize_ref`).
 //!
 //! Every block keeps its f16 scales as raw `[u8; 2]`, so blocks have alignment 1 and a slice of
 //! them can be viewed straight out of a memory-mapped file at any offset.
@@ -185,10 +185,51 @@ impl BlockIq3Xxs {
     #[inline]
     pub fn value(&self, e: usize) -> (u8, bool) {
         let (s, g, j) = (e / SUB32, e % SUB32 / IQ_GROUP, e % IQ_GROUP);
-        let entry = super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[e / 4])];
-        let v = (entry >> (8 * (j % 4))) as u8;
+        let entry = super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[e / IQ3_GRID_GROUP])];
+        let v = entry.to_le_bytes()[j % IQ3_GRID_GROUP];
         let neg = super::iq_signs::KSIGNS[self.sign_index(s, g)] >> j & 1 == 1;
         (v, neg)
+    }
+}
+
+block_layout! {
+    /// IQ3_S: eight sub-blocks of 32, each eight groups of four values. Group `g` (0..64) is the
+    /// entry `qs[g] + 256 × (bit g % 8 of qh[g / 8])` of the 512-entry
+    /// [`IQ3S_GRID`](super::iq_grids::IQ3S_GRID) (values odd, 1..=15); value `e` is negative
+    /// where bit `e % 8` of `signs[e / 8]` is set (all eight signs stored, no parity); sub-block
+    /// `s`'s 4-bit scale `ls` is the low (`s` even) or high nibble of `scales[s / 2]`:
+    /// `d × (1 + 2·ls) × grid × sign`.
+    BlockIq3S, 110 { d: [u8; 2], qs: [u8; QK_K / 4], qh: [u8; QK_K / 32], signs: [u8; QK_K / 8],
+        scales: [u8; IQ3S_N_SCALE] }
+}
+
+impl BlockIq3S {
+    /// Group `g`'s entry of the grid: its low eight bits from `qs`, its ninth from `qh` (one
+    /// byte a sub-block, bit `g % 8`).
+    #[inline]
+    pub fn grid_index(&self, g: usize) -> usize {
+        let high = (self.qh[g / IQ3S_GROUPS_PER_QH] >> (g % IQ3S_GROUPS_PER_QH)) & 1;
+        usize::from(self.qs[g]) | usize::from(high) << IQ3S_QS_BITS
+    }
+
+    /// Whether value `e` (0..256) is negative.
+    #[inline]
+    pub fn is_negative(&self, e: usize) -> bool {
+        self.signs[e / IQ_GROUP] >> (e % IQ_GROUP) & 1 == 1
+    }
+
+    /// Sub-block `s`'s 4-bit scale `ls` (its values' scale is `d × (1 + 2·ls)`).
+    #[inline]
+    pub fn ls(&self, s: usize) -> u8 {
+        let (byte, nibble) = (s / IQ3S_SCALES_PER_BYTE, s % IQ3S_SCALES_PER_BYTE);
+        (self.scales[byte] >> (IQ3S_SCALE_BITS * nibble)) & IQ3S_SCALE_MASK
+    }
+
+    /// Element `e`'s grid value (unsigned, odd) and whether it is negative.
+    #[inline]
+    pub fn value(&self, e: usize) -> (u8, bool) {
+        let entry = super::iq_grids::IQ3S_GRID[self.grid_index(e / IQ3_GRID_GROUP)];
+        (entry.to_le_bytes()[e % IQ3_GRID_GROUP], self.is_negative(e))
     }
 }
 
@@ -200,6 +241,20 @@ pub const IQ_SIGN_BITS: u32 = 7;
 pub const IQ_SIGN_MASK: u32 = (1 << IQ_SIGN_BITS) - 1;
 /// Where IQ3_XXS's 4-bit sub-block scale sits in its word of sign indices.
 pub const IQ3_SCALE_SHIFT: u32 = 4 * IQ_SIGN_BITS;
+/// Values per entry of the IQ3 grids (one a byte of the entry's u32, the first lowest).
+pub const IQ3_GRID_GROUP: usize = 4;
+/// Bytes of IQ3_S's 4-bit sub-block scales, two a byte (ggml's `IQ3S_N_SCALE`).
+pub const IQ3S_N_SCALE: usize = QK_K / 64;
+/// Bits of one IQ3_S sub-block scale `ls`.
+pub const IQ3S_SCALE_BITS: usize = 4;
+/// IQ3_S sub-block scales per byte of `scales`.
+pub const IQ3S_SCALES_PER_BYTE: usize = QK_K / SUB32 / IQ3S_N_SCALE;
+/// The mask of one IQ3_S sub-block scale.
+pub const IQ3S_SCALE_MASK: u8 = (1 << IQ3S_SCALE_BITS) - 1;
+/// Bits of an IQ3_S grid index held in `qs`; the ninth is in `qh`.
+pub const IQ3S_QS_BITS: u32 = 8;
+/// IQ3_S groups whose ninth index bits share one byte of `qh`: a sub-block's eight.
+pub const IQ3S_GROUPS_PER_QH: usize = SUB32 / IQ3_GRID_GROUP;
 
 /// Q8_K: 256 activations `d × q` with the sums of each sixteen `q` (the K-quants' min terms read
 /// them instead of the values).
