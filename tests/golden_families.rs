@@ -270,11 +270,12 @@ const LATENT_MOE_V3_U: [&str; 38] = cat(LATENT_MOE_V3, ["--unabsorbed"]);
 
 /// (family label, type, FNV-1a of the model file): the golden data describe exactly these
 /// files.
-const MODELS: [(&str, &str, u64); 38] = [
+const MODELS: [(&str, &str, u64); 40] = [
     ("qwen2", "F32", 0xc4406c1fb93e8c4),
     ("qwen2", "Q8_0", 0xc3b89a8aed1d3ec2),
     ("qwen2", "Q4_0", 0xcde6fdc658c3229),
     ("qwen2", "IQ3_XXS", 0xc31e2d35d1e0d18f),
+    ("qwen2", "IQ3_S", 0x5ecd3e67546ed4ad),
     ("qwen3", "F32", 0x192acaba97284673),
     ("qwen3", "Q8_0", 0x62bc0cd362862),
     ("qwen3", "Q4_0", 0x5be45c12d17fd1a0),
@@ -287,6 +288,7 @@ const MODELS: [(&str, &str, u64); 38] = [
     ("qwen3moe", "Q8_0", 0x85150375921525c0),
     ("qwen3moe", "Q4_K", 0x168ab38f364e060c),
     ("qwen3moe", "IQ3_XXS", 0x8ef3a5d66392479c),
+    ("qwen3moe", "IQ3_S", 0x8bd5d35e9bcde734),
     ("qwen3moe128", "Q8_0", 0xb9666f8a1982c65e),
     ("deepseek2", "F32", 0xb5a6fdf63698044),
     ("deepseek2", "Q8_0", 0xed5c59d8c472a68a),

@@ -194,10 +194,10 @@ Options:
                       dim 2048: 6 layers, 2 dense, query rank 512, latent 512, 256 experts of
                       256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-                      Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS
-                      (default: Q4_0; --dim and --ffn must be whole blocks of it: 256 for the
-                      K-quants, IQ4_XS and IQ3_XXS; IQ3_XXS by ggml's quantizer without an
-                      importance matrix)
+                      Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
+                      IQ3_S (default: Q4_0; --dim and --ffn must be whole blocks of it: 256
+                      for the K-quants, IQ4_XS and the IQ3 types, which ggml's quantizer makes
+                      without an importance matrix)
       --dim N         embedding length
       --layers N      number of blocks
       --ffn N         feed-forward length

@@ -168,27 +168,10 @@ impl BlockIq3Xxs {
         u32::from_le_bytes(self.sas[4 * s..4 * s + 4].try_into().expect("four bytes"))
     }
 
-    /// Sub-block `s`'s 4-bit scale `ls` (the value scale is `d × (0.5 + ls) × 0.5`; the dot
-    /// products multiply by `2·ls + 1` and a quarter).
-    #[inline]
-    pub fn ls(&self, s: usize) -> u32 {
-        self.sas_word(s) >> IQ3_SCALE_SHIFT
-    }
-
     /// The 7-bit sign index of group `g` (0..4) of sub-block `s`.
     #[inline]
     pub fn sign_index(&self, s: usize, g: usize) -> usize {
         ((self.sas_word(s) >> (IQ_SIGN_BITS * g as u32)) & IQ_SIGN_MASK) as usize
-    }
-
-    /// Element `e`'s grid value (unsigned) and whether it is negative.
-    #[inline]
-    pub fn value(&self, e: usize) -> (u8, bool) {
-        let (s, g, j) = (e / SUB32, e % SUB32 / IQ_GROUP, e % IQ_GROUP);
-        let entry = super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[e / IQ3_GRID_GROUP])];
-        let v = entry.to_le_bytes()[j % IQ3_GRID_GROUP];
-        let neg = super::iq_signs::KSIGNS[self.sign_index(s, g)] >> j & 1 == 1;
-        (v, neg)
     }
 }
 
@@ -224,13 +207,78 @@ impl BlockIq3S {
         let (byte, nibble) = (s / IQ3S_SCALES_PER_BYTE, s % IQ3S_SCALES_PER_BYTE);
         (self.scales[byte] >> (IQ3S_SCALE_BITS * nibble)) & IQ3S_SCALE_MASK
     }
+}
 
-    /// Element `e`'s grid value (unsigned, odd) and whether it is negative.
+/// The IQ3 types: each value a byte of a grid entry (four values an entry), with a sign from
+/// eight bits a group of eight, and a 4-bit scale `ls` a sub-block of 32. Their dot products
+/// multiply by `2·ls + 1` (IQ3_XXS then by a quarter); dequantizing gives `d × (2·ls + 1) ×
+/// grid × ±1` times that quarter (IQ3_XXS's `d × (0.5 + ls) × 0.5` is the same product: every
+/// step is exact).
+pub trait Iq3Grid: Block {
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+    /// The grid entry of group `g` (0..64) of four values.
+    fn entry(&self, g: usize) -> u32;
+    /// The sign bits of the eight values `8k..8k + 8` (bit `j` set: value `8k + j` negative).
+    fn signs(&self, k: usize) -> u8;
+    /// Sub-block `s`'s 4-bit scale.
+    fn ls(&self, s: usize) -> u32;
+    /// The factor on the sums (and on `d` in the tiled matmul), where the type has one.
+    const SUM_SCALE: Option<f32>;
+
+    /// Element `e`'s grid value (unsigned) and whether it is negative.
     #[inline]
-    pub fn value(&self, e: usize) -> (u8, bool) {
-        let entry = super::iq_grids::IQ3S_GRID[self.grid_index(e / IQ3_GRID_GROUP)];
-        (entry.to_le_bytes()[e % IQ3_GRID_GROUP], self.is_negative(e))
+    fn value(&self, e: usize) -> (u8, bool) {
+        let v = self.entry(e / IQ3_GRID_GROUP).to_le_bytes()[e % IQ3_GRID_GROUP];
+        (v, self.signs(e / IQ_GROUP) >> (e % IQ_GROUP) & 1 == 1)
     }
+
+    /// Element `e` as a signed byte (the grid values are at most 62).
+    #[inline]
+    fn signed(&self, e: usize) -> i8 {
+        match self.value(e) {
+            (v, true) => -(v as i8),
+            (v, false) => v as i8,
+        }
+    }
+
+    /// Sub-block `s`'s factor in the dot products, `2·ls + 1`.
+    #[inline]
+    fn odd_scale(&self, s: usize) -> i32 {
+        2 * self.ls(s) as i32 + 1
+    }
+}
+
+impl Iq3Grid for BlockIq3Xxs {
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    fn entry(&self, g: usize) -> u32 {
+        super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[g])]
+    }
+    fn signs(&self, k: usize) -> u8 {
+        super::iq_signs::KSIGNS[self.sign_index(k / (SUB32 / IQ_GROUP), k % (SUB32 / IQ_GROUP))]
+    }
+    fn ls(&self, s: usize) -> u32 {
+        self.sas_word(s) >> IQ3_SCALE_SHIFT
+    }
+    const SUM_SCALE: Option<f32> = Some(0.25);
+}
+
+impl Iq3Grid for BlockIq3S {
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    fn entry(&self, g: usize) -> u32 {
+        super::iq_grids::IQ3S_GRID[self.grid_index(g)]
+    }
+    fn signs(&self, k: usize) -> u8 {
+        self.signs[k]
+    }
+    fn ls(&self, s: usize) -> u32 {
+        u32::from(BlockIq3S::ls(self, s))
+    }
+    const SUM_SCALE: Option<f32> = None;
 }
 
 /// Values a sign index covers in the IQ2/IQ3 types (seven stored sign bits and a parity).

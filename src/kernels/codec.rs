@@ -5,8 +5,8 @@
 
 use super::blocks::{self, block_bytes, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use super::blocks::{
-    BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0,
-    BlockQ5_1, BlockQ6K, QK_K,
+    BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
 };
 use super::{dequantize, f32_row, half, quantize_ref, u16_row};
 
@@ -136,8 +136,14 @@ pub const Q6_K: Codec = block_codec!(
 pub const IQ3_XXS: Codec = block_codec!(
     BlockIq3Xxs,
     QK_K,
-    dequantize::dequantize_iq3_xxs,
+    dequantize::dequantize_iq3::<BlockIq3Xxs>,
     quantize_ref::quantize_iq3_xxs
+);
+pub const IQ3_S: Codec = block_codec!(
+    BlockIq3S,
+    QK_K,
+    dequantize::dequantize_iq3::<BlockIq3S>,
+    quantize_ref::quantize_iq3_s
 );
 pub const IQ4_XS: Codec = block_codec!(
     BlockIq4Xs,

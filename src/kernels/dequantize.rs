@@ -18,9 +18,9 @@
 //! in ggml-base: see [`quantize_act_q8_k`].
 
 use super::blocks::{
-    BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0,
-    BlockQ5_1, BlockQ6K, BlockQ8K, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX,
-    QK, QK_K, SCALE_BIAS, SUB16, SUB32,
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, Iq3Grid, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK, QK_K,
+    SCALE_BIAS, SUB16, SUB32,
 };
 use super::half::f16_to_f32;
 
@@ -311,17 +311,18 @@ pub fn dequantize_iq4_xs(x: &[BlockIq4Xs], y: &mut [f32]) {
     }
 }
 
-/// IQ3_XXS: `db × grid × ±1` with `db = d × (0.5 + ls) × 0.5` per sub-block (every product is
-/// exact in f32: an f16 scale, a 5-bit factor, a power of two, a 6-bit grid value).
+/// The IQ3 types ([`Iq3Grid`]): `db × grid × ±1` with `db = d × (2·ls + 1)`, times a quarter
+/// for IQ3_XXS (ggml's `d × (0.5 + ls) × 0.5`, the same value: every product here is exact in
+/// f32, an f16 scale times a 5-bit factor, a power of two, a 6-bit grid value).
 ///
 /// # Panics
 /// If `y.len() != 256 × x.len()`.
-pub fn dequantize_iq3_xxs(x: &[BlockIq3Xxs], y: &mut [f32]) {
+pub fn dequantize_iq3<B: Iq3Grid>(x: &[B], y: &mut [f32]) {
     check_len(x.len(), QK_K, y);
     for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
-        let d = h(b.d);
+        let d = h(b.d());
         for (s, ys) in yb.chunks_exact_mut(SUB32).enumerate() {
-            let db = d * (0.5 + b.ls(s) as f32) * 0.5;
+            let db = d * b.odd_scale(s) as f32 * B::SUM_SCALE.unwrap_or(1.0);
             for (j, v) in ys.iter_mut().enumerate() {
                 let (g, neg) = b.value(SUB32 * s + j);
                 *v = db * f32::from(g) * if neg { -1.0 } else { 1.0 };

@@ -17,8 +17,8 @@
 
 use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
 use super::blocks::{
-    BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0,
-    BlockQ5_1, BlockQ6K, BlockQ8K,
+    BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
 };
 use super::{
     legacy_rows, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow, GgmlType, SumOrder,
@@ -280,7 +280,7 @@ macro_rules! tiled_row {
 }
 
 /// The oracle rows, one per weight type with kernels.
-pub const SCALAR: [Entry; 16] = [
+pub const SCALAR: [Entry; 17] = [
     legacy_rows::Q4_0_SCALAR,
     legacy_rows::Q4_1_SCALAR,
     legacy_rows::Q8_0_SCALAR,
@@ -321,7 +321,10 @@ pub const SCALAR: [Entry; 16] = [
     tiled_row! { Q5K, BlockQ5K, oracle_vec_dot::dot_q5_k_q8_k, oracle_tiled::dot_q5_k_q8_k_tiled },
     tiled_row! { Q6K, BlockQ6K, oracle_vec_dot::dot_q6_k_q8_k, oracle_tiled::dot_q6_k_q8_k_tiled },
     tiled_row! { Iq4Xs, BlockIq4Xs, oracle_vec_dot::dot_iq4_xs_q8_k, oracle_tiled::dot_iq4_xs_q8_k_tiled },
-    tiled_row! { Iq3Xxs, BlockIq3Xxs, oracle_vec_dot::dot_iq3_xxs_q8_k, oracle_tiled::dot_iq3_xxs_q8_k_tiled },
+    tiled_row! { Iq3Xxs, BlockIq3Xxs, oracle_vec_dot::dot_iq3_q8_k::<BlockIq3Xxs>,
+    oracle_tiled::dot_iq3_q8_k_tiled::<BlockIq3Xxs> },
+    tiled_row! { Iq3S, BlockIq3S, oracle_vec_dot::dot_iq3_q8_k::<BlockIq3S>,
+    oracle_tiled::dot_iq3_q8_k_tiled::<BlockIq3S> },
 ];
 
 /// Marks an id of [`INDEX`] that has no row.

@@ -13,19 +13,19 @@ pub static KSIGNS: [u8; 128] = {
     t
 };
 
-/// [`KSIGNS`] as eight bytes of ±1 (value `j` in byte `j`), for `vpsignb` (ggml's x86
-/// `keven_signs_q2xs`).
-pub static KSIGNS_PM1: [u64; 128] = {
-    let mut t = [0u64; 128];
-    let mut i = 0;
-    while i < 128 {
+/// Eight sign bits as eight bytes of ±1 (bit `j` set: byte `j` is −1), for `vpsignb` (ggml's
+/// x86 `keven_signs_q2xs` is this at [`KSIGNS`]' entries).
+pub static SIGN_BYTES: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
         let mut j = 0;
         while j < 8 {
-            let v: u8 = if KSIGNS[i] >> j & 1 == 1 { 0xff } else { 0x01 };
-            t[i] |= (v as u64) << (8 * j);
+            let v: u8 = if b >> j & 1 == 1 { 0xff } else { 0x01 };
+            t[b] |= (v as u64) << (8 * j);
             j += 1;
         }
-        i += 1;
+        b += 1;
     }
     t
 };
@@ -40,7 +40,7 @@ mod tests {
             assert_eq!(s.count_ones() % 2, 0, "pattern {i}");
             assert_eq!(usize::from(s & 0x7f), i);
             for j in 0..8 {
-                let b = (KSIGNS_PM1[i] >> (8 * j)) as u8 as i8;
+                let b = (SIGN_BYTES[usize::from(s)] >> (8 * j)) as u8 as i8;
                 assert_eq!(
                     b,
                     if s >> j & 1 == 1 { -1 } else { 1 },

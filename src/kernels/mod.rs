@@ -57,6 +57,7 @@ pub mod pack;
 pub mod pack_pairs;
 mod packed_run;
 mod packed_steps;
+pub mod quantize_iq3;
 pub mod quantize_ref;
 pub mod scalar;
 #[cfg(test)]

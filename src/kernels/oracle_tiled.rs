@@ -52,7 +52,7 @@
 //! matter — except through the choice of path itself ([`tiled_in_llama`]).
 
 use super::blocks::{
-    scale, BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K,
+    scale, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, Iq3Grid,
     KVALUES_IQ4NL, Q3_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
 use super::dequantize::{get_scale_min_k4, q3_k_scales};
@@ -72,8 +72,8 @@ const IQ4_BIAS: i32 = 128;
 /// weights that [`repacked_in_llama`] says are repacked: those carry a tensor `extra` and the
 /// tiled path declines them). For `MUL_MAT_ID` the count is the tokens routed to the expert.
 ///
-/// llama.cpp's tiled path also takes IQ2_XXS, IQ2_XS, IQ2_S, IQ3_S, IQ1_S and IQ1_M, which
-/// locus does not support yet.
+/// llama.cpp's tiled path also takes IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M, which locus does
+/// not support yet.
 pub fn tiled_in_llama(ty: GgmlType, n_tokens: usize, n_rows: usize) -> bool {
     matches!(
         ty,
@@ -84,6 +84,7 @@ pub fn tiled_in_llama(ty: GgmlType, n_tokens: usize, n_rows: usize) -> bool {
             | GgmlType::Q6K
             | GgmlType::Iq4Xs
             | GgmlType::Iq3Xxs
+            | GgmlType::Iq3S
     ) && n_tokens >= TILED_MIN_TOKENS
         && !repacked_in_llama(ty, n_rows)
 }
@@ -277,22 +278,22 @@ pub fn dot_iq4_xs_q8_k_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
     })
 }
 
-/// IQ3_XXS: `s1 = Σ_s (2·ls_s + 1)·Σ_{e∈s} v_e·q_e` with `v` the signed grid values (true
-/// products: llama.cpp's act-bias multiply-add, `Σ (q + 128)·v − 128·Σ v`, is the same integer
-/// whatever the activation's `bsums`); `t = s1·(d·0.25)` (the tile keeps `d` a quarter),
-/// `acc = fma(t, y.d, acc)`.
+/// The IQ3 types ([`Iq3Grid`]): `s1 = Σ_s (2·ls_s + 1)·Σ_{e∈s} v_e·q_e` with `v` the signed
+/// grid values (true products: llama.cpp's act-bias multiply-add, `Σ (q + 128)·v − 128·Σ v`,
+/// is the same integer whatever the activation's `bsums`); `t = s1·d` (IQ3_XXS's tile keeps `d`
+/// a quarter), `acc = fma(t, y.d, acc)`.
 ///
 /// # Panics
 /// If the lengths differ.
-pub fn dot_iq3_xxs_q8_k_tiled(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
-    chain(x, y, "dot_iq3_xxs_q8_k_tiled", |a, b| {
-        let code = |e: usize| match a.value(e) {
-            (v, true) => -i32::from(v),
-            (v, false) => i32::from(v),
+pub fn dot_iq3_q8_k_tiled<B: Iq3Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    chain(x, y, "dot_iq3_q8_k_tiled", |a, b| {
+        let code = |e: usize| i32::from(a.signed(e));
+        let (s1, _) = totals(b, SUB32, 0, code, |s| a.odd_scale(s), |_| 0);
+        let d = match B::SUM_SCALE {
+            Some(f) => scale(a.d()) * f,
+            None => scale(a.d()),
         };
-        let sc = |s: usize| 2 * a.ls(s) as i32 + 1;
-        let (s1, _) = totals(b, SUB32, 0, code, sc, |_| 0);
-        s1 as f32 * (scale(a.d) * super::oracle_vec_dot::IQ3_DOT_SCALE)
+        s1 as f32 * d
     })
 }
 

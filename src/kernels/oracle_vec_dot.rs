@@ -33,8 +33,8 @@
 //! interleaved accumulators and a scalar tail) but [`dot_iq4_nl_q8_0_tinyblas`].
 
 use super::blocks::{
-    scale, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0,
-    BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS,
+    scale, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, Iq3Grid, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS,
     Q6_BIAS, QK, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
 use super::scalar::hsum_float_8;
@@ -414,31 +414,30 @@ pub fn dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
     hsum_float_8(acc)
 }
 
-/// IQ3_XXS·Q8_K as ggml's AVX2 kernel sums it (AVX-512 builds take it too):
+/// The IQ3 types' dot with Q8_K ([`Iq3Grid`]) as ggml's AVX2 kernels sum it (AVX-512 builds
+/// take them too):
 /// ```text
 /// d = x.d * y.d
 /// sumi[l] = Σ_{e≡l} (2·ls[e/32] + 1)·sign_product(±grid(e), q_y[e])
-/// acc[l] = fma(d, sumi[l], acc[l]);  result = 0.25 * hsum_float_8(acc)
+/// acc[l] = fma(d, sumi[l], acc[l]);  result = hsum_float_8(acc), IQ3_XXS's times 0.25
 /// ```
 /// (ggml applies the sign to `q_y` and multiplies by the unsigned grid value: the same product,
 /// −128 wrapping alike.)
-pub fn dot_iq3_xxs_q8_k(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "dot_iq3_xxs_q8_k length mismatch");
+pub fn dot_iq3_q8_k<B: Iq3Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "dot_iq3_q8_k length mismatch");
     let mut acc = [0f32; LANES];
     for (a, b) in x.iter().zip(y) {
-        let d = scale(a.d) * b.d;
+        let d = scale(a.d()) * b.d;
         let sumi = lanes(QK_K, |e| {
-            let (v, neg) = a.value(e);
-            let v = if neg { -(v as i8) } else { v as i8 };
-            (2 * a.ls(e / SUB32) as i32 + 1) * sign_product(v, b.qs[e])
+            a.odd_scale(e / SUB32) * sign_product(a.signed(e), b.qs[e])
         });
         fma_lanes(&mut acc, d, sumi);
     }
-    IQ3_DOT_SCALE * hsum_float_8(acc)
+    match B::SUM_SCALE {
+        Some(f) => f * hsum_float_8(acc),
+        None => hsum_float_8(acc),
+    }
 }
-
-/// The factor ggml's IQ3 dot products apply last (their scales are stored doubled, `2·ls + 1`).
-pub const IQ3_DOT_SCALE: f32 = 0.25;
 
 #[cfg(test)]
 mod tests {

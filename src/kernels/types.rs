@@ -127,7 +127,7 @@ static TYPES: [Option<TypeRow>; N_IDS] = {
     t[18] = kernels(Iq3Xxs, "IQ3_XXS", (B256, 98), ActType::Q8K, codec::IQ3_XXS);
     t[19] = named(Iq1S, "IQ1_S", B256, 50);
     t[20] = kernels(Iq4Nl, "IQ4_NL", (B32, 18), ActType::Q8_0, codec::IQ4_NL);
-    t[21] = named(Iq3S, "IQ3_S", B256, 110);
+    t[21] = kernels(Iq3S, "IQ3_S", (B256, 110), ActType::Q8K, codec::IQ3_S);
     t[22] = named(Iq2S, "IQ2_S", B256, 82);
     t[23] = kernels(Iq4Xs, "IQ4_XS", (B256, 136), ActType::Q8K, codec::IQ4_XS);
     t[24] = named(I8, "I8", 1, 1);
@@ -252,7 +252,7 @@ mod tests {
     fn the_supported_types_are_those_with_an_activation() {
         assert_eq!(
             GgmlType::supported_names(),
-            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_XXS, IQ4_NL, IQ4_XS, BF16"
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_XXS, IQ4_NL, IQ3_S, IQ4_XS, BF16"
         );
     }
 }

@@ -42,6 +42,7 @@ pub fn file_type_code(ty: GgmlType) -> Option<u32> {
         GgmlType::Q5K => 17,
         GgmlType::Q6K => 18,
         GgmlType::Iq3Xxs => 23,
+        GgmlType::Iq3S => 26,
         GgmlType::Iq4Nl => 25,
         GgmlType::Iq4Xs => 30,
         GgmlType::Bf16 => 32,

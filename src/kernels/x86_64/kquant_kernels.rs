@@ -25,11 +25,11 @@ macro_rules! k_quant_kernels {
         use super::{bias4, chunk_dot, pair_dot};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::blocks::{
-            BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
+            BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, Iq3Grid, QK_K,
         };
         use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::x86_64::kquant_rows::{
-            bsums, hsum_i32_4, iq3_xxs_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
+            bsums, hsum_i32_4, iq3_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
             pair_lanes, part_totals, q2_k_panel_row, q2_k_row, q3_k_panel_row, q3_k_row,
             q6_k_row, row_scales, row_totals, totals4, transpose8, ChainKind, Chains, K4Row,
             PanelRow, Sub16Row, XsRow, PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
@@ -39,7 +39,6 @@ macro_rules! k_quant_kernels {
             array_of, exact, f16, f16_rows, hsums, iq4nl_table, load32, panel_kernel, pass, rows_kernel,
             tile_fn, PanelOut, PanelRows, PANEL_ROWS, PANEL_TOKENS, PASS_ROWS, PASS_TOKENS,
         };
-        use crate::kernels::oracle_vec_dot::IQ3_DOT_SCALE;
         use crate::kernels::{Entry, GgmlType};
 
         /// The four pairs' scaled lanes of a Q4_K/Q5_K row block against activation quants
@@ -461,23 +460,45 @@ macro_rules! k_quant_kernels {
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
             lanes_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), |b| (b.d, ()), lanes)
         });
-        // IQ3_XXS·Q8_K in IQ4_XS's lanes (`kquant_rows::iq3_xxs_row`), then the quarter ggml
-        // applies to the sum.
-        rows_kernel!($feat, iq3_xxs_rows, dot_iq3_xxs_q8_k, BlockIq3Xxs, BlockQ8K, |w, y, out| {
+        // The IQ3 types in IQ4_XS's lanes (`kquant_rows::iq3_row`): `vec_dot`'s order, then
+        // the factor on the sum where the type has one (IQ3_XXS's quarter); and as the tiled
+        // matmul (`oracle_tiled::dot_iq3_q8_k_tiled`: true products, the factor on `d` first).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq3_dot<B: Iq3Grid, const R: usize, const T: usize>(
+            w: &[&[B]; R],
+            y: &[&[BlockQ8K]; T],
+            out: &mut [[f32; R]; T],
+        ) {
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
-            lanes_rows(w, y, out, |a| a.d, |a| iq3_xxs_row(a), |b| (b.d, ()), lanes);
-            for o in out.iter_mut().flatten() {
-                *o *= IQ3_DOT_SCALE;
+            lanes_rows(w, y, out, |a| a.d(), |a| iq3_row(a), |b| (b.d, ()), lanes);
+            if let Some(f) = B::SUM_SCALE {
+                for o in out.iter_mut().flatten() {
+                    *o *= f;
+                }
             }
+        }
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq3_tiled<B: Iq3Grid, const R: usize, const T: usize>(
+            w: &[&[B]; R],
+            y: &[&[BlockQ8K]; T],
+            out: &mut [[f32; R]; T],
+        ) {
+            let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
+            let d: (Half<B>, _) = (|a| a.d(), B::SUM_SCALE);
+            tiled_rows(w, y, out, d, |a| iq3_row(a), lanes)
+        }
+        rows_kernel!($feat, iq3_xxs_rows, dot_iq3_xxs_q8_k, BlockIq3Xxs, BlockQ8K, |w, y, out| {
+            iq3_dot(w, y, out)
         });
-        // IQ3_XXS·Q8_K as the tiled matmul (`oracle_tiled::dot_iq3_xxs_q8_k_tiled`): true
-        // products of the signed grid values, `d` a quarter of the stored scale.
         rows_kernel!($feat, iq3_xxs_tiled_rows, dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, BlockQ8K,
-            |w, y, out| {
-                let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
-                let d: (Half<BlockIq3Xxs>, _) = (|a| a.d, Some(IQ3_DOT_SCALE));
-                tiled_rows(w, y, out, d, |a| iq3_xxs_row(a), lanes)
-            });
+            |w, y, out| iq3_tiled(w, y, out));
+        rows_kernel!($feat, iq3_s_rows, dot_iq3_s_q8_k, BlockIq3S, BlockQ8K, |w, y, out| {
+            iq3_dot(w, y, out)
+        });
+        rows_kernel!($feat, iq3_s_tiled_rows, dot_iq3_s_q8_k_tiled, BlockIq3S, BlockQ8K,
+            |w, y, out| iq3_tiled(w, y, out));
         // IQ4_XS·Q8_K as the tiled matmul (`oracle_tiled::dot_iq4_xs_q8_k_tiled`), whose
         // `Σ sc·(Σ (v + 128)·y − 128·bsum)` is formed as `Σ sc·Σ v·y` (true products): the
         // same integer for activations whose `bsums` are the sums of their quants.
@@ -778,6 +799,10 @@ macro_rules! k_quant_kernels {
             Dot => iq3_xxs_rows,
             Batch => iq3_xxs_tiled_rows,
         });
+        tile_fn!(tile_iq3_s, BlockIq3S, q8_k, PASS_ROWS, PASS_TOKENS, {
+            Dot => iq3_s_rows,
+            Batch => iq3_s_tiled_rows,
+        });
         tile_fn!(tile_iq4_xs, BlockIq4Xs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq4_xs_rows,
             Batch => iq4_xs_tiled_rows,
@@ -820,6 +845,11 @@ macro_rules! k_quant_kernels {
                     e.dot = row_dot!(dot_iq3_xxs_q8_k, BlockIq3Xxs, q8_k);
                     e.dot_batch = Some(row_dot!(dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, q8_k));
                     tile_iq3_xxs
+                }
+                GgmlType::Iq3S => {
+                    e.dot = row_dot!(dot_iq3_s_q8_k, BlockIq3S, q8_k);
+                    e.dot_batch = Some(row_dot!(dot_iq3_s_q8_k_tiled, BlockIq3S, q8_k));
+                    tile_iq3_s
                 }
                 GgmlType::Iq4Xs => {
                     e.dot = row_dot!(dot_iq4_xs_q8_k, BlockIq4Xs, q8_k);

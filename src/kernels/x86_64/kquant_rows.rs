@@ -30,7 +30,7 @@ use std::arch::x86_64::*;
 
 use super::passes::{array_of, hsum_i32_rows, iq4_values, load16, load32};
 use crate::kernels::blocks::{
-    BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, K_SCALE_SIZE,
+    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, Iq3Grid, K_SCALE_SIZE,
 };
 
 /// Low six bits of each byte of the packed Q4_K/Q5_K scale words.
@@ -365,35 +365,35 @@ pub(super) fn iq4_xs_row(a: &BlockIq4Xs, table: __m128i) -> XsRow {
     }
 }
 
-/// Unpacks an IQ3_XXS super-block into the form of IQ4_XS's ([`XsRow`]): each sub-block's 32
-/// grid values with their signs (±62 at most, so signed bytes), eight grid entries and four
-/// sign patterns gathered as ggml's kernel gathers them, and `2·ls + 1` in every i16 lane.
-/// Its lanes are then IQ4_XS's: `|x|` against the activation signed by `x`, which is ggml's
-/// grid value against the activation signed by the pattern (a grid value is never 0).
+/// Unpacks a super-block of an IQ3 type ([`Iq3Grid`]) into the form of IQ4_XS's ([`XsRow`]):
+/// each sub-block's 32 grid values with their signs (±62 at most, so signed bytes), eight grid
+/// entries and four sign patterns gathered as ggml's kernels gather them, and `2·ls + 1` in
+/// every i16 lane. Its lanes are then IQ4_XS's: `|x|` against the activation signed by `x`,
+/// which is ggml's grid value against the activation signed by the pattern (a grid value is
+/// never 0).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn iq3_xxs_row(a: &BlockIq3Xxs) -> XsRow {
-    use crate::kernels::iq_grids::IQ3XXS_GRID;
-    use crate::kernels::iq_signs::KSIGNS_PM1;
-    let grid = |i: usize| IQ3XXS_GRID[usize::from(a.qs[i])] as i32;
-    let sign = |s: usize, g: usize| KSIGNS_PM1[a.sign_index(s, g)] as i64;
+pub(super) fn iq3_row<B: Iq3Grid>(a: &B) -> XsRow {
+    use crate::kernels::iq_signs::SIGN_BYTES;
+    let grid = |g: usize| a.entry(g) as i32;
+    let sign = |k: usize| SIGN_BYTES[usize::from(a.signs(k))] as i64;
     XsRow {
         x: array_of!(RUNS, |s| {
-            let q = 8 * s;
+            let (g, k) = (8 * s, 4 * s);
             let v = _mm256_setr_epi32(
-                grid(q),
-                grid(q + 1),
-                grid(q + 2),
-                grid(q + 3),
-                grid(q + 4),
-                grid(q + 5),
-                grid(q + 6),
-                grid(q + 7),
+                grid(g),
+                grid(g + 1),
+                grid(g + 2),
+                grid(g + 3),
+                grid(g + 4),
+                grid(g + 5),
+                grid(g + 6),
+                grid(g + 7),
             );
-            let signs = _mm256_setr_epi64x(sign(s, 0), sign(s, 1), sign(s, 2), sign(s, 3));
+            let signs = _mm256_setr_epi64x(sign(k), sign(k + 1), sign(k + 2), sign(k + 3));
             _mm256_sign_epi8(v, signs)
         }),
-        ls: array_of!(RUNS, |s| _mm256_set1_epi16(2 * a.ls(s) as i16 + 1)),
+        ls: array_of!(RUNS, |s| _mm256_set1_epi16(a.odd_scale(s) as i16)),
     }
 }
 
