@@ -195,12 +195,6 @@ impl BlockIq3S {
         usize::from(self.qs[g]) | usize::from(high) << IQ3S_QS_BITS
     }
 
-    /// Whether value `e` (0..256) is negative.
-    #[inline]
-    pub fn is_negative(&self, e: usize) -> bool {
-        self.signs[e / IQ_GROUP] >> (e % IQ_GROUP) & 1 == 1
-    }
-
     /// Sub-block `s`'s 4-bit scale `ls` (its values' scale is `d × (1 + 2·ls)`).
     #[inline]
     pub fn ls(&self, s: usize) -> u8 {
