@@ -15,8 +15,10 @@ use super::{dequantize, f32_row, half, quantize_ref, u16_row};
 pub struct Codec {
     /// One row of blocks to f32 (`out` holds the row's values).
     pub dequantize: fn(&[u8], &mut [f32]),
-    /// One f32 row (whole blocks) to the type's bytes, with ggml's reference quantizer.
-    pub quantize: fn(&[f32]) -> Vec<u8>,
+    /// One f32 row (whole blocks) to the type's bytes, as ggml's `quantize_<type>` does it
+    /// for one row: with the row's importance weights (one per column, from an importance
+    /// matrix) where the type uses them, and with its reference quantizer when given none.
+    pub quantize: fn(&[f32], Option<&[f32]>) -> Vec<u8>,
 }
 
 impl std::fmt::Debug for Codec {
@@ -42,14 +44,14 @@ macro_rules! block_codec {
     ($b:ty, $per:expr, $deq:path, $q:path) => {
         Codec {
             dequantize: |row, out| $deq(blocks_of::<$b>(row), out),
-            quantize: |x| quantized::<$b>($q, $per, x),
+            quantize: |x, _weights| quantized::<$b>($q, $per, x),
         }
     };
 }
 
 pub const F32: Codec = Codec {
     dequantize: |row, out| out.copy_from_slice(&f32_row(row)),
-    quantize: |x| x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    quantize: |x, _weights| x.iter().flat_map(|v| v.to_le_bytes()).collect(),
 };
 /// The codec of a 16-bit float type: its widening and narrowing conversions.
 macro_rules! half_codec {
@@ -60,7 +62,7 @@ macro_rules! half_codec {
                     *o = $widen(*h);
                 }
             },
-            quantize: |x| x.iter().flat_map(|&v| $narrow(v).to_le_bytes()).collect(),
+            quantize: |x, _weights| x.iter().flat_map(|&v| $narrow(v).to_le_bytes()).collect(),
         }
     };
 }

@@ -55,8 +55,21 @@ pub fn file_type_code(ty: GgmlType) -> Option<u32> {
 /// # Panics
 /// For a type locus has no quantizer for, or a row that is not whole blocks.
 pub fn quantize_row(ty: GgmlType, x: &[f32]) -> Vec<u8> {
+    quantize_row_weighted(ty, x, None)
+}
+
+/// Quantizes one f32 row into `ty` as llama-quantize does with an importance matrix: `weights`
+/// holds the row's importance per column (`x.len()` values), or is `None` for no matrix.
+///
+/// # Panics
+/// For a type locus has no quantizer for, a row that is not whole blocks, or weights of
+/// another length.
+pub fn quantize_row_weighted(ty: GgmlType, x: &[f32], weights: Option<&[f32]>) -> Vec<u8> {
+    if let Some(w) = weights {
+        assert_eq!(w.len(), x.len(), "quantize_row: one weight per column");
+    }
     match ty.codec() {
-        Some(c) => (c.quantize)(x),
+        Some(c) => (c.quantize)(x, weights),
         None => panic!("quantize_row: no quantizer for {}", ty.name()),
     }
 }
