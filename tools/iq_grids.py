@@ -11,8 +11,12 @@ import re
 import sys
 
 GRIDS = [
+    ("iq2xxs_grid", "u64", "IQ2_XXS: 256 entries of eight values, each 8, 25 or 43"),
+    ("iq2xs_grid", "u64", "IQ2_XS: 512 entries of eight values, each 8, 25 or 43"),
+    ("iq2s_grid", "u64", "IQ2_S: 1024 entries of eight values, each 8, 25 or 43"),
     ("iq3xxs_grid", "u32", "IQ3_XXS: 256 entries of four values, each 4, 12, 20, 28, 36, 44, 52 or 62"),
     ("iq3s_grid", "u32", "IQ3_S: 512 entries of four values, each an odd 1..=15"),
+    ("iq1s_grid", "u64", "IQ1_S and IQ1_M: 2048 entries of eight values, each -1, 0 or 1 (0xff, 0, 1)"),
 ]
 
 
