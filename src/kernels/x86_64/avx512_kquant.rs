@@ -221,6 +221,14 @@ fn tile_q2_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32
 fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
 }
+/// The IQ3 types' tiles: sixteen rows at a time in the tiled order
+/// (`avx512_packed_tile::iq3_rows`), the eight-row tiles of `kernels` otherwise.
+fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, kernels::tile_iq3_xxs)
+}
+fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, kernels::tile_iq3_s)
+}
 
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
 /// every dot product and a tile kernel for every type.
@@ -234,6 +242,8 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             GgmlType::Q5_0 => e.tile = Some(tile_q5_0_pairs),
             GgmlType::Q2K => e.tile = Some(tile_q2_k16),
             GgmlType::Q3K => e.tile = Some(tile_q3_k16),
+            GgmlType::Iq3Xxs => e.tile = Some(tile_iq3_xxs16),
+            GgmlType::Iq3S => e.tile = Some(tile_iq3_s16),
             _ => {}
         }
         e.packed = super::avx512_packed::packed(e.ty);

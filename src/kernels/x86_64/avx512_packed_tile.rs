@@ -26,11 +26,12 @@ use std::arch::x86_64::*;
 use super::avx512_packed::{
     bcast4, gemm_step, pair_i16, scales_mins, store_chains, tiled_step, word,
 };
+use super::kquant_rows::PanelRow;
 use super::packed_kernels::{
     bsum_pairs, packed_tile, prefetch_steps, token_passes, Place, GROUP, K_GROUPS as GROUPS,
     MAX_SUBS, MAX_TOKENS, Q6_BIAS, SUB, SUBS,
 };
-use crate::kernels::blocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL};
+use crate::kernels::blocks::{BlockQ3K, BlockQ8K, Iq3Grid, KVALUES_IQ4NL};
 use crate::kernels::entries::Variant;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
@@ -198,7 +199,7 @@ fn tile_steps<const S: usize, const GEMM: bool, const G: usize>(
 /// Sixteen Q3_K rows in the file's layout (`w[r]`: row r's blocks) against every token, in
 /// the tiled matmul's order: `out[t][r]` bit for bit as `oracle_tiled`'s Q3_K dot of row r and
 /// token t. Each super-block of the sixteen rows is unpacked (codes `low2 | hbit << 2`, scales
-/// signed, bias 4) and transposed once, then runs the packed types' passes.
+/// signed, bias 4) and transposed once, then runs the packed types' passes ([`file_rows`]).
 ///
 /// With no tokens (or rows of no blocks) it writes nothing.
 ///
@@ -211,8 +212,63 @@ pub(super) fn q3_k_rows(
     ys: &[&[BlockQ8K]],
     out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
 ) {
+    use super::kquant_rows::{q3_k_panel_row, Q3_BIAS};
+    let rows = FileRows {
+        unpack: |a: &BlockQ3K| q3_k_panel_row(a),
+        d: |a: &BlockQ3K| a.d,
+        d_mul: None,
+        bias: i32::from(Q3_BIAS),
+    };
+    file_rows::<_, MAX_SUBS>(w, ys, out, rows)
+}
+
+/// Sixteen rows of an IQ3 type in the file's layout against every token, in the tiled
+/// matmul's order (`oracle_tiled::dot_iq3_q8_k_tiled`): codes the signed grid values plus
+/// [`IQ3_BIAS`] (so unsigned, at most 126), scales `2·ls + 1`, `d` times the type's factor
+/// (IQ3_XXS's quarter, exact) as the oracle scales it. Panics as [`q3_k_rows`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn iq3_rows<B: Iq3Grid>(
+    w: &[&[B]; PACK_ROWS],
+    ys: &[&[BlockQ8K]],
+    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+) {
+    use super::kquant_rows::iq3_panel_row;
+    let rows = FileRows {
+        unpack: |a: &B| iq3_panel_row(a, IQ3_BIAS),
+        d: |a: &B| a.d(),
+        d_mul: B::SUM_SCALE,
+        bias: i32::from(IQ3_BIAS),
+    };
+    file_rows::<_, SUBS>(w, ys, out, rows)
+}
+
+/// The bias on IQ3 codes: the grid values (±62 at most) plus 64 are unsigned bytes for
+/// `vpdpbusd`, and `64·bsum_s` comes off each sub-block's sum again.
+const IQ3_BIAS: u8 = 64;
+
+/// How a type's super-blocks in the file's layout become a step of sixteen rows: `unpack`
+/// gives one row's unsigned codes and `NSUB` scales, `d` its f16 scale (times `d_mul`, where
+/// the type scales its `d`), and `bias` is the codes' offset.
+struct FileRows<U, D> {
+    unpack: U,
+    d: D,
+    d_mul: Option<f32>,
+    bias: i32,
+}
+
+/// Sixteen rows in the file's layout against every token, each super-block of the rows
+/// unpacked ([`FileRows`]) and transposed once, then the packed types' passes in the tiled
+/// order (no mins). Panics as [`q3_k_rows`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn file_rows<B, const NSUB: usize>(
+    w: &[&[B]; PACK_ROWS],
+    ys: &[&[BlockQ8K]],
+    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+    rows: FileRows<impl Fn(&B) -> PanelRow<NSUB>, impl Fn(&B) -> [u8; 2]>,
+) {
     use super::avx512_panel::join;
-    use super::kquant_rows::{q3_k_panel_row, transpose8, Q3_BIAS, RUNS};
+    use super::kquant_rows::{transpose8, RUNS};
     const HALF: usize = PACK_ROWS / 2;
     let n = ys.first().map_or(0, |y| y.len());
     assert!(ys.len() <= MAX_TOKENS, "a tile of {} tokens", ys.len());
@@ -225,19 +281,19 @@ pub(super) fn q3_k_rows(
     }
     let shape = Shape {
         layout: Layout::Rows,
-        subs: MAX_SUBS,
-        bias: i32::from(Q3_BIAS),
+        subs: NSUB,
+        bias: rows.bias,
         mins: false,
     };
     let fill = |_: usize, i: usize, u: &mut Unpacked| {
         let mut codes = [[[_mm256_setzero_si256(); HALF]; RUNS]; 2];
         let mut sc = [[0i32; PACK_ROWS]; MAX_SUBS];
         for r in 0..PACK_ROWS {
-            let row = q3_k_panel_row(&w[r][i]);
+            let row = (rows.unpack)(&w[r][i]);
             for (c, code) in row.codes.iter().enumerate() {
                 codes[r / HALF][c][r % HALF] = *code;
             }
-            for (s, sc) in sc.iter_mut().enumerate() {
+            for (s, sc) in sc.iter_mut().take(NSUB).enumerate() {
                 sc[r] = row.sc[s];
             }
         }
@@ -250,9 +306,12 @@ pub(super) fn q3_k_rows(
         }
         // SAFETY: each `s` is sixteen i32, 64 bytes; the load is unaligned.
         let sc = sc.map(|s| unsafe { _mm512_loadu_si512(s.as_ptr().cast()) });
-        let h: [u16; PACK_ROWS] = std::array::from_fn(|r| u16::from_le_bytes(w[r][i].d));
+        let h: [u16; PACK_ROWS] = std::array::from_fn(|r| u16::from_le_bytes((rows.d)(&w[r][i])));
         // SAFETY: `h` is sixteen u16, 32 bytes; the load is unaligned.
-        let d = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
+        let mut d = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(h.as_ptr().cast()) });
+        if let Some(f) = rows.d_mul {
+            d = _mm512_mul_ps(d, _mm512_set1_ps(f));
+        }
         u.set(
             sc,
             [_mm512_setzero_si512(); MAX_SUBS],
@@ -264,7 +323,7 @@ pub(super) fn q3_k_rows(
         stride: PACK_ROWS,
         at: 0,
     };
-    tile_steps::<MAX_SUBS, false, 1>(shape, fill, ys, out.as_flattened_mut(), place)
+    tile_steps::<NSUB, false, 1>(shape, fill, ys, out.as_flattened_mut(), place)
 }
 
 /// One unpacked super-block of `G` groups against a pass of tokens (the first `k` of `ys`

@@ -21,7 +21,7 @@ use super::kquant_rows::{q2_k_panel_row, transpose8, ChainKind, PanelRow};
 use super::kquant_rows::{RUN, RUNS, SUB16S};
 use super::passes::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
 use crate::kernels::blocks::Block;
-use crate::kernels::blocks::{BlockQ2K, BlockQ3K, BlockQ8K, QK_K};
+use crate::kernels::blocks::{BlockIq3S, BlockIq3Xxs, BlockQ2K, BlockQ3K, BlockQ8K, Iq3Grid, QK_K};
 use crate::kernels::entries::{self, TileDot, Variant};
 use crate::kernels::ActRow;
 
@@ -239,6 +239,12 @@ fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     unsafe { super::avx512_packed_tile::q3_k_rows(w, y, out) }
 }
 
+/// IQ3_XXS's and IQ3_S's, through the packed types' passes (safe as [`q2_k_chain`]).
+fn iq3_tiled<B: Iq3Grid>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    // SAFETY: as above.
+    unsafe { super::avx512_packed_tile::iq3_rows(w, y, out) }
+}
+
 /// Runs `panel` over every whole group of sixteen rows against every token
 /// ([`PANEL_TOKENS`] at a time) and `rest` (the type's eight-row tile) over the rows left;
 /// `rest` alone when there are fewer than `min_tokens` tokens. The loop is `passes::panels`'s
@@ -320,5 +326,16 @@ panel_tiles! {
     /// `avx512_packed_tile::q3_k_rows` in the tiled order.
     tile_q3_k: BlockQ3K = |variant| {
         (variant == Variant::Batch).then_some((q3_k_tiled as Panel16<_>, PANEL_MIN_TOKENS))
+    };
+    /// IQ3_XXS's tile on this tier: sixteen rows at a time through
+    /// `avx512_packed_tile::iq3_rows` in the tiled order.
+    tile_iq3_xxs: BlockIq3Xxs = |variant| {
+        let panel = iq3_tiled::<BlockIq3Xxs> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
+    };
+    /// IQ3_S's, as IQ3_XXS's.
+    tile_iq3_s: BlockIq3S = |variant| {
+        let panel = iq3_tiled::<BlockIq3S> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
     };
 }

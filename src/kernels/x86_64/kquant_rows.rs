@@ -451,6 +451,19 @@ pub(super) fn q3_k_panel_row(a: &BlockQ3K) -> PanelRow<SUB16S> {
     }
 }
 
+/// An IQ3 super-block for the panels: the signed grid values of [`iq3_row`] plus `bias`
+/// (unsigned: the values are ±62 at most), scales `2·ls + 1`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn iq3_panel_row<B: Iq3Grid>(a: &B, bias: u8) -> PanelRow<RUNS> {
+    let b = _mm256_set1_epi8(bias as i8);
+    PanelRow {
+        codes: iq3_row(a).x.map(|x| _mm256_add_epi8(x, b)),
+        sc: std::array::from_fn(|s| a.odd_scale(s)),
+        mins: [0; RUNS],
+    }
+}
+
 /// Sub-blocks of sixteen in a Q2_K super-block (one `bsums` entry each).
 pub(super) const SUB16S: usize = 16;
 
