@@ -38,6 +38,9 @@ def main():
         width = 8 if ty == "u32" else 4
         digits = 8 if ty == "u32" else 16
         out.append(f"/// {doc}.")
+        if ty == "u64":
+            # rustfmt would put entries this wide one per line.
+            out.append("#[rustfmt::skip]")
         out.append(f"pub static {name.upper()}: [{ty}; {len(vals)}] = [")
         for i in range(0, len(vals), width):
             out.append("    " + " ".join(f"0x{v:0{digits}x}," for v in vals[i:i + width]))
