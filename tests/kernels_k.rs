@@ -142,20 +142,49 @@ enum WeightBytes {
 }
 use WeightBytes::{Fill, Quantized, Random};
 
-/// A weight row of `ty` from `values`, made as `how` says.
+/// IQ1_M keeps its f16 scale in the top nibbles of the four little-endian words of its last
+/// eight bytes (`scales`), the lowest nibble in word 0.
+const IQ1M_SCALES_AT: usize = 48;
+
+/// Writes the f16 bits `h` into an IQ1_M block's scale nibbles.
+fn set_iq1_m_scale(blk: &mut [u8], h: [u8; 2]) {
+    let h = u16::from_le_bytes(h);
+    for w in 0..4 {
+        let hi = IQ1M_SCALES_AT + 2 * w + 1;
+        blk[hi] = blk[hi] & 0x0f | (((h >> (4 * w)) & 0xf) as u8) << 4;
+    }
+}
+
+/// A weight row of `ty` from `values`, made as `how` says (random bytes for `Quantized` where
+/// the type has no quantizer yet: IQ1_S and IQ1_M have kernel rows before their type rows).
 fn weight_row(g: &mut Gen, ty: GgmlType, values: &[f32], how: WeightBytes) -> Vec<u8> {
     let size = values.len() / ty.block_size() * ty.block_bytes();
+    let how = match (how, ty.codec()) {
+        (Quantized, None) => Random,
+        (how, _) => how,
+    };
     let mut bytes: Vec<u8> = match how {
         Quantized => return locus::model::quantize::quantize_row(ty, values),
         Random => (0..size).map(|_| u8::arbitrary(g)).collect(),
         Fill(b) => vec![b; size],
     };
     for blk in bytes.chunks_exact_mut(ty.block_bytes()) {
+        if ty == GgmlType::Iq1M {
+            set_iq1_m_scale(blk, sane_f16(g));
+            continue;
+        }
         for &o in f16_fields(ty) {
             blk[o..o + 2].copy_from_slice(&sane_f16(g));
         }
     }
     bytes
+}
+
+/// An empty activation buffer for weights of `ty`: the type table's, or Q8_K for the types
+/// with kernel rows whose type rows wait for their quantizers (IQ1_S, IQ1_M; no activation
+/// there yet), as every 256-element IQ type takes.
+fn act_for(ty: GgmlType) -> ActRow {
+    ActRow::of(ty.act().unwrap_or(ActType::Q8K))
 }
 
 /// A matrix case: rows and activations of one length (whole super-blocks).
@@ -200,7 +229,7 @@ fn check_case(c: &Case) -> bool {
 fn activations(ty: GgmlType, xs: &[Vec<f32>], edit: &impl Fn(&mut ActRow)) -> Vec<ActRow> {
     xs.iter()
         .map(|x| {
-            let mut a = ActRow::new_for(ty);
+            let mut a = act_for(ty);
             a.set(x);
             edit(&mut a);
             a
@@ -303,7 +332,7 @@ fn every_tier_has_a_tile_kernel_for_every_variant() {
             variants.extend(e.dot_repacked_gemm.map(|_| Variant::RepackedGemm));
             variants.extend(e.dot_batch.map(|_| Variant::Batch));
             for v in variants {
-                let act = ActRow::new_for(ty);
+                let act = act_for(ty);
                 let out = &mut [0f32; 0];
                 assert!(
                     tile(&[], std::slice::from_ref(&act), v, out),
@@ -350,6 +379,29 @@ fn every_row_count_equals_the_scalar_oracles() {
                 seed: n as u64,
             };
             assert!(check_case(&c), "{n} rows, weights {bytes:?}");
+        }
+    }
+}
+
+/// Every token count from 1 to 12 (llama.cpp's `vec_dot` below eight tokens, its tiled matmul
+/// from eight; each tile kernel's whole passes of tokens and their tails) over odd row counts,
+/// for random, filled and quantized weight bytes.
+#[test]
+fn every_token_count_equals_the_scalar_oracles() {
+    let mut g = qc::gen("every_token_count_equals_the_scalar_oracles", 100);
+    let sb = 2;
+    for n_tokens in 1..=12 {
+        for (n_rows, bytes) in [(3, Random), (5, Fill(0xff)), (7, Fill(0)), (9, Quantized)] {
+            let c = Case {
+                w: (0..n_rows).map(|_| gen_row(&mut g, sb)).collect(),
+                x: (0..n_tokens).map(|_| gen_row(&mut g, sb)).collect(),
+                bytes,
+                seed: u64::arbitrary(&mut g),
+            };
+            assert!(
+                check_case(&c),
+                "{n_rows} rows × {n_tokens} tokens, weights {bytes:?}"
+            );
         }
     }
 }

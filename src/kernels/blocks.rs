@@ -298,6 +298,159 @@ pub const IQ3S_QS_BITS: u32 = 8;
 /// IQ3_S groups whose ninth index bits share one byte of `qh`: a sub-block's eight.
 pub const IQ3S_GROUPS_PER_QH: usize = SUB32 / IQ3_GRID_GROUP;
 
+// ---- IQ1: ternary grids ----------------------------------------------------------------------
+
+block_layout! {
+    /// IQ1_S: eight sub-blocks of 32, each four groups of eight values. Group `g` (0..32) is
+    /// the entry `qs[g] + 256 × (bits 3·(g % 4).. + 3 of qh[g / 4])` of the 2048-entry
+    /// [`IQ1S_GRID`](super::iq_grids::IQ1S_GRID) (values −1, 0, 1); `qh` holds one
+    /// little-endian u16 a sub-block: four 3-bit index tops, the 3-bit scale `ls` (bits 12..15)
+    /// and the sign of the sub-block's delta (bit 15): `d × (2·ls + 1) × (grid ± IQ1S_DELTA)`.
+    BlockIq1S, 50 { d: [u8; 2], qs: [u8; QK_K / 8], qh: [u8; QK_K / 16] }
+}
+
+impl BlockIq1S {
+    /// Sub-block `s`'s word of `qh`.
+    #[inline]
+    pub fn qh_word(&self, s: usize) -> u16 {
+        u16::from_le_bytes([self.qh[2 * s], self.qh[2 * s + 1]])
+    }
+}
+
+block_layout! {
+    /// IQ1_M: eight sub-blocks of 32, each four groups of eight values and two halves of 16.
+    /// Group `g` (0..32) is the entry `qs[g] + 256 × (bits 4·(g % 2).. + 3 of qh[g / 2])` of
+    /// [`IQ1S_GRID`](super::iq_grids::IQ1S_GRID), its delta negative where bit `4·(g % 2) + 3`
+    /// of `qh[g / 2]` is set. `scales` is four little-endian u16: word `w` holds the 3-bit
+    /// scales of the halves `4w..4w + 4` (bits 3k..3k + 3 for half `4w + k`) and, in its top
+    /// nibble, bits 4w..4w + 4 of the f16 super-block scale `d`:
+    /// `d × (2·ls + 1) × (grid ± IQ1M_DELTA)`.
+    BlockIq1M, 56 { qs: [u8; QK_K / 8], qh: [u8; QK_K / 16], scales: [u8; QK_K / 32] }
+}
+
+impl BlockIq1M {
+    /// Word `w` (0..4) of `scales`.
+    #[inline]
+    pub fn scale_word(&self, w: usize) -> u16 {
+        u16::from_le_bytes([self.scales[2 * w], self.scales[2 * w + 1]])
+    }
+}
+
+/// The offset IQ1_S adds to (or takes from) every grid value of a sub-block (ggml's
+/// `IQ1S_DELTA`).
+pub const IQ1S_DELTA: f32 = 0.125;
+/// IQ1_M's offset, one sign a group of eight (ggml's `IQ1M_DELTA`).
+pub const IQ1M_DELTA: f32 = 0.125;
+/// Values of one IQ1 grid entry (a byte each of the entry's u64, the first lowest).
+pub const IQ1_GROUP: usize = 8;
+/// Values of one IQ1 scale: IQ1_M's half sub-block (IQ1_S's sub-block holds two with one scale).
+pub const IQ1_HALF: usize = 16;
+/// Bits of an IQ1 grid index held in `qs`; the top three come from `qh`.
+pub const IQ1_QS_BITS: u32 = 8;
+/// Bits of the top of an IQ1 grid index, and of an IQ1 scale `ls`.
+pub const IQ1_FIELD_BITS: u32 = 3;
+/// The mask of a 3-bit IQ1 field.
+pub const IQ1_FIELD_MASK: u16 = (1 << IQ1_FIELD_BITS) - 1;
+/// Where IQ1_S's scale `ls` sits in its sub-block's `qh` word.
+pub const IQ1S_SCALE_SHIFT: u32 = 12;
+/// IQ1_S's delta sign bit in a sub-block's `qh` word.
+pub const IQ1S_DELTA_SIGN: u16 = 0x8000;
+/// IQ1_M groups whose index tops and delta signs share a byte of `qh` (a nibble each).
+pub const IQ1M_GROUPS_PER_QH: usize = 2;
+/// Bits of `qh` per IQ1_M group: three index bits, then the delta sign.
+pub const IQ1M_QH_BITS: u32 = 4;
+/// IQ1_M's delta sign within a group's nibble of `qh`.
+pub const IQ1M_DELTA_SIGN: u8 = 1 << IQ1_FIELD_BITS;
+/// IQ1_M halves whose scales share a word of `scales`.
+pub const IQ1M_HALVES_PER_WORD: usize = 4;
+/// Where the nibble of IQ1_M's f16 scale sits in each `scales` word (its top four bits).
+pub const IQ1M_D_SHIFT: u32 = 12;
+/// Bits of the f16 scale each `scales` word holds.
+pub const IQ1M_D_BITS: u32 = 4;
+
+/// The IQ1 types: each value a byte (−1, 0, 1) of an [`IQ1S_GRID`](super::iq_grids::IQ1S_GRID)
+/// entry (eight values an entry) plus a delta of ±1/8 a group, and a 3-bit scale `ls` a half
+/// sub-block of 16 (IQ1_S: the same for both halves). Dequantizing gives `d × (2·ls + 1) ×
+/// (grid ± 1/8)`; the dot products sum `(2·ls + 1) × grid × q` and `(2·ls + 1) × ±q` apart
+/// (the tiled matmul `(2·ls + 1) × (8·grid ± 1) × q`, with `d` an eighth).
+pub trait Iq1Grid: Block {
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+    /// The grid index (11 bits) of group `g` (0..32) of eight values.
+    fn grid_index(&self, g: usize) -> usize;
+    /// Whether group `g`'s delta is negative.
+    fn delta_negative(&self, g: usize) -> bool;
+    /// The 3-bit scale of half `h` (0..16): values `16h..16h + 16`.
+    fn ls(&self, h: usize) -> u16;
+
+    /// Group `g`'s grid entry.
+    #[inline]
+    fn entry(&self, g: usize) -> u64 {
+        super::iq_grids::IQ1S_GRID[self.grid_index(g)]
+    }
+
+    /// Element `e`'s grid value (−1, 0 or 1).
+    #[inline]
+    fn value(&self, e: usize) -> i8 {
+        self.entry(e / IQ1_GROUP).to_le_bytes()[e % IQ1_GROUP] as i8
+    }
+
+    /// Group `g`'s delta sign, ±1.
+    #[inline]
+    fn delta_sign(&self, g: usize) -> i8 {
+        if self.delta_negative(g) {
+            -1
+        } else {
+            1
+        }
+    }
+
+    /// Half `h`'s factor, `2·ls + 1`.
+    #[inline]
+    fn odd_scale(&self, h: usize) -> i32 {
+        2 * i32::from(self.ls(h)) + 1
+    }
+}
+
+impl Iq1Grid for BlockIq1S {
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    fn grid_index(&self, g: usize) -> usize {
+        let top = (self.qh_word(g / 4) >> (IQ1_FIELD_BITS * (g % 4) as u32)) & IQ1_FIELD_MASK;
+        usize::from(self.qs[g]) | usize::from(top) << IQ1_QS_BITS
+    }
+    fn delta_negative(&self, g: usize) -> bool {
+        self.qh_word(g / 4) & IQ1S_DELTA_SIGN != 0
+    }
+    fn ls(&self, h: usize) -> u16 {
+        (self.qh_word(h / 2) >> IQ1S_SCALE_SHIFT) & IQ1_FIELD_MASK
+    }
+}
+
+impl Iq1Grid for BlockIq1M {
+    /// The f16 scale spread over the top nibbles of the four `scales` words (word 0's the
+    /// lowest four bits).
+    fn d(&self) -> [u8; 2] {
+        let nibble = |w: usize| (self.scale_word(w) >> IQ1M_D_SHIFT) << (IQ1M_D_BITS * w as u32);
+        (nibble(0) | nibble(1) | nibble(2) | nibble(3)).to_le_bytes()
+    }
+    fn grid_index(&self, g: usize) -> usize {
+        let nib =
+            self.qh[g / IQ1M_GROUPS_PER_QH] >> (IQ1M_QH_BITS * (g % IQ1M_GROUPS_PER_QH) as u32);
+        usize::from(self.qs[g]) | usize::from(u16::from(nib) & IQ1_FIELD_MASK) << IQ1_QS_BITS
+    }
+    fn delta_negative(&self, g: usize) -> bool {
+        let nib =
+            self.qh[g / IQ1M_GROUPS_PER_QH] >> (IQ1M_QH_BITS * (g % IQ1M_GROUPS_PER_QH) as u32);
+        nib & IQ1M_DELTA_SIGN != 0
+    }
+    fn ls(&self, h: usize) -> u16 {
+        let k = (h % IQ1M_HALVES_PER_WORD) as u32;
+        (self.scale_word(h / IQ1M_HALVES_PER_WORD) >> (IQ1_FIELD_BITS * k)) & IQ1_FIELD_MASK
+    }
+}
+
 /// Q8_K: 256 activations `d × q` with the sums of each sixteen `q` (the K-quants' min terms read
 /// them instead of the values).
 #[repr(C)]

@@ -22,6 +22,7 @@ use super::blocks::{
     BlockQ8K, Iq3Grid, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK, QK_K,
     SCALE_BIAS, SUB16, SUB32,
 };
+use super::blocks::{Iq1Grid, IQ1S_DELTA, IQ1_GROUP, IQ1_HALF};
 use super::half::f16_to_f32;
 
 /// Elements one pass over Q2_K/Q3_K's `qs` (32 bytes, four 2-bit planes) or Q6_K's half block
@@ -326,6 +327,30 @@ pub fn dequantize_iq3<B: Iq3Grid>(x: &[B], y: &mut [f32]) {
             for (j, v) in ys.iter_mut().enumerate() {
                 let (g, neg) = b.value(SUB32 * s + j);
                 *v = db * f32::from(g) * if neg { -1.0 } else { 1.0 };
+            }
+        }
+    }
+}
+
+/// The IQ1 types ([`Iq1Grid`]): `dl × (grid + delta)` with `dl = d × (2·ls + 1)` and
+/// `delta = ±1/8` (`IQ1S_DELTA` for both, as ggml's `dequantize_row_iq1_s`/`_iq1_m`; every step exact in f32: an f16
+/// scale times a 4-bit odd factor, times a value of the form k/8 with |k| ≤ 9).
+///
+/// # Panics
+/// If `y.len() != 256 × x.len()`.
+pub fn dequantize_iq1<B: Iq1Grid>(x: &[B], y: &mut [f32]) {
+    check_len(x.len(), QK_K, y);
+    for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let d = h(b.d());
+        for (g, yg) in yb.chunks_exact_mut(IQ1_GROUP).enumerate() {
+            let dl = d * b.odd_scale(g * IQ1_GROUP / IQ1_HALF) as f32;
+            let delta = if b.delta_negative(g) {
+                -IQ1S_DELTA
+            } else {
+                IQ1S_DELTA
+            };
+            for (j, v) in yg.iter_mut().enumerate() {
+                *v = dl * (f32::from(b.value(IQ1_GROUP * g + j)) + delta);
             }
         }
     }

@@ -16,12 +16,14 @@
 //! for decode's runs of rows and for prompt tiles.
 
 use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
+use super::blocks::{BlockIq1M, BlockIq1S};
 use super::blocks::{
     BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
 };
 use super::{
-    legacy_rows, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow, GgmlType, SumOrder,
+    legacy_rows, oracle_iq1, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow, GgmlType,
+    SumOrder,
 };
 
 /// A row · activation dot product over the row's bytes. The activation must be of the row's
@@ -280,7 +282,7 @@ macro_rules! tiled_row {
 }
 
 /// The oracle rows, one per weight type with kernels.
-pub const SCALAR: [Entry; 17] = [
+pub const SCALAR: [Entry; 19] = [
     legacy_rows::Q4_0_SCALAR,
     legacy_rows::Q4_1_SCALAR,
     legacy_rows::Q8_0_SCALAR,
@@ -325,6 +327,10 @@ pub const SCALAR: [Entry; 17] = [
     oracle_tiled::dot_iq3_q8_k_tiled::<BlockIq3Xxs> },
     tiled_row! { Iq3S, BlockIq3S, oracle_vec_dot::dot_iq3_q8_k::<BlockIq3S>,
     oracle_tiled::dot_iq3_q8_k_tiled::<BlockIq3S> },
+    tiled_row! { Iq1S, BlockIq1S, oracle_iq1::dot_iq1_s_q8_k,
+    oracle_tiled::dot_iq1_q8_k_tiled::<BlockIq1S> },
+    tiled_row! { Iq1M, BlockIq1M, oracle_iq1::dot_iq1_m_q8_k,
+    oracle_tiled::dot_iq1_q8_k_tiled::<BlockIq1M> },
 ];
 
 /// Marks an id of [`INDEX`] that has no row.

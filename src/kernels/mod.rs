@@ -50,6 +50,7 @@ pub mod iq_grids;
 pub mod iq_signs;
 mod legacy_rows;
 pub mod ops;
+pub mod oracle_iq1;
 pub mod oracle_repacked;
 pub mod oracle_tiled;
 pub mod oracle_vec_dot;

@@ -55,6 +55,7 @@ use super::blocks::{
     scale, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, Iq3Grid,
     KVALUES_IQ4NL, Q3_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
+use super::blocks::{Iq1Grid, IQ1_GROUP, IQ1_HALF};
 use super::dequantize::{get_scale_min_k4, q3_k_scales};
 use super::oracle_repacked::repacked_in_llama;
 use super::GgmlType;
@@ -72,8 +73,8 @@ const IQ4_BIAS: i32 = 128;
 /// weights that [`repacked_in_llama`] says are repacked: those carry a tensor `extra` and the
 /// tiled path declines them). For `MUL_MAT_ID` the count is the tokens routed to the expert.
 ///
-/// llama.cpp's tiled path also takes IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M, which locus does
-/// not support yet.
+/// llama.cpp's tiled path also takes IQ2_XXS, IQ2_XS and IQ2_S, which locus does not support
+/// yet.
 pub fn tiled_in_llama(ty: GgmlType, n_tokens: usize, n_rows: usize) -> bool {
     matches!(
         ty,
@@ -85,6 +86,8 @@ pub fn tiled_in_llama(ty: GgmlType, n_tokens: usize, n_rows: usize) -> bool {
             | GgmlType::Iq4Xs
             | GgmlType::Iq3Xxs
             | GgmlType::Iq3S
+            | GgmlType::Iq1S
+            | GgmlType::Iq1M
     ) && n_tokens >= TILED_MIN_TOKENS
         && !repacked_in_llama(ty, n_rows)
 }
@@ -294,6 +297,28 @@ pub fn dot_iq3_q8_k_tiled<B: Iq3Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
             None => scale(a.d()),
         };
         s1 as f32 * d
+    })
+}
+
+/// The IQ1 grids are scaled by this in the tiled matmul's codes, `8·grid ± 1` (so the ±1/8
+/// delta is an integer); `d` takes the eighth back.
+pub const IQ1_CODE_SCALE: i32 = 8;
+
+/// The IQ1 types ([`Iq1Grid`]): codes `c = 8·grid ± 1` (the group's delta sign), `s1 = Σ_h
+/// (2·ls_h + 1)·Σ_{e∈h} c_e·q_e` over the halves of 16 (IQ1_S's two halves share a scale: the
+/// same integer as ggml's sub-blocks of 32), true products as for the IQ3 types (the kernel's
+/// `Σ (c + 128)·q − 128·bsum` is the same integer for activations whose `bsums` are the sums
+/// of their quants); `t = s1·(d·0.125)`, `acc = fma(t, y.d, acc)`.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn dot_iq1_q8_k_tiled<B: Iq1Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    chain(x, y, "dot_iq1_q8_k_tiled", |a, b| {
+        let code = |e: usize| {
+            IQ1_CODE_SCALE * i32::from(a.value(e)) + i32::from(a.delta_sign(e / IQ1_GROUP))
+        };
+        let (s1, _) = totals(b, IQ1_HALF, 0, code, |h| a.odd_scale(h), |_| 0);
+        s1 as f32 * (scale(a.d()) * (1.0 / IQ1_CODE_SCALE as f32))
     })
 }
 
@@ -533,6 +558,17 @@ mod tests {
         y.bsums[0] = -128;
         assert_eq!(dot_iq4_xs_q8_k_tiled(&x, &[y]), 16256.0);
         assert_eq!(oracle_vec_dot::dot_iq4_xs_q8_k(&x, &[y]), -16256.0);
+    }
+
+    #[test]
+    fn the_iq1_types_take_the_tiled_path_from_eight_tokens() {
+        for ty in [GgmlType::Iq1S, GgmlType::Iq1M] {
+            // Never repacked: a multiple of 8 rows changes nothing.
+            for rows in [100, 4096] {
+                assert!(tiled_in_llama(ty, 8, rows), "{ty:?}");
+                assert!(!tiled_in_llama(ty, 7, rows), "{ty:?}");
+            }
+        }
     }
 
     #[test]

@@ -40,14 +40,14 @@ use super::blocks::{
 use super::scalar::hsum_float_8;
 
 /// f32 (and i32) lanes of one AVX2 vector.
-const LANES: usize = 8;
+pub(super) const LANES: usize = 8;
 /// Consecutive int8 products that `maddubs` + `madd` (or `dpbusd`) sum into one 32-bit lane.
 const LANE_BYTES: usize = 4;
 /// One product as `maddubs(sign(x, x), sign(y, x))` forms it (`_mm256_sign_epi8` then an
 /// unsigned × signed byte product): `x·y`, except that `y = −128` with `x < 0` wraps to
 /// `|x|·(−128)`.
 #[inline]
-fn sign_product(x: i8, y: i8) -> i32 {
+pub(super) fn sign_product(x: i8, y: i8) -> i32 {
     let sy = match x {
         0 => 0,
         x if x < 0 => y.wrapping_neg(),
@@ -60,7 +60,7 @@ fn sign_product(x: i8, y: i8) -> i32 {
 /// 32-byte runs and were summed run after run: lane `l` holds the terms of the elements `e` with
 /// `(e mod 32) / 4 = l`. (i32 arithmetic wraps, as the vector adds do.)
 #[inline]
-fn lanes(n: usize, term: impl Fn(usize) -> i32) -> [i32; LANES] {
+pub(super) fn lanes(n: usize, term: impl Fn(usize) -> i32) -> [i32; LANES] {
     let mut acc = [0i32; LANES];
     for e in 0..n {
         let l = (e % RUN) / LANE_BYTES;
@@ -71,7 +71,7 @@ fn lanes(n: usize, term: impl Fn(usize) -> i32) -> [i32; LANES] {
 
 /// `acc[l] = fma(d, v[l], acc[l])` for every lane (`_mm256_fmadd_ps` with a broadcast `d`).
 #[inline]
-fn fma_lanes(acc: &mut [f32; LANES], d: f32, v: [i32; LANES]) {
+pub(super) fn fma_lanes(acc: &mut [f32; LANES], d: f32, v: [i32; LANES]) {
     for (a, &v) in acc.iter_mut().zip(&v) {
         *a = d.mul_add(v as f32, *a);
     }

@@ -90,6 +90,11 @@ mod kernels {
     super::super::kquant_kernels::k_quant_kernels!("avx2,fma,f16c");
 }
 
+/// This tier's kernels of IQ1_S and IQ1_M over the primitives above.
+mod iq1 {
+    super::super::iq1_kernels::iq1_kernels!("avx2,fma,f16c");
+}
+
 /// This tier's kernels of Q5_0, Q5_1 and IQ4_NL over the primitives above.
 mod wide {
     super::super::kwide_kernels::wide_kernels!("avx2,fma,f16c");
@@ -218,7 +223,8 @@ pub(in crate::kernels) fn quantize_act_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
 pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
     let mut rows = SCALAR;
     for e in &mut rows {
-        if let Some(tile) = wide::fill(e).or_else(|| kernels::fill(e)) {
+        let tile = wide::fill(e).or_else(|| kernels::fill(e));
+        if let Some(tile) = tile.or_else(|| iq1::fill(e)) {
             e.tile = Some(tile);
         }
         e.packed = super::avx2_packed::packed(e.ty);

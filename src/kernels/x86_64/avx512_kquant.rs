@@ -77,6 +77,11 @@ fn bytes_from_bits_32(qh: &[u8; 4]) -> __m256i {
     _mm256_movm_epi8(u32::from_le_bytes(*qh))
 }
 
+/// This tier's kernels of IQ1_S and IQ1_M over the primitives above.
+mod iq1 {
+    super::super::iq1_kernels::iq1_kernels!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
+}
+
 /// This tier's kernels of Q5_0, Q5_1 and IQ4_NL over the primitives above.
 mod wide {
     super::super::kwide_kernels::wide_kernels!(
@@ -235,7 +240,8 @@ fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f3
 pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
     let mut rows = SCALAR;
     for e in &mut rows {
-        if let Some(tile) = wide::fill(e).or_else(|| kernels::fill(e)) {
+        let tile = wide::fill(e).or_else(|| kernels::fill(e));
+        if let Some(tile) = tile.or_else(|| iq1::fill(e)) {
             e.tile = Some(tile);
         }
         match e.ty {

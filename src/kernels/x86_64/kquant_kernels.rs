@@ -385,7 +385,7 @@ macro_rules! k_quant_kernels {
         /// `d_mul` first, where the type scales its `d`), `acc = fma(t, d_y, acc)`.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn tiled_rows<B, Row, const R: usize, const T: usize>(
+        pub(super) fn tiled_rows<B, Row, const R: usize, const T: usize>(
             w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],

@@ -31,6 +31,8 @@ pub(super) mod avx512_packed_tile;
 pub(super) mod avx512_panel;
 pub(super) mod avx512_steps;
 pub(super) mod entry_points;
+pub(super) mod iq1_kernels;
+pub(super) mod iq1_rows;
 pub(super) mod kquant_kernels;
 pub(super) mod kquant_rows;
 pub(super) mod kwide_kernels;
