@@ -46,6 +46,7 @@ pub mod entries;
 pub mod gelu;
 pub mod ggml_math;
 pub mod half;
+mod iq_grid_maps;
 pub mod iq_grids;
 pub mod iq_signs;
 mod legacy_rows;
@@ -58,6 +59,10 @@ pub mod pack;
 pub mod pack_pairs;
 mod packed_run;
 mod packed_steps;
+pub mod quantize_iq1;
+pub mod quantize_iq2;
+#[cfg(test)]
+mod quantize_iq2_tests;
 pub mod quantize_iq3;
 pub mod quantize_ref;
 pub mod scalar;

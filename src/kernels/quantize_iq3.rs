@@ -8,9 +8,11 @@
 
 use super::blocks::{
     BlockIq3S, BlockIq3Xxs, IQ3S_SCALES_PER_BYTE, IQ3S_SCALE_BITS, IQ3_GRID_GROUP, IQ3_SCALE_SHIFT,
-    IQ_GROUP, IQ_SIGN_BITS, IQ_SIGN_MASK, QK, QK_K,
+    IQ_SIGN_BITS, QK, QK_K,
 };
-use super::dequantize::nearest_int;
+use super::iq_grid_maps::{
+    fold_signs, ggml_max, odd_level, Folded, GridMaps, Repick, ScaleTries, SignRule, SIGN_GROUP,
+};
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
 use super::quantize_ref::fp16;
 use std::sync::OnceLock;
@@ -26,14 +28,10 @@ const IQ3_LEVEL_BITS: usize = 3;
 const IQ3_GROUP: usize = IQ3_GRID_GROUP;
 /// Grid entries per sub-block of 32.
 const IQ3_GROUPS: usize = QK / IQ3_GROUP;
-/// Codes of four 3-bit levels (ggml's `kmap_size`).
-const IQ3_CODES: usize = 1 << (IQ3_LEVEL_BITS * IQ3_GROUP);
 /// Step of the scale tries, in odd multiples.
 const IQ3_TRY_STEP: f32 = 0.2;
-/// Values sharing one byte of sign bits (two grid entries).
-const IQ3_SIGN_GROUP: usize = IQ_GROUP;
-/// Sign bytes per sub-block of 32.
-const IQ3_SIGN_BYTES: usize = QK / IQ3_SIGN_GROUP;
+/// Sign bytes per sub-block of 32 (one per two grid entries).
+const IQ3_SIGN_BYTES: usize = QK / SIGN_GROUP;
 /// Largest 4-bit sub-block scale code `ls`; a sub-block's scale is about `d·(2ls + 1)`.
 const IQ3_MAX_SCALE_CODE: i32 = 15;
 /// Sub-blocks of 32 per super-block.
@@ -42,49 +40,6 @@ const IQ3_SUBS: usize = QK_K / QK;
 const IQ3XXS_D_FUDGE: f32 = 1.0125;
 /// ggml's fudge factor on IQ3_S's stored super-block scale.
 const IQ3S_D_FUDGE: f32 = 1.033;
-
-/// The odd multiple `2l + 1` a level stands for.
-#[inline]
-fn iq3_odd(l: u8) -> f32 {
-    f32::from(2 * l + 1)
-}
-
-/// The level whose odd multiple is nearest `v`: `clamp(nearest_int((v − 1)/2), 0, max)` (ggml
-/// multiplies by 0.5; the same float). For grid levels and for the 4-bit scale codes.
-#[inline]
-fn iq3_level(v: f32, max: i32) -> u8 {
-    nearest_int(0.5 * (v - 1.0)).clamp(0, max) as u8
-}
-
-/// The code of four levels, level `i` in bits `3i..3i + 3`.
-#[inline]
-fn iq3_code(levels: &[u8; IQ3_GROUP]) -> usize {
-    let mut u = 0;
-    for (i, &l) in levels.iter().enumerate() {
-        u |= usize::from(l) << (IQ3_LEVEL_BITS * i);
-    }
-    u
-}
-
-/// How a group of eight stores its signs.
-#[derive(Clone, Copy, PartialEq)]
-enum Iq3Signs {
-    /// Seven bits, the eighth the parity (IQ3_XXS): an odd count of negatives is made even.
-    EvenNegatives,
-    /// All eight bits (IQ3_S).
-    All,
-}
-
-/// Which groups the second pick, at the best try's fitted scale, takes again.
-#[derive(Clone, Copy, PartialEq)]
-enum Iq3Repick {
-    /// Those the best try took from a neighbour list (IQ3_XXS).
-    OffGrid,
-    /// All, when the best try took any from a neighbour list or no try was kept (IQ3_S: ggml
-    /// starts its on-grid flags false and has the test that would skip on-grid groups
-    /// commented out).
-    All,
-}
 
 /// One IQ3 type's quantizer without an importance matrix: the grid `iq3xs_init_impl` reads,
 /// what its `quantize_row_*_impl` does differently from the other's, and the maps built from
@@ -98,14 +53,14 @@ struct Iq3Type {
     /// An off-grid code's neighbours: the entries at its this many smallest distances (ggml's
     /// `nwant`: 2 for the 256-entry grid, 3 for the 512).
     rings: usize,
-    /// Scale tries each side of the first guess: `id = (15 + 0.2·is)/max`, is in −ntry..=ntry.
-    ntry: i32,
+    /// Scale tries each side of the first guess: `id = (15 + 0.2·is)/max`, is in −ntry..=ntry,
+    /// and which groups are picked again at the fitted scale.
+    tries: ScaleTries,
     /// A sub-block whose largest folded value is below this is zero (IQ3_XXS: ggml's
     /// `GROUP_MAX_EPS_IQ3_XXS`; IQ3_S tests `!max`, and its folded values are ≥ 0 or NaN).
     zero_below: f32,
-    signs: Iq3Signs,
-    repick: Iq3Repick,
-    maps: OnceLock<Iq3Maps>,
+    signs: SignRule,
+    maps: OnceLock<GridMaps<IQ3_GROUP>>,
 }
 
 /// IQ3_XXS: `iq3xs_init_impl(256)` and `quantize_row_iq3_xxs_impl`.
@@ -113,10 +68,14 @@ static IQ3XXS: Iq3Type = Iq3Type {
     grid: &IQ3XXS_GRID,
     level_step: 8,
     rings: 2,
-    ntry: 15,
+    tries: ScaleTries {
+        max_odd: IQ3_MAX_ODD as f32,
+        step: IQ3_TRY_STEP,
+        ntry: 15,
+        repick: Repick::OffGrid,
+    },
     zero_below: 1e-8,
-    signs: Iq3Signs::EvenNegatives,
-    repick: Iq3Repick::OffGrid,
+    signs: SignRule::EvenNegatives,
     maps: OnceLock::new(),
 };
 
@@ -125,222 +84,33 @@ static IQ3S: Iq3Type = Iq3Type {
     grid: &IQ3S_GRID,
     level_step: 2,
     rings: 3,
-    ntry: 9,
+    tries: ScaleTries {
+        max_odd: IQ3_MAX_ODD as f32,
+        step: IQ3_TRY_STEP,
+        ntry: 9,
+        repick: Repick::AllIfAnyOff,
+    },
     // The smallest positive f32: below it means zero.
     zero_below: f32::from_bits(1),
-    signs: Iq3Signs::All,
-    repick: Iq3Repick::All,
+    signs: SignRule::All,
     maps: OnceLock::new(),
 };
 
 impl Iq3Type {
-    /// The maps, built on first use.
-    fn maps(&self) -> &Iq3Maps {
-        self.maps.get_or_init(|| Iq3Maps::new(self))
+    /// What ggml's `iq3xs_init_impl(grid size)` builds once per process, on first use: the
+    /// grid entries' levels (their codes, in entry order, are ggml's `kgrid_256` or
+    /// `kgrid_512` list), and for each of the 4096 codes its entry or, off the grid, its
+    /// nearest entries to try.
+    fn maps(&self) -> &GridMaps<IQ3_GROUP> {
+        self.maps.get_or_init(|| {
+            let levels = self
+                .grid
+                .iter()
+                .map(|e| e.to_le_bytes().map(|v| v / self.level_step))
+                .collect();
+            GridMaps::new(levels, IQ3_LEVEL_BITS, IQ3_LEVELS as u8, self.rings)
+        })
     }
-
-    /// The mask of one group's stored sign bits.
-    fn sign_mask(&self) -> u8 {
-        match self.signs {
-            Iq3Signs::EvenNegatives => IQ_SIGN_MASK as u8,
-            Iq3Signs::All => u8::MAX,
-        }
-    }
-}
-
-/// Where a code of four levels lies on a grid.
-#[derive(Clone, Copy)]
-enum Iq3Slot {
-    /// On the grid: that entry.
-    Grid(u16),
-    /// Off the grid: its neighbour list, `Iq3Maps::neighbours[start..start + len]`.
-    Off { start: usize, len: usize },
-}
-
-/// What ggml's `iq3xs_init_impl(grid size)` builds once per process: the grid entries' levels,
-/// and for each of the 4096 codes its entry or, off the grid, its nearest entries to try.
-struct Iq3Maps {
-    /// Each entry's four levels, derived from the grid (their codes, in entry order, are ggml's
-    /// `kgrid_256` or `kgrid_512` list).
-    levels: Vec<[u8; IQ3_GROUP]>,
-    /// Every code's slot, indexed by the code (ggml's `kmap_q3xs`).
-    slots: Vec<Iq3Slot>,
-    /// The neighbour lists of the off-grid codes, one after another (ggml's `kneighbors_q3xs`
-    /// without the counts, which the slots hold).
-    neighbours: Vec<u16>,
-}
-
-impl Iq3Maps {
-    fn new(ty: &Iq3Type) -> Self {
-        let levels: Vec<[u8; IQ3_GROUP]> = ty
-            .grid
-            .iter()
-            .map(|e| e.to_le_bytes().map(|v| v / ty.level_step))
-            .collect();
-        let mut on_grid = vec![None; IQ3_CODES];
-        for (j, l) in levels.iter().enumerate() {
-            on_grid[iq3_code(l)] = Some(j as u16);
-        }
-        let mut neighbours = Vec::new();
-        let slots = on_grid
-            .iter()
-            .enumerate()
-            .map(|(u, &entry)| match entry {
-                Some(j) => Iq3Slot::Grid(j),
-                None => {
-                    let start = neighbours.len();
-                    neighbours.extend(Self::nearest_entries(&levels, u, ty.rings));
-                    Iq3Slot::Off {
-                        start,
-                        len: neighbours.len() - start,
-                    }
-                }
-            })
-            .collect();
-        Iq3Maps {
-            levels,
-            slots,
-            neighbours,
-        }
-    }
-
-    /// The entries at the `rings` smallest squared distances from code `u`'s point, by
-    /// distance then entry index (ggml sorts `(d², index)` pairs). ggml measures in odd
-    /// multiples, four times the squared level distance used here: the same order.
-    fn nearest_entries(levels: &[[u8; IQ3_GROUP]], u: usize, rings: usize) -> Vec<u16> {
-        let point: [i32; IQ3_GROUP] = std::array::from_fn(|i| {
-            ((u >> (IQ3_LEVEL_BITS * i)) & (IQ3_LEVELS as usize - 1)) as i32
-        });
-        let mut by_distance: Vec<(i32, u16)> = levels
-            .iter()
-            .enumerate()
-            .map(|(j, l)| {
-                let d2 = l
-                    .iter()
-                    .zip(&point)
-                    .map(|(&a, &b)| (i32::from(a) - b).pow(2))
-                    .sum();
-                (d2, j as u16)
-            })
-            .collect();
-        by_distance.sort_unstable();
-        let (mut seen, mut last) = (0, None);
-        by_distance
-            .into_iter()
-            .take_while(|&(d2, _)| {
-                if last != Some(d2) {
-                    seen += 1;
-                    last = Some(d2);
-                }
-                seen <= rings
-            })
-            .map(|(_, j)| j)
-            .collect()
-    }
-
-    /// ggml's `iq3_find_best_neighbour`: the neighbour in `list` with the smallest
-    /// `Σ w·(scale·(2l + 1) − x)²` (products left to right; a strictly smaller one replaces, so
-    /// the first on ties). Where no error is below `f32::MAX` (overflow) ggml aborts; here the
-    /// list's first, nearest entry is kept.
-    fn best_neighbour(&self, list: &[u16], xval: &[f32], w: &[f32], scale: f32) -> u16 {
-        let mut best_d2 = f32::MAX;
-        let mut best = list.first().copied().unwrap_or(0);
-        for &j in list {
-            let mut d2 = 0f32;
-            for ((&l, &x), &w) in self.levels[usize::from(j)].iter().zip(xval).zip(w) {
-                let diff = scale * iq3_odd(l) - x;
-                d2 += w * diff * diff;
-            }
-            if d2 < best_d2 {
-                best_d2 = d2;
-                best = j;
-            }
-        }
-        best
-    }
-
-    /// The entry for four folded values at inverse scale `id`: the entry of their levels' code
-    /// if it is on the grid (and `true`), else its [`Self::best_neighbour`] at `scale` (and
-    /// `false`).
-    fn entry(&self, xval: &[f32], w: &[f32], id: f32, scale: f32) -> (u16, bool) {
-        let mut levels = [0u8; IQ3_GROUP];
-        for (l, &x) in levels.iter_mut().zip(xval) {
-            *l = iq3_level(id * x, IQ3_LEVELS - 1);
-        }
-        match self.slots[iq3_code(&levels)] {
-            Iq3Slot::Grid(j) => (j, true),
-            Iq3Slot::Off { start, len } => {
-                let list = &self.neighbours[start..start + len];
-                (self.best_neighbour(list, xval, w, scale), false)
-            }
-        }
-    }
-
-    /// `Σ w·x·q` and `Σ w·q·q` over a sub-block's 32 folded values, `q` the odd multiples of
-    /// `entries`' levels.
-    fn sums(
-        &self,
-        entries: &[u16; IQ3_GROUPS],
-        xval: &[f32; QK],
-        weight: &[f32; QK],
-    ) -> (f32, f32) {
-        let (mut sumqx, mut sumq2) = (0f32, 0f32);
-        let levels = entries.iter().flat_map(|&j| self.levels[usize::from(j)]);
-        for ((l, &x), &w) in levels.zip(xval).zip(weight) {
-            let q = iq3_odd(l);
-            sumqx += w * x * q;
-            sumq2 += w * q * q;
-        }
-        (sumqx, sumq2)
-    }
-}
-
-/// Folds a sub-block's signs out: `xval = |x|` (`x` itself for ±0) and, per eight values, the
-/// bits of the negative ones. With [`Iq3Signs::EvenNegatives`] an odd count of negatives
-/// cannot be stored, so the value with the smallest `w·x·x` keeps its sign
-/// ([`iq3_keep_smallest_sign`]).
-fn iq3_fold_signs(
-    xb: &[f32],
-    weight: &[f32; QK],
-    xval: &mut [f32; QK],
-    rule: Iq3Signs,
-) -> [u8; IQ3_SIGN_BYTES] {
-    let mut signs = [0u8; IQ3_SIGN_BYTES];
-    for (k, s_out) in signs.iter_mut().enumerate() {
-        let at = IQ3_SIGN_GROUP * k;
-        let x8 = &xb[at..at + IQ3_SIGN_GROUP];
-        let xv = &mut xval[at..at + IQ3_SIGN_GROUP];
-        let mut s = 0u8;
-        for (i, (v, &x)) in xv.iter_mut().zip(x8).enumerate() {
-            if x >= 0.0 {
-                *v = x;
-            } else {
-                *v = -x;
-                s |= 1 << i;
-            }
-        }
-        if rule == Iq3Signs::EvenNegatives && s.count_ones() % 2 == 1 {
-            s ^= iq3_keep_smallest_sign(x8, &weight[at..at + IQ3_SIGN_GROUP], xv);
-        }
-        *s_out = s;
-    }
-    signs
-}
-
-/// Of eight values the one with the smallest `w·x·x` (the first on ties) keeps its sign: its
-/// folded value is negated; returns its sign bit, to flip.
-fn iq3_keep_smallest_sign(x8: &[f32], w8: &[f32], xv: &mut [f32]) -> u8 {
-    let mut imin = 0;
-    let mut min = w8[0] * x8[0] * x8[0];
-    for i in 1..IQ3_SIGN_GROUP {
-        let ax = w8[i] * x8[i] * x8[i];
-        if ax < min {
-            min = ax;
-            imin = i;
-        }
-    }
-    xv[imin] = -xv[imin];
-    1 << imin
 }
 
 /// One quantized sub-block of 32: its scale, grid entries and sign bytes (one per eight
@@ -355,8 +125,8 @@ struct Iq3SubBlock {
 /// matrix (weights `w = x²`, neighbours weighted by `sqrt(w)`); `None` when the largest folded
 /// value is below `ty.zero_below` (the sub-block stays all zero). Of the tries
 /// `id = (15 + 0.2·is)/max` the one with the largest `(Σwxq)²/Σwq²` (strictly) gives the
-/// entries and the scale `Σwxq/Σwq²` (first guess `max/15`, entries all 0). The groups
-/// `ty.repick` names are then picked again at `1/scale` and the scale refitted. A negative
+/// entries and the scale `Σwxq/Σwq²` (first guess `max/15`, entries all 0; [`GridMaps::fit`]). The groups
+/// `ty.tries.repick` names are then picked again at `1/scale` and the scale refitted. A negative
 /// scale is negated with every stored sign bit.
 fn iq3_sub_block(ty: &Iq3Type, xb: &[f32]) -> Option<Iq3SubBlock> {
     let maps = ty.maps();
@@ -367,54 +137,21 @@ fn iq3_sub_block(ty: &Iq3Type, xb: &[f32]) -> Option<Iq3SubBlock> {
         *a = w.sqrt();
     }
     let mut xval = [0f32; QK];
-    let mut signs = iq3_fold_signs(xb, &weight, &mut xval, ty.signs);
-    let max = xval[1..]
-        .iter()
-        .fold(xval[0], |m, &v| if m > v { m } else { v });
+    let mut signs = [0u8; IQ3_SIGN_BYTES];
+    fold_signs(xb, &weight, &mut xval, &mut signs, ty.signs);
+    let max = ggml_max(&xval);
     if max < ty.zero_below {
         return None;
     }
-    let groups = |j: usize| {
-        (
-            &xval[IQ3_GROUP * j..IQ3_GROUP * (j + 1)],
-            &waux[IQ3_GROUP * j..IQ3_GROUP * (j + 1)],
-        )
+    let folded = Folded {
+        xval: &xval,
+        weight: &weight,
+        waux: &waux,
     };
-    let mut best = 0f32;
-    let mut scale = max / IQ3_MAX_ODD as f32;
     let mut entries = [0u16; IQ3_GROUPS];
-    let mut on_grid = [ty.repick == Iq3Repick::OffGrid; IQ3_GROUPS];
-    for is in -ty.ntry..=ty.ntry {
-        let id = (IQ3_MAX_ODD as f32 + is as f32 * IQ3_TRY_STEP) / max;
-        let this_scale = 1.0 / id;
-        let mut try_entries = [0u16; IQ3_GROUPS];
-        let mut try_on_grid = [true; IQ3_GROUPS];
-        for (k, (e, g)) in try_entries.iter_mut().zip(&mut try_on_grid).enumerate() {
-            let (xv, w) = groups(k);
-            (*e, *g) = maps.entry(xv, w, id, this_scale);
-        }
-        let (sumqx, sumq2) = maps.sums(&try_entries, &xval, &weight);
-        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-            scale = sumqx / sumq2;
-            best = scale * sumqx;
-            entries = try_entries;
-            on_grid = try_on_grid;
-        }
-    }
-    if on_grid.contains(&false) && scale > 0.0 {
-        let id = 1.0 / scale;
-        for (k, e) in entries.iter_mut().enumerate() {
-            if ty.repick == Iq3Repick::All || !on_grid[k] {
-                let (xv, w) = groups(k);
-                *e = maps.entry(xv, w, id, scale).0;
-            }
-        }
-        let (sumqx, sumq2) = maps.sums(&entries, &xval, &weight);
-        if sumq2 > 0.0 {
-            scale = sumqx / sumq2;
-        }
-    }
-    let mask = ty.sign_mask();
+    let first = max / IQ3_MAX_ODD as f32;
+    let mut scale = maps.fit(&folded, max, first, &ty.tries, &mut entries);
+    let mask = ty.signs.mask();
     if scale < 0.0 {
         scale = -scale;
         signs = signs.map(|s| !s);
@@ -454,7 +191,7 @@ fn iq3_scale_codes(
     let id = 1.0 / d;
     let codes = std::array::from_fn(|ib| {
         let s = subs[ib].as_ref().map_or(0.0, |sub| sub.scale);
-        iq3_level(id * s, IQ3_MAX_SCALE_CODE)
+        odd_level(id * s, IQ3_MAX_SCALE_CODE)
     });
     (fp16(d * fudge), codes)
 }
@@ -532,6 +269,7 @@ pub fn quantize_iq3_s(x: &[f32], y: &mut [BlockIq3S]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::iq_grid_maps::tests::check_nearest_rings;
     use crate::kernels::quantize_ref::tests::quantized;
     use crate::kernels::test_util::SplitMix as Rng;
 
@@ -553,7 +291,7 @@ mod tests {
             for (e, l) in ty.grid.iter().zip(&maps.levels) {
                 assert_eq!(u32::from_le_bytes(l.map(byte)), *e, "entry {e:#010x}");
             }
-            let codes: Vec<usize> = maps.levels.iter().map(iq3_code).collect();
+            let codes: Vec<usize> = maps.levels.iter().map(|l| maps.code(l)).collect();
             assert!(codes.windows(2).all(|w| w[0] < w[1]));
             assert_eq!(codes[..8], first);
             assert_eq!(codes.last(), Some(&last));
@@ -566,38 +304,7 @@ mod tests {
     #[test]
     fn iq3_neighbours_are_the_nearest_rings() {
         for ty in [&IQ3XXS, &IQ3S] {
-            let maps = ty.maps();
-            let entries = 0..maps.levels.len() as u16;
-            let dist = |u: usize, j: u16| -> i32 {
-                let l = maps.levels[usize::from(j)];
-                (0..IQ3_GROUP)
-                    .map(|i| {
-                        let p = (u >> (IQ3_LEVEL_BITS * i)) & (IQ3_LEVELS as usize - 1);
-                        (i32::from(l[i]) - p as i32).pow(2)
-                    })
-                    .sum()
-            };
-            let mut off = 0;
-            for (u, slot) in maps.slots.iter().enumerate() {
-                match *slot {
-                    Iq3Slot::Grid(j) => assert_eq!(iq3_code(&maps.levels[usize::from(j)]), u),
-                    Iq3Slot::Off { start, len } => {
-                        off += 1;
-                        let list = &maps.neighbours[start..start + len];
-                        let keyed: Vec<(i32, u16)> =
-                            list.iter().map(|&j| (dist(u, j), j)).collect();
-                        assert!(keyed.windows(2).all(|w| w[0] < w[1]), "code {u}");
-                        let mut rings: Vec<i32> = entries.clone().map(|j| dist(u, j)).collect();
-                        rings.sort_unstable();
-                        rings.dedup();
-                        let far = rings[ty.rings - 1];
-                        let want = entries.clone().filter(|&j| dist(u, j) <= far).count();
-                        assert_eq!(len, want, "code {u}");
-                        assert!(keyed.iter().all(|&(d, _)| d <= far), "code {u}");
-                    }
-                }
-            }
-            assert_eq!(off, IQ3_CODES - ty.grid.len());
+            check_nearest_rings(ty.maps(), IQ3_LEVELS as u8, ty.rings);
         }
     }
 

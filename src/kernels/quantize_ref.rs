@@ -7,7 +7,9 @@
 //! seven scale tries each way; IQ3_XXS and IQ3_S run `quantize_row_iq3_xxs_impl` and
 //! `quantize_row_iq3_s_impl` (their `_ref`s too) with weights `x²`, 31 or 19 scale tries and a
 //! search of their grid's nearest entries, built once. Every block depends on its own values
-//! only, so one row here is any row of a file there.
+//! only, so one row here is any row of a file there. The importance-matrix quantizers of
+//! IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M (`quantize_iq2.rs`, `quantize_iq1.rs`: one row
+//! with its weights, to ggml's bytes) are re-exported here too.
 //!
 //! The arithmetic follows ggml's C expression by expression. `ggml-quants.c` is built into
 //! ggml-base for plain x86-64 (no `-march`, no `-ffast-math`; its object code has no FMA
@@ -28,10 +30,12 @@ use super::blocks::{
 };
 use super::dequantize::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
 use super::half::{f16_to_f32, f32_to_f16};
+pub use super::quantize_iq1::{quantize_iq1_m, quantize_iq1_s};
+pub use super::quantize_iq2::{quantize_iq2_s, quantize_iq2_xs, quantize_iq2_xxs};
 pub use super::quantize_iq3::{quantize_iq3_s, quantize_iq3_xxs};
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it counts as all zero.
-const GROUP_MAX_EPS: f32 = 1e-15;
+pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
 /// f16 quiet NaN, what ggml's software conversion gives every NaN (plus its sign).
 const F16_NAN: u16 = 0x7e00;
 /// Largest 6-bit scale/min of Q4_K and Q5_K.
@@ -755,7 +759,7 @@ pub(super) mod tests {
     /// that produced the known answers below.
     use crate::kernels::test_util::SplitMix as Rng;
 
-    fn kat_row(r: usize, g: &mut Rng) -> Vec<f32> {
+    pub(in crate::kernels) fn kat_row(r: usize, g: &mut Rng) -> Vec<f32> {
         (0..ROW)
             .map(|i| match r {
                 0 => g.bell(),
@@ -771,7 +775,7 @@ pub(super) mod tests {
             .collect()
     }
 
-    fn fnv1a(bytes: &[u8]) -> u64 {
+    pub(in crate::kernels) fn fnv1a(bytes: &[u8]) -> u64 {
         bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         })
@@ -1053,7 +1057,7 @@ pub(super) mod tests {
         ]
     }
 
-    fn rel_rms_error(x: &[f32], y: &[f32]) -> f32 {
+    pub(in crate::kernels) fn rel_rms_error(x: &[f32], y: &[f32]) -> f32 {
         let (mut e2, mut x2) = (0f64, 0f64);
         for (&a, &b) in x.iter().zip(y) {
             e2 += f64::from(a - b).powi(2);
