@@ -7,7 +7,7 @@
 //! 2048-entry grid (ggml's `iq2xs_init_impl` for IQ1_S/IQ1_M: the nearest three rings of
 //! entries for the codes off the grid, maps shared with the IQ2 types). Checked against ggml
 //! with a C harness linking its library (not part of the repository): see the pinned hashes
-//! in `quantize_iq2.rs`'s tests.
+//! in `quantize_iq2_tests.rs`.
 
 use super::blocks::{QK, QK_K};
 use super::iq_grid_maps::{odd_level, GridMaps};

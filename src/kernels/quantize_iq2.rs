@@ -6,7 +6,7 @@
 //! 2-bit levels and, for the codes off the grid, the rings of entries nearest to them), as
 //! ggml's `iq2xs_init_impl` sets them up; the grid maps are shared with the IQ1 types
 //! (`quantize_iq1.rs`). Checked against ggml with a C harness linking its library (not part of
-//! the repository): see the pinned hashes in the tests.
+//! the repository): see the pinned hashes in `quantize_iq2_tests.rs`.
 
 use super::blocks::{QK, QK_K};
 use super::dequantize::nearest_int;
