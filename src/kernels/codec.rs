@@ -5,7 +5,7 @@
 
 use super::blocks::{self, block_bytes, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use super::blocks::{
-    BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
+    BlockIq1M, BlockIq1S, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
 };
 use super::{dequantize, f32_row, half, quantize_ref, u16_row};
@@ -153,3 +153,13 @@ pub const IQ4_XS: Codec = block_codec!(
     dequantize::dequantize_iq4_xs,
     quantize_ref::quantize_iq4_xs
 );
+/// IQ1_S: ggml's quantizer needs importance weights; given none, every weight is 1.0
+/// (`quantize_iq1::quantize_iq1_s`).
+pub const IQ1_S: Codec = Codec {
+    dequantize: |row, out| dequantize::dequantize_iq1(blocks_of::<BlockIq1S>(row), out),
+    quantize: super::quantize_iq1::quantize_iq1_s,
+};
+pub const IQ1_M: Codec = Codec {
+    dequantize: |row, out| dequantize::dequantize_iq1(blocks_of::<BlockIq1M>(row), out),
+    quantize: super::quantize_iq1::quantize_iq1_m,
+};

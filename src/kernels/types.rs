@@ -125,7 +125,7 @@ static TYPES: [Option<TypeRow>; N_IDS] = {
     t[16] = named(Iq2Xxs, "IQ2_XXS", B256, 66);
     t[17] = named(Iq2Xs, "IQ2_XS", B256, 74);
     t[18] = kernels(Iq3Xxs, "IQ3_XXS", (B256, 98), ActType::Q8K, codec::IQ3_XXS);
-    t[19] = named(Iq1S, "IQ1_S", B256, 50);
+    t[19] = kernels(Iq1S, "IQ1_S", (B256, 50), ActType::Q8K, codec::IQ1_S);
     t[20] = kernels(Iq4Nl, "IQ4_NL", (B32, 18), ActType::Q8_0, codec::IQ4_NL);
     t[21] = kernels(Iq3S, "IQ3_S", (B256, 110), ActType::Q8K, codec::IQ3_S);
     t[22] = named(Iq2S, "IQ2_S", B256, 82);
@@ -135,7 +135,7 @@ static TYPES: [Option<TypeRow>; N_IDS] = {
     t[26] = named(I32, "I32", 1, 4);
     t[27] = named(I64, "I64", 1, 8);
     t[28] = named(F64, "F64", 1, 8);
-    t[29] = named(Iq1M, "IQ1_M", B256, 56);
+    t[29] = kernels(Iq1M, "IQ1_M", (B256, 56), ActType::Q8K, codec::IQ1_M);
     t[30] = kernels(Bf16, "BF16", (1, 2), ActType::F32, codec::BF16);
     t[34] = named(Tq1_0, "TQ1_0", B256, 54);
     t[35] = named(Tq2_0, "TQ2_0", B256, 66);
@@ -252,7 +252,7 @@ mod tests {
     fn the_supported_types_are_those_with_an_activation() {
         assert_eq!(
             GgmlType::supported_names(),
-            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_XXS, IQ4_NL, IQ3_S, IQ4_XS, BF16"
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ4_XS, IQ1_M, BF16"
         );
     }
 }
