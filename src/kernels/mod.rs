@@ -59,11 +59,13 @@ pub mod pack;
 pub mod pack_pairs;
 mod packed_run;
 mod packed_steps;
+mod quantize_fit;
 pub mod quantize_iq1;
 pub mod quantize_iq2;
 #[cfg(test)]
 mod quantize_iq2_tests;
 pub mod quantize_iq3;
+pub mod quantize_k;
 pub mod quantize_ref;
 pub mod scalar;
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! ggml's reference quantizers of IQ3_XXS and IQ3_S without an importance matrix
-//! (`quantize_row_iq3_xxs_ref`, `quantize_row_iq3_s_ref` in `ggml-quants.c`), byte for byte: each
+//! ggml's quantizers of IQ3_XXS and IQ3_S (`quantize_iq3_xxs`, `quantize_iq3_s` in
+//! `ggml-quants.c`, their `_ref`s without an importance matrix), byte for byte: each
 //! sub-block of 32 is fitted by trying scales and snapping each group of four values to the
 //! nearest grid entry (through a map of every code of four 3-bit levels and, for the codes off
 //! the grid, the rings of entries nearest to them), as ggml's `iq3xs_init_impl` sets them up.
@@ -14,7 +14,7 @@ use super::iq_grid_maps::{
     fold_signs, ggml_max, odd_level, Folded, GridMaps, Repick, ScaleTries, SignRule, SIGN_GROUP,
 };
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
-use super::quantize_ref::fp16;
+use super::quantize_ref::{blocks_with_weights, fp16, imatrix_weights, sum_squares};
 use std::sync::OnceLock;
 
 /// Levels of one IQ3 value (ggml's `kMaxQ`): level `l` stands for the odd multiple `2l + 1` of
@@ -41,7 +41,7 @@ const IQ3XXS_D_FUDGE: f32 = 1.0125;
 /// ggml's fudge factor on IQ3_S's stored super-block scale.
 const IQ3S_D_FUDGE: f32 = 1.033;
 
-/// One IQ3 type's quantizer without an importance matrix: the grid `iq3xs_init_impl` reads,
+/// One IQ3 type's quantizer: the grid `iq3xs_init_impl` reads,
 /// what its `quantize_row_*_impl` does differently from the other's, and the maps built from
 /// the grid on first use.
 struct Iq3Type {
@@ -121,31 +121,26 @@ struct Iq3SubBlock {
     signs: [u8; IQ3_SIGN_BYTES],
 }
 
-/// The `quantize_row_*_impl` work of IQ3 type `ty` on one sub-block of 32 without an importance
-/// matrix (weights `w = x²`, neighbours weighted by `sqrt(w)`); `None` when the largest folded
+/// The `quantize_row_*_impl` work of IQ3 type `ty` on one sub-block of 32 with weights `weight`
+/// ([`iq3_weights`]; neighbours weighted by `sqrt(w)`); `None` when the largest folded
 /// value is below `ty.zero_below` (the sub-block stays all zero). Of the tries
 /// `id = (15 + 0.2·is)/max` the one with the largest `(Σwxq)²/Σwq²` (strictly) gives the
 /// entries and the scale `Σwxq/Σwq²` (first guess `max/15`, entries all 0; [`GridMaps::fit`]). The groups
 /// `ty.tries.repick` names are then picked again at `1/scale` and the scale refitted. A negative
 /// scale is negated with every stored sign bit.
-fn iq3_sub_block(ty: &Iq3Type, xb: &[f32]) -> Option<Iq3SubBlock> {
+fn iq3_sub_block(ty: &Iq3Type, xb: &[f32], weight: &[f32; QK]) -> Option<Iq3SubBlock> {
     let maps = ty.maps();
-    let mut weight = [0f32; QK];
-    let mut waux = [0f32; QK];
-    for ((w, a), &x) in weight.iter_mut().zip(&mut waux).zip(xb) {
-        *w = x * x;
-        *a = w.sqrt();
-    }
+    let waux = weight.map(f32::sqrt);
     let mut xval = [0f32; QK];
     let mut signs = [0u8; IQ3_SIGN_BYTES];
-    fold_signs(xb, &weight, &mut xval, &mut signs, ty.signs);
+    fold_signs(xb, weight, &mut xval, &mut signs, ty.signs);
     let max = ggml_max(&xval);
     if max < ty.zero_below {
         return None;
     }
     let folded = Folded {
         xval: &xval,
-        weight: &weight,
+        weight,
         waux: &waux,
     };
     let mut entries = [0u16; IQ3_GROUPS];
@@ -163,12 +158,35 @@ fn iq3_sub_block(ty: &Iq3Type, xb: &[f32]) -> Option<Iq3SubBlock> {
     })
 }
 
-/// Each sub-block of 32 of one super-block by [`iq3_sub_block`] (`None` where it is zero), and
+/// The weights of a sub-block `xb` of a super-block with `Σx²` `sum_x2`: `x²` without
+/// importance weights, else `qw·sqrt(2Σx²/256 + x²)`.
+fn iq3_weights(xb: &[f32], qw: Option<&[f32]>, sum_x2: f32) -> [f32; QK] {
+    let mut weight = [0f32; QK];
+    match qw {
+        Some(qw) => imatrix_weights(xb, qw, 2.0 * sum_x2 / QK_K as f32, &mut weight),
+        None => {
+            for (w, &x) in weight.iter_mut().zip(xb) {
+                *w = x * x;
+            }
+        }
+    }
+    weight
+}
+
+/// Each sub-block of 32 of one super-block by [`iq3_sub_block`] with the [`iq3_weights`] of
+/// the super-block's importance weights `qws` (or none; `None` where a sub-block is zero), and
 /// the largest scale (ggml's `MAX`, the later one unless the earlier is larger).
-fn iq3_sub_blocks(ty: &Iq3Type, xs: &[f32]) -> ([Option<Iq3SubBlock>; IQ3_SUBS], f32) {
+fn iq3_sub_blocks(
+    ty: &Iq3Type,
+    xs: &[f32],
+    qws: Option<&[f32]>,
+) -> ([Option<Iq3SubBlock>; IQ3_SUBS], f32) {
     let mut max_scale = 0f32;
+    let sum_x2 = sum_squares(xs);
     let subs = std::array::from_fn(|ib| {
-        let sub = iq3_sub_block(ty, &xs[QK * ib..QK * (ib + 1)])?;
+        let xb = &xs[QK * ib..QK * (ib + 1)];
+        let weight = iq3_weights(xb, qws.map(|w| &w[QK * ib..QK * (ib + 1)]), sum_x2);
+        let sub = iq3_sub_block(ty, xb, &weight)?;
         max_scale = if max_scale > sub.scale {
             max_scale
         } else {
@@ -196,15 +214,15 @@ fn iq3_scale_codes(
     (fp16(d * fudge), codes)
 }
 
-/// `quantize_row_iq3_xxs_ref` (`quantize_row_iq3_xxs_impl(256, …, NULL)`): the sub-blocks by
-/// [`iq3_sub_blocks`]; a super-block whose largest sub-block scale is 0 is all zero bytes.
-/// Else the scales by [`iq3_scale_codes`] (fudge 1.0125), each sub-block's `ls` in the top bits
-/// of the u32 of its four 7-bit sign indices.
-pub fn quantize_iq3_xxs(x: &[f32], y: &mut [BlockIq3Xxs]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_iq3_xxs: row length");
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+/// ggml's `quantize_iq3_xxs` for one row (`quantize_row_iq3_xxs_impl(256, …)` with the importance
+/// weights `qw` or NULL, as `quantize_row_iq3_xxs_ref` without): the sub-blocks by
+/// [`iq3_sub_blocks`]; a super-block whose largest sub-block scale is 0 is all zero bytes. Else the
+/// scales by [`iq3_scale_codes`] (fudge 1.0125), each sub-block's `ls` in the top bits of the u32
+/// of its four 7-bit sign indices.
+pub fn quantize_iq3_xxs(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockIq3Xxs]) {
+    for (xs, qws, yb) in blocks_with_weights(x, qw, y, QK_K) {
         *yb = BlockIq3Xxs::default();
-        let (subs, max_scale) = iq3_sub_blocks(&IQ3XXS, xs);
+        let (subs, max_scale) = iq3_sub_blocks(&IQ3XXS, xs, qws);
         if max_scale == 0.0 {
             continue;
         }
@@ -227,18 +245,18 @@ pub fn quantize_iq3_xxs(x: &[f32], y: &mut [BlockIq3Xxs]) {
     }
 }
 
-/// `quantize_row_iq3_s_ref` (`quantize_row_iq3_s_impl(32, …, NULL)`): the sub-blocks by
-/// [`iq3_sub_blocks`], each entry's low byte in `qs` and its ninth bit in `qh`, its sign bytes
-/// in `signs`. ggml moves on its `qs` and `signs` cursors only past a sub-block it quantized,
-/// so after a zero sub-block the later ones' entries and signs sit one sub-block early (their
-/// `qh` bits and scales stay in place); reproduced. A super-block whose largest sub-block
-/// scale is 0 keeps what was written with `d = 0` and zero scales; else the scales by
-/// [`iq3_scale_codes`] (fudge 1.033), two a byte, the even sub-block's low.
-pub fn quantize_iq3_s(x: &[f32], y: &mut [BlockIq3S]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_iq3_s: row length");
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+/// ggml's `quantize_iq3_s` for one row (`quantize_row_iq3_s_impl(32, …)` with the importance
+/// weights `qw` or NULL, as `quantize_row_iq3_s_ref` without): the sub-blocks by
+/// [`iq3_sub_blocks`], each entry's low byte in `qs` and its ninth bit in `qh`, its sign bytes in
+/// `signs`. ggml moves on its `qs` and `signs` cursors only past a sub-block it quantized, so after
+/// a zero sub-block the later ones' entries and signs sit one sub-block early (their `qh` bits and
+/// scales stay in place); reproduced. A super-block whose largest sub-block scale is 0 keeps what
+/// was written with `d = 0` and zero scales; else the scales by [`iq3_scale_codes`] (fudge 1.033),
+/// two a byte, the even sub-block's low.
+pub fn quantize_iq3_s(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockIq3S]) {
+    for (xs, qws, yb) in blocks_with_weights(x, qw, y, QK_K) {
         *yb = BlockIq3S::default();
-        let (subs, max_scale) = iq3_sub_blocks(&IQ3S, xs);
+        let (subs, max_scale) = iq3_sub_blocks(&IQ3S, xs, qws);
         let quantized = subs
             .iter()
             .enumerate()

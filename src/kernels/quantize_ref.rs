@@ -1,15 +1,22 @@
-//! Weight quantizers for Q5_0, Q5_1, IQ4_NL, the K-quants (Q2_K..Q6_K), IQ4_XS, IQ3_XXS and
-//! IQ3_S: what `llama-quantize` writes when it has no importance matrix, byte for byte.
+//! Weight quantizers for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS (the K-quants live in
+//! [`super::quantize_k`], IQ3_XXS and IQ3_S in [`super::quantize_iq3`], both re-exported here):
+//! what `llama-quantize` writes, byte for byte, with an importance matrix or without.
 //!
-//! `llama-quantize` calls `ggml_quantize_chunk(type, …, imatrix = NULL)`. Without an importance
-//! matrix Q5_0, Q5_1 and the K-quants run ggml's `quantize_row_*_ref` row quantizers; IQ4_NL and
+//! `llama-quantize` calls `ggml_quantize_chunk(type, …, imatrix)`, which runs ggml's
+//! `quantize_<type>` on each row with the imatrix's row of column weights (or NULL); each
+//! `quantize_<type>` here is that for one row, its importance weights an `Option`. Without them
+//! the legacy types and the K-quants run ggml's `quantize_row_*_ref` row quantizers; IQ4_NL and
 //! IQ4_XS have no such shortcut and run `quantize_row_iq4_nl_impl` with its own weights `x²` and
 //! seven scale tries each way; IQ3_XXS and IQ3_S run `quantize_row_iq3_xxs_impl` and
 //! `quantize_row_iq3_s_impl` (their `_ref`s too) with weights `x²`, 31 or 19 scale tries and a
-//! search of their grid's nearest entries, built once. Every block depends on its own values
-//! only, so one row here is any row of a file there. The importance-matrix quantizers of
-//! IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M (`quantize_iq2.rs`, `quantize_iq1.rs`: one row
-//! with its weights, to ggml's bytes) are re-exported here too.
+//! search of their grid's nearest entries, built once. With them each runs its
+//! `quantize_row_*_impl` with importance weights `qw·sqrt(σ² + x²)`, σ² a mean square of the
+//! row, super-block or block as each type takes it (Q6_K takes `qw` as it is); Q8_0 ignores
+//! them. A block then depends on its own values and σ²'s span only, so one row here is any row
+//! of a file there.
+//! The importance-matrix quantizers of IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M
+//! (`quantize_iq2.rs`, `quantize_iq1.rs`: one row with its weights, to ggml's bytes) are
+//! re-exported here too.
 //!
 //! The arithmetic follows ggml's C expression by expression. `ggml-quants.c` is built into
 //! ggml-base for plain x86-64 (no `-march`, no `-ffast-math`; its object code has no FMA
@@ -25,23 +32,23 @@
 //!   to `0x7e00` with the sign ([`fp16`]).
 
 use super::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    KVALUES_IQ4NL, K_SCALE_SIZE, QK, QK_K, SUB16,
+    self, BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, KVALUES_IQ4NL, QK,
+    QK_K,
 };
-use super::dequantize::{get_scale_min_k4 as scale_min_k4, nearest_int, I32_LIMIT};
+use super::dequantize::{nearest_int, I32_LIMIT};
 use super::half::{f16_to_f32, f32_to_f16};
+use super::quantize_fit::{make_qkx2_quants, make_qx_quants};
 pub use super::quantize_iq1::{quantize_iq1_m, quantize_iq1_s};
 pub use super::quantize_iq2::{quantize_iq2_s, quantize_iq2_xs, quantize_iq2_xxs};
 pub use super::quantize_iq3::{quantize_iq3_s, quantize_iq3_xxs};
+pub use super::quantize_k::{
+    quantize_q2_k, quantize_q3_k, quantize_q4_k, quantize_q5_k, quantize_q6_k,
+};
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it counts as all zero.
 pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
 /// f16 quiet NaN, what ggml's software conversion gives every NaN (plus its sign).
 const F16_NAN: u16 = 0x7e00;
-/// Largest 6-bit scale/min of Q4_K and Q5_K.
-const MAX_6BIT: i32 = 63;
-/// Largest 4-bit scale/min of Q2_K.
-const MAX_4BIT: f32 = 15.0;
 /// IQ4 scale tries each side of the first guess (`ntry` of `quantize_iq4_nl`/`quantize_iq4_xs`).
 const IQ4_NTRY: i32 = 7;
 
@@ -69,14 +76,14 @@ pub(super) fn fp16(v: f32) -> [u8; 2] {
 
 /// `GGML_FP16_TO_FP32` (exact).
 #[inline]
-fn unfp16(h: [u8; 2]) -> f32 {
+pub(super) fn unfp16(h: [u8; 2]) -> f32 {
     f16_to_f32(u16::from_le_bytes(h))
 }
 
 /// The first of the values of largest magnitude in `x` (strictly larger replaces), and that
 /// magnitude; both 0 for an empty or all-zero slice.
 #[inline]
-fn signed_amax(x: &[f32]) -> (f32, f32) {
+pub(super) fn signed_amax(x: &[f32]) -> (f32, f32) {
     let (mut amax, mut max) = (0f32, 0f32);
     for &v in x {
         let ax = v.abs();
@@ -86,6 +93,97 @@ fn signed_amax(x: &[f32]) -> (f32, f32) {
         }
     }
     (max, amax)
+}
+
+/// `Σx²` from index 0 up in one f32 accumulator, as ggml sums a span before taking σ² from it.
+#[inline]
+pub(super) fn sum_squares(x: &[f32]) -> f32 {
+    x.iter().fold(0.0, |s, &v| s + v * v)
+}
+
+/// ggml's importance weights of a group: `qw·sqrt(σ² + x²)` for each value `x` and its column's
+/// importance `qw` (`out.len()` of them).
+#[inline]
+pub(super) fn imatrix_weights(x: &[f32], qw: &[f32], sigma2: f32, out: &mut [f32]) {
+    for ((w, &v), &q) in out.iter_mut().zip(x).zip(qw) {
+        *w = q * (sigma2 + v * v).sqrt();
+    }
+}
+
+/// The blocks of `per` values of a row, each with its columns' importance weights (when
+/// given) and its output block.
+///
+/// # Panics
+/// If the row is not `y.len()` blocks or `qw` is not one weight per column.
+pub(super) fn blocks_with_weights<'a, B>(
+    x: &'a [f32],
+    qw: Option<&'a [f32]>,
+    y: &'a mut [B],
+    per: usize,
+) -> impl Iterator<Item = (&'a [f32], Option<&'a [f32]>, &'a mut B)> {
+    assert_eq!(x.len(), y.len() * per, "quantizer: row length");
+    if let Some(qw) = qw {
+        assert_eq!(qw.len(), x.len(), "quantizer: one weight per column");
+    }
+    let mut weights = qw.map(|w| w.chunks_exact(per));
+    x.chunks_exact(per)
+        .zip(y.iter_mut())
+        .map(move |(xb, yb)| (xb, weights.as_mut().and_then(Iterator::next), yb))
+}
+
+/// ggml's `quantize_<type>` of a legacy type for one row: its `reference` quantizer without
+/// importance weights `qw`; with them `block(values, weights, block out)` on each block of 32,
+/// the weights `qw·sqrt(σ² + x²)` with σ² the mean square of the whole row (`Σx²/n`), as
+/// `quantize_row_q4_0_impl` and its siblings take it.
+fn legacy_weighted<B>(
+    x: &[f32],
+    qw: Option<&[f32]>,
+    y: &mut [B],
+    reference: fn(&[f32], &mut [B]),
+    block: impl Fn(&[f32], &[f32; QK], &mut B),
+) {
+    assert_eq!(x.len(), y.len() * QK, "legacy quantizer: row length");
+    if qw.is_none() {
+        return reference(x, y);
+    }
+    let sigma2 = sum_squares(x) / x.len() as f32;
+    for (xb, qb, yb) in blocks_with_weights(x, qw, y, QK) {
+        let mut w = [0f32; QK];
+        imatrix_weights(xb, qb.unwrap_or_default(), sigma2, &mut w);
+        block(xb, &w, yb);
+    }
+}
+
+// ---- Q4_0, Q4_1 with importance weights -----------------------------------------------------
+
+/// ggml's `quantize_q4_0` for one row: `quantize_row_q4_0_ref` without importance weights `qw`;
+/// with them per block [`make_qx_quants`] (nmax 8, [`legacy_weighted`] weights), `d` its scale,
+/// the levels as nibbles (elements j and j+16 in byte j).
+pub fn quantize_q4_0(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ4_0]) {
+    legacy_weighted(x, qw, y, blocks::quantize_q4_0_ref, |xb, w, yb| {
+        let mut l = [0u8; QK];
+        yb.d = fp16(make_qx_quants(8, xb, &mut l, Some(w)));
+        yb.qs = std::array::from_fn(|j| l[j] | (l[j + QK / 2] << 4));
+    });
+}
+
+/// ggml's `quantize_q4_1` for one row: `quantize_row_q4_1_ref` without importance weights `qw`;
+/// with them per block `make_qkx3_quants` (nmax 15, [`legacy_weighted`] weights, rmin −0.9,
+/// rdelta 0.05, 36 steps, squared error), `d` its scale and `m` its (non-positive) min.
+pub fn quantize_q4_1(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ4_1]) {
+    legacy_weighted(x, qw, y, blocks::quantize_q4_1_ref, |xb, w, yb| {
+        let (l, d, m) = min_fit(15, xb, w);
+        (yb.d, yb.m) = (d, m);
+        yb.qs = std::array::from_fn(|j| l[j] | (l[j + QK / 2] << 4));
+    });
+}
+
+/// The `make_qkx3_quants` fit of Q4_1 and Q5_1 with importance weights: levels in 0..=nmax,
+/// `d` and `m = −the_min` as f16.
+fn min_fit(nmax: i32, xb: &[f32], w: &[f32; QK]) -> ([u8; QK], [u8; 2], [u8; 2]) {
+    let mut l = [0u8; QK];
+    let (d, the_min) = make_qkx2_quants(nmax, xb, w, &mut l, -0.9, 0.05, 36, false);
+    (l, fp16(d), fp16(-the_min))
 }
 
 // ---- Q5_0, Q5_1 -----------------------------------------------------------------------------
@@ -104,9 +202,30 @@ fn pack_5bit(q: impl Fn(usize) -> u8, qs: &mut [u8; QK / 2], qh: &mut [u8; 4]) {
     *qh = h.to_le_bytes();
 }
 
+/// ggml's `quantize_q5_0` for one row: `quantize_row_q5_0_ref` without importance weights
+/// `qw`; with them per block [`make_qx_quants`] (nmax 16, [`legacy_weighted`] weights), `d`
+/// its scale.
+pub fn quantize_q5_0(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ5_0]) {
+    legacy_weighted(x, qw, y, quantize_row_q5_0_ref, |xb, w, yb| {
+        let mut l = [0u8; QK];
+        yb.d = fp16(make_qx_quants(16, xb, &mut l, Some(w)));
+        pack_5bit(|j| l[j], &mut yb.qs, &mut yb.qh);
+    });
+}
+
+/// ggml's `quantize_q5_1` for one row: `quantize_row_q5_1_ref` without importance weights
+/// `qw`; with them per block the fit of [`quantize_q4_1`] with nmax 31.
+pub fn quantize_q5_1(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockQ5_1]) {
+    legacy_weighted(x, qw, y, quantize_row_q5_1_ref, |xb, w, yb| {
+        let (l, d, m) = min_fit(31, xb, w);
+        (yb.d, yb.m) = (d, m);
+        pack_5bit(|j| l[j], &mut yb.qs, &mut yb.qh);
+    });
+}
+
 /// `quantize_row_q5_0_ref`: `d = max/−16` (max the first value of largest magnitude),
 /// `q = min(31, (int8)(x·(1/d) + 16.5))` (truncation, so rounding half up).
-pub fn quantize_q5_0(x: &[f32], y: &mut [BlockQ5_0]) {
+fn quantize_row_q5_0_ref(x: &[f32], y: &mut [BlockQ5_0]) {
     assert_eq!(x.len(), y.len() * QK, "quantize_q5_0: row length");
     for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
         let (max, _) = signed_amax(xb);
@@ -120,7 +239,7 @@ pub fn quantize_q5_0(x: &[f32], y: &mut [BlockQ5_0]) {
 
 /// `quantize_row_q5_1_ref`: `d = (max − min)/31`, `m = min`,
 /// `q = (uint8)((x − min)·(1/d) + 0.5)` (truncation).
-pub fn quantize_q5_1(x: &[f32], y: &mut [BlockQ5_1]) {
+fn quantize_row_q5_1_ref(x: &[f32], y: &mut [BlockQ5_1]) {
     assert_eq!(x.len(), y.len() * QK, "quantize_q5_1: row length");
     for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
         let (mut min, mut max) = (f32::MAX, -f32::MAX);
@@ -171,15 +290,27 @@ fn best_index_iq4(x: f32) -> usize {
     }
 }
 
-/// The scale `quantize_row_iq4_nl_impl` picks for one 32-value block without an importance
-/// matrix: weights `w = x²`; first guess `d = −max/−127`, then the least-squares `Σwqx/Σwq²` of
+/// The weights `quantize_row_iq4_nl_impl` gives a 32-value block of a super-block of `span`
+/// values (32 for IQ4_NL, 256 for IQ4_XS) whose `Σx²` is `sum_x2`: `x²` without importance
+/// weights, else `qw·sqrt(σ² + x²)` with `σ² = Σx²·(2/span)`.
+fn iq4_weights(xb: &[f32], qw: Option<&[f32]>, sum_x2: f32, span: usize) -> [f32; QK] {
+    let mut weight = [0f32; QK];
+    match qw {
+        Some(qw) => imatrix_weights(xb, qw, sum_x2 * (2.0 / span as f32), &mut weight),
+        None => {
+            for (w, &v) in weight.iter_mut().zip(xb) {
+                *w = v * v;
+            }
+        }
+    }
+    weight
+}
+
+/// The scale `quantize_row_iq4_nl_impl` picks for one 32-value block with weights `weight`
+/// ([`iq4_weights`]): first guess `d = −max/−127`, then the least-squares `Σwqx/Σwq²` of
 /// the levels it gives, bettered by any of the 15 tries `id = (t − 127)/max`, t in −7..=7, whose
 /// `(Σwqx)²/Σwq²` is strictly larger. 0 for a block below [`GROUP_MAX_EPS`].
-fn iq4_block_scale(xb: &[f32]) -> f32 {
-    let mut weight = [0f32; QK];
-    for (w, &v) in weight.iter_mut().zip(xb) {
-        *w = v * v;
-    }
+fn iq4_block_scale(xb: &[f32], weight: &[f32; QK]) -> f32 {
     let (max, amax) = signed_amax(xb);
     if amax < GROUP_MAX_EPS {
         return 0.0;
@@ -188,7 +319,7 @@ fn iq4_block_scale(xb: &[f32]) -> f32 {
     // Σ w·q·x and Σ w·q·q over the levels nearest `id·x`.
     let sums = |id: f32| {
         let (mut sumqx, mut sumq2) = (0f32, 0f32);
-        for (&v, &w) in xb.iter().zip(&weight) {
+        for (&v, &w) in xb.iter().zip(weight) {
             let q = f32::from(KVALUES_IQ4NL[best_index_iq4(id * v)]);
             sumqx += w * q * v;
             sumq2 += w * q * q;
@@ -218,29 +349,30 @@ fn pack_iq4(xb: &[f32], idl: f32, qs: &mut [u8]) {
     }
 }
 
-/// `quantize_iq4_nl` without an importance matrix: per block the scale of [`iq4_block_scale`],
-/// stored as f16; the indices are the values nearest `x·(1/d)` with the unrounded f32 `d`
-/// (`1/d` taken as 0 when `d` is 0, which makes every index 8).
-pub fn quantize_iq4_nl(x: &[f32], y: &mut [BlockIq4Nl]) {
-    assert_eq!(x.len(), y.len() * QK, "quantize_iq4_nl: row length");
-    for (xb, yb) in x.chunks_exact(QK).zip(y.iter_mut()) {
-        let d = iq4_block_scale(xb);
+/// ggml's `quantize_iq4_nl` for one row: per block the scale of [`iq4_block_scale`] with the
+/// [`iq4_weights`] of the importance weights `qw` (or none), stored as f16; the indices are the
+/// values nearest `x·(1/d)` with the unrounded f32 `d` (`1/d` taken as 0 when `d` is 0, which
+/// makes every index 8).
+pub fn quantize_iq4_nl(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockIq4Nl]) {
+    for (xb, qwb, yb) in blocks_with_weights(x, qw, y, QK) {
+        let d = iq4_block_scale(xb, &iq4_weights(xb, qwb, sum_squares(xb), QK));
         yb.d = fp16(d);
         pack_iq4(xb, if d != 0.0 { 1.0 / d } else { 0.0 }, &mut yb.qs);
     }
 }
 
-/// `quantize_iq4_xs` without an importance matrix: the eight block scales of
-/// [`iq4_block_scale`]; `d = max_scale/−32` (the scale of largest magnitude, first on ties,
-/// `+0` when all are 0, so an all-zero block stores `d = −0`); each block's
-/// `l = clamp(nearest_int(s·(1/d)), −32, 31)` stored as `l + 32`; indices nearest `x·(1/(d·l))`
-/// (0 when `d·l` is 0).
-pub fn quantize_iq4_xs(x: &[f32], y: &mut [BlockIq4Xs]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_iq4_xs: row length");
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+/// ggml's `quantize_iq4_xs` for one row: the eight block scales of [`iq4_block_scale`] with the
+/// [`iq4_weights`] of the importance weights `qw` (or none); `d = max_scale/−32` (the scale of
+/// largest magnitude, first on ties, `+0` when all are 0, so an all-zero block stores `d = −0`);
+/// each block's `l = clamp(nearest_int(s·(1/d)), −32, 31)` stored as `l + 32`; indices nearest
+/// `x·(1/(d·l))` (0 when `d·l` is 0).
+pub fn quantize_iq4_xs(x: &[f32], qw: Option<&[f32]>, y: &mut [BlockIq4Xs]) {
+    for (xs, qws, yb) in blocks_with_weights(x, qw, y, QK_K) {
+        let sum_x2 = sum_squares(xs);
         let mut scales = [0f32; QK_K / QK];
-        for (s, xb) in scales.iter_mut().zip(xs.chunks_exact(QK)) {
-            *s = iq4_block_scale(xb);
+        for (j, (s, xb)) in scales.iter_mut().zip(xs.chunks_exact(QK)).enumerate() {
+            let qwb = qws.map(|w| &w[QK * j..QK * (j + 1)]);
+            *s = iq4_block_scale(xb, &iq4_weights(xb, qwb, sum_x2, QK_K));
         }
         let (max_scale, _) = signed_amax(&scales);
         let d = -max_scale / 32.0;
@@ -261,499 +393,19 @@ pub fn quantize_iq4_xs(x: &[f32], y: &mut [BlockIq4Xs]) {
     }
 }
 
-// ---- shared K-quant helpers -----------------------------------------------------------------
-
-/// ggml's `make_qkx2_quants`: levels `l` in 0..=nmax and `(scale, m)` for `x ≈ scale·l − m`
-/// minimising `Σ w·err` (err = |diff| when `use_mad`, else diff²). Start: `min = min(x, 0)`,
-/// `iscale = nmax/(max − min)`; then for each step `is` in 0..=nstep the levels at
-/// `iscale = (rmin + rdelta·is + nmax)/(max − min)` get a weighted least-squares scale and min
-/// (`min` clamped to ≤ 0, the scale then refitted), kept when their error is strictly smaller.
-/// Returns `(scale, −min)`; `(0, −min)` with all levels 0 when `max == min`.
-#[allow(clippy::too_many_arguments)]
-fn make_qkx2_quants(
-    nmax: i32,
-    x: &[f32],
-    weights: &[f32],
-    levels: &mut [u8],
-    rmin: f32,
-    rdelta: f32,
-    nstep: i32,
-    use_mad: bool,
-) -> (f32, f32) {
-    let n = x.len();
-    let (mut min, mut max) = (x[0], x[0]);
-    let mut sum_w = weights[0];
-    let mut sum_x = sum_w * x[0];
-    for i in 1..n {
-        if x[i] < min {
-            min = x[i];
-        }
-        if x[i] > max {
-            max = x[i];
-        }
-        let w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if min > 0.0 {
-        min = 0.0;
-    }
-    if max == min {
-        levels[..n].fill(0);
-        return (0.0, -min);
-    }
-    let err = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
-    let iscale = nmax as f32 / (max - min);
-    let mut scale = 1.0 / iscale;
-    let mut best_error = 0f32;
-    for i in 0..n {
-        let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax) as u8;
-        levels[i] = l;
-        best_error += weights[i] * err(scale * f32::from(l) + min - x[i]);
-    }
-    let mut laux = [0u8; QK];
-    for is in 0..=nstep {
-        let iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
-        for i in 0..n {
-            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            laux[i] = l as u8;
-            let (w, l) = (weights[i], l as f32);
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        let det = sum_w * sum_l2 - sum_l * sum_l;
-        if det > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
-            }
-            let mut cur_error = 0f32;
-            for i in 0..n {
-                cur_error += weights[i] * err(this_scale * f32::from(laux[i]) + this_min - x[i]);
-            }
-            if cur_error < best_error {
-                levels[..n].copy_from_slice(&laux[..n]);
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    (scale, -min)
-}
-
-/// ggml's `make_q3_quants` with `do_rmse`: levels in −nmax..nmax (stored + nmax) from
-/// `iscale = −nmax/max`, then up to five passes moving single levels to
-/// `nearest_int(x·Σ'wl²/Σ'wlx)` (sums without that element, `w = x²`) when that raises
-/// `(Σwlx)²/Σwl²`. Returns `Σwlx/Σwl²` (0 when `Σwl²` is not positive, and for a group below
-/// [`GROUP_MAX_EPS`], whose levels are then all 0).
-fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
-    let (max, amax) = signed_amax(x);
-    if amax < GROUP_MAX_EPS {
-        levels[..x.len()].fill(0);
-        return 0.0;
-    }
-    let iscale = -nmax as f32 / max;
-    let (mut sumlx, mut suml2) = (0f32, 0f32);
-    for (l_out, &v) in levels.iter_mut().zip(x) {
-        let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
-        *l_out = l as i8;
-        let w = v * v;
-        sumlx += w * v * l as f32;
-        suml2 += w * l as f32 * l as f32;
-    }
-    for _ in 0..5 {
-        let mut n_changed = 0;
-        for (l_i, &v) in levels.iter_mut().zip(x) {
-            let w = v * v;
-            let li = f32::from(*l_i);
-            let mut slx = sumlx - w * v * li;
-            if slx > 0.0 {
-                let mut sl2 = suml2 - w * li * li;
-                let new_l = nearest_int(v * sl2 / slx).clamp(-nmax, nmax - 1);
-                if new_l != i32::from(*l_i) {
-                    slx += w * v * new_l as f32;
-                    sl2 += w * new_l as f32 * new_l as f32;
-                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
-                        *l_i = new_l as i8;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        n_changed += 1;
-                    }
-                }
-            }
-        }
-        if n_changed == 0 {
-            break;
-        }
-    }
-    for l in levels[..x.len()].iter_mut() {
-        *l += nmax as i8;
-    }
-    if suml2 > 0.0 {
-        sumlx / suml2
-    } else {
-        0.0
-    }
-}
-
-/// ggml's `make_qx_quants` with `rmse_type = 1` and no importance weights (`w = x²`): levels
-/// in −nmax..nmax (stored + nmax) at `iscale = −nmax/max` with the least-squares scale
-/// `Σwlx/Σwl²`, bettered by any `iscale = −(nmax + 0.1·is)/max`, is in ±1..=9 in order, that
-/// raises `(Σwlx)²/Σwl²` strictly. 0 and all levels 0 for a group below [`GROUP_MAX_EPS`].
-fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [u8]) -> f32 {
-    let (max, amax) = signed_amax(x);
-    if amax < GROUP_MAX_EPS {
-        levels[..x.len()].fill(0);
-        return 0.0;
-    }
-    let level = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
-    let sums = |iscale: f32| {
-        let (mut sumlx, mut suml2) = (0f32, 0f32);
-        for &v in x {
-            let (w, l) = (v * v, level(iscale, v) as f32);
-            sumlx += w * v * l;
-            suml2 += w * l * l;
-        }
-        (sumlx, suml2)
-    };
-    let set_levels = |iscale: f32, levels: &mut [u8]| {
-        for (l, &v) in levels.iter_mut().zip(x) {
-            *l = (nmax + level(iscale, v)) as u8;
-        }
-    };
-    let iscale = -nmax as f32 / max;
-    set_levels(iscale, levels);
-    let (sumlx, suml2) = sums(iscale);
-    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
-    let mut best = scale * sumlx;
-    for is in (-9..=9).filter(|&is| is != 0) {
-        let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = sums(iscale);
-        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            set_levels(iscale, levels);
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    scale
-}
-
-/// Packs 2-bit levels as Q2_K and Q3_K store them: in each half of 128, byte l holds elements
-/// l, l+32, l+64, l+96 from the low bits up.
-fn pack_2bit(levels: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
-    for (half, q) in levels.chunks_exact(128).zip(qs.chunks_exact_mut(32)) {
-        for (l, b) in q.iter_mut().enumerate() {
-            *b = half[l] | (half[l + 32] << 2) | (half[l + 64] << 4) | (half[l + 96] << 6);
-        }
-    }
-}
-
-// ---- Q2_K, Q3_K -----------------------------------------------------------------------------
-
-/// Q2_K's sixteen scales (or mins) as 4-bit codes against their largest, `max`, with the f16
-/// step `max/15` (`quantize_row_q2_K_ref`; all 0 when `max` is not positive). A code keeps the
-/// low byte of `nearest_int`, as C's store into `uint8_t` does.
-fn quantize_4bit(v: &[f32; QK_K / SUB16], max: f32) -> ([u8; QK_K / SUB16], [u8; 2]) {
-    if max > 0.0 {
-        let iscale = MAX_4BIT / max;
-        let codes = v.map(|s| nearest_int(iscale * s) as u8);
-        (codes, fp16(max / MAX_4BIT))
-    } else {
-        ([0; QK_K / SUB16], fp16(0.0))
-    }
-}
-
-/// `quantize_row_q2_K_ref`: per sixteen values [`make_qkx2_quants`] (nmax 3, weights `|x|`,
-/// rmin −0.5, rdelta 0.1, 15 steps, absolute error); the scales and mins as 4-bit multiples of
-/// `d = max_scale/15`, `dmin = max_min/15` (`nearest_int(15/max·s)`); then every group with a
-/// non-zero `d·sc` requantized as `clamp(nearest_int((x + dmin·m)/(d·sc)), 0, 3)`.
-pub fn quantize_q2_k(x: &[f32], y: &mut [BlockQ2K]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_q2_k: row length");
-    const NMAX: i32 = 3;
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let mut levels = [0u8; QK_K];
-        let (mut scales, mut mins) = ([0f32; QK_K / 16], [0f32; QK_K / 16]);
-        let (mut max_scale, mut max_min) = (0f32, 0f32);
-        for (j, xb) in xs.chunks_exact(16).enumerate() {
-            let mut weights = [0f32; 16];
-            for (w, &v) in weights.iter_mut().zip(xb) {
-                *w = v.abs();
-            }
-            let lv = &mut levels[16 * j..16 * (j + 1)];
-            (scales[j], mins[j]) = make_qkx2_quants(NMAX, xb, &weights, lv, -0.5, 0.1, 15, true);
-            if scales[j] > max_scale {
-                max_scale = scales[j];
-            }
-            if mins[j] > max_min {
-                max_min = mins[j];
-            }
-        }
-        let (sc, d) = quantize_4bit(&scales, max_scale);
-        let (m, dmin) = quantize_4bit(&mins, max_min);
-        yb.scales = std::array::from_fn(|j| sc[j] | (m[j] << 4));
-        (yb.d, yb.dmin) = (d, dmin);
-        let (dd, dmin) = (unfp16(yb.d), unfp16(yb.dmin));
-        for (j, xb) in xs.chunks_exact(16).enumerate() {
-            let d = dd * f32::from(yb.scales[j] & 0x0f);
-            if d == 0.0 {
-                continue;
-            }
-            let dm = dmin * f32::from(yb.scales[j] >> 4);
-            for (l, &v) in levels[16 * j..].iter_mut().zip(xb) {
-                *l = nearest_int((v + dm) / d).clamp(0, NMAX) as u8;
-            }
-        }
-        pack_2bit(&levels, &mut yb.qs);
-    }
-}
-
-/// The first pass of Q3_K and Q6_K: each sixteen values of the super-block `xs` quantized on
-/// their own by `make(values, levels)`, which returns the group's scale.
-#[inline]
-fn sub16_quants<L: Copy + Default>(
-    xs: &[f32],
-    make: impl Fn(&[f32], &mut [L]) -> f32,
-) -> ([L; QK_K], [f32; QK_K / SUB16]) {
-    let mut levels = [L::default(); QK_K];
-    let mut scales = [0f32; QK_K / SUB16];
-    for ((s, xb), lv) in scales
-        .iter_mut()
-        .zip(xs.chunks_exact(SUB16))
-        .zip(levels.chunks_exact_mut(SUB16))
-    {
-        *s = make(xb, lv);
-    }
-    (levels, scales)
-}
-
-/// `quantize_row_q3_K_ref`: per sixteen values [`make_q3_quants`] (nmax 4); the scales as 6-bit
-/// `clamp(nearest_int(s·(−32/max_scale)), −32, 31) + 32` with `d = 1/(−32/max_scale)` (max_scale
-/// of largest magnitude, signed); then every group with non-zero `d·(sc − 32)` requantized as
-/// `clamp(nearest_int(x/(d·(sc − 32))), −4, 3)`. Levels ≥ 4 set their `hmask` bit.
-pub fn quantize_q3_k(x: &[f32], y: &mut [BlockQ3K]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_q3_k: row length");
-    const NMAX: i32 = 4;
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let (mut levels, scales) = sub16_quants(xs, |xb, l| make_q3_quants(NMAX, xb, l));
-        let (max_scale, _) = signed_amax(&scales);
-        yb.scales = [0; K_SCALE_SIZE];
-        if max_scale != 0.0 {
-            let iscale = -32.0 / max_scale;
-            for (j, &s) in scales.iter().enumerate() {
-                let l = ((nearest_int(iscale * s) as i8).clamp(-32, 31) + 32) as u8;
-                if j < 8 {
-                    yb.scales[j] = l & 0x0f;
-                } else {
-                    yb.scales[j - 8] |= (l & 0x0f) << 4;
-                }
-                yb.scales[j % 4 + 8] |= (l >> 4) << (2 * (j / 4));
-            }
-            yb.d = fp16(1.0 / iscale);
-        } else {
-            yb.d = fp16(0.0);
-        }
-        let dd = unfp16(yb.d);
-        for (j, xb) in xs.chunks_exact(16).enumerate() {
-            let lo = if j < 8 {
-                yb.scales[j] & 0x0f
-            } else {
-                yb.scales[j - 8] >> 4
-            };
-            let sc = (lo | (((yb.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) as i8 - 32;
-            let d = dd * f32::from(sc);
-            if d == 0.0 {
-                continue;
-            }
-            for (l, &v) in levels[16 * j..].iter_mut().zip(xb) {
-                *l = (nearest_int(v / d).clamp(-NMAX, NMAX - 1) + NMAX) as i8;
-            }
-        }
-        let mut l2 = [0u8; QK_K];
-        yb.hmask = [0; QK_K / 8];
-        for (j, (&l, out)) in levels.iter().zip(l2.iter_mut()).enumerate() {
-            let mut l = l as u8;
-            if l > 3 {
-                yb.hmask[j % (QK_K / 8)] |= 1 << (j / (QK_K / 8));
-                l -= 4;
-            }
-            *out = l;
-        }
-        pack_2bit(&l2, &mut yb.qs);
-    }
-}
-
-// ---- Q4_K, Q5_K -----------------------------------------------------------------------------
-
-/// The shared front half of Q4_K and Q5_K: per 32 values [`make_qkx2_quants`] with weights
-/// `sqrt(Σx²/32) + |x|` (squared error); 6-bit scales and mins `min(63, (u8)nearest_int(s·63/max))`
-/// packed as ggml's `get_scale_min_k4` reads them, `d = max_scale/63`, `dmin = max_min/63`;
-/// then every block with non-zero `d·sc` requantized as `clamp(nearest_int((x + dmin·m)/(d·sc)),
-/// 0, nmax)`. Returns (d, dmin, packed scales, levels).
-fn scale_min_block(
-    xs: &[f32],
-    nmax: i32,
-    rmin: f32,
-    nstep: i32,
-) -> ([u8; 2], [u8; 2], [u8; K_SCALE_SIZE], [u8; QK_K]) {
-    let mut levels = [0u8; QK_K];
-    let (mut scales, mut mins) = ([0f32; QK_K / QK], [0f32; QK_K / QK]);
-    let (mut max_scale, mut max_min) = (0f32, 0f32);
-    for (j, xb) in xs.chunks_exact(QK).enumerate() {
-        let mut sum_x2 = 0f32;
-        for &v in xb {
-            sum_x2 += v * v;
-        }
-        let av_x = (sum_x2 / QK as f32).sqrt();
-        let mut weights = [0f32; QK];
-        for (w, &v) in weights.iter_mut().zip(xb) {
-            *w = av_x + v.abs();
-        }
-        let lv = &mut levels[QK * j..QK * (j + 1)];
-        (scales[j], mins[j]) = make_qkx2_quants(nmax, xb, &weights, lv, rmin, 0.1, nstep, false);
-        if scales[j] > max_scale {
-            max_scale = scales[j];
-        }
-        if mins[j] > max_min {
-            max_min = mins[j];
-        }
-    }
-    let max6 = MAX_6BIT as f32;
-    let inv_scale = if max_scale > 0.0 {
-        max6 / max_scale
-    } else {
-        0.0
-    };
-    let inv_min = if max_min > 0.0 { max6 / max_min } else { 0.0 };
-    let mut packed = [0u8; K_SCALE_SIZE];
-    for j in 0..QK_K / QK {
-        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(MAX_6BIT as u8);
-        let lm = (nearest_int(inv_min * mins[j]) as u8).min(MAX_6BIT as u8);
-        if j < 4 {
-            packed[j] = ls;
-            packed[j + 4] = lm;
-        } else {
-            packed[j + 4] = (ls & 0x0f) | ((lm & 0x0f) << 4);
-            packed[j - 4] |= (ls >> 4) << 6;
-            packed[j] |= (lm >> 4) << 6;
-        }
-    }
-    let (d, dmin) = (fp16(max_scale / max6), fp16(max_min / max6));
-    let (dd, ddmin) = (unfp16(d), unfp16(dmin));
-    for (j, xb) in xs.chunks_exact(QK).enumerate() {
-        let (sc, m) = scale_min_k4(j, &packed);
-        let d = dd * f32::from(sc);
-        if d == 0.0 {
-            continue;
-        }
-        let dm = ddmin * f32::from(m);
-        for (l, &v) in levels[QK * j..].iter_mut().zip(xb) {
-            *l = nearest_int((v + dm) / d).clamp(0, nmax) as u8;
-        }
-    }
-    (d, dmin, packed, levels)
-}
-
-/// `quantize_row_q4_K_ref`: [`scale_min_block`] with nmax 15, rmin −1, rdelta 0.1, 20 steps;
-/// in each 64 values byte l holds element l (low nibble) and l+32 (high).
-pub fn quantize_q4_k(x: &[f32], y: &mut [BlockQ4K]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_q4_k: row length");
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let levels;
-        (yb.d, yb.dmin, yb.scales, levels) = scale_min_block(xs, 15, -1.0, 20);
-        for (l64, q) in levels.chunks_exact(64).zip(yb.qs.chunks_exact_mut(32)) {
-            for (l, b) in q.iter_mut().enumerate() {
-                *b = l64[l] | (l64[l + 32] << 4);
-            }
-        }
-    }
-}
-
-/// `quantize_row_q5_K_ref`: [`scale_min_block`] with nmax 31, rmin −0.5, rdelta 0.1, 15
-/// steps; nibbles as Q4_K, the fifth bit of element `64c + l` (`+ 32`) in bit `2c` (`2c + 1`)
-/// of `qh[l]`.
-pub fn quantize_q5_k(x: &[f32], y: &mut [BlockQ5K]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_q5_k: row length");
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let levels;
-        (yb.d, yb.dmin, yb.scales, levels) = scale_min_block(xs, 31, -0.5, 15);
-        yb.qh = [0; QK_K / 8];
-        for (c, (l64, q)) in levels
-            .chunks_exact(64)
-            .zip(yb.qs.chunks_exact_mut(32))
-            .enumerate()
-        {
-            for (l, b) in q.iter_mut().enumerate() {
-                let (l1, l2) = (l64[l], l64[l + 32]);
-                yb.qh[l] |= ((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1));
-                *b = (l1 & 0x0f) | ((l2 & 0x0f) << 4);
-            }
-        }
-    }
-}
-
-// ---- Q6_K -----------------------------------------------------------------------------------
-
-/// `quantize_row_q6_K_ref`: per sixteen values [`make_qx_quants`] (nmax 32); a block whose
-/// largest |scale| is below [`GROUP_MAX_EPS`] is all zero bytes. Else `iscale = −128/max_scale`
-/// (signed), `d = 1/iscale`, scales `min(127, nearest_int(iscale·s))` as i8; every group with
-/// non-zero `d·sc` requantized as `clamp(nearest_int(x/(d·sc)), −32, 31) + 32`.
-pub fn quantize_q6_k(x: &[f32], y: &mut [BlockQ6K]) {
-    assert_eq!(x.len(), y.len() * QK_K, "quantize_q6_k: row length");
-    const NMAX: i32 = 32;
-    for (xs, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let (mut levels, scales) = sub16_quants(xs, |xb, l| make_qx_quants(NMAX, xb, l));
-        let (max_scale, max_abs_scale) = signed_amax(&scales);
-        if max_abs_scale < GROUP_MAX_EPS {
-            *yb = BlockQ6K::default();
-            continue;
-        }
-        let iscale = -128.0 / max_scale;
-        yb.d = fp16(1.0 / iscale);
-        for (b, &s) in yb.scales.iter_mut().zip(&scales) {
-            *b = nearest_int(iscale * s).min(127) as i8;
-        }
-        let dd = unfp16(yb.d);
-        for (j, xb) in xs.chunks_exact(16).enumerate() {
-            let d = dd * f32::from(yb.scales[j]);
-            if d == 0.0 {
-                continue;
-            }
-            for (l, &v) in levels[16 * j..].iter_mut().zip(xb) {
-                *l = (nearest_int(v / d).clamp(-NMAX, NMAX - 1) + NMAX) as u8;
-            }
-        }
-        for ((l128, ql), qh) in levels
-            .chunks_exact(128)
-            .zip(yb.ql.chunks_exact_mut(64))
-            .zip(yb.qh.chunks_exact_mut(32))
-        {
-            for l in 0..32 {
-                let q = [l128[l], l128[l + 32], l128[l + 64], l128[l + 96]];
-                ql[l] = (q[0] & 0x0f) | ((q[2] & 0x0f) << 4);
-                ql[l + 32] = (q[1] & 0x0f) | ((q[3] & 0x0f) << 4);
-                qh[l] = (q[0] >> 4) | ((q[1] >> 4) << 2) | ((q[2] >> 4) << 4) | ((q[3] >> 4) << 6);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
     use crate::kernels::blocks::{
-        block_bytes, Block, BlockIq3S, BlockIq3Xxs, Iq3Grid, IQ3_GRID_GROUP, IQ3_SCALE_SHIFT,
-        IQ_GROUP, IQ_SIGN_BITS, IQ_SIGN_MASK,
+        block_bytes, Block, BlockIq3S, BlockIq3Xxs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
+        BlockQ6K, Iq3Grid, IQ3_GRID_GROUP, IQ3_SCALE_SHIFT, IQ_GROUP, IQ_SIGN_BITS, IQ_SIGN_MASK,
     };
+    use crate::kernels::dequantize::get_scale_min_k4 as scale_min_k4;
     use crate::kernels::iq_grids::IQ3XXS_GRID;
     use crate::test_support::qc;
 
     /// Elements per row of the known-answer rows.
-    const ROW: usize = 512;
+    pub(in crate::kernels) const ROW: usize = 512;
 
     /// SplitMix64 ([`Rng::bell`] and [`Rng::unit`]) is the generator of the llama.cpp harness
     /// that produced the known answers below.
@@ -781,17 +433,17 @@ pub(super) mod tests {
         })
     }
 
-    pub(in crate::kernels) fn quantized<B: Block>(
-        f: fn(&[f32], &mut [B]),
-        bs: usize,
-        x: &[f32],
-    ) -> Vec<B> {
+    /// A row quantizer's signature: values, importance weights (or none), blocks out.
+    pub(in crate::kernels) type Quantizer<B> = fn(&[f32], Option<&[f32]>, &mut [B]);
+
+    /// `x` through quantizer `f` without importance weights.
+    pub(in crate::kernels) fn quantized<B: Block>(f: Quantizer<B>, bs: usize, x: &[f32]) -> Vec<B> {
         let mut y = vec![B::default(); x.len() / bs];
-        f(x, &mut y);
+        f(x, None, &mut y);
         y
     }
 
-    fn kat_hash<B: Block>(f: fn(&[f32], &mut [B]), bs: usize) -> u64 {
+    fn kat_hash<B: Block>(f: Quantizer<B>, bs: usize) -> u64 {
         let mut g = Rng(42);
         let mut bytes = Vec::new();
         for r in 0..8 {
@@ -1014,7 +666,7 @@ pub(super) mod tests {
 
     /// Round trip of `x` through quantizer `f` and element dequantizer `deq`.
     fn round_trip<B: Block>(
-        f: fn(&[f32], &mut [B]),
+        f: Quantizer<B>,
         deq: fn(&B, usize) -> f32,
         bs: usize,
         x: &[f32],
