@@ -33,7 +33,7 @@ fn quantizing_the_1b_shape_to_f32_holds_about_one_tensor() {
         // One thread: the work stays on this thread, where the allocator counts.
         let f32 = locus::model::quantize::Target::Float(GgmlType::F32);
         let opts = locus::model::quant_mix::MixOptions::default();
-        locus::model::quantize::quantize_file(&src, &out, f32, &opts, 1, &never)
+        locus::model::quantize::quantize_file(&src, &out, f32, &opts, None, 1, &never)
     });
     r.unwrap();
     let bound = largest * 3 / 2 + (256 << 20);

@@ -106,11 +106,6 @@ impl Args {
         self.items[self.i.saturating_sub(1)].clone()
     }
 
-    /// The arguments not walked yet.
-    pub fn rest(&self) -> &[OsString] {
-        &self.items[self.i.min(self.items.len())..]
-    }
-
     /// All the arguments, for a command line echoed back (the bench chart's footer).
     pub fn all(&self) -> &[OsString] {
         &self.items

@@ -1,6 +1,7 @@
 //! `quantize`, `gen-model`, `bench`, `membw`, `topo` and `audit`: the commands that write
 //! models or measure the machine.
 
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 use locus::app;
@@ -12,15 +13,6 @@ use super::{
     MAX_THREADS,
 };
 
-/// llama-quantize's presets of the IQ1-IQ3 types with tensors it quantizes only with an
-/// importance matrix (refused by name until `--imatrix` is read).
-const IMATRIX_PRESETS: [&str; 8] = [
-    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS",
-];
-/// llama-quantize's IQ3_S presets, which need no importance matrix but whose mixes locus does
-/// not make yet (refused by name).
-const IQ3_S_PRESETS: [&str; 2] = ["IQ3_S", "IQ3_M"];
-
 /// The most repetitions, rounds or passes a measurement takes (a typo's 10⁹ would run for
 /// days; llama-bench users type 5 to 100).
 const MAX_REPS: usize = 1000;
@@ -28,26 +20,59 @@ const MAX_REPS: usize = 1000;
 /// locus runs; the KV cache is sized from it).
 const MAX_BENCH_TOKENS: usize = 1 << 20;
 
-/// `locus quantize [--pure] INPUT OUTPUT TYPE [NTHREADS]`, llama-quantize's command line
+/// `locus quantize [OPTIONS] INPUT OUTPUT TYPE [NTHREADS]`, llama-quantize's command line
 /// (`--allow-requantize` is taken and changes nothing: locus always requantizes).
-pub fn quantize(a: Args) -> Result<(), CliError> {
-    use locus::model::quant_mix::MixOptions;
-    use locus::model::quantize::{Target, TARGETS};
-    let rest = a.rest();
-    if rest.iter().any(|s| s == "-h" || s == "--help") {
-        return print_help(help::QUANTIZE);
-    }
+pub fn quantize(mut a: Args) -> Result<(), CliError> {
+    use locus::model::imatrix::Imatrix;
+    use locus::model::quant_mix::{parse_ggml_type, MixOptions, TensorTypeOverride};
+    use locus::model::quantize::{ImatrixInput, Target, TARGETS};
     let mut opts = MixOptions::default();
     let mut positional = Vec::new();
-    for arg in rest {
-        match arg.to_str() {
-            Some("--pure") => opts.pure = true,
-            Some("--allow-requantize") => {}
-            _ if arg.as_encoded_bytes().starts_with(b"-") && arg.len() > 1 => {
-                return Err(unknown("quantize", &shown(arg)));
+    let mut imatrix_file = None;
+    let (mut include, mut exclude) = (Vec::new(), Vec::new());
+    let mix = |flag: &str, e: locus::model::quant_mix::MixError| {
+        CliError::Message(format!("quantize: {flag}: {e}"))
+    };
+    while let Some((flag, inline)) = a.next_flag() {
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::QUANTIZE),
+            "--pure" => opts.pure = true,
+            "--allow-requantize" => {}
+            "--leave-output-tensor" => opts.leave_output_tensor = true,
+            "--imatrix" => imatrix_file = Some(a.value_os(f, inline)?),
+            "--include-weights" => include.push(a.value(f, inline)?),
+            "--exclude-weights" => exclude.push(a.value(f, inline)?),
+            "--output-tensor-type" | "--token-embedding-type" => {
+                let ty = Some(parse_ggml_type(&a.value(f, inline)?).map_err(|e| mix(f, e))?);
+                match f {
+                    "--output-tensor-type" => opts.output_tensor_type = ty,
+                    _ => opts.token_embedding_type = ty,
+                }
             }
-            _ => positional.push(arg.clone()),
+            "--tensor-type" => {
+                let v = a.value(f, inline)?;
+                opts.tensor_types
+                    .push(TensorTypeOverride::parse(&v).map_err(|e| mix(f, e))?);
+            }
+            "--tensor-type-file" => {
+                let path = a.path(f, inline)?;
+                let text = std::fs::read(&path).map_err(|e| {
+                    CliError::Message(format!("quantize: {f}: {}: {e}", path.display()))
+                })?;
+                let text = utf8(f, "file", std::ffi::OsString::from_vec(text))?;
+                // Words separated by white space, each PATTERN=TYPE (llama-quantize's `>>`).
+                for w in text.split_whitespace() {
+                    opts.tensor_types
+                        .push(TensorTypeOverride::parse(w).map_err(|e| mix(f, e))?);
+                }
+            }
+            _ if f.starts_with('-') && f.len() > 1 => return Err(unknown("quantize", f)),
+            _ => positional.push(a.current()),
         }
+    }
+    if !include.is_empty() && !exclude.is_empty() {
+        return err("quantize: --include-weights and --exclude-weights cannot be used together");
     }
     let (input, output, ty, nthreads) = match &positional[..] {
         [i, o, t] => (i, o, t, None),
@@ -59,19 +84,6 @@ pub fn quantize(a: Args) -> Result<(), CliError> {
         }
     };
     let ty = utf8("quantize", "type", ty.clone())?;
-    let upper = ty.to_ascii_uppercase();
-    if IMATRIX_PRESETS.contains(&upper.as_str()) {
-        return err(format!(
-            "quantize: {upper} needs an importance matrix (llama-quantize --imatrix FILE), which \
-             locus quantize does not read yet; make the file with llama-quantize (locus runs it)"
-        ));
-    }
-    if IQ3_S_PRESETS.contains(&upper.as_str()) {
-        return err(format!(
-            "quantize: locus does not make {upper} files yet; make the file with llama-quantize \
-             (locus runs it)"
-        ));
-    }
     let target = Target::parse(&ty).ok_or_else(|| {
         CliError::Message(format!(
             "quantize: unknown type {} (types: {})",
@@ -94,17 +106,43 @@ pub fn quantize(a: Args) -> Result<(), CliError> {
     } else {
         n_threads
     };
+    let imatrix = match imatrix_file {
+        Some(file) => {
+            let mut matrix = Imatrix::load(std::path::Path::new(&file))
+                .map_err(|e| CliError::Message(format!("quantize: {e}")))?;
+            matrix.filter(&include, &exclude);
+            Some(ImatrixInput {
+                matrix,
+                file: file.into_vec(),
+            })
+        }
+        None => None,
+    };
     app::catch_interrupts();
     let stop = locus::sys::signal::interrupt_flag();
-    locus::model::quantize::quantize_file(
+    let report = locus::model::quantize::quantize_file(
         &PathBuf::from(input),
         &PathBuf::from(output),
         target,
         &opts,
+        imatrix.as_ref(),
         n_threads,
         stop,
     )
     .map_err(app::AppError::from)?;
+    if let [first, ..] = &report.without_weights[..] {
+        // llama-quantize's "did not find weights", once.
+        eprintln!(
+            "locus quantize: the importance matrix has no weights for {} quantized tensor(s) \
+             ({first}{}); they were quantized without, as llama-quantize does",
+            report.without_weights.len(),
+            if report.without_weights.len() > 1 {
+                ", …"
+            } else {
+                ""
+            }
+        );
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@ pub mod forward;
 pub mod generation;
 pub mod gguf;
 pub mod gguf_write;
+pub mod imatrix;
 pub mod kv;
 mod mla;
 mod moe;
@@ -16,6 +17,7 @@ pub mod quantize;
 pub mod sampler;
 mod swa;
 pub mod synth;
+pub mod tensor_regex;
 pub mod tokenizer;
 pub mod weights;
 

@@ -2,49 +2,72 @@
 //!
 //! This reproduces the choice llama.cpp makes in `src/llama-quant.cpp` (`llama_tensor_get_type`
 //! and `llama_tensor_get_type_impl`, `tensor_allows_quantization`, `tensor_type_fallback`,
-//! `llama_ftype_get_default_type`) for the presets that need no importance matrix, so that
-//! `locus quantize` picks the same type for every tensor that llama-quantize does:
+//! `tensor_requires_imatrix`, `llama_ftype_get_default_type`), so that `locus quantize` picks
+//! the same type for every tensor that llama-quantize does:
 //!
 //! 1. A tensor is quantized at all only if it has two or more dimensions (trailing 1s do not
 //!    count), its name ends in `weight`, it is no norm (`_norm.weight`), no MoE router
 //!    (`ffn_gate_inp.weight`), no positional or token-type embedding, and not one of the small
 //!    special tensors (conv1d, RWKV time-mix, multimodal position and patch embeddings…). The
 //!    others are copied as they are.
-//! 2. Every quantized tensor starts from the preset's default type ([`Preset::default_type`]).
-//! 3. Unless `--pure`, the mixture rules below raise some tensors to more bits, by category
-//!    (name substring) and by position (counters over the `attn_v` and `ffn_down` tensors
-//!    seen so far, in llama-quantize's processing order: tensors sorted by block number, then by
-//!    name, non-block tensors first).
+//! 2. `--token-embedding-type` decides `token_embd` (and `per_layer_token_embd` unless a
+//!    `--tensor-type` pattern names it) and `--output-tensor-type` decides `output.weight`,
+//!    with no fallback. A float target (F16, BF16, F32) puts every other tensor in its type.
+//! 3. Otherwise a tensor starts from the preset's default type ([`Preset::default_type`]); the
+//!    first `--tensor-type` pattern that matches its name (`std::regex_search`) gives its type;
+//!    failing that, unless `--pure`, the mixture rules below do, by category (name substring)
+//!    and by position (counters over the `attn_v` and `ffn_down` tensors seen so far, in
+//!    llama-quantize's processing order: tensors sorted by block number, then by name,
+//!    non-block tensors first; a tensor a pattern decided does not move the counters).
 //! 4. Whatever was chosen, a row length (`ne[0]`) that is not a multiple of the type's block
 //!    size falls back to a 32-wide type ([`fallback`]), or F16 if even that does not divide.
 //!
-//! The mixture rules for the presets here:
+//! The mixture rules (`llama_tensor_get_type_impl`; the IQ1/IQ2 group is IQ1_S, IQ1_M,
+//! IQ2_XXS, IQ2_XS, IQ2_S and IQ2_M; "imatrix" means an importance matrix was given):
 //! - `output.weight`, and `token_embd.weight` when the model has no `output.weight` (tied
-//!   embeddings): Q8_0 if the row length is not a multiple of the default type's block size,
+//!   embeddings): `--output-tensor-type` if given; else Q8_0 if the row length is not a
+//!   multiple of the default type's block size; else Q5_K for the IQ1/IQ2 group and IQ3_XXS;
 //!   else Q6_K unless the default type is Q8_0.
-//! - `attn_v` (also fused `attn_qkv` and `attn_kv_b`): Q2_K → Q3_K (Q4_K if n_head/n_head_kv
-//!   ≥ 4); Q3_K_M → Q5_K for the first two, then Q4_K; Q3_K_L → Q5_K; IQ4_NL/IQ4_XS → Q5_K if
-//!   n_head/n_head_kv ≥ 4; Q4_K_M/Q5_K_M → Q6_K where [`use_more_bits`]; Q4_K_S → Q5_K for the
-//!   first four; then a 70B model's Q3_K/Q4_K → Q5_K, and everything → Q8_0 with 8 experts.
-//! - `attn_k`: Q8_0 with 8 experts.
-//! - `ffn_down` (layer i of n): Q2_K → Q3_K; Q3_K_M → Q5_K for i < n/16, else Q4_K; Q3_K_L →
-//!   Q5_K; Q4_K_M → Q6_K where [`use_more_bits`]; IQ4_NL/IQ4_XS → Q5_K for i < n/8; Q5_K_M →
-//!   Q6_K where [`use_more_bits`]; Q4_K_S → Q5_K for i < n/8.
-//! - `attn_output`: Q2_K → Q3_K, Q3_K_M → Q4_K, Q3_K_L → Q5_K; with 8 experts Q5_K for Q2_K,
-//!   Q3_K_S, Q3_K_M, IQ4_NL, Q4_K_S, Q4_K_M and IQ4_XS instead.
+//! - untied `token_embd`: Q2_K for IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M; IQ3_S for IQ2_S, IQ2_M
+//!   and IQ3_XXS.
+//! - the IQ1/IQ2 group: `attn_v` (and `attn_qkv`, `attn_kv_b`) Q4_K if n_head/n_head_kv ≥ 4
+//!   or ≥ 4 experts, else IQ3_S (IQ2_S, IQ2_M) or Q2_K; `attn_k` Q4_K with 8 experts; the
+//!   first eighth of the `ffn_down` tensors IQ3_S (IQ2_S, IQ2_M) or Q2_K; `attn_output` Q5_K
+//!   with 8 experts, else IQ2_XXS (IQ1_S, IQ1_M) or IQ3_S (IQ2_S, IQ2_M).
+//! - `attn_v` (also fused `attn_qkv` and `attn_kv_b`), the other presets: Q2_K → Q3_K (Q4_K
+//!   if n_head/n_head_kv ≥ 4); Q2_K_S → Q4_K if n_gqa ≥ 4; IQ3_XXS → Q4_K if n_gqa ≥ 4, else
+//!   IQ3_XXS with an imatrix and IQ3_S without; IQ3_XS/IQ3_S → Q4_K if n_gqa ≥ 4; IQ3_M →
+//!   Q4_K; Q3_K_M → Q5_K for the first two, then Q4_K; Q3_K_L → Q5_K; IQ4_NL/IQ4_XS → Q5_K
+//!   if n_gqa ≥ 4; Q4_K_M/Q5_K_M → Q6_K where [`use_more_bits`]; Q4_K_S → Q5_K for the first
+//!   four; then a 70B model's Q3_K/Q4_K → Q5_K, and everything → Q8_0 with 8 experts.
+//! - `attn_k`: Q8_0 with 8 experts; else IQ3_XS → IQ3_XXS, IQ3_XXS → IQ2_S.
+//! - `attn_q`: IQ3_XS → IQ3_XXS, IQ3_XXS → IQ2_S.
+//! - `ffn_down` (layer i of n): Q2_K → Q3_K; Q2_K_S → Q4_K for i < n/8; IQ3_XXS without an
+//!   imatrix → Q4_K for i < n/8, else Q3_K; Q3_K_M → Q5_K for i < n/16, else Q4_K; IQ3_M →
+//!   Q4_K for i < n/8 (and with 8 experts where [`use_more_bits`]); Q3_K_L → Q5_K; Q4_K_M →
+//!   Q6_K where [`use_more_bits`]; IQ4_NL/IQ4_XS without an imatrix → Q5_K for i < n/8;
+//!   Q5_K_M → Q6_K where [`use_more_bits`]; Q4_K_S → Q5_K for i < n/8; Q4_0/Q5_0 with an
+//!   imatrix → Q4_1/Q5_1 for i < n/8.
+//! - `attn_output`: with 8 experts Q5_K for Q2_K, IQ3_XS, IQ3_XXS, Q3_K_S, Q3_K_M, IQ4_NL,
+//!   Q4_K_S, Q4_K_M, IQ3_S, IQ3_M and IQ4_XS; else Q2_K → Q3_K, IQ3_XXS → IQ3_S, Q3_K_M →
+//!   Q4_K, Q3_K_L → Q5_K, IQ3_M → Q4_K.
+//! - `ffn_gate`, `ffn_up`: IQ3_XS → IQ3_XXS for n/8 ≤ i < 7n/8.
 //!
-//! Not reproduced (their presets are not offered here, or they need inputs locus does not
-//! take): the IQ1/IQ2/IQ3/TQ/MXFP4 presets and their rules, the imatrix-only rules (Q4_0/Q5_0
-//! `ffn_down`), `--tensor-type`, `--output-tensor-type`, `--token-embedding-type`, and the Falcon
-//! branches (Falcon puts its output in Q8_0 always and has its own `ffn_down`/`attn_output`
-//! rules; every arm below is the non-Falcon one).
+//! [`MixPlan::requires_imatrix`] says which tensors llama-quantize refuses to write without
+//! an importance matrix (`tensor_requires_imatrix`): those planned as IQ1_S, IQ1_M, IQ2_XXS,
+//! IQ2_XS, IQ2_S or IQ3_XXS, and Q2_K under Q2_K_S, except `token_embd` and `output`.
+//!
+//! Not reproduced: the TQ, Q1_0/Q2_0 and MXFP4 presets (locus makes none of their types), the
+//! Falcon and GLM5-next branches (every arm here is the others' one), `--prune-layers`,
+//! `--keep-split` and `--override-kv`.
 
 use std::collections::HashMap;
 use std::fmt;
 
+use super::tensor_regex::{Regex, RegexError};
 use crate::kernels::GgmlType;
 
-/// A llama-quantize mixture preset that needs no importance matrix.
+/// A llama-quantize mixture preset (a `llama_ftype` other than the float ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Preset {
     Q4_0,
@@ -53,6 +76,7 @@ pub enum Preset {
     Q5_1,
     Q8_0,
     Q2K,
+    Q2KS,
     Q3KS,
     Q3KM,
     Q3KL,
@@ -63,6 +87,16 @@ pub enum Preset {
     Q6K,
     Iq4Nl,
     Iq4Xs,
+    Iq1S,
+    Iq1M,
+    Iq2Xxs,
+    Iq2Xs,
+    Iq2S,
+    Iq2M,
+    Iq3Xxs,
+    Iq3Xs,
+    Iq3S,
+    Iq3M,
 }
 
 /// One preset's facts: its llama-quantize name, its `llama_ftype` (written as
@@ -74,13 +108,28 @@ struct PresetInfo {
     default_type: GgmlType,
 }
 
+/// How many presets there are.
+const N_PRESETS: usize = 27;
+
 /// Every preset, in llama-quantize's listing order.
-const PRESETS: [PresetInfo; 16] = [
+const PRESETS: [PresetInfo; N_PRESETS] = [
     info(Preset::Q4_0, "Q4_0", 2, GgmlType::Q4_0),
     info(Preset::Q4_1, "Q4_1", 3, GgmlType::Q4_1),
     info(Preset::Q5_0, "Q5_0", 8, GgmlType::Q5_0),
     info(Preset::Q5_1, "Q5_1", 9, GgmlType::Q5_1),
+    info(Preset::Iq2Xxs, "IQ2_XXS", 19, GgmlType::Iq2Xxs),
+    info(Preset::Iq2Xs, "IQ2_XS", 20, GgmlType::Iq2Xs),
+    // IQ2_S's tensors start from IQ2_XS, IQ2_M's from IQ2_S (llama.cpp's choice).
+    info(Preset::Iq2S, "IQ2_S", 28, GgmlType::Iq2Xs),
+    info(Preset::Iq2M, "IQ2_M", 29, GgmlType::Iq2S),
+    info(Preset::Iq1S, "IQ1_S", 24, GgmlType::Iq1S),
+    info(Preset::Iq1M, "IQ1_M", 31, GgmlType::Iq1M),
     info(Preset::Q2K, "Q2_K", 10, GgmlType::Q2K),
+    info(Preset::Q2KS, "Q2_K_S", 21, GgmlType::Q2K),
+    info(Preset::Iq3Xxs, "IQ3_XXS", 23, GgmlType::Iq3Xxs),
+    info(Preset::Iq3S, "IQ3_S", 26, GgmlType::Iq3S),
+    info(Preset::Iq3M, "IQ3_M", 27, GgmlType::Iq3S),
+    info(Preset::Iq3Xs, "IQ3_XS", 22, GgmlType::Iq3S),
     info(Preset::Q3KS, "Q3_K_S", 11, GgmlType::Q3K),
     info(Preset::Q3KM, "Q3_K_M", 12, GgmlType::Q3K),
     info(Preset::Q3KL, "Q3_K_L", 13, GgmlType::Q3K),
@@ -138,8 +187,8 @@ impl Preset {
 
     /// Every preset, in llama-quantize's listing order.
     pub fn all() -> &'static [Preset] {
-        const ALL: [Preset; 16] = {
-            let mut out = [Preset::Q4_0; 16];
+        const ALL: [Preset; N_PRESETS] = {
+            let mut out = [Preset::Q4_0; N_PRESETS];
             let mut i = 0;
             while i < PRESETS.len() {
                 out[i] = PRESETS[i].preset;
@@ -158,6 +207,15 @@ impl Preset {
     /// The type every quantized tensor starts from before the mixture rules and fallbacks.
     pub fn default_type(self) -> GgmlType {
         self.info().default_type
+    }
+
+    /// The IQ1/IQ2 presets, which share one set of rules.
+    fn is_iq1_iq2(self) -> bool {
+        use Preset as P;
+        matches!(
+            self,
+            P::Iq2Xxs | P::Iq2Xs | P::Iq1S | P::Iq2S | P::Iq2M | P::Iq1M
+        )
     }
 }
 
@@ -243,13 +301,66 @@ impl ModelShape {
     }
 }
 
-/// llama-quantize's flags that change the mixture.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// llama-quantize's `--tensor-type PATTERN=TYPE`: tensors whose name the pattern matches
+/// anywhere (`std::regex_search`) get TYPE, before any mixture rule.
+#[derive(Clone, Debug)]
+pub struct TensorTypeOverride {
+    pub pattern: Regex,
+    pub ty: GgmlType,
+}
+
+impl TensorTypeOverride {
+    /// Parses `PATTERN=TYPE` as llama-quantize does: split at the first `=`, PATTERN lowered
+    /// to ASCII lower case (so `Attn_Q` matches `attn_q`, and `[A-Z]` means `[a-z]`), TYPE a
+    /// ggml type name in any case (`q8_0`, `Q4_K`).
+    pub fn parse(arg: &str) -> Result<TensorTypeOverride, MixError> {
+        let (name, ty) = arg
+            .split_once('=')
+            .ok_or_else(|| MixError(format!("malformed tensor type '{arg}' (PATTERN=TYPE)")))?;
+        if name.is_empty() {
+            return Err(MixError(format!("missing tensor name in '{arg}'")));
+        }
+        if ty.is_empty() {
+            return Err(MixError(format!("missing quantization type in '{arg}'")));
+        }
+        let ty = parse_ggml_type(ty)?;
+        let pattern = Regex::new(&name.to_ascii_lowercase())
+            .map_err(|e: RegexError| MixError(e.to_string()))?;
+        Ok(TensorTypeOverride { pattern, ty })
+    }
+}
+
+/// A ggml type by name in any case (llama-quantize's `parse_ggml_type`).
+pub fn parse_ggml_type(s: &str) -> Result<GgmlType, MixError> {
+    GgmlType::from_name(s).ok_or_else(|| MixError(format!("invalid ggml_type '{s}'")))
+}
+
+/// llama-quantize's flags that change the plan.
+#[derive(Clone, Debug, Default)]
 pub struct MixOptions {
     /// `--pure`: every quantized tensor in the default type (fallbacks still apply).
     pub pure: bool,
     /// `--leave-output-tensor`: `output.weight` is copied as it is.
     pub leave_output_tensor: bool,
+    /// An importance matrix was given (with at least one entry after the include/exclude
+    /// filters): llama-quantize's `qs.has_imatrix`.
+    pub has_imatrix: bool,
+    /// `--output-tensor-type`.
+    pub output_tensor_type: Option<GgmlType>,
+    /// `--token-embedding-type`.
+    pub token_embedding_type: Option<GgmlType>,
+    /// `--tensor-type` (and `--tensor-type-file`), in the order given: the first match wins.
+    pub tensor_types: Vec<TensorTypeOverride>,
+}
+
+impl MixOptions {
+    /// The type of the first `--tensor-type` pattern matching `name`.
+    fn manual_type(&self, name: &str) -> Option<GgmlType> {
+        self.tensor_types
+            .iter()
+            .find(|o| o.pattern.is_match(name))
+            .map(|o| o.ty)
+    }
 }
 
 /// Why no plan could be made.
@@ -272,6 +383,18 @@ pub struct PlannedTensor {
     /// The type to write; `None` when the tensor is copied as it is (not quantizable). A
     /// `Some` equal to the tensor's current type also means a plain copy in llama-quantize.
     pub target: Option<GgmlType>,
+    /// Whether llama-quantize refuses to write it without an importance matrix
+    /// (`tensor_requires_imatrix`; only for quantizable tensors).
+    pub requires_imatrix: bool,
+}
+
+/// What the tensors are quantized to: a preset's mixture, or one float type for all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Preset(Preset),
+    /// F16, BF16 or F32: no mixture, no pattern, no fallback (llama-quantize applies neither
+    /// to a type that is not quantized).
+    Float(GgmlType),
 }
 
 /// The type of every tensor of a model under a preset, worked out up front (the rules depend
@@ -331,6 +454,9 @@ pub fn allows_quantization(name: &str, dims: &[u64], opts: &MixOptions) -> bool 
             .any(|s| name.contains(&format!("time_mix_{s}.weight")))
 }
 
+/// Gemma 3n's per-layer token embeddings, a token embedding to the rules.
+const PER_LAYER_TOKEN_EMBD: &str = "per_layer_token_embd.weight";
+
 /// A tensor's role as the mixture rules see it (`tensor_get_category`, first match wins).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Category {
@@ -353,7 +479,7 @@ impl Category {
         if name == "output.weight" {
             return Category::Output;
         }
-        if name == "token_embd.weight" || name == "per_layer_token_embd.weight" {
+        if name == "token_embd.weight" || name == PER_LAYER_TOKEN_EMBD {
             return Category::TokenEmbd;
         }
         const BY_SUBSTRING: [(&str, Category); 9] = [
@@ -449,19 +575,22 @@ struct Counters {
 
 impl MixPlan {
     /// Plans every tensor of a model (`tensors`: names and GGUF dims, `dims[0]` the row length,
-    /// in any order) under `preset`. The tensors are walked in llama-quantize's order (by block
-    /// number, then by name; non-block tensors first), which is also the order it writes them in
-    /// ([`MixPlan::tensors`]). Fails only where llama-quantize would: a MoE tensor whose name
-    /// has no valid block number.
-    pub fn new<'a, I>(
-        preset: Preset,
+    /// in any order) under `scheme` (a [`Preset`] or [`Scheme::Float`]). The tensors are
+    /// walked in llama-quantize's order (by block number, then by name; non-block tensors
+    /// first), which is also the order it writes them in ([`MixPlan::tensors`]). Fails only
+    /// where llama-quantize would: a MoE tensor whose name has no valid block number, a type
+    /// with no fallback.
+    pub fn new<'a, S, I>(
+        scheme: S,
         shape: &ModelShape,
         opts: &MixOptions,
         tensors: I,
     ) -> Result<MixPlan, MixError>
     where
+        S: Into<Scheme>,
         I: IntoIterator<Item = (&'a str, &'a [u64])>,
     {
+        let scheme = scheme.into();
         let mut list: Vec<(&str, &[u64])> = tensors.into_iter().collect();
         list.sort_by(|a, b| {
             let la = block_number(a.0).unwrap_or(-1);
@@ -489,27 +618,34 @@ impl MixPlan {
         };
         for (name, dims) in list {
             let target = if allows_quantization(name, dims, opts) {
-                let mut ty = preset.default_type();
-                if !opts.pure {
-                    ty = mixture_type(&mut c, preset, shape, name, dims)?;
-                }
-                let ncols = dims.first().copied().unwrap_or(1);
-                let fell_back = fallback(ty, ncols)?;
-                if fell_back != ty {
-                    plan.n_fallback += 1;
-                }
-                Some(fell_back)
+                let (ty, fell_back) = tensor_type(&mut c, scheme, shape, opts, name, dims)?;
+                plan.n_fallback += usize::from(fell_back);
+                Some(ty)
             } else {
                 None
+            };
+            let requires_imatrix = match (scheme, target) {
+                (Scheme::Preset(p), Some(ty)) => requires_imatrix(name, ty, p),
+                _ => false,
             };
             plan.by_name.insert(name.to_string(), plan.tensors.len());
             plan.tensors.push(PlannedTensor {
                 name: name.to_string(),
                 dims: dims.to_vec(),
                 target,
+                requires_imatrix,
             });
         }
         Ok(plan)
+    }
+
+    /// The first tensor (in processing order) that llama-quantize would refuse to write
+    /// without an importance matrix, with its planned type.
+    pub fn first_requiring_imatrix(&self) -> Option<(&str, GgmlType)> {
+        self.tensors
+            .iter()
+            .find(|t| t.requires_imatrix)
+            .and_then(|t| Some((t.name.as_str(), t.target?)))
     }
 
     /// The type to write tensor `name` in; `None` for a tensor copied as it is, or one the plan
@@ -527,6 +663,62 @@ impl MixPlan {
     pub fn n_fallback(&self) -> usize {
         self.n_fallback
     }
+}
+
+impl From<Preset> for Scheme {
+    fn from(p: Preset) -> Scheme {
+        Scheme::Preset(p)
+    }
+}
+
+/// llama.cpp's `tensor_requires_imatrix`: the very-low-bit types, and Q2_K in a Q2_K_S file,
+/// except for the token embeddings and the output.
+pub fn requires_imatrix(name: &str, ty: GgmlType, preset: Preset) -> bool {
+    use GgmlType as T;
+    if matches!(Category::of(name), Category::TokenEmbd | Category::Output) {
+        return false;
+    }
+    match ty {
+        T::Iq3Xxs | T::Iq2Xxs | T::Iq2Xs | T::Iq2S | T::Iq1M | T::Iq1S => true,
+        T::Q2K => preset == Preset::Q2KS,
+        _ => false,
+    }
+}
+
+/// `llama_tensor_get_type` for a tensor that may be quantized: its type, and whether the
+/// fallback changed it.
+fn tensor_type(
+    c: &mut Counters,
+    scheme: Scheme,
+    shape: &ModelShape,
+    opts: &MixOptions,
+    name: &str,
+    dims: &[u64],
+) -> Result<(GgmlType, bool), MixError> {
+    let category = Category::of(name);
+    if let Some(ty) = opts.token_embedding_type {
+        // per_layer_token_embd follows it too, unless a --tensor-type pattern names it.
+        let named = name == PER_LAYER_TOKEN_EMBD && opts.manual_type(name).is_some();
+        if category == Category::TokenEmbd && !named {
+            return Ok((ty, false));
+        }
+    }
+    if let (Some(ty), Category::Output) = (opts.output_tensor_type, category) {
+        return Ok((ty, false));
+    }
+    let preset = match scheme {
+        Scheme::Float(ty) => return Ok((ty, false)),
+        Scheme::Preset(p) => p,
+    };
+    let mut ty = preset.default_type();
+    match opts.manual_type(name) {
+        Some(manual) => ty = manual,
+        None if !opts.pure => ty = mixture_type(c, preset, shape, opts, name, dims)?,
+        None => {}
+    }
+    let ncols = dims.first().copied().unwrap_or(1);
+    let fell_back = fallback(ty, ncols)?;
+    Ok((fell_back, fell_back != ty))
 }
 
 /// The layer a `ffn_*` rule looks at: the running counter for a dense model; for a MoE model
@@ -550,105 +742,195 @@ fn ffn_layer(counter: i64, shape: &ModelShape, name: &str) -> Result<i64, MixErr
 const EIGHT_EXPERTS: u32 = 8;
 /// `n_head / n_head_kv` from which `attn_v` gets more bits in the low-bit presets.
 const GQA_MORE_BITS: u32 = 4;
+/// Experts from which the IQ1/IQ2 presets give `attn_v` more bits.
+const MANY_EXPERTS: u32 = 4;
 
-/// `llama_tensor_get_type_impl` for the presets here (before the fallback).
+/// `llama_tensor_get_type_impl` (before the fallback; module docs list the rules).
 fn mixture_type(
     c: &mut Counters,
     preset: Preset,
     shape: &ModelShape,
+    opts: &MixOptions,
     name: &str,
     dims: &[u64],
 ) -> Result<GgmlType, MixError> {
+    use Category as C;
     use GgmlType as T;
     use Preset as P;
     let default = preset.default_type();
     let category = Category::of(name);
     let eight_experts = shape.n_expert == EIGHT_EXPERTS;
     let gqa_wide = shape.n_gqa() >= GQA_MORE_BITS;
-    let ty =
-        if category == Category::Output || (c.tied_embeddings && category == Category::TokenEmbd) {
-            let ncols = dims.first().copied().unwrap_or(1);
-            if !ncols.is_multiple_of(default.block_size() as u64) {
-                T::Q8_0
-            } else if default != T::Q8_0 {
-                T::Q6K
-            } else {
-                default
-            }
-        } else if category == Category::TokenEmbd {
-            // Untied embeddings change type only in the IQ1/IQ2/IQ3/TQ presets.
-            default
-        } else if category.is_attn_v() {
-            let i = c.i_attention_wv;
-            let mut ty = match preset {
-                P::Q2K if gqa_wide => T::Q4K,
-                P::Q2K => T::Q3K,
-                P::Q3KM if i < 2 => T::Q5K,
-                P::Q3KM => T::Q4K,
-                P::Q3KL => T::Q5K,
-                P::Iq4Nl | P::Iq4Xs if gqa_wide => T::Q5K,
-                P::Q4KM | P::Q5KM if use_more_bits(i, c.n_attention_wv) => T::Q6K,
-                P::Q4KS if i < 4 => T::Q5K,
-                _ => default,
-            };
-            if shape.is_70b && matches!(ty, T::Q3K | T::Q4K) {
-                // 70B models share each attn_v among 8 heads: a small tensor worth more bits.
-                ty = T::Q5K;
-            }
-            if eight_experts {
-                ty = T::Q8_0;
-            }
+    let iq2s_or_m = matches!(preset, P::Iq2S | P::Iq2M);
+    let ty = if category == C::Output || (c.tied_embeddings && category == C::TokenEmbd) {
+        output_type(preset, opts, dims)
+    } else if category == C::TokenEmbd {
+        match preset {
+            _ if opts.token_embedding_type.is_some() => opts.token_embedding_type.unwrap(),
+            P::Iq2Xxs | P::Iq2Xs | P::Iq1S | P::Iq1M => T::Q2K,
+            P::Iq2S | P::Iq2M | P::Iq3Xxs => T::Iq3S,
+            _ => default,
+        }
+    } else if preset.is_iq1_iq2() {
+        // The IQ1/IQ2 group: only attn_v and ffn_down move their counters here.
+        if category.is_attn_v() {
             c.i_attention_wv += 1;
-            ty
-        } else if category == Category::AttnK {
-            if eight_experts {
-                T::Q8_0
+            if gqa_wide || shape.n_expert >= MANY_EXPERTS {
+                T::Q4K
+            } else if iq2s_or_m {
+                T::Iq3S
             } else {
-                default
+                T::Q2K
             }
-        } else if category == Category::FfnDown {
-            let i = ffn_layer(c.i_ffn_down, shape, name)?;
-            let n = c.n_ffn;
-            let ty = match preset {
-                P::Q2K => T::Q3K,
-                P::Q3KM if i < n / 16 => T::Q5K,
-                // (Falcon keeps Q3_K where use_more_bits is false.)
-                P::Q3KM => T::Q4K,
-                P::Q3KL => T::Q5K,
-                P::Q4KM | P::Q5KM if use_more_bits(i, n) => T::Q6K,
-                P::Iq4Nl | P::Iq4Xs if i < n / 8 => T::Q5K,
-                P::Q4KS if i < n / 8 => T::Q5K,
-                _ => default,
-            };
+        } else if eight_experts && category == C::AttnK {
+            T::Q4K
+        } else if category == C::FfnDown {
+            // The running count, whatever the experts (no layer from the name here).
+            let first_eighth = c.i_ffn_down < c.n_ffn / 8;
             c.i_ffn_down += 1;
-            ty
-        } else if category == Category::AttnOutput {
+            match () {
+                _ if !first_eighth => default,
+                _ if iq2s_or_m => T::Iq3S,
+                _ => T::Q2K,
+            }
+        } else if category == C::AttnOutput {
             match preset {
-                P::Q2K | P::Q3KS | P::Q3KM | P::Iq4Nl | P::Q4KS | P::Q4KM | P::Iq4Xs
-                    if eight_experts =>
-                {
-                    T::Q5K
-                }
-                _ if eight_experts => default,
-                // (Falcon: only Q3_K_L changes, to Q4_K.)
-                P::Q2K => T::Q3K,
-                P::Q3KM => T::Q4K,
-                P::Q3KL => T::Q5K,
+                _ if eight_experts => T::Q5K,
+                P::Iq1S | P::Iq1M => T::Iq2Xxs,
+                P::Iq2S | P::Iq2M => T::Iq3S,
                 _ => default,
             }
-        } else if category == Category::FfnGate {
-            // The rule needing the layer is IQ3_XS's, but the check on the name still applies.
-            ffn_layer(c.i_ffn_gate, shape, name)?;
-            c.i_ffn_gate += 1;
-            default
-        } else if category == Category::FfnUp {
-            ffn_layer(c.i_ffn_up, shape, name)?;
-            c.i_ffn_up += 1;
-            default
         } else {
             default
+        }
+    } else if category.is_attn_v() {
+        let i = c.i_attention_wv;
+        let mut ty = match preset {
+            P::Q2K if gqa_wide => T::Q4K,
+            P::Q2K => T::Q3K,
+            P::Q2KS if gqa_wide => T::Q4K,
+            P::Iq3Xxs if gqa_wide => T::Q4K,
+            P::Iq3Xxs if opts.has_imatrix => T::Iq3Xxs,
+            P::Iq3Xxs => T::Iq3S,
+            P::Iq3Xs | P::Iq3S if gqa_wide => T::Q4K,
+            P::Iq3M => T::Q4K,
+            P::Q3KM if i < 2 => T::Q5K,
+            P::Q3KM => T::Q4K,
+            P::Q3KL => T::Q5K,
+            P::Iq4Nl | P::Iq4Xs if gqa_wide => T::Q5K,
+            P::Q4KM | P::Q5KM if use_more_bits(i, c.n_attention_wv) => T::Q6K,
+            P::Q4KS if i < 4 => T::Q5K,
+            _ => default,
         };
+        if shape.is_70b && matches!(ty, T::Q3K | T::Q4K) {
+            // 70B models share each attn_v among 8 heads: a small tensor worth more bits.
+            ty = T::Q5K;
+        }
+        if eight_experts {
+            ty = T::Q8_0;
+        }
+        c.i_attention_wv += 1;
+        ty
+    } else if category == C::AttnK {
+        match preset {
+            _ if eight_experts => T::Q8_0,
+            P::Iq3Xs => T::Iq3Xxs,
+            P::Iq3Xxs => T::Iq2S,
+            _ => default,
+        }
+    } else if category == C::AttnQ {
+        match preset {
+            P::Iq3Xs => T::Iq3Xxs,
+            P::Iq3Xxs => T::Iq2S,
+            _ => default,
+        }
+    } else if category == C::FfnDown {
+        let i = ffn_layer(c.i_ffn_down, shape, name)?;
+        let n = c.n_ffn;
+        let first_eighth = i < n / 8;
+        let ty = match preset {
+            P::Q2K => T::Q3K,
+            P::Q2KS if first_eighth => T::Q4K,
+            P::Iq3Xxs if !opts.has_imatrix && first_eighth => T::Q4K,
+            P::Iq3Xxs if !opts.has_imatrix => T::Q3K,
+            P::Q3KM if i < n / 16 => T::Q5K,
+            // (Falcon keeps Q3_K where use_more_bits is false.)
+            P::Q3KM => T::Q4K,
+            P::Iq3M if first_eighth || (eight_experts && use_more_bits(i, n)) => T::Q4K,
+            P::Q3KL => T::Q5K,
+            P::Q4KM if use_more_bits(i, n) => T::Q6K,
+            P::Iq4Nl | P::Iq4Xs if first_eighth && !opts.has_imatrix => T::Q5K,
+            P::Q5KM if use_more_bits(i, n) => T::Q6K,
+            P::Q4KS if first_eighth => T::Q5K,
+            // Guards the first layers of Q4_0/Q5_0, only with an imatrix (llama.cpp's note).
+            P::Q4_0 if opts.has_imatrix && first_eighth => T::Q4_1,
+            P::Q5_0 if opts.has_imatrix && first_eighth => T::Q5_1,
+            _ => default,
+        };
+        c.i_ffn_down += 1;
+        ty
+    } else if category == C::AttnOutput {
+        match preset {
+            P::Q2K
+            | P::Iq3Xs
+            | P::Iq3Xxs
+            | P::Q3KS
+            | P::Q3KM
+            | P::Iq4Nl
+            | P::Q4KS
+            | P::Q4KM
+            | P::Iq3S
+            | P::Iq3M
+            | P::Iq4Xs
+                if eight_experts =>
+            {
+                T::Q5K
+            }
+            _ if eight_experts => default,
+            // (Falcon: only Q3_K_L changes, to Q4_K.)
+            P::Q2K => T::Q3K,
+            P::Iq3Xxs => T::Iq3S,
+            P::Q3KM => T::Q4K,
+            P::Q3KL => T::Q5K,
+            P::Iq3M => T::Q4K,
+            _ => default,
+        }
+    } else if matches!(category, C::FfnGate | C::FfnUp) {
+        let counter = if category == C::FfnGate {
+            &mut c.i_ffn_gate
+        } else {
+            &mut c.i_ffn_up
+        };
+        let i = ffn_layer(*counter, shape, name)?;
+        *counter += 1;
+        let n = c.n_ffn;
+        if preset == P::Iq3Xs && i >= n / 8 && i < 7 * n / 8 {
+            T::Iq3Xxs
+        } else {
+            default
+        }
+    } else {
+        default
+    };
     Ok(ty)
+}
+
+/// The type of `output.weight` (and of tied token embeddings) under the mixture rules.
+fn output_type(preset: Preset, opts: &MixOptions, dims: &[u64]) -> GgmlType {
+    use GgmlType as T;
+    let default = preset.default_type();
+    let ncols = dims.first().copied().unwrap_or(1);
+    if let Some(ty) = opts.output_tensor_type {
+        ty
+    } else if !ncols.is_multiple_of(default.block_size() as u64) {
+        T::Q8_0
+    } else if preset.is_iq1_iq2() || preset == Preset::Iq3Xxs {
+        T::Q5K
+    } else if default != T::Q8_0 {
+        T::Q6K
+    } else {
+        default
+    }
 }
 
 #[cfg(test)]
@@ -666,8 +948,23 @@ mod tests {
         assert_eq!(Preset::parse("q4_k"), Some(Preset::Q4KM));
         assert_eq!(Preset::parse("Q3_K"), Some(Preset::Q3KM));
         assert_eq!(Preset::parse("Q5_K"), Some(Preset::Q5KM));
-        // Presets that need an importance matrix, and non-presets, are refused.
-        for s in ["IQ2_XS", "Q2_K_S", "F16", "", "Q4", "19"] {
+        assert_eq!(
+            Preset::parse("iq2_s").map(Preset::default_type),
+            Some(GgmlType::Iq2Xs)
+        );
+        assert_eq!(Preset::parse("21"), Some(Preset::Q2KS));
+        // Presets of types locus does not know, and non-presets, are refused.
+        for s in [
+            "TQ1_0",
+            "TQ2_0",
+            "MXFP4_MOE",
+            "Q1_0",
+            "F16",
+            "",
+            "Q4",
+            "1",
+            "32",
+        ] {
             assert_eq!(Preset::parse(s), None, "{s:?}");
         }
     }

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::error::ModelError;
 use super::gguf::TensorInfo;
 use super::gguf_write::{GgufStream, MetaValue, TensorEntry};
-use super::quant_mix::{MixOptions, MixPlan, ModelShape, Preset};
+use super::imatrix::{row_weights, Imatrix};
+use super::quant_mix::{MixOptions, MixPlan, ModelShape, Preset, Scheme};
 use super::ModelFile;
 use crate::kernels::{dequantize_row, GgmlType};
 
@@ -41,7 +42,12 @@ pub fn file_type_code(ty: GgmlType) -> Option<u32> {
         GgmlType::Q4K => 15,
         GgmlType::Q5K => 17,
         GgmlType::Q6K => 18,
+        GgmlType::Iq2Xxs => 19,
+        GgmlType::Iq2Xs => 20,
         GgmlType::Iq3Xxs => 23,
+        GgmlType::Iq1S => 24,
+        GgmlType::Iq2S => 28,
+        GgmlType::Iq1M => 31,
         GgmlType::Iq3S => 26,
         GgmlType::Iq4Nl => 25,
         GgmlType::Iq4Xs => 30,
@@ -88,9 +94,11 @@ const FLOATS: [(GgmlType, u32); 3] = [(GgmlType::F16, 1), (GgmlType::Bf16, 32), 
 
 /// Every name `TYPE` may be (in any case), in llama-quantize's listing order; the aliases
 /// `Q3_K`, `Q4_K`, `Q5_K` (= their `_M` mixture) and the `llama_ftype` numbers are taken too.
-pub const TARGETS: [&str; 19] = [
-    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "IQ4_NL", "IQ4_XS",
-    "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "F16", "BF16", "F32",
+pub const TARGETS: [&str; 30] = [
+    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M",
+    "Q2_K", "Q2_K_S", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ3_XS", "Q3_K_S", "Q3_K_M", "Q3_K_L",
+    "IQ4_NL", "IQ4_XS", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "F16", "BF16",
+    "F32",
 ];
 
 impl Target {
@@ -155,6 +163,8 @@ const QNT_VERSION: u32 = 2;
 struct Job<'a> {
     tensor: &'a TensorInfo<'a>,
     ty: GgmlType,
+    /// The tensor's importance weights (`ne[2]` experts × `ne[0]` columns), if any.
+    weights: Option<&'a [f32]>,
 }
 
 impl Job<'_> {
@@ -169,54 +179,84 @@ fn written_dims(dims: &[u64]) -> Vec<u64> {
     (0..n).map(|i| dims.get(i).copied().unwrap_or(1)).collect()
 }
 
-/// The plan of `g` under `target`: [`MixPlan`] with the preset, or for a float target the
-/// tensors a pure plan quantizes (which ones and their order do not depend on the preset) all
-/// in the float type.
-fn plan(
-    g: &super::Gguf<'_>,
-    target: Target,
-    opts: &MixOptions,
-) -> Result<Vec<(String, Option<GgmlType>)>, ModelError> {
+/// The plan of `g` under `target` ([`MixPlan`]).
+fn plan(g: &super::Gguf<'_>, target: Target, opts: &MixOptions) -> Result<MixPlan, ModelError> {
     let mix_err = |e: super::quant_mix::MixError| ModelError::Quantize(e.to_string());
     let tensors = g.tensors.iter().map(|t| (t.name, t.dims.as_slice()));
-    let (preset, opts, shape) = match target {
+    let (scheme, shape) = match target {
         // The mixture rules need the model's shape; --pure and the floats do not.
-        Target::Preset(p) if !opts.pure => (p, *opts, ModelShape::from_gguf(g).map_err(mix_err)?),
-        Target::Preset(p) => (p, *opts, ModelShape::new("", 0, 0, 0, 0)),
-        Target::Float(_) => {
-            let pure = MixOptions {
-                pure: true,
-                ..*opts
-            };
-            (Preset::Q8_0, pure, ModelShape::new("", 0, 0, 0, 0))
-        }
+        Target::Preset(p) if !opts.pure => (
+            Scheme::Preset(p),
+            ModelShape::from_gguf(g).map_err(mix_err)?,
+        ),
+        Target::Preset(p) => (Scheme::Preset(p), ModelShape::new("", 0, 0, 0, 0)),
+        Target::Float(f) => (Scheme::Float(f), ModelShape::new("", 0, 0, 0, 0)),
     };
-    let p = MixPlan::new(preset, &shape, &opts, tensors).map_err(mix_err)?;
-    Ok(p.tensors()
-        .iter()
-        .map(|t| {
-            let ty = match target {
-                Target::Float(f) => t.target.map(|_| f),
-                Target::Preset(_) => t.target,
-            };
-            (t.name.clone(), ty)
-        })
-        .collect())
+    MixPlan::new(scheme, &shape, opts, tensors).map_err(mix_err)
+}
+
+/// An importance matrix for `locus quantize --imatrix`, as llama-quantize applies it.
+#[derive(Clone, Debug)]
+pub struct ImatrixInput {
+    /// The matrix, after `--include-weights`/`--exclude-weights`.
+    pub matrix: Imatrix,
+    /// The file name as given on the command line (written as `quantize.imatrix.file`).
+    pub file: Vec<u8>,
+}
+
+/// The metadata llama-quantize adds for an importance matrix (its `--override-kv` pairs).
+const KEY_IMATRIX_FILE: &str = "quantize.imatrix.file";
+const KEY_IMATRIX_DATASET: &str = "quantize.imatrix.dataset";
+const KEY_IMATRIX_ENTRIES: &str = "quantize.imatrix.entries_count";
+const KEY_IMATRIX_CHUNKS: &str = "quantize.imatrix.chunks_count";
+/// The longest string an override holds (`char val_str[128]`, NUL included).
+const OVERRIDE_STR_MAX: usize = 127;
+
+/// The `quantize.imatrix.*` pairs, in llama-quantize's order.
+fn imatrix_metadata(m: &ImatrixInput) -> Vec<(String, MetaValue)> {
+    let clip = |b: &[u8]| {
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        MetaValue::Str(b[..end.min(OVERRIDE_STR_MAX)].to_vec())
+    };
+    let mut kv = vec![(KEY_IMATRIX_FILE.to_string(), clip(&m.file))];
+    if let Some(d) = m.matrix.datasets.first() {
+        kv.push((KEY_IMATRIX_DATASET.into(), clip(d.as_bytes())));
+    }
+    let entries = u32::try_from(m.matrix.entries.len()).unwrap_or(u32::MAX);
+    kv.push((KEY_IMATRIX_ENTRIES.into(), MetaValue::U32(entries)));
+    if m.matrix.chunk_count > 0 {
+        kv.push((
+            KEY_IMATRIX_CHUNKS.into(),
+            MetaValue::U32(m.matrix.chunk_count),
+        ));
+    }
+    kv
+}
+
+/// What `quantize_file` did that the user may want to know.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuantizeReport {
+    /// Tensors quantized without importance weights although a matrix was given (it has no
+    /// entry for them; for the token embeddings, also one of another size), as llama-quantize
+    /// reports "did not find weights".
+    pub without_weights: Vec<String>,
 }
 
 /// Rewrites `input` into `output` under `target` (module docs), with `threads` threads
-/// quantizing the rows of each slab. The output is streamed tensor by tensor, slab by slab
-/// ([`GgufStream`]), so memory stays a few MiB whatever the model's size (the input is read
-/// through its mapping). Every check happens before the output is created; `stop` (Ctrl-C)
-/// ends the work between slabs, leaving nothing behind.
+/// quantizing the rows of each slab, each row with its importance weights when `imatrix` has
+/// them. The output is streamed tensor by tensor, slab by slab ([`GgufStream`]), so memory
+/// stays a few MiB whatever the model's size (the input is read through its mapping). Every
+/// check happens before the output is created; `stop` (Ctrl-C) ends the work between slabs,
+/// leaving nothing behind.
 pub fn quantize_file(
     input: &Path,
     output: &Path,
     target: Target,
     opts: &MixOptions,
+    imatrix: Option<&ImatrixInput>,
     threads: usize,
     stop: &AtomicBool,
-) -> Result<(), ModelError> {
+) -> Result<QuantizeReport, ModelError> {
     let file = ModelFile::open(input)?;
     let g = file.gguf()?;
     // The writer pads every tensor to general.alignment: a huge power of two (legal in GGUF)
@@ -231,40 +271,71 @@ pub fn quantize_file(
             ),
         });
     }
-    // gguf's setters remove a key and append it: these two end up last, in this order.
+    // llama-quantize uses a matrix only if an entry is left after the filters.
+    let imatrix = imatrix.filter(|m| !m.matrix.entries.is_empty());
+    let opts = MixOptions {
+        has_imatrix: imatrix.is_some(),
+        ..opts.clone()
+    };
+    let plan = plan(&g, target, &opts)?;
+    // gguf's setters remove a key and append it: these two end up last, in this order, and
+    // the imatrix's pairs after them.
     const MOVED: [&str; 2] = ["general.quantization_version", "general.file_type"];
+    let mut added = vec![
+        (MOVED[0].to_string(), MetaValue::U32(QNT_VERSION)),
+        (MOVED[1].to_string(), MetaValue::U32(target.file_type())),
+    ];
+    if let Some(m) = imatrix {
+        added.extend(imatrix_metadata(m));
+    }
     let mut meta: Vec<(String, MetaValue)> = g
         .metadata
         .iter()
-        .filter(|(k, _)| !MOVED.contains(k) && !SPLIT_KEYS.contains(k))
+        .filter(|(k, _)| !added.iter().any(|(a, _)| a == k) && !SPLIT_KEYS.contains(k))
         .map(|(k, v)| (k.to_string(), MetaValue::from_value(v)))
         .collect();
-    meta.push((MOVED[0].into(), MetaValue::U32(QNT_VERSION)));
-    meta.push((MOVED[1].into(), MetaValue::U32(target.file_type())));
+    meta.extend(added);
     let mut jobs = Vec::with_capacity(g.tensors.len());
     let mut infos = Vec::with_capacity(g.tensors.len());
-    for (name, planned) in plan(&g, target, opts)? {
+    let mut report = QuantizeReport::default();
+    if imatrix.is_none() {
+        if let Some((name, ty)) = plan.first_requiring_imatrix() {
+            return Err(ModelError::Quantize(format!(
+                "{} needs an importance matrix: tensor '{name}' would be {} (pass --imatrix \
+                 FILE, made by llama-imatrix)",
+                target.name(),
+                ty.name()
+            )));
+        }
+    }
+    for planned in plan.tensors() {
         let t = g
-            .tensor(&name)
+            .tensor(&planned.name)
             .expect("the plan lists the file's own tensors");
-        let ty = planned.unwrap_or(t.ty);
+        let ty = planned.target.unwrap_or(t.ty);
         let cols = t.dims[0] as usize;
-        let job = Job { tensor: t, ty };
+        let mut job = Job {
+            tensor: t,
+            ty,
+            weights: None,
+        };
         if job.quantize() {
-            if !t.ty.supported() {
-                return Err(ModelError::UnsupportedType {
-                    tensor: t.name.into(),
-                    ty: t.ty.name(),
-                });
+            check_quantizable(t, ty)?;
+            if let Some(m) = imatrix {
+                job.weights = tensor_weights(&m.matrix, t)?;
+                if job.weights.is_none() {
+                    report.without_weights.push(t.name.to_string());
+                }
             }
-            // The fallbacks leave no misfit; kept so a planning mistake is an error, not a
-            // panic in a quantizer.
-            if !cols.is_multiple_of(ty.block_size()) {
-                return Err(ModelError::BadShape {
-                    tensor: t.name.into(),
-                    expected: vec![(cols / ty.block_size() * ty.block_size()) as u64],
-                    found: t.dims.clone(),
-                });
+            if job.weights.is_none() && planned.requires_imatrix {
+                return Err(ModelError::Quantize(format!(
+                    "the importance matrix has no entry for tensor '{}', which {} quantizes \
+                     to {} (a very low-bit type that needs one); use an imatrix made for this \
+                     model",
+                    t.name,
+                    target.name(),
+                    ty.name()
+                )));
             }
         }
         let len = if job.quantize() {
@@ -274,7 +345,7 @@ pub fn quantize_file(
             t.data.len() as u64
         };
         infos.push(TensorEntry {
-            name,
+            name: planned.name.clone(),
             dims: written_dims(&t.dims),
             ty,
             len,
@@ -297,11 +368,19 @@ pub fn quantize_file(
             let cols = t.dims[0] as usize;
             let src_row = t.ty.row_bytes(cols);
             let slab_rows = (SLAB_BYTES / job.ty.row_bytes(cols).max(1)).max(1);
-            for slab in t.data.chunks(slab_rows * src_row) {
+            let rows_per_expert = t.dims.get(1).copied().unwrap_or(1).max(1) as usize;
+            for (i, slab) in t.data.chunks(slab_rows * src_row).enumerate() {
                 if stop.load(Ordering::Relaxed) {
                     return Err(ModelError::Interrupted);
                 }
-                for part in requantize_slab(t.ty, job.ty, cols, slab, threads) {
+                let rows = Rows {
+                    from: t.ty,
+                    to: job.ty,
+                    cols,
+                    first: i * slab_rows,
+                    weights: job.weights.map(|w| (w, rows_per_expert)),
+                };
+                for part in requantize_slab(&rows, slab, threads) {
                     out.write(&part).map_err(write_err)?;
                 }
             }
@@ -311,49 +390,114 @@ pub fn quantize_file(
     if stop.load(Ordering::Relaxed) {
         return Err(ModelError::Interrupted);
     }
-    out.commit().map_err(write_err)
+    out.commit().map_err(write_err)?;
+    Ok(report)
 }
 
-/// Rows of `cols` values of type `from` (`src`, whole rows) requantized to `to`, as
-/// consecutive pieces of the output: the rows are shared among up to `threads` threads, one
-/// contiguous run each (every row is quantized alone, so the split changes no byte). A thread
-/// that cannot be started leaves its rows to this one.
-fn requantize_slab(
+/// Refuses, before anything is written, a tensor locus cannot requantize to `ty`.
+fn check_quantizable(t: &TensorInfo<'_>, ty: GgmlType) -> Result<(), ModelError> {
+    if !t.ty.supported() {
+        return Err(ModelError::UnsupportedType {
+            tensor: t.name.into(),
+            ty: t.ty.name(),
+        });
+    }
+    if ty.codec().is_none() {
+        return Err(ModelError::Quantize(format!(
+            "locus does not make {} yet (tensor '{}'); make the file with llama-quantize \
+             (locus runs it)",
+            ty.name(),
+            t.name
+        )));
+    }
+    // The fallbacks leave no misfit, but --output-tensor-type and --token-embedding-type
+    // have none (llama-quantize would fail in its quantizer).
+    let cols = t.dims[0] as usize;
+    if !cols.is_multiple_of(ty.block_size()) {
+        return Err(ModelError::Quantize(format!(
+            "tensor '{}' has rows of {cols} values, not whole blocks of {} ({} values)",
+            t.name,
+            ty.name(),
+            ty.block_size()
+        )));
+    }
+    Ok(())
+}
+
+/// The importance weights of tensor `t` from `m` as llama-quantize picks them: the entry of
+/// the same name, which must hold `ne[0] · ne[2]` values (one row per expert); a token
+/// embedding with an entry of another size is quantized without (llama.cpp's exception).
+fn tensor_weights<'m>(m: &'m Imatrix, t: &TensorInfo<'_>) -> Result<Option<&'m [f32]>, ModelError> {
+    let Some(w) = m.get(t.name) else {
+        return Ok(None);
+    };
+    let want = t.dims[0] * t.dims.get(2).copied().unwrap_or(1);
+    if w.len() as u64 == want {
+        return Ok(Some(w));
+    }
+    if t.name == "token_embd.weight" || t.name == "per_layer_token_embd.weight" {
+        return Ok(None);
+    }
+    Err(ModelError::Quantize(format!(
+        "the importance matrix holds {} values for tensor '{}', which needs {want} (is the \
+         imatrix for another model?)",
+        w.len(),
+        t.name
+    )))
+}
+
+/// A run of rows to requantize: `from` → `to`, `cols` values each, the first being row
+/// `first` of its tensor; `weights` are the tensor's importance weights with its rows per
+/// expert.
+struct Rows<'a> {
     from: GgmlType,
     to: GgmlType,
     cols: usize,
-    src: &[u8],
-    threads: usize,
-) -> Vec<Vec<u8>> {
+    first: usize,
+    weights: Option<(&'a [f32], usize)>,
+}
+
+/// The rows `src` (whole rows) requantized, as consecutive pieces of the output: the rows are
+/// shared among up to `threads` threads, one contiguous run each (every row is quantized
+/// alone, so the split changes no byte). A thread that cannot be started leaves its rows to
+/// this one.
+fn requantize_slab(r: &Rows<'_>, src: &[u8], threads: usize) -> Vec<Vec<u8>> {
+    let (cols, from, to) = (r.cols, r.from, r.to);
     let src_row = from.row_bytes(cols);
     let rows = src.len() / src_row;
-    let work = |part: &[u8]| {
+    let work = |first: usize, part: &[u8]| {
         let mut out = Vec::with_capacity(part.len() / src_row * to.row_bytes(cols));
         let mut row = vec![0f32; cols];
-        for r in part.chunks_exact(src_row) {
-            dequantize_row(from, r, &mut row);
-            out.extend_from_slice(&quantize_row(to, &row));
+        for (i, bytes) in part.chunks_exact(src_row).enumerate() {
+            dequantize_row(from, bytes, &mut row);
+            let w = r
+                .weights
+                .map(|(w, per_expert)| row_weights(w, first + i, per_expert, cols));
+            out.extend_from_slice(&quantize_row_weighted(to, &row, w));
         }
         out
     };
     let n = threads.clamp(1, rows.max(1));
     if n == 1 {
-        return vec![work(src)];
+        return vec![work(r.first, src)];
     }
     let per = rows.div_ceil(n);
     std::thread::scope(|s| {
         let handles: Vec<_> = src
             .chunks(per * src_row)
-            .map(|part| {
-                let spawned = std::thread::Builder::new().spawn_scoped(s, move || work(part));
-                (part, spawned.ok())
+            .enumerate()
+            .map(|(k, part)| {
+                let first = r.first + k * per;
+                let spawned =
+                    std::thread::Builder::new().spawn_scoped(s, move || work(first, part));
+                (first, part, spawned.ok())
             })
             .collect();
         handles
             .into_iter()
-            .map(|(part, h)| match h {
+            .map(|(first, part, h)| match h {
                 Some(h) => h.join().expect("a quantizing thread panicked"),
-                None => work(part),
+                None => work(first, part),
             })
             .collect()
     })
@@ -387,7 +531,21 @@ mod tests {
             Target::parse("Q3_K_S").map(Target::base_type),
             Some(GgmlType::Q3K)
         );
-        for bad in ["Q9_9", "IQ2_XS", "Q8_K", "F64", "", "COPY", "99"] {
+        assert_eq!(
+            Target::parse("iq2_m").map(Target::base_type),
+            Some(GgmlType::Iq2S)
+        );
+        assert_eq!(Target::parse("22").map(Target::name), Some("IQ3_XS"));
+        for bad in [
+            "Q9_9",
+            "TQ1_0",
+            "MXFP4_MOE",
+            "Q8_K",
+            "F64",
+            "",
+            "COPY",
+            "99",
+        ] {
             assert_eq!(Target::parse(bad), None, "{bad:?}");
         }
     }
@@ -412,15 +570,20 @@ mod tests {
             .chunks(cols)
             .flat_map(|r| quantize_row(GgmlType::Q8_0, r))
             .collect();
-        let one = requantize_slab(GgmlType::Q8_0, GgmlType::Q4K, cols, &src, 1).concat();
+        let rows = |first| Rows {
+            from: GgmlType::Q8_0,
+            to: GgmlType::Q4K,
+            cols,
+            first,
+            weights: None,
+        };
+        let one = requantize_slab(&rows(0), &src, 1).concat();
         assert_eq!(one.len(), 7 * GgmlType::Q4K.row_bytes(cols));
         for t in [2, 3, 16] {
-            let parts = requantize_slab(GgmlType::Q8_0, GgmlType::Q4K, cols, &src, t);
+            let parts = requantize_slab(&rows(0), &src, t);
             assert_eq!(parts.len(), t.min(7), "{t} threads");
             assert_eq!(parts.concat(), one, "{t} threads");
         }
-        assert!(requantize_slab(GgmlType::Q8_0, GgmlType::Q4K, cols, &[], 4)
-            .concat()
-            .is_empty());
+        assert!(requantize_slab(&rows(0), &[], 4).concat().is_empty());
     }
 }
