@@ -464,11 +464,46 @@ fn bad_flags_and_values_name_the_flag() {
     assert!(e.contains("-f"), "{e}");
     let e = fails(&["quantize", "a", "b", "Q9_9"]);
     assert!(e.contains("Q9_9"), "{e}");
-    // llama-quantize's IQ1-IQ3 presets need an importance matrix: refused by name, before the
-    // input is opened.
-    let e = fails(&["quantize", "a", "b", "iq3_xxs"]);
+    // Options of llama-quantize's that are checked before any file is read.
+    let e = fails(&[
+        "quantize",
+        "--tensor-type",
+        "attn_(q=q8_0",
+        "a",
+        "b",
+        "Q4_0",
+    ]);
     assert!(
-        e.contains("IQ3_XXS") && e.contains("importance matrix"),
+        e.contains("--tensor-type") && e.contains("attn_(q") && e.contains("not closed"),
+        "{e}"
+    );
+    let e = fails(&["quantize", "--tensor-type", "attn_q", "a", "b", "Q4_0"]);
+    assert!(e.contains("malformed"), "{e}");
+    let e = fails(&["quantize", "--tensor-type", "=q8_0", "a", "b", "Q4_0"]);
+    assert!(e.contains("missing tensor name"), "{e}");
+    let e = fails(&["quantize", "--output-tensor-type", "q9_k", "a", "b", "Q4_0"]);
+    assert!(e.contains("invalid ggml_type 'q9_k'"), "{e}");
+    let e = fails(&[
+        "quantize",
+        "--include-weights",
+        "a",
+        "--exclude-weights",
+        "b",
+        "a",
+        "b",
+        "Q4_0",
+    ]);
+    assert!(e.contains("cannot be used together"), "{e}");
+    let e = fails(&[
+        "quantize",
+        "--imatrix",
+        "/nonexistent/m.dat",
+        "a",
+        "b",
+        "IQ2_XS",
+    ]);
+    assert!(
+        e.contains("/nonexistent/m.dat") && e.contains("importance matrix"),
         "{e}"
     );
 }

@@ -295,19 +295,33 @@ Options:
 ";
 
 pub const QUANTIZE: &str = "\
-Usage: locus quantize [--pure] INPUT OUTPUT TYPE [NTHREADS]
+Usage: locus quantize [OPTIONS] INPUT OUTPUT TYPE [NTHREADS]
 
-Writes INPUT's weights in TYPE as `llama-quantize --allow-requantize [--pure]` does, byte for
-byte: the same type for every tensor, the same tensor order, the same metadata (with
-general.file_type = TYPE's number). Norms and other 1-D or special tensors, and tensors already
-in their planned type, are copied as they are. OUTPUT is written atomically.
+Writes INPUT's weights in TYPE as `llama-quantize --allow-requantize [OPTIONS]` does: the same
+type for every tensor, the same tensor order, the same metadata (with general.file_type =
+TYPE's number, and with --imatrix the quantize.imatrix.* keys). Byte for byte where locus has
+ggml's quantizer for every type written: the reference ones without an importance matrix; with
+one, the types that weigh their rows by it must have their weighted quantizer. Norms and other
+1-D or special tensors, and tensors already in their planned type, are copied as they are.
+OUTPUT is written atomically, after every check.
 
 TYPE, in any case (or its number; Q3_K, Q4_K and Q5_K mean the _M mixes):
    2  Q4_0    4.5 bits per weight: 4-bit values in blocks of 32, one scale each
    3  Q4_1    5.0 bpw: 4-bit values in blocks of 32, a scale and a minimum each
    8  Q5_0    5.5 bpw: 5-bit values in blocks of 32, one scale each
    9  Q5_1    6.0 bpw: 5-bit values in blocks of 32, a scale and a minimum each
+  19  IQ2_XXS 2.06 bpw *; attn_v Q2_K (Q4_K if GQA >= 4), first 1/8 ffn_down Q2_K
+  20  IQ2_XS  2.31 bpw *; as IQ2_XXS
+  28  IQ2_S   2.5 bpw *: IQ2_XS with attn_v, attn_output, first 1/8 ffn_down IQ3_S
+  29  IQ2_M   2.7 bpw *: IQ2_S with the same rules as IQ2_S
+  24  IQ1_S   1.56 bpw *; as IQ2_XXS, attn_output IQ2_XXS
+  31  IQ1_M   1.75 bpw *; as IQ1_S
   10  Q2_K    Q2_K (2.6 bpw); attn_v, attn_output, ffn_down Q3_K (attn_v Q4_K if GQA >= 4)
+  21  Q2_K_S  Q2_K *; first 1/8 ffn_down Q4_K, attn_v Q4_K if GQA >= 4
+  23  IQ3_XXS 3.06 bpw *; attn_q, attn_k IQ2_S; attn_output IQ3_S; attn_v IQ3_S or Q4_K
+  26  IQ3_S   3.44 bpw; attn_v Q4_K if GQA >= 4
+  27  IQ3_M   IQ3_S; attn_v, attn_output, first 1/8 ffn_down Q4_K
+  22  IQ3_XS  IQ3_S *; attn_q, attn_k and the middle 3/4 ffn_gate/ffn_up IQ3_XXS
   11  Q3_K_S  Q3_K (3.4 bpw) throughout
   12  Q3_K_M  Q3_K; attn_output Q4_K; attn_v, ffn_down Q4_K (Q5_K: first 2 / first 1/16)
   13  Q3_K_L  Q3_K; attn_v, attn_output, ffn_down Q5_K
@@ -322,13 +336,32 @@ TYPE, in any case (or its number; Q3_K, Q4_K and Q5_K mean the _M mixes):
    1  F16     16-bit floats
   32  BF16    bfloat16
    0  F32     32-bit floats
-Every quantized TYPE but Q8_0 puts the output head (or the token embedding it shares) in Q6_K.
-A row length that is not a multiple of a type's block falls back as in llama-quantize: Q2_K
-and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, IQ4_XS to IQ4_NL, else F16.
+* needs --imatrix where a tensor ends up in IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S or IQ3_XXS
+(or Q2_K under Q2_K_S), as llama-quantize refuses it; the token embedding and the output
+never need one. A type locus does not make yet is refused by name. Every quantized TYPE but
+Q8_0 puts the output head (or the token embedding it shares) in Q6_K (Q5_K for IQ1/IQ2 and
+IQ3_XXS). A row length that is not a multiple of a type's block falls back as in
+llama-quantize: the IQ types to IQ4_NL, Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K
+to Q8_0, else F16. An importance matrix also changes some mixes (IQ3_XXS, IQ4_NL, IQ4_XS,
+Q4_0, Q5_0), as in llama-quantize.
 
 Options:
-      --pure              no mix: every quantized tensor in TYPE's base type (the fallbacks
-                          still apply); F16, BF16 and F32 never mix
+      --imatrix FILE      importance matrix from llama-imatrix (its GGUF or .dat form): each
+                          row is quantized with its tensor's weights (per expert for MoE);
+                          tensors it lacks are quantized without (a note says which)
+      --include-weights S use the matrix only for tensors whose name contains S (repeatable)
+      --exclude-weights S do not use it for tensors whose name contains S (repeatable; not
+                          with --include-weights)
+      --tensor-type P=T   tensors whose name matches the regular expression P (lowered to
+                          lower case; anywhere in the name unless anchored with ^ or $) get
+                          type T; the first match wins, before the mix (repeatable). P takes
+                          literals, . * + ? {n,m} [] ^ $ | ( ) \\d \\w \\s and escapes
+      --tensor-type-file F  P=T items separated by white space, as --tensor-type
+      --output-tensor-type T     output.weight in type T (no fallback)
+      --token-embedding-type T   token_embd.weight in type T (no fallback)
+      --leave-output-tensor      copy output.weight as it is
+      --pure              no mix: every quantized tensor in TYPE's base type (--tensor-type
+                          and the fallbacks still apply); F16, BF16 and F32 never mix
       --allow-requantize  taken for llama-quantize's command line; locus always requantizes
   NTHREADS                quantizing threads (default or 0: the CPUs this process may use);
                           the output does not depend on it

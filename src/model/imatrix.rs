@@ -510,4 +510,113 @@ mod tests {
         assert_eq!(row_weights(&entry, 2, 2, 4), [4.0, 5.0, 6.0, 7.0]);
         assert_eq!(row_weights(&entry, 5, 2, 4), [8.0, 9.0, 10.0, 11.0]);
     }
+
+    /// An imatrix GGUF as llama-imatrix writes it, with `entries` of (name, sums, counts).
+    fn gguf_bytes(entries: &[(&str, &[f32], &[f32])], keys: &[&str]) -> Vec<u8> {
+        use crate::model::gguf_write::{GgufWriter, MetaValue};
+        let mut w = GgufWriter::new();
+        w.set("general.type", MetaValue::str("imatrix"));
+        for &k in keys {
+            match k {
+                KEY_DATASETS => w.set(k, MetaValue::strs(&["a.txt", "b.txt"])),
+                _ => w.set(k, MetaValue::U32(3)),
+            }
+        }
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        for (name, sums, counts) in entries {
+            let n = counts.len() as u64;
+            let len = sums.len() as u64;
+            let sums_dims = if len.is_multiple_of(n.max(1)) {
+                [len / n.max(1), n]
+            } else {
+                [len, 1]
+            };
+            w.add_tensor(
+                &format!("{name}.in_sum2"),
+                &sums_dims,
+                GgmlType::F32,
+                bytes(sums),
+            );
+            w.add_tensor(
+                &format!("{name}.counts"),
+                &[1, n],
+                GgmlType::F32,
+                bytes(counts),
+            );
+        }
+        w.to_bytes()
+    }
+
+    const ALL_KEYS: [&str; 3] = [KEY_DATASETS, KEY_CHUNK_COUNT, KEY_CHUNK_SIZE];
+
+    #[test]
+    fn gguf_sums_are_divided_by_each_experts_count() {
+        let p = Path::new("m.gguf");
+        // Two experts of 2 columns: the second saw nothing (weights 1); counts are rounded.
+        let b = gguf_bytes(
+            &[
+                (
+                    "blk.0.ffn_up_exps.weight",
+                    &[6.0, 3.0, 5.0, 7.0],
+                    &[2.6, 0.0],
+                ),
+                ("blk.0.attn_q.weight", &[4.0, 2.0], &[2.0]),
+            ],
+            &ALL_KEYS,
+        );
+        let m = Imatrix::parse(&b, p).unwrap();
+        assert!(!m.legacy);
+        assert_eq!(
+            m.get("blk.0.ffn_up_exps.weight"),
+            Some(&[2.0, 1.0, 1.0, 1.0][..])
+        );
+        assert_eq!(m.get("blk.0.attn_q.weight"), Some(&[2.0, 1.0][..]));
+        assert_eq!(m.chunk_count, 3);
+        assert_eq!(m.datasets, ["a.txt", "b.txt"]);
+    }
+
+    #[test]
+    fn bad_gguf_files_are_one_line_errors() {
+        let p = Path::new("m.gguf");
+        let ok: &[(&str, &[f32], &[f32])] = &[("a.weight", &[1.0, 2.0], &[1.0])];
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                gguf_bytes(ok, &[KEY_DATASETS, KEY_CHUNK_SIZE]),
+                "missing imatrix metadata 'imatrix.chunk_count'",
+            ),
+            (
+                gguf_bytes(ok, &[KEY_CHUNK_COUNT, KEY_CHUNK_SIZE]),
+                "missing imatrix metadata 'imatrix.datasets'",
+            ),
+            (gguf_bytes(&[], &ALL_KEYS), "no entries"),
+            (
+                gguf_bytes(&[("a.weight", &[1.0, 2.0, 3.0], &[1.0, 1.0])], &ALL_KEYS),
+                "not whole rows",
+            ),
+            (
+                gguf_bytes(&[("a.weight", &[f32::NAN, 2.0], &[1.0])], &ALL_KEYS),
+                "non-finite",
+            ),
+            (
+                gguf_bytes(ok, &ALL_KEYS)[..40].to_vec(),
+                "not a valid imatrix GGUF",
+            ),
+        ];
+        for (bytes, want) in cases {
+            let e = Imatrix::parse(&bytes, p).unwrap_err().to_string();
+            assert!(e.contains(want) && e.starts_with("m.gguf: "), "{want}: {e}");
+        }
+        // A lone half of a pair, and a tensor of another type.
+        use crate::model::gguf_write::{GgufWriter, MetaValue};
+        let mut w = GgufWriter::new();
+        w.set(KEY_DATASETS, MetaValue::strs(&["a"]));
+        w.set(KEY_CHUNK_COUNT, MetaValue::U32(1));
+        w.set(KEY_CHUNK_SIZE, MetaValue::U32(1));
+        w.add_tensor("a.weight.in_sum2", &[2], GgmlType::F32, vec![0; 8]);
+        let e = Imatrix::parse(&w.to_bytes(), p).unwrap_err().to_string();
+        assert!(e.contains("'a.weight' has no matching .counts"), "{e}");
+        w.add_tensor("a.weight.counts", &[1], GgmlType::F16, vec![0; 2]);
+        let e = Imatrix::parse(&w.to_bytes(), p).unwrap_err().to_string();
+        assert!(e.contains("not F32"), "{e}");
+    }
 }
