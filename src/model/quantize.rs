@@ -1,19 +1,29 @@
-//! `locus quantize`: rewrite a model's weights as `llama-quantize --allow-requantize [--pure]`
+//! `locus quantize`: rewrite a model's weights as `llama-quantize --allow-requantize [OPTIONS]`
 //! does, so that the output file equals llama.cpp's byte for byte (tensor data, types, tensor
 //! order and metadata):
 //!
 //! - which tensors are quantized, the type of each (the preset's mixture rules, or its one
-//!   type under `--pure`, then the row-length fallbacks) and the tensor order come from
-//!   [`MixPlan`] (see `quant_mix`);
+//!   type under `--pure`, the `--tensor-type`/`--output-tensor-type`/`--token-embedding-type`
+//!   overrides, then the row-length fallbacks) and the tensor order come from [`MixPlan`] (see
+//!   `quant_mix`);
 //! - a tensor whose planned type is the one it already has is copied as it is; any other is
-//!   dequantized to f32 row by row and requantized with ggml's reference quantizers
-//!   ([`quantize_row`]; no importance matrix);
+//!   dequantized to f32 row by row and requantized with ggml's quantizers
+//!   ([`quantize_row_weighted`]): with an importance matrix (`--imatrix`, see `imatrix`), each
+//!   row with the weights of its tensor's entry (row `r` of a 3-D expert tensor with `ne[1]`
+//!   rows per expert takes expert `r / ne[1]`'s), else the reference quantizers;
+//! - as llama-quantize, the plan is refused when a tensor would be in a very-low-bit type
+//!   without a matrix, or the matrix lacks it, or holds another size for a tensor (the token
+//!   embeddings excepted: they are quantized without); a type locus has no quantizer for is
+//!   refused by name. All of it before the output is created;
 //! - the metadata is the input's, with `general.quantization_version` (2) and then
-//!   `general.file_type` (the preset's number) moved to the end, as gguf's setters append, and
-//!   the split keys dropped; tensor dimensions are written without trailing 1s, as gguf does.
+//!   `general.file_type` (the preset's number) moved to the end, as gguf's setters append, then
+//!   with a matrix `quantize.imatrix.file`, `.dataset`, `.entries_count` and `.chunks_count`
+//!   (llama-quantize's overrides); the split keys dropped; tensor dimensions are written
+//!   without trailing 1s, as gguf does.
 //!
 //! The float targets (F16, BF16, F32) have no mixture and no fallbacks: every quantizable
-//! tensor becomes that type (llama-quantize applies neither to a non-quantized type).
+//! tensor becomes that type (llama-quantize applies neither to a non-quantized type), but the
+//! output and token embedding overrides still apply.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
