@@ -1,6 +1,6 @@
 //! Every quantized block layout locus reads (bit-compatible with ggml: the 32-element blocks of
 //! Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and their Q8_0/Q8_1 activations, the 256-element super-blocks
-//! of the K-quants, IQ4_XS and the IQ3 types and their Q8_K activations), and the (de)quantizers
+//! of the K-quants, IQ4_XS and the IQ2 and IQ3 types and their Q8_K activations), and the (de)quantizers
 //! of Q4_0, Q4_1 and Q8_0/Q8_1 (those of the other types are in `dequantize` and `quantize_ref`).
 //!
 //! Every block keeps its f16 scales as raw `[u8; 2]`, so blocks have alignment 1 and a slice of
@@ -203,27 +203,99 @@ impl BlockIq3S {
     }
 }
 
-/// The IQ3 types: each value a byte of a grid entry (four values an entry), with a sign from
-/// eight bits a group of eight, and a 4-bit scale `ls` a sub-block of 32. Their dot products
-/// multiply by `2·ls + 1` (IQ3_XXS then by a quarter); dequantizing gives `d × (2·ls + 1) ×
-/// grid × ±1` times that quarter (IQ3_XXS's `d × (0.5 + ls) × 0.5` is the same product: every
-/// step is exact).
-pub trait Iq3Grid: Block {
-    /// The f16 super-block scale.
-    fn d(&self) -> [u8; 2];
-    /// The grid entry of group `g` (0..64) of four values.
-    fn entry(&self, g: usize) -> u32;
-    /// The sign bits of the eight values `8k..8k + 8` (bit `j` set: value `8k + j` negative).
-    fn signs(&self, k: usize) -> u8;
-    /// Sub-block `s`'s 4-bit scale.
-    fn ls(&self, s: usize) -> u32;
+block_layout! {
+    /// IQ2_XXS: eight sub-blocks of 32, each four groups of eight values. Sub-block `s` is the
+    /// eight bytes `qs[8s..8s + 8]`: four indices into the 256-entry
+    /// [`IQ2XXS_GRID`](super::iq_grids::IQ2XXS_GRID) (one a group), then a little-endian u32
+    /// holding the groups' 7-bit indices into [`super::iq_signs::KSIGNS`] (bits 7g..7g + 7)
+    /// and the 4-bit scale `ls` (bits 28..32): `d × (0.5 + ls) × 0.25 × grid × sign`.
+    BlockIq2Xxs, 66 { d: [u8; 2], qs: [u8; QK_K / 4] }
+}
+
+impl BlockIq2Xxs {
+    /// Sub-block `s`'s word of sign indices and scale.
+    #[inline]
+    pub fn sas_word(&self, s: usize) -> u32 {
+        let at = IQ2XXS_SUB_BYTES * s + IQ2XXS_SAS_OFFSET;
+        u32::from_le_bytes(self.qs[at..at + 4].try_into().expect("four bytes"))
+    }
+
+    /// Group `g`'s (0..32) index into the grid.
+    #[inline]
+    pub fn grid_index(&self, g: usize) -> usize {
+        let (s, l) = (g / IQ2_GROUPS_PER_SUB, g % IQ2_GROUPS_PER_SUB);
+        usize::from(self.qs[IQ2XXS_SUB_BYTES * s + l])
+    }
+}
+
+block_layout! {
+    /// IQ2_XS: 32 groups of eight values, group `g` the little-endian u16 at `qs[2g..]`: its
+    /// low nine bits index the 512-entry [`IQ2XS_GRID`](super::iq_grids::IQ2XS_GRID), its
+    /// high seven [`super::iq_signs::KSIGNS`]; sixteen 4-bit scales `ls`, one a sub-block of
+    /// sixteen (two groups), the low (even sub-block) or high nibble of `scales[k / 2]`:
+    /// `d × (0.5 + ls) × 0.25 × grid × sign`.
+    BlockIq2Xs, 74 { d: [u8; 2], qs: [u8; QK_K / 4], scales: [u8; QK_K / SUB32] }
+}
+
+impl BlockIq2Xs {
+    /// Group `g`'s (0..32) stored u16: grid index and sign index.
+    #[inline]
+    pub fn word(&self, g: usize) -> u16 {
+        u16::from_le_bytes([self.qs[2 * g], self.qs[2 * g + 1]])
+    }
+}
+
+block_layout! {
+    /// IQ2_S: 32 groups of eight values. Group `g` is the entry `qs[g] + 256 × (bits 2(g % 4)
+    /// .. 2(g % 4) + 2 of qh[g / 4])` of the 1024-entry [`IQ2S_GRID`](super::iq_grids::IQ2S_GRID);
+    /// value `e` is negative where bit `e % 8` of `signs[e / 8]` is set (all eight signs
+    /// stored); sixteen 4-bit scales as IQ2_XS's: `d × (0.5 + ls) × 0.25 × grid × sign`. (ggml
+    /// declares `qs[64]` and reads the signs from its second half: the same bytes.)
+    BlockIq2S, 82 { d: [u8; 2], qs: [u8; QK_K / 8], signs: [u8; QK_K / 8],
+        qh: [u8; QK_K / SUB32], scales: [u8; QK_K / SUB32] }
+}
+
+impl BlockIq2S {
+    /// Group `g`'s entry of the grid: its low eight bits from `qs`, its two high ones from `qh`.
+    #[inline]
+    pub fn grid_index(&self, g: usize) -> usize {
+        let (s, l) = (g / IQ2_GROUPS_PER_SUB, g % IQ2_GROUPS_PER_SUB);
+        let high = (self.qh[s] >> (IQ2S_QH_BITS * l)) & IQ2S_QH_MASK;
+        usize::from(self.qs[g]) | usize::from(high) << IQ2S_QS_BITS
+    }
+}
+
+/// Sixteen-value sub-block `k`'s 4-bit scale of IQ2_XS/IQ2_S: nibble `k % 2` of `scales[k / 2]`.
+#[inline]
+fn iq2_nibble(scales: &[u8; QK_K / SUB32], k: usize) -> u32 {
+    u32::from(scales[k / 2] >> (IQ_SCALE_BITS * (k % 2) as u32)) & IQ_SCALE_MASK
+}
+
+/// The IQ2 and IQ3 types: each value a byte of a grid entry (eight values an IQ2 entry, four an
+/// IQ3 one), with a sign from eight bits a group of eight, and a 4-bit scale `ls` a sub-block
+/// of [`IqGrid::SCALE_GROUP`] values. Their dot products multiply by `2·ls + 1`, then by
+/// [`IqGrid::SUM_SCALE`] where the type has one (IQ2's eighth, IQ3_XXS's quarter);
+/// dequantizing gives `d × (2·ls + 1) × grid × ±1` times that factor (ggml's `d × (0.5 + ls) ×
+/// 0.25` (IQ2) and `d × (0.5 + ls) × 0.5` (IQ3_XXS) are the same products: every step is
+/// exact).
+pub trait IqGrid: Block {
+    /// Values sharing one scale `ls`: 32, or 16 for IQ2_XS and IQ2_S.
+    const SCALE_GROUP: usize;
     /// The factor on the sums (and on `d` in the tiled matmul), where the type has one.
     const SUM_SCALE: Option<f32>;
+    /// The f16 super-block scale.
+    fn d(&self) -> [u8; 2];
+    /// The grid values of the eight values `8k..8k + 8` (unsigned, value `8k + j` in byte `j`).
+    fn group(&self, k: usize) -> u64;
+    /// The sign bits of the eight values `8k..8k + 8` (bit `j` set: value `8k + j` negative).
+    fn signs(&self, k: usize) -> u8;
+    /// Scale group `s`'s 4-bit scale.
+    fn ls(&self, s: usize) -> u32;
 
     /// Element `e`'s grid value (unsigned) and whether it is negative.
     #[inline]
     fn value(&self, e: usize) -> (u8, bool) {
-        let v = self.entry(e / IQ3_GRID_GROUP).to_le_bytes()[e % IQ3_GRID_GROUP];
+        let v = self.group(e / IQ_GROUP).to_le_bytes()[e % IQ_GROUP];
         (v, self.signs(e / IQ_GROUP) >> (e % IQ_GROUP) & 1 == 1)
     }
 
@@ -236,19 +308,28 @@ pub trait Iq3Grid: Block {
         }
     }
 
-    /// Sub-block `s`'s factor in the dot products, `2·ls + 1`.
+    /// Scale group `s`'s factor in the dot products, `2·ls + 1`.
     #[inline]
     fn odd_scale(&self, s: usize) -> i32 {
         2 * self.ls(s) as i32 + 1
     }
 }
 
-impl Iq3Grid for BlockIq3Xxs {
+/// Two IQ3 entries of four values as one group of eight (the first in the low bytes).
+#[inline]
+fn iq3_pair(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
+}
+
+impl IqGrid for BlockIq3Xxs {
+    const SCALE_GROUP: usize = SUB32;
+    const SUM_SCALE: Option<f32> = Some(0.25);
     fn d(&self) -> [u8; 2] {
         self.d
     }
-    fn entry(&self, g: usize) -> u32 {
-        super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[g])]
+    fn group(&self, k: usize) -> u64 {
+        let e = |g: usize| super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[g])];
+        iq3_pair(e(2 * k), e(2 * k + 1))
     }
     fn signs(&self, k: usize) -> u8 {
         super::iq_signs::KSIGNS[self.sign_index(k / (SUB32 / IQ_GROUP), k % (SUB32 / IQ_GROUP))]
@@ -256,15 +337,17 @@ impl Iq3Grid for BlockIq3Xxs {
     fn ls(&self, s: usize) -> u32 {
         self.sas_word(s) >> IQ3_SCALE_SHIFT
     }
-    const SUM_SCALE: Option<f32> = Some(0.25);
 }
 
-impl Iq3Grid for BlockIq3S {
+impl IqGrid for BlockIq3S {
+    const SCALE_GROUP: usize = SUB32;
+    const SUM_SCALE: Option<f32> = None;
     fn d(&self) -> [u8; 2] {
         self.d
     }
-    fn entry(&self, g: usize) -> u32 {
-        super::iq_grids::IQ3S_GRID[self.grid_index(g)]
+    fn group(&self, k: usize) -> u64 {
+        let e = |g: usize| super::iq_grids::IQ3S_GRID[self.grid_index(g)];
+        iq3_pair(e(2 * k), e(2 * k + 1))
     }
     fn signs(&self, k: usize) -> u8 {
         self.signs[k]
@@ -272,7 +355,59 @@ impl Iq3Grid for BlockIq3S {
     fn ls(&self, s: usize) -> u32 {
         u32::from(BlockIq3S::ls(self, s))
     }
-    const SUM_SCALE: Option<f32> = None;
+}
+
+impl IqGrid for BlockIq2Xxs {
+    const SCALE_GROUP: usize = SUB32;
+    const SUM_SCALE: Option<f32> = Some(IQ2_SUM_SCALE);
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    fn group(&self, k: usize) -> u64 {
+        super::iq_grids::IQ2XXS_GRID[self.grid_index(k)]
+    }
+    fn signs(&self, k: usize) -> u8 {
+        let (s, l) = (k / IQ2_GROUPS_PER_SUB, k % IQ2_GROUPS_PER_SUB);
+        let index = (self.sas_word(s) >> (IQ_SIGN_BITS * l as u32)) & IQ_SIGN_MASK;
+        super::iq_signs::KSIGNS[index as usize]
+    }
+    fn ls(&self, s: usize) -> u32 {
+        self.sas_word(s) >> IQ3_SCALE_SHIFT
+    }
+}
+
+impl IqGrid for BlockIq2Xs {
+    const SCALE_GROUP: usize = SUB16;
+    const SUM_SCALE: Option<f32> = Some(IQ2_SUM_SCALE);
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    fn group(&self, k: usize) -> u64 {
+        super::iq_grids::IQ2XS_GRID[usize::from(self.word(k) & IQ2XS_INDEX_MASK)]
+    }
+    fn signs(&self, k: usize) -> u8 {
+        super::iq_signs::KSIGNS[usize::from(self.word(k) >> IQ2XS_INDEX_BITS)]
+    }
+    fn ls(&self, s: usize) -> u32 {
+        iq2_nibble(&self.scales, s)
+    }
+}
+
+impl IqGrid for BlockIq2S {
+    const SCALE_GROUP: usize = SUB16;
+    const SUM_SCALE: Option<f32> = Some(IQ2_SUM_SCALE);
+    fn d(&self) -> [u8; 2] {
+        self.d
+    }
+    fn group(&self, k: usize) -> u64 {
+        super::iq_grids::IQ2S_GRID[self.grid_index(k)]
+    }
+    fn signs(&self, k: usize) -> u8 {
+        self.signs[k]
+    }
+    fn ls(&self, s: usize) -> u32 {
+        iq2_nibble(&self.scales, s)
+    }
 }
 
 /// Values a sign index covers in the IQ2/IQ3 types (seven stored sign bits and a parity).
@@ -281,8 +416,30 @@ pub const IQ_GROUP: usize = 8;
 pub const IQ_SIGN_BITS: u32 = 7;
 /// The mask of one sign index.
 pub const IQ_SIGN_MASK: u32 = (1 << IQ_SIGN_BITS) - 1;
-/// Where IQ3_XXS's 4-bit sub-block scale sits in its word of sign indices.
+/// Where IQ3_XXS's (and IQ2_XXS's) 4-bit sub-block scale sits in its word of sign indices.
 pub const IQ3_SCALE_SHIFT: u32 = 4 * IQ_SIGN_BITS;
+/// Bits of one IQ2/IQ3 4-bit scale `ls`.
+pub const IQ_SCALE_BITS: u32 = 4;
+/// The mask of one 4-bit scale.
+pub const IQ_SCALE_MASK: u32 = (1 << IQ_SCALE_BITS) - 1;
+/// The factor on the IQ2 types' sums (their scales are stored as `2·ls + 1` eighths of `d`).
+pub const IQ2_SUM_SCALE: f32 = 0.125;
+/// Groups of eight values in a sub-block of 32.
+pub const IQ2_GROUPS_PER_SUB: usize = SUB32 / IQ_GROUP;
+/// Bytes of one IQ2_XXS sub-block in `qs`: four grid indices, then the word of signs and scale.
+pub const IQ2XXS_SUB_BYTES: usize = 8;
+/// Where an IQ2_XXS sub-block's word of sign indices and scale starts in its bytes.
+pub const IQ2XXS_SAS_OFFSET: usize = 4;
+/// Bits of an IQ2_XS group's grid index (the rest of its u16 is the sign index).
+pub const IQ2XS_INDEX_BITS: u32 = 9;
+/// The mask of an IQ2_XS grid index.
+pub const IQ2XS_INDEX_MASK: u16 = (1 << IQ2XS_INDEX_BITS) - 1;
+/// Bits of an IQ2_S grid index held in `qs`; the two above them are in `qh`.
+pub const IQ2S_QS_BITS: u32 = 8;
+/// Bits of `qh` per IQ2_S group.
+pub const IQ2S_QH_BITS: usize = 2;
+/// The mask of one IQ2_S group's bits of `qh`.
+pub const IQ2S_QH_MASK: u8 = (1 << IQ2S_QH_BITS) - 1;
 /// Values per entry of the IQ3 grids (one a byte of the entry's u32, the first lowest).
 pub const IQ3_GRID_GROUP: usize = 4;
 /// Bytes of IQ3_S's 4-bit sub-block scales, two a byte (ggml's `IQ3S_N_SCALE`).

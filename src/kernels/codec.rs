@@ -5,7 +5,7 @@
 
 use super::blocks::{self, block_bytes, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use super::blocks::{
-    BlockIq1M, BlockIq1S, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K,
     BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
 };
 use super::{dequantize, f32_row, half, quantize_ref, u16_row};
@@ -152,13 +152,13 @@ pub const Q6_K: Codec = block_codec!(
 pub const IQ3_XXS: Codec = block_codec!(
     BlockIq3Xxs,
     QK_K,
-    dequantize::dequantize_iq3::<BlockIq3Xxs>,
+    dequantize::dequantize_iq_grid::<BlockIq3Xxs>,
     quantize_ref::quantize_iq3_xxs
 );
 pub const IQ3_S: Codec = block_codec!(
     BlockIq3S,
     QK_K,
-    dequantize::dequantize_iq3::<BlockIq3S>,
+    dequantize::dequantize_iq_grid::<BlockIq3S>,
     quantize_ref::quantize_iq3_s
 );
 pub const IQ4_XS: Codec = block_codec!(
@@ -167,6 +167,20 @@ pub const IQ4_XS: Codec = block_codec!(
     dequantize::dequantize_iq4_xs,
     quantize_ref::quantize_iq4_xs
 );
+/// IQ2_XXS and IQ2_XS: ggml's quantizers need importance weights; given none, every weight is
+/// 1.0 (`quantize_iq2`).
+pub const IQ2_XXS: Codec = Codec {
+    dequantize: |row, out| dequantize::dequantize_iq_grid(blocks_of::<BlockIq2Xxs>(row), out),
+    quantize: super::quantize_iq2::quantize_iq2_xxs,
+};
+pub const IQ2_XS: Codec = Codec {
+    dequantize: |row, out| dequantize::dequantize_iq_grid(blocks_of::<BlockIq2Xs>(row), out),
+    quantize: super::quantize_iq2::quantize_iq2_xs,
+};
+pub const IQ2_S: Codec = Codec {
+    dequantize: |row, out| dequantize::dequantize_iq_grid(blocks_of::<BlockIq2S>(row), out),
+    quantize: super::quantize_iq2::quantize_iq2_s,
+};
 /// IQ1_S: ggml's quantizer needs importance weights; given none, every weight is 1.0
 /// (`quantize_iq1::quantize_iq1_s`).
 pub const IQ1_S: Codec = Codec {

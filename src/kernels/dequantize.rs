@@ -19,7 +19,7 @@
 
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, Iq3Grid, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK, QK_K,
+    BlockQ8K, IqGrid, KVALUES_IQ4NL, K_SCALE_SIZE, Q3_BIAS, Q5_BIAS, Q6_BIAS, Q8K_MAX, QK, QK_K,
     SCALE_BIAS, SUB16, SUB32,
 };
 use super::blocks::{Iq1Grid, IQ1S_DELTA, IQ1_GROUP, IQ1_HALF};
@@ -312,20 +312,22 @@ pub fn dequantize_iq4_xs(x: &[BlockIq4Xs], y: &mut [f32]) {
     }
 }
 
-/// The IQ3 types ([`Iq3Grid`]): `db × grid × ±1` with `db = d × (2·ls + 1)`, times a quarter
-/// for IQ3_XXS (ggml's `d × (0.5 + ls) × 0.5`, the same value: every product here is exact in
-/// f32, an f16 scale times a 5-bit factor, a power of two, a 6-bit grid value).
+/// The IQ2 and IQ3 types ([`IqGrid`]): `db × grid × ±1` with `db = d × (2·ls + 1)` per scale
+/// group, times the type's factor (IQ2's eighth, IQ3_XXS's quarter). ggml writes `d × (0.5 +
+/// ls) × 0.25` (IQ2) and `d × (0.5 + ls) × 0.5` (IQ3_XXS): the same values, since every
+/// product here is exact in f32 (an f16 scale times a 5-bit factor, a power of two, a 6-bit
+/// grid value).
 ///
 /// # Panics
 /// If `y.len() != 256 × x.len()`.
-pub fn dequantize_iq3<B: Iq3Grid>(x: &[B], y: &mut [f32]) {
+pub fn dequantize_iq_grid<B: IqGrid>(x: &[B], y: &mut [f32]) {
     check_len(x.len(), QK_K, y);
     for (b, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = h(b.d());
-        for (s, ys) in yb.chunks_exact_mut(SUB32).enumerate() {
+        for (s, ys) in yb.chunks_exact_mut(B::SCALE_GROUP).enumerate() {
             let db = d * b.odd_scale(s) as f32 * B::SUM_SCALE.unwrap_or(1.0);
             for (j, v) in ys.iter_mut().enumerate() {
-                let (g, neg) = b.value(SUB32 * s + j);
+                let (g, neg) = b.value(B::SCALE_GROUP * s + j);
                 *v = db * f32::from(g) * if neg { -1.0 } else { 1.0 };
             }
         }
@@ -451,7 +453,7 @@ pub fn quantize_act_q8_k_mat(x: &[f32], y: &mut [BlockQ8K]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::blocks::{as_blocks, Block};
+    use super::super::blocks::{as_blocks, Block, BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
     use super::*;
     use std::mem::{offset_of, size_of};
 
@@ -504,7 +506,7 @@ mod tests {
 
     /// Rows 2t and 2t + 1: blocks 0 and 1 of type t (the `t` each `kat` call passes).
     #[rustfmt::skip]
-    const KAT_DEQ: [[u32; 7]; 18] = [
+    const KAT_DEQ: [[u32; 7]; 24] = [
         // Q5_0 blocks 0, 1
         [0xb9c7e813, 0xf4539fc5, 0x3f665800, 0xbe4cc000, 0x00000000, 0x3fb32800, 0x3dccc000],
         [0x58640671, 0x45afcf5b, 0x406df000, 0xc114b600, 0x40c64800, 0x40da1c00, 0x40b27400],
@@ -532,6 +534,15 @@ mod tests {
         // IQ4_XS blocks 0, 1
         [0x1044b734, 0xeec8e1e5, 0x40cff300, 0xbdccc000, 0x405ff200, 0x40cff300, 0xbfccc000],
         [0xb9071ef8, 0xe46b9328, 0x00000000, 0x80000000, 0x80000000, 0x80000000, 0xc497a778],
+        // IQ2_XXS blocks 0, 1
+        [0x9079910a, 0xf5b15e9e, 0xc0bd2760, 0x40bd2760, 0x40bd2760, 0xc0bd2760, 0xc100f7f0],
+        [0xdb962a49, 0xaffac03d, 0xc2993408, 0x41640600, 0xc1640600, 0x41640600, 0x4185d700],
+        // IQ2_XS blocks 0, 1
+        [0x56aa97c4, 0xb2d8ab7c, 0xbf8cc400, 0x405bf240, 0xbff32400, 0x3ff32400, 0xbff32400],
+        [0x54aa1b4d, 0x99bb2484, 0x41c96120, 0xc1c96120, 0x42701b30, 0x4199ab00, 0x42ce7dc8],
+        // IQ2_S blocks 0, 1
+        [0x926cc376, 0x95065e97, 0xc16824b0, 0x4106f790, 0xc145c070, 0xc0e5f1a0, 0x40f9f060],
+        [0x7a3397d6, 0x0a85807f, 0xc18fc100, 0x42609d90, 0xc11fdd40, 0x411fdd40, 0x411ae840],
     ];
 
     #[test]
@@ -553,6 +564,95 @@ mod tests {
         kat::<BlockQ5K>(dequantize_q5_k, QK_K, &q5, 6);
         kat::<BlockQ6K>(dequantize_q6_k, QK_K, &[offset_of!(BlockQ6K, d)], 7);
         kat::<BlockIq4Xs>(dequantize_iq4_xs, QK_K, &[offset_of!(BlockIq4Xs, d)], 8);
+    }
+
+    #[test]
+    fn iq2_types_match_llama_cpp() {
+        let deq_xxs = dequantize_iq_grid::<BlockIq2Xxs>;
+        kat::<BlockIq2Xxs>(deq_xxs, QK_K, &[offset_of!(BlockIq2Xxs, d)], 9);
+        let deq_xs = dequantize_iq_grid::<BlockIq2Xs>;
+        kat::<BlockIq2Xs>(deq_xs, QK_K, &[offset_of!(BlockIq2Xs, d)], 10);
+        let deq_s = dequantize_iq_grid::<BlockIq2S>;
+        kat::<BlockIq2S>(deq_s, QK_K, &[offset_of!(BlockIq2S, d)], 11);
+    }
+
+    /// Hand-decoded IQ2 blocks, read off ggml's `dequantize_row_iq2_*` and block layouts: the
+    /// fields that place a value (grid index bits, sign index or bits, scale nibble) each
+    /// checked at one group.
+    #[test]
+    fn iq2_blocks_decode_as_ggml_lays_them_out() {
+        use super::super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+        let grid = |e: u64, j: usize| f32::from(e.to_le_bytes()[j]);
+        let deq = |f: &dyn Fn(&mut [f32])| {
+            let mut y = vec![0f32; QK_K];
+            f(&mut y);
+            y
+        };
+        // IQ2_XXS, d = 1. Sub-block 1 (bytes 8..16): group 5's index 7; the word at 12: sign
+        // index 3 for group 5 (bits 7..14; KSIGNS[3] = 0b11: values 0, 1 negative), ls = 2
+        // (bits 28..32): db = (0.5 + 2)/4.
+        let mut b = BlockIq2Xxs {
+            d: F16_ONE,
+            ..Default::default()
+        };
+        b.qs[9] = 7;
+        b.qs[12..16].copy_from_slice(&(3u32 << 7 | 2 << 28).to_le_bytes());
+        let y = deq(&|y| dequantize_iq_grid(&[b], y));
+        let db = 2.5 * 0.25;
+        for j in 0..8 {
+            let sign = if j < 2 { -1.0 } else { 1.0 };
+            assert_eq!(
+                y[40 + j],
+                db * grid(IQ2XXS_GRID[7], j) * sign,
+                "XXS value {j}"
+            );
+        }
+        // Sub-block 0 has index 0 and ls 0 everywhere: 8 × (0.5/4), all positive.
+        assert_eq!(y[0], 0.125 * grid(IQ2XXS_GRID[0], 0));
+        // IQ2_XS, d = 1: group 3 (values 24..32, the second sixteen of sub-block 0) is the u16
+        // at qs[6..8]: index 300, sign index 1 (KSIGNS[1] = 0x81: values 0 and 7 negative);
+        // scales[0] = 0x52: its scale is the high nibble 5.
+        let mut b = BlockIq2Xs {
+            d: F16_ONE,
+            ..Default::default()
+        };
+        b.qs[6..8].copy_from_slice(&(300u16 | 1 << 9).to_le_bytes());
+        b.scales[0] = 0x52;
+        let y = deq(&|y| dequantize_iq_grid(&[b], y));
+        for j in 0..8 {
+            let sign = if j == 0 || j == 7 { -1.0 } else { 1.0 };
+            assert_eq!(
+                y[24 + j],
+                5.5 * 0.25 * grid(IQ2XS_GRID[300], j) * sign,
+                "XS {j}"
+            );
+        }
+        assert_eq!(y[0], 2.5 * 0.25 * grid(IQ2XS_GRID[0], 0), "XS low nibble");
+        // IQ2_S, d = −2: group 6 (values 48..56, sub-block 1's second sixteen) is qs[6] = 9
+        // plus (bits 4..6 of qh[1] = 0b11) × 256 = 777; signs[6] = 0x80: value 7 negative;
+        // scales[1] = 0x3c: its scale is the high nibble 3, the first sixteen's the low 12.
+        let mut b = BlockIq2S {
+            d: [0x00, 0xc0],
+            ..Default::default()
+        };
+        b.qs[6] = 9;
+        b.qh[1] = 0b11 << 4;
+        b.signs[6] = 0x80;
+        b.scales[1] = 0x3c;
+        let y = deq(&|y| dequantize_iq_grid(&[b], y));
+        for j in 0..8 {
+            let sign = if j == 7 { -1.0 } else { 1.0 };
+            assert_eq!(
+                y[48 + j],
+                -2.0 * 3.5 * 0.25 * grid(IQ2S_GRID[777], j) * sign,
+                "S {j}"
+            );
+        }
+        assert_eq!(
+            y[32],
+            -2.0 * 12.5 * 0.25 * grid(IQ2S_GRID[0], 0),
+            "S low nibble"
+        );
     }
 
     /// The two hand-built Q8_K rows of the known-answer test.

@@ -18,8 +18,8 @@
 use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
 use super::blocks::{BlockIq1M, BlockIq1S};
 use super::blocks::{
-    BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
-    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K,
+    BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
 };
 use super::{
     legacy_rows, oracle_iq1, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow, GgmlType,
@@ -282,7 +282,7 @@ macro_rules! tiled_row {
 }
 
 /// The oracle rows, one per weight type with kernels.
-pub const SCALAR: [Entry; 19] = [
+pub const SCALAR: [Entry; 22] = [
     legacy_rows::Q4_0_SCALAR,
     legacy_rows::Q4_1_SCALAR,
     legacy_rows::Q8_0_SCALAR,
@@ -323,10 +323,16 @@ pub const SCALAR: [Entry; 19] = [
     tiled_row! { Q5K, BlockQ5K, oracle_vec_dot::dot_q5_k_q8_k, oracle_tiled::dot_q5_k_q8_k_tiled },
     tiled_row! { Q6K, BlockQ6K, oracle_vec_dot::dot_q6_k_q8_k, oracle_tiled::dot_q6_k_q8_k_tiled },
     tiled_row! { Iq4Xs, BlockIq4Xs, oracle_vec_dot::dot_iq4_xs_q8_k, oracle_tiled::dot_iq4_xs_q8_k_tiled },
-    tiled_row! { Iq3Xxs, BlockIq3Xxs, oracle_vec_dot::dot_iq3_q8_k::<BlockIq3Xxs>,
-    oracle_tiled::dot_iq3_q8_k_tiled::<BlockIq3Xxs> },
-    tiled_row! { Iq3S, BlockIq3S, oracle_vec_dot::dot_iq3_q8_k::<BlockIq3S>,
-    oracle_tiled::dot_iq3_q8_k_tiled::<BlockIq3S> },
+    tiled_row! { Iq3Xxs, BlockIq3Xxs, oracle_vec_dot::dot_iq_grid_q8_k::<BlockIq3Xxs>,
+    oracle_tiled::dot_iq_grid_q8_k_tiled::<BlockIq3Xxs> },
+    tiled_row! { Iq3S, BlockIq3S, oracle_vec_dot::dot_iq_grid_q8_k::<BlockIq3S>,
+    oracle_tiled::dot_iq_grid_q8_k_tiled::<BlockIq3S> },
+    tiled_row! { Iq2Xxs, BlockIq2Xxs, oracle_vec_dot::dot_iq_grid_q8_k::<BlockIq2Xxs>,
+    oracle_tiled::dot_iq_grid_q8_k_tiled::<BlockIq2Xxs> },
+    tiled_row! { Iq2Xs, BlockIq2Xs, oracle_vec_dot::dot_iq_grid_q8_k::<BlockIq2Xs>,
+    oracle_tiled::dot_iq_grid_q8_k_tiled::<BlockIq2Xs> },
+    tiled_row! { Iq2S, BlockIq2S, oracle_vec_dot::dot_iq_grid_q8_k::<BlockIq2S>,
+    oracle_tiled::dot_iq_grid_q8_k_tiled::<BlockIq2S> },
     tiled_row! { Iq1S, BlockIq1S, oracle_iq1::dot_iq1_s_q8_k,
     oracle_tiled::dot_iq1_q8_k_tiled::<BlockIq1S> },
     tiled_row! { Iq1M, BlockIq1M, oracle_iq1::dot_iq1_m_q8_k,

@@ -52,7 +52,7 @@
 //! matter — except through the choice of path itself ([`tiled_in_llama`]).
 
 use super::blocks::{
-    scale, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, Iq3Grid,
+    scale, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, IqGrid,
     KVALUES_IQ4NL, Q3_BIAS, Q6_BIAS, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
 use super::blocks::{Iq1Grid, IQ1_GROUP, IQ1_HALF};
@@ -72,9 +72,6 @@ const IQ4_BIAS: i32 = 128;
 /// with these oracles; otherwise one `ggml_vec_dot_*` per output (or the repacked kernels for
 /// weights that [`repacked_in_llama`] says are repacked: those carry a tensor `extra` and the
 /// tiled path declines them). For `MUL_MAT_ID` the count is the tokens routed to the expert.
-///
-/// llama.cpp's tiled path also takes IQ2_XXS, IQ2_XS and IQ2_S, which locus does not support
-/// yet.
 pub fn tiled_in_llama(ty: GgmlType, n_tokens: usize, n_rows: usize) -> bool {
     matches!(
         ty,
@@ -86,6 +83,9 @@ pub fn tiled_in_llama(ty: GgmlType, n_tokens: usize, n_rows: usize) -> bool {
             | GgmlType::Iq4Xs
             | GgmlType::Iq3Xxs
             | GgmlType::Iq3S
+            | GgmlType::Iq2Xxs
+            | GgmlType::Iq2Xs
+            | GgmlType::Iq2S
             | GgmlType::Iq1S
             | GgmlType::Iq1M
     ) && n_tokens >= TILED_MIN_TOKENS
@@ -281,17 +281,21 @@ pub fn dot_iq4_xs_q8_k_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
     })
 }
 
-/// The IQ3 types ([`Iq3Grid`]): `s1 = Σ_s (2·ls_s + 1)·Σ_{e∈s} v_e·q_e` with `v` the signed
-/// grid values (true products: llama.cpp's act-bias multiply-add, `Σ (q + 128)·v − 128·Σ v`,
-/// is the same integer whatever the activation's `bsums`); `t = s1·d` (IQ3_XXS's tile keeps `d`
-/// a quarter), `acc = fma(t, y.d, acc)`.
+/// The IQ2 and IQ3 types ([`IqGrid`]): `s1 = Σ_s (2·ls_s + 1)·Σ_{e∈s} v_e·q_e` over the scale
+/// groups `s` (sixteen values for IQ2_XS/IQ2_S, else 32) with `v` the signed grid values: true
+/// products. llama.cpp stores the codes `v + 128`; its VNNI kernel forms `Σ (v + 128)·q −
+/// 128·bsum`, its AVX2 kernel the act-bias `Σ (q + 128)·v − 128·Σ v` (`maddubs` pairs below
+/// 2·255·62 < 2^15): the same integer for activations whose `bsums` are the sums of their
+/// quants, as every Q8_K quantizer writes them;
+/// `t = s1·d` (the tile keeps `d` times the type's factor: an eighth for IQ2, a quarter for
+/// IQ3_XXS), `acc = fma(t, y.d, acc)`.
 ///
 /// # Panics
 /// If the lengths differ.
-pub fn dot_iq3_q8_k_tiled<B: Iq3Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
-    chain(x, y, "dot_iq3_q8_k_tiled", |a, b| {
+pub fn dot_iq_grid_q8_k_tiled<B: IqGrid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    chain(x, y, "dot_iq_grid_q8_k_tiled", |a, b| {
         let code = |e: usize| i32::from(a.signed(e));
-        let (s1, _) = totals(b, SUB32, 0, code, |s| a.odd_scale(s), |_| 0);
+        let (s1, _) = totals(b, B::SCALE_GROUP, 0, code, |s| a.odd_scale(s), |_| 0);
         let d = match B::SUM_SCALE {
             Some(f) => scale(a.d()) * f,
             None => scale(a.d()),
@@ -326,9 +330,10 @@ pub fn dot_iq1_q8_k_tiled<B: Iq1Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
 mod tests {
     use super::*;
     use crate::kernels::blocks::{block_bytes_mut, Block};
+    use crate::kernels::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
     use crate::kernels::dequantize::{
-        dequantize_iq4_xs, dequantize_q2_k, dequantize_q3_k, dequantize_q4_k, dequantize_q5_k,
-        dequantize_q6_k, quantize_act_q8_k,
+        dequantize_iq4_xs, dequantize_iq_grid, dequantize_q2_k, dequantize_q3_k, dequantize_q4_k,
+        dequantize_q5_k, dequantize_q6_k, quantize_act_q8_k,
     };
     use crate::kernels::half::f32_to_f16;
     use crate::kernels::oracle_vec_dot;
@@ -354,16 +359,20 @@ mod tests {
     macro_rules! each_type {
         ($f:ident) => {{
             macro_rules! case {
-                ($b:ty, $name:literal, $tiled:ident, $vec_dot:ident, $deq:ident, $at:expr, $base:literal) => {
-                    $f(Case::<$b> { name: $name, tiled: $tiled, vec_dot: oracle_vec_dot::$vec_dot, deq: $deq, f16_at: $at, base: $base })
+                ($b:ty, $name:literal, $tiled:expr, $vec_dot:expr, $deq:expr, $at:expr, $base:literal) => {
+                    $f(Case::<$b> { name: $name, tiled: $tiled, vec_dot: $vec_dot, deq: $deq, f16_at: $at, base: $base })
                 };
             }
+            use oracle_vec_dot::*;
             case!(BlockQ2K, "Q2_K", dot_q2_k_q8_k_tiled, dot_q2_k_q8_k, dequantize_q2_k, &[80, 82], 4000);
             case!(BlockQ3K, "Q3_K", dot_q3_k_q8_k_tiled, dot_q3_k_q8_k, dequantize_q3_k, &[108], 5000);
             case!(BlockQ4K, "Q4_K", dot_q4_k_q8_k_tiled, dot_q4_k_q8_k, dequantize_q4_k, &[0, 2], 6000);
             case!(BlockQ5K, "Q5_K", dot_q5_k_q8_k_tiled, dot_q5_k_q8_k, dequantize_q5_k, &[0, 2], 7000);
             case!(BlockQ6K, "Q6_K", dot_q6_k_q8_k_tiled, dot_q6_k_q8_k, dequantize_q6_k, &[208], 8000);
             case!(BlockIq4Xs, "IQ4_XS", dot_iq4_xs_q8_k_tiled, dot_iq4_xs_q8_k, dequantize_iq4_xs, &[0], 9000);
+            case!(BlockIq2Xxs, "IQ2_XXS", dot_iq_grid_q8_k_tiled, dot_iq_grid_q8_k, dequantize_iq_grid, &[0], 12000);
+            case!(BlockIq2Xs, "IQ2_XS", dot_iq_grid_q8_k_tiled, dot_iq_grid_q8_k, dequantize_iq_grid, &[0], 13000);
+            case!(BlockIq2S, "IQ2_S", dot_iq_grid_q8_k_tiled, dot_iq_grid_q8_k, dequantize_iq_grid, &[0], 15000);
         }};
     }
 
@@ -396,13 +405,16 @@ mod tests {
     // (`(next % 20001) / 1000 − 10`), token by token. Each value is the output of row 1 and
     // token `nb mod 8`; the activation goes through llama.cpp's Q8_K quantizer
     // (`quantize_act_q8_k` reproduces it).
-    const KAT: [(&str, [u32; 4]); 6] = [
+    const KAT: [(&str, [u32; 4]); 9] = [
         ("Q2_K", [0xc4baccdc, 0xc39874e1, 0xc5014303, 0xc489d1bb]),
         ("Q3_K", [0xc34feb7d, 0xc463839b, 0x434af51a, 0xc5828545]),
         ("Q4_K", [0x43a91132, 0x45db53f7, 0xc74bd23c, 0x47641f45]),
         ("Q5_K", [0x43db95f5, 0x47b48f09, 0xc5d177f2, 0x45e3c56c]),
         ("Q6_K", [0x461061a7, 0x47d65025, 0xc6a90898, 0x4838dff0]),
         ("IQ4_XS", [0xbc4f4e15, 0x47c9eee2, 0x47977896, 0x4878e979]),
+        ("IQ2_XXS", [0xc493ffaf, 0xc4abe193, 0xc5ab03bb, 0x452190d9]),
+        ("IQ2_XS", [0xc3371e75, 0x40e8d692, 0xc3874c29, 0x45640591]),
+        ("IQ2_S", [0x41632a63, 0x457f75dd, 0x45114c52, 0xc5dfb67a]),
     ];
 
     fn check_kat<B: Block>(c: Case<B>) {
@@ -450,13 +462,15 @@ mod tests {
             let mut w = vec![0f32; nb * QK_K];
             (c.deq)(&x, &mut w);
             let qs = y.iter().flat_map(|b| b.qs);
-            let exact: i64 = w
+            // Exact in f64; the IQ2 types' weights are eighths, their sums held as eighths.
+            let exact: f64 = w
                 .iter()
                 .zip(qs)
-                .map(|(&w, q)| w as i64 * i64::from(q))
+                .map(|(&w, q)| f64::from(w) * f64::from(q))
                 .sum();
+            let eighths = exact * 8.0;
             assert!(
-                exact.abs() < 1 << f32::MANTISSA_DIGITS,
+                eighths.fract() == 0.0 && eighths.abs() < f64::from(1 << f32::MANTISSA_DIGITS),
                 "{}: test range",
                 c.name
             );
@@ -560,6 +574,55 @@ mod tests {
         assert_eq!(oracle_vec_dot::dot_iq4_xs_q8_k(&x, &[y]), -16256.0);
     }
 
+    /// The hash of the bulk harness's matmuls of `B`: case `c` seeded with `base + 200000 + c`,
+    /// `1 + c mod 9` weight rows of `1 + c mod 4` blocks (KAT_H scales; every other byte 0xff
+    /// when `c mod 5` is 0) by `8 + c mod 9` tokens drawn as the known answers' are; every
+    /// output, token by token, row by row.
+    fn bulk_hash<B: Block>(base: u64, tiled: Dot<B>) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for c in 0..BULK_CASES {
+            let r = &mut Rng(base + 200_000 + c as u64);
+            let (nb, rows, toks) = (1 + c % 4, 1 + c % 9, 8 + c % 9);
+            let mut kh = |r: &mut Rng| KAT_H[(r.next() % KAT_H.len() as u64) as usize];
+            let mut x = weights::<B>(r, rows * nb, &[0], &mut kh);
+            if c % 5 == 0 {
+                for blk in block_bytes_mut(&mut x).chunks_exact_mut(std::mem::size_of::<B>()) {
+                    blk[2..].fill(0xff);
+                }
+            }
+            let a: Vec<f32> = (0..toks * nb * QK_K)
+                .map(|_| (r.next() % 20001) as f32 / 1000.0 - 10.0)
+                .collect();
+            for t in a.chunks_exact(nb * QK_K) {
+                let mut y = vec![BlockQ8K::default(); nb];
+                quantize_act_q8_k(t, &mut y);
+                for row in x.chunks_exact(nb) {
+                    for b in tiled(row, &y).to_bits().to_le_bytes() {
+                        h ^= u64::from(b);
+                        h = h.wrapping_mul(0x100_0000_01b3);
+                    }
+                }
+            }
+        }
+        h
+    }
+
+    /// Cases of [`bulk_hash`].
+    const BULK_CASES: usize = 200;
+
+    // The bulk harness (the known answers' C harness) ran `ggml_mul_mat` on 200 cases a type
+    // (13 226 outputs) and compared each output with this oracle bit for bit; these are the
+    // hashes of its outputs.
+    #[test]
+    fn iq2_bulk_matmuls_hash_as_llama_cpp() {
+        let xxs = bulk_hash(10000, dot_iq_grid_q8_k_tiled::<BlockIq2Xxs>);
+        assert_eq!(xxs, 0xc7a3e0a58bc0e258, "IQ2_XXS");
+        let xs = bulk_hash(11000, dot_iq_grid_q8_k_tiled::<BlockIq2Xs>);
+        assert_eq!(xs, 0x71700a49fe64fefa, "IQ2_XS");
+        let s = bulk_hash(12000, dot_iq_grid_q8_k_tiled::<BlockIq2S>);
+        assert_eq!(s, 0x2349946d6f45407b, "IQ2_S");
+    }
+
     #[test]
     fn the_iq1_types_take_the_tiled_path_from_eight_tokens() {
         for ty in [GgmlType::Iq1S, GgmlType::Iq1M] {
@@ -574,7 +637,9 @@ mod tests {
     #[test]
     fn the_tiled_path_needs_eight_tokens_and_plain_weights() {
         use GgmlType::*;
-        for ty in [Q2K, Q3K, Q4K, Q5K, Q6K, Iq4Xs] {
+        for ty in [
+            Q2K, Q3K, Q4K, Q5K, Q6K, Iq4Xs, Iq3Xxs, Iq3S, Iq2Xxs, Iq2Xs, Iq2S,
+        ] {
             // 100 rows: not a multiple of 8, so not repacked.
             assert!(tiled_in_llama(ty, 8, 100), "{ty:?}");
             assert!(tiled_in_llama(ty, 512, 100), "{ty:?}");
@@ -584,7 +649,7 @@ mod tests {
         // Q4_K and Q2_K with a multiple of 8 rows are repacked: the repack kernels take them.
         assert!(!tiled_in_llama(Q4K, 64, 4096));
         assert!(!tiled_in_llama(Q2K, 64, 4096));
-        for ty in [Q3K, Q5K, Q6K, Iq4Xs] {
+        for ty in [Q3K, Q5K, Q6K, Iq4Xs, Iq2Xxs, Iq2Xs, Iq2S] {
             assert!(tiled_in_llama(ty, 64, 4096), "{ty:?}");
         }
         for ty in [Q4_0, Q8_0, Q5_0, Iq4Nl, F16] {

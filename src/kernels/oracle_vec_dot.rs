@@ -1,5 +1,5 @@
 //! Scalar oracles for the dot products of Q5_0, Q5_1, IQ4_NL (with Q8_0/Q8_1 activations) and
-//! of the K-quants and IQ4_XS (with Q8_K activations), bit-identical to llama.cpp's x86
+//! of the K-quants, IQ4_XS and the IQ2/IQ3 types (with Q8_K activations), bit-identical to llama.cpp's x86
 //! `ggml_vec_dot_*` kernels (the `__AVX2__` branches of `ggml-cpu/arch/x86/quants.c`, as GCC
 //! compiles them with `-march=native` on an AVX-512 VNNI machine).
 //!
@@ -34,7 +34,7 @@
 
 use super::blocks::{
     scale, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1,
-    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, Iq3Grid, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS,
+    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, IqGrid, KVALUES_IQ4NL, K_SCALE_SIZE, Q5_BIAS,
     Q6_BIAS, QK, QK_K, RUN, SCALE_BIAS, SUB16, SUB32,
 };
 use super::scalar::hsum_float_8;
@@ -414,22 +414,24 @@ pub fn dot_iq4_xs_q8_k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
     hsum_float_8(acc)
 }
 
-/// The IQ3 types' dot with Q8_K ([`Iq3Grid`]) as ggml's AVX2 kernels sum it (AVX-512 builds
-/// take them too):
+/// The IQ2 and IQ3 types' dot with Q8_K ([`IqGrid`]) as ggml's AVX2 kernels sum it (AVX-512
+/// builds take them too: `ggml_vec_dot_iq{2_xxs,2_xs,2_s,3_xxs,3_s}_q8_K` have no AVX-512
+/// branch):
 /// ```text
 /// d = x.d * y.d
-/// sumi[l] = Σ_{e≡l} (2·ls[e/32] + 1)·sign_product(±grid(e), q_y[e])
-/// acc[l] = fma(d, sumi[l], acc[l]);  result = hsum_float_8(acc), IQ3_XXS's times 0.25
+/// sumi[l] = Σ_{e≡l} (2·ls[e/SCALE_GROUP] + 1)·sign_product(±grid(e), q_y[e])
+/// acc[l] = fma(d, sumi[l], acc[l]);  result = hsum_float_8(acc), times SUM_SCALE if any
 /// ```
 /// (ggml applies the sign to `q_y` and multiplies by the unsigned grid value: the same product,
-/// −128 wrapping alike.)
-pub fn dot_iq3_q8_k<B: Iq3Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "dot_iq3_q8_k length mismatch");
+/// −128 wrapping alike. IQ2_XS's and IQ2_S's two scales a sub-block multiply its two i16
+/// halves, so each element still meets its own scale before the lanes sum.)
+pub fn dot_iq_grid_q8_k<B: IqGrid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "dot_iq_grid_q8_k length mismatch");
     let mut acc = [0f32; LANES];
     for (a, b) in x.iter().zip(y) {
         let d = scale(a.d()) * b.d;
         let sumi = lanes(QK_K, |e| {
-            a.odd_scale(e / SUB32) * sign_product(a.signed(e), b.qs[e])
+            a.odd_scale(e / B::SCALE_GROUP) * sign_product(a.signed(e), b.qs[e])
         });
         fma_lanes(&mut acc, d, sumi);
     }
@@ -442,8 +444,9 @@ pub fn dot_iq3_q8_k<B: Iq3Grid>(x: &[B], y: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::blocks::Block;
+    use crate::kernels::blocks::{Block, BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
     use crate::kernels::half::f32_to_f16;
+    use std::mem::size_of;
 
     use crate::kernels::test_util::{weights, XorShift as Rng};
 
@@ -570,6 +573,111 @@ mod tests {
         check_kat("IQ4_NL wrap", 7100, &[0], w0, dot_iq4_nl_q8_0, want);
         let want = [0x43dda8ee, 0xc889a22a, 0xc9add29c, 0xc8defb16];
         check_kat("IQ4_XS wrap", 7200, &[0], wk, dot_iq4_xs_q8_k, want);
+        let want = [0x40054378, 0xc46a943b, 0xc708cf54, 0x4399cf2b];
+        check_kat(
+            "IQ2_XXS",
+            10000,
+            &[0],
+            ak,
+            dot_iq_grid_q8_k::<BlockIq2Xxs>,
+            want,
+        );
+        let want = [0xc13f4b31, 0xc60d6ffe, 0xc38ff5f4, 0xc5d97090];
+        check_kat(
+            "IQ2_XXS wrap",
+            10500,
+            &[0],
+            wk,
+            dot_iq_grid_q8_k::<BlockIq2Xxs>,
+            want,
+        );
+        let want = [0x43a48e9a, 0x431b9172, 0x44a15e46, 0xc68f8917];
+        check_kat(
+            "IQ2_XS",
+            11000,
+            &[0],
+            ak,
+            dot_iq_grid_q8_k::<BlockIq2Xs>,
+            want,
+        );
+        let want = [0xc566279c, 0x458ede40, 0xc3e96aa4, 0xc74ef605];
+        check_kat(
+            "IQ2_XS wrap",
+            11500,
+            &[0],
+            wk,
+            dot_iq_grid_q8_k::<BlockIq2Xs>,
+            want,
+        );
+        let want = [0xc49a5131, 0xc23681a5, 0xc614a9ae, 0x45216392];
+        check_kat(
+            "IQ2_S",
+            12000,
+            &[0],
+            ak,
+            dot_iq_grid_q8_k::<BlockIq2S>,
+            want,
+        );
+        let want = [0xc0b1d0aa, 0x43181d40, 0xc42acca3, 0xc4da8ec3];
+        check_kat(
+            "IQ2_S wrap",
+            12500,
+            &[0],
+            wk,
+            dot_iq_grid_q8_k::<BlockIq2S>,
+            want,
+        );
+    }
+
+    /// FNV-1a (64-bit) of the little-endian bits of `vals`.
+    fn fnv(vals: impl IntoIterator<Item = f32>) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for b in vals.into_iter().flat_map(|v| v.to_bits().to_le_bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        h
+    }
+
+    /// The hash of 2000 dots of `B` as the bulk harness drew them: case `c` seeded with
+    /// `base + 100000 + c`, `1 + c mod 8` blocks of random bytes (every byte 0xff when `c mod 7`
+    /// is 0, 0x00 when 1) with kat_h scales, then activations as `known_answers_from_llama_cpp`
+    /// draws them (with −128 when `c mod 3` is 0).
+    fn bulk_hash<B: Block>(base: u64, dot: fn(&[B], &[BlockQ8K]) -> f32) -> u64 {
+        use crate::kernels::blocks::block_bytes_mut;
+        fnv((0..BULK_CASES).map(|c| {
+            let r = &mut Rng(base + 100_000 + c as u64);
+            let nb = 1 + c % 8;
+            let mut x = weights::<B>(r, nb, &[0], kat_h);
+            let fill = match c % 7 {
+                0 => Some(0xff),
+                1 => Some(0),
+                _ => None,
+            };
+            if let Some(f) = fill {
+                for blk in block_bytes_mut(&mut x).chunks_exact_mut(size_of::<B>()) {
+                    blk[2..].fill(f);
+                }
+            }
+            let y = q8_k(r, nb, i32::from(c % 3 == 0), kat_d);
+            dot(&x, &y)
+        }))
+    }
+
+    /// Cases of [`bulk_hash`].
+    const BULK_CASES: usize = 2000;
+
+    // The bulk harness (the known answers' C harness, same machine and build) ran ggml's
+    // `ggml_vec_dot_iq2_*_q8_K` on 2000 cases a type and compared each output with this
+    // oracle bit for bit; these are the hashes of its outputs.
+    #[test]
+    fn iq2_bulk_dots_hash_as_llama_cpp() {
+        let xxs = bulk_hash(10000, dot_iq_grid_q8_k::<BlockIq2Xxs>);
+        assert_eq!(xxs, 0xd345e5ba37e6b1a3, "IQ2_XXS");
+        let xs = bulk_hash(11000, dot_iq_grid_q8_k::<BlockIq2Xs>);
+        assert_eq!(xs, 0x47f4cf9bc7df12d7, "IQ2_XS");
+        let s = bulk_hash(12000, dot_iq_grid_q8_k::<BlockIq2S>);
+        assert_eq!(s, 0xe0b136c78e78d319, "IQ2_S");
     }
 
     /// IQ4_NL weights of −127 (nibble 0) against one activation of −128: the scalar tail (one
@@ -687,6 +795,13 @@ mod tests {
         out
     }
 
+    /// The IQ2/IQ3 types by their dequantizer (every value exact in f32).
+    fn deq_iq_grid<B: IqGrid>(b: &B) -> Parts {
+        let mut y = [0f32; QK_K];
+        crate::kernels::dequantize::dequantize_iq_grid(std::slice::from_ref(b), &mut y);
+        y.iter().map(|&v| (f64::from(v), 0.0)).collect()
+    }
+
     /// Asserts `got` is within a few f32 roundings of Σ (w − min)·a, relative to
     /// Σ (|w| + |min|)·|a|.
     fn assert_close<B>(name: &str, got: f32, x: &[B], deq: impl Fn(&B) -> Parts, act: &[f64]) {
@@ -763,6 +878,13 @@ mod tests {
             assert_close("Q6_K", dot_q6_k_q8_k(&x, &y), &x, deq_q6_k, &a);
             let x = weights::<BlockIq4Xs>(r, nb, &[0], real_h);
             assert_close("IQ4_XS", dot_iq4_xs_q8_k(&x, &y), &x, deq_iq4_xs, &a);
+            let x = weights::<BlockIq2Xxs>(r, nb, &[0], real_h);
+            let got = dot_iq_grid_q8_k(&x, &y);
+            assert_close("IQ2_XXS", got, &x, deq_iq_grid, &a);
+            let x = weights::<BlockIq2Xs>(r, nb, &[0], real_h);
+            assert_close("IQ2_XS", dot_iq_grid_q8_k(&x, &y), &x, deq_iq_grid, &a);
+            let x = weights::<BlockIq2S>(r, nb, &[0], real_h);
+            assert_close("IQ2_S", dot_iq_grid_q8_k(&x, &y), &x, deq_iq_grid, &a);
         }
     }
 
@@ -786,6 +908,12 @@ mod tests {
             assert_eq!(dot_q5_k_q8_k(&weights(r, nb, &[0, 2], zero_h), &yk), 0.0);
             assert_eq!(dot_q6_k_q8_k(&weights(r, nb, &[208], zero_h), &yk), 0.0);
             assert_eq!(dot_iq4_xs_q8_k(&weights(r, nb, &[0], zero_h), &yk), 0.0);
+            let x = weights::<BlockIq2Xxs>(r, nb, &[0], zero_h);
+            assert_eq!(dot_iq_grid_q8_k(&x, &yk), 0.0);
+            let x = weights::<BlockIq2Xs>(r, nb, &[0], zero_h);
+            assert_eq!(dot_iq_grid_q8_k(&x, &yk), 0.0);
+            let x = weights::<BlockIq2S>(r, nb, &[0], zero_h);
+            assert_eq!(dot_iq_grid_q8_k(&x, &yk), 0.0);
             // A zero activation scale zeroes every product, the min terms included.
             let yk = q8_k(r, nb, 0, |_| 0.0);
             assert_eq!(dot_q4_k_q8_k(&weights(r, nb, &[0, 2], real_h), &yk), 0.0);

@@ -398,7 +398,7 @@ pub(super) mod tests {
     use super::*;
     use crate::kernels::blocks::{
         block_bytes, Block, BlockIq3S, BlockIq3Xxs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K,
-        BlockQ6K, Iq3Grid, IQ3_GRID_GROUP, IQ3_SCALE_SHIFT, IQ_GROUP, IQ_SIGN_BITS, IQ_SIGN_MASK,
+        BlockQ6K, IqGrid, IQ3_GRID_GROUP, IQ3_SCALE_SHIFT, IQ_GROUP, IQ_SIGN_BITS, IQ_SIGN_MASK,
     };
     use crate::kernels::dequantize::get_scale_min_k4 as scale_min_k4;
     use crate::kernels::iq_grids::IQ3XXS_GRID;

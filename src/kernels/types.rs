@@ -122,13 +122,13 @@ static TYPES: [Option<TypeRow>; N_IDS] = {
     t[13] = kernels(Q5K, "Q5_K", (B256, 176), ActType::Q8K, codec::Q5_K);
     t[14] = kernels(Q6K, "Q6_K", (B256, 210), ActType::Q8K, codec::Q6_K);
     t[15] = named(Q8K, "Q8_K", B256, 292);
-    t[16] = named(Iq2Xxs, "IQ2_XXS", B256, 66);
-    t[17] = named(Iq2Xs, "IQ2_XS", B256, 74);
+    t[16] = kernels(Iq2Xxs, "IQ2_XXS", (B256, 66), ActType::Q8K, codec::IQ2_XXS);
+    t[17] = kernels(Iq2Xs, "IQ2_XS", (B256, 74), ActType::Q8K, codec::IQ2_XS);
     t[18] = kernels(Iq3Xxs, "IQ3_XXS", (B256, 98), ActType::Q8K, codec::IQ3_XXS);
     t[19] = kernels(Iq1S, "IQ1_S", (B256, 50), ActType::Q8K, codec::IQ1_S);
     t[20] = kernels(Iq4Nl, "IQ4_NL", (B32, 18), ActType::Q8_0, codec::IQ4_NL);
     t[21] = kernels(Iq3S, "IQ3_S", (B256, 110), ActType::Q8K, codec::IQ3_S);
-    t[22] = named(Iq2S, "IQ2_S", B256, 82);
+    t[22] = kernels(Iq2S, "IQ2_S", (B256, 82), ActType::Q8K, codec::IQ2_S);
     t[23] = kernels(Iq4Xs, "IQ4_XS", (B256, 136), ActType::Q8K, codec::IQ4_XS);
     t[24] = named(I8, "I8", 1, 1);
     t[25] = named(I16, "I16", 1, 2);
@@ -252,7 +252,7 @@ mod tests {
     fn the_supported_types_are_those_with_an_activation() {
         assert_eq!(
             GgmlType::supported_names(),
-            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ4_XS, IQ1_M, BF16"
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, BF16"
         );
     }
 }

@@ -227,12 +227,22 @@ fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32
     super::avx512_panel::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
 }
 /// The IQ3 types' tiles: sixteen rows at a time in the tiled order
-/// (`avx512_packed_tile::iq3_rows`), the eight-row tiles of `kernels` otherwise.
+/// (`avx512_packed_tile::iq_grid_rows`), the eight-row tiles of `kernels` otherwise.
 fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, kernels::tile_iq3_xxs)
 }
 fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_iq3_s(rows, acts, variant, out, kernels::tile_iq3_s)
+}
+/// The IQ2 types' tiles, as the IQ3 types'.
+fn tile_iq2_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, kernels::tile_iq2_xxs)
+}
+fn tile_iq2_xs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, kernels::tile_iq2_xs)
+}
+fn tile_iq2_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, kernels::tile_iq2_s)
 }
 
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
@@ -250,6 +260,9 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             GgmlType::Q3K => e.tile = Some(tile_q3_k16),
             GgmlType::Iq3Xxs => e.tile = Some(tile_iq3_xxs16),
             GgmlType::Iq3S => e.tile = Some(tile_iq3_s16),
+            GgmlType::Iq2Xxs => e.tile = Some(tile_iq2_xxs16),
+            GgmlType::Iq2Xs => e.tile = Some(tile_iq2_xs16),
+            GgmlType::Iq2S => e.tile = Some(tile_iq2_s16),
             _ => {}
         }
         e.packed = super::avx512_packed::packed(e.ty);

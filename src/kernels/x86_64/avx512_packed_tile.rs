@@ -31,7 +31,7 @@ use super::packed_kernels::{
     bsum_pairs, packed_tile, prefetch_steps, token_passes, Place, GROUP, K_GROUPS as GROUPS,
     MAX_SUBS, MAX_TOKENS, Q6_BIAS, SUB, SUBS,
 };
-use crate::kernels::blocks::{BlockQ3K, BlockQ8K, Iq3Grid, KVALUES_IQ4NL};
+use crate::kernels::blocks::{BlockQ3K, BlockQ8K, IqGrid, KVALUES_IQ4NL};
 use crate::kernels::entries::Variant;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
@@ -222,29 +222,30 @@ pub(super) fn q3_k_rows(
     file_rows::<_, MAX_SUBS>(w, ys, out, rows)
 }
 
-/// Sixteen rows of an IQ3 type in the file's layout against every token, in the tiled
-/// matmul's order (`oracle_tiled::dot_iq3_q8_k_tiled`): codes the signed grid values plus
-/// [`IQ3_BIAS`] (so unsigned, at most 126), scales `2·ls + 1`, `d` times the type's factor
-/// (IQ3_XXS's quarter, exact) as the oracle scales it. Panics as [`q3_k_rows`].
+/// Sixteen rows of an IQ2 or IQ3 type in the file's layout against every token, in the tiled
+/// matmul's order (`oracle_tiled::dot_iq_grid_q8_k_tiled`): codes the signed grid values plus
+/// [`IQ_GRID_BIAS`] (so unsigned, at most 126), its `NSUB` scales `2·ls + 1` a super-block
+/// (sixteen for IQ2_XS and IQ2_S, else eight), `d` times the type's factor (IQ2's eighth,
+/// IQ3_XXS's quarter, exact) as the oracle scales it. Panics as [`q3_k_rows`].
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn iq3_rows<B: Iq3Grid>(
+pub(super) fn iq_grid_rows<B: IqGrid, const NSUB: usize>(
     w: &[&[B]; PACK_ROWS],
     ys: &[&[BlockQ8K]],
     out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
 ) {
-    use super::kquant_rows::iq3_panel_row;
+    use super::kquant_rows::iq_grid_panel_row;
     let rows = FileRows {
-        unpack: |a: &B| iq3_panel_row(a, IQ3_BIAS),
+        unpack: |a: &B| iq_grid_panel_row::<B, NSUB>(a, IQ_GRID_BIAS),
         d: |a: &B| a.d(),
         d_mul: B::SUM_SCALE,
-        bias: i32::from(IQ3_BIAS),
+        bias: i32::from(IQ_GRID_BIAS),
     };
-    file_rows::<_, SUBS>(w, ys, out, rows)
+    file_rows::<_, NSUB>(w, ys, out, rows)
 }
 
-/// The bias on IQ3 codes: the grid values (±62 at most) plus 64 are unsigned bytes for
-/// `vpdpbusd`, and `64·bsum_s` comes off each sub-block's sum again.
-const IQ3_BIAS: u8 = 64;
+/// The bias on IQ2/IQ3 codes: the grid values (±62 at most) plus 64 are unsigned bytes for
+/// `vpdpbusd`, and `64·bsum_s` comes off each scale group's sum again.
+const IQ_GRID_BIAS: u8 = 64;
 
 /// How a type's super-blocks in the file's layout become a step of sixteen rows: `unpack`
 /// gives one row's unsigned codes and `NSUB` scales, `d` its f16 scale (times `d_mul`, where

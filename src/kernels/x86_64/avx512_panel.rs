@@ -21,7 +21,10 @@ use super::kquant_rows::{q2_k_panel_row, transpose8, ChainKind, PanelRow};
 use super::kquant_rows::{RUN, RUNS, SUB16S};
 use super::passes::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
 use crate::kernels::blocks::Block;
-use crate::kernels::blocks::{BlockIq3S, BlockIq3Xxs, BlockQ2K, BlockQ3K, BlockQ8K, Iq3Grid, QK_K};
+use crate::kernels::blocks::{
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ2K, BlockQ3K, BlockQ8K,
+    IqGrid, QK_K,
+};
 use crate::kernels::entries::{self, TileDot, Variant};
 use crate::kernels::ActRow;
 
@@ -239,10 +242,11 @@ fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     unsafe { super::avx512_packed_tile::q3_k_rows(w, y, out) }
 }
 
-/// IQ3_XXS's and IQ3_S's, through the packed types' passes (safe as [`q2_k_chain`]).
-fn iq3_tiled<B: Iq3Grid>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+/// The IQ2 and IQ3 types', through the packed types' passes (`NSUB` scales a super-block;
+/// safe as [`q2_k_chain`]).
+fn iq_grid_tiled<B: IqGrid, const NSUB: usize>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
-    unsafe { super::avx512_packed_tile::iq3_rows(w, y, out) }
+    unsafe { super::avx512_packed_tile::iq_grid_rows::<B, NSUB>(w, y, out) }
 }
 
 /// Runs `panel` over every whole group of sixteen rows against every token
@@ -328,14 +332,29 @@ panel_tiles! {
         (variant == Variant::Batch).then_some((q3_k_tiled as Panel16<_>, PANEL_MIN_TOKENS))
     };
     /// IQ3_XXS's tile on this tier: sixteen rows at a time through
-    /// `avx512_packed_tile::iq3_rows` in the tiled order.
+    /// `avx512_packed_tile::iq_grid_rows` in the tiled order.
     tile_iq3_xxs: BlockIq3Xxs = |variant| {
-        let panel = iq3_tiled::<BlockIq3Xxs> as Panel16<_>;
+        let panel = iq_grid_tiled::<BlockIq3Xxs, RUNS> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
     };
     /// IQ3_S's, as IQ3_XXS's.
     tile_iq3_s: BlockIq3S = |variant| {
-        let panel = iq3_tiled::<BlockIq3S> as Panel16<_>;
+        let panel = iq_grid_tiled::<BlockIq3S, RUNS> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
+    };
+    /// IQ2_XXS's, as IQ3_XXS's.
+    tile_iq2_xxs: BlockIq2Xxs = |variant| {
+        let panel = iq_grid_tiled::<BlockIq2Xxs, RUNS> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
+    };
+    /// IQ2_XS's, as IQ3_XXS's (a scale every sixteen values).
+    tile_iq2_xs: BlockIq2Xs = |variant| {
+        let panel = iq_grid_tiled::<BlockIq2Xs, SUB16S> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
+    };
+    /// IQ2_S's, as IQ2_XS's.
+    tile_iq2_s: BlockIq2S = |variant| {
+        let panel = iq_grid_tiled::<BlockIq2S, SUB16S> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
     };
 }

@@ -25,11 +25,11 @@ macro_rules! k_quant_kernels {
         use super::{bias4, chunk_dot, pair_dot};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::blocks::{
-            BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, Iq3Grid, QK_K,
+            BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, IqGrid, QK_K,
         };
         use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::x86_64::kquant_rows::{
-            bsums, hsum_i32_4, iq3_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
+            bsums, hsum_i32_4, iq_grid_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
             pair_lanes, part_totals, q2_k_panel_row, q2_k_row, q3_k_panel_row, q3_k_row,
             q6_k_row, row_scales, row_totals, totals4, transpose8, ChainKind, Chains, K4Row,
             PanelRow, Sub16Row, XsRow, PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
@@ -460,18 +460,19 @@ macro_rules! k_quant_kernels {
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
             lanes_rows(w, y, out, |a| a.d, |a| iq4_xs_row(a, table), |b| (b.d, ()), lanes)
         });
-        // The IQ3 types in IQ4_XS's lanes (`kquant_rows::iq3_row`): `vec_dot`'s order, then
-        // the factor on the sum where the type has one (IQ3_XXS's quarter); and as the tiled
-        // matmul (`oracle_tiled::dot_iq3_q8_k_tiled`: true products, the factor on `d` first).
+        // The IQ2 and IQ3 types in IQ4_XS's lanes (`kquant_rows::iq_grid_row`): `vec_dot`'s
+        // order, then the factor on the sum where the type has one (IQ2's eighth, IQ3_XXS's
+        // quarter); and as the tiled
+        // matmul (`oracle_tiled::dot_iq_grid_q8_k_tiled`: true products, the factor on `d` first).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn iq3_dot<B: Iq3Grid, const R: usize, const T: usize>(
+        fn iq_grid_dot<B: IqGrid, const R: usize, const T: usize>(
             w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
         ) {
             let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
-            lanes_rows(w, y, out, |a| a.d(), |a| iq3_row(a), |b| (b.d, ()), lanes);
+            lanes_rows(w, y, out, |a| a.d(), |a| iq_grid_row(a), |b| (b.d, ()), lanes);
             if let Some(f) = B::SUM_SCALE {
                 for o in out.iter_mut().flatten() {
                     *o *= f;
@@ -480,25 +481,40 @@ macro_rules! k_quant_kernels {
         }
         #[target_feature(enable = $feat)]
         #[inline]
-        fn iq3_tiled<B: Iq3Grid, const R: usize, const T: usize>(
+        fn iq_grid_tiled<B: IqGrid, const R: usize, const T: usize>(
             w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
         ) {
             let lanes = |k: &XsRow, b: &BlockQ8K| iq4_xs_lanes(k, b, true);
             let d: (Half<B>, _) = (|a| a.d(), B::SUM_SCALE);
-            tiled_rows(w, y, out, d, |a| iq3_row(a), lanes)
+            tiled_rows(w, y, out, d, |a| iq_grid_row(a), lanes)
         }
         rows_kernel!($feat, iq3_xxs_rows, dot_iq3_xxs_q8_k, BlockIq3Xxs, BlockQ8K, |w, y, out| {
-            iq3_dot(w, y, out)
+            iq_grid_dot(w, y, out)
         });
         rows_kernel!($feat, iq3_xxs_tiled_rows, dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, BlockQ8K,
-            |w, y, out| iq3_tiled(w, y, out));
+            |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq3_s_rows, dot_iq3_s_q8_k, BlockIq3S, BlockQ8K, |w, y, out| {
-            iq3_dot(w, y, out)
+            iq_grid_dot(w, y, out)
         });
         rows_kernel!($feat, iq3_s_tiled_rows, dot_iq3_s_q8_k_tiled, BlockIq3S, BlockQ8K,
-            |w, y, out| iq3_tiled(w, y, out));
+            |w, y, out| iq_grid_tiled(w, y, out));
+        rows_kernel!($feat, iq2_xxs_rows, dot_iq2_xxs_q8_k, BlockIq2Xxs, BlockQ8K, |w, y, out| {
+            iq_grid_dot(w, y, out)
+        });
+        rows_kernel!($feat, iq2_xxs_tiled_rows, dot_iq2_xxs_q8_k_tiled, BlockIq2Xxs, BlockQ8K,
+            |w, y, out| iq_grid_tiled(w, y, out));
+        rows_kernel!($feat, iq2_xs_rows, dot_iq2_xs_q8_k, BlockIq2Xs, BlockQ8K, |w, y, out| {
+            iq_grid_dot(w, y, out)
+        });
+        rows_kernel!($feat, iq2_xs_tiled_rows, dot_iq2_xs_q8_k_tiled, BlockIq2Xs, BlockQ8K,
+            |w, y, out| iq_grid_tiled(w, y, out));
+        rows_kernel!($feat, iq2_s_rows, dot_iq2_s_q8_k, BlockIq2S, BlockQ8K, |w, y, out| {
+            iq_grid_dot(w, y, out)
+        });
+        rows_kernel!($feat, iq2_s_tiled_rows, dot_iq2_s_q8_k_tiled, BlockIq2S, BlockQ8K,
+            |w, y, out| iq_grid_tiled(w, y, out));
         // IQ4_XS·Q8_K as the tiled matmul (`oracle_tiled::dot_iq4_xs_q8_k_tiled`), whose
         // `Σ sc·(Σ (v + 128)·y − 128·bsum)` is formed as `Σ sc·Σ v·y` (true products): the
         // same integer for activations whose `bsums` are the sums of their quants.
@@ -803,6 +819,18 @@ macro_rules! k_quant_kernels {
             Dot => iq3_s_rows,
             Batch => iq3_s_tiled_rows,
         });
+        tile_fn!(tile_iq2_xxs, BlockIq2Xxs, q8_k, PASS_ROWS, PASS_TOKENS, {
+            Dot => iq2_xxs_rows,
+            Batch => iq2_xxs_tiled_rows,
+        });
+        tile_fn!(tile_iq2_xs, BlockIq2Xs, q8_k, PASS_ROWS, PASS_TOKENS, {
+            Dot => iq2_xs_rows,
+            Batch => iq2_xs_tiled_rows,
+        });
+        tile_fn!(tile_iq2_s, BlockIq2S, q8_k, PASS_ROWS, PASS_TOKENS, {
+            Dot => iq2_s_rows,
+            Batch => iq2_s_tiled_rows,
+        });
         tile_fn!(tile_iq4_xs, BlockIq4Xs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq4_xs_rows,
             Batch => iq4_xs_tiled_rows,
@@ -850,6 +878,21 @@ macro_rules! k_quant_kernels {
                     e.dot = row_dot!(dot_iq3_s_q8_k, BlockIq3S, q8_k);
                     e.dot_batch = Some(row_dot!(dot_iq3_s_q8_k_tiled, BlockIq3S, q8_k));
                     tile_iq3_s
+                }
+                GgmlType::Iq2Xxs => {
+                    e.dot = row_dot!(dot_iq2_xxs_q8_k, BlockIq2Xxs, q8_k);
+                    e.dot_batch = Some(row_dot!(dot_iq2_xxs_q8_k_tiled, BlockIq2Xxs, q8_k));
+                    tile_iq2_xxs
+                }
+                GgmlType::Iq2Xs => {
+                    e.dot = row_dot!(dot_iq2_xs_q8_k, BlockIq2Xs, q8_k);
+                    e.dot_batch = Some(row_dot!(dot_iq2_xs_q8_k_tiled, BlockIq2Xs, q8_k));
+                    tile_iq2_xs
+                }
+                GgmlType::Iq2S => {
+                    e.dot = row_dot!(dot_iq2_s_q8_k, BlockIq2S, q8_k);
+                    e.dot_batch = Some(row_dot!(dot_iq2_s_q8_k_tiled, BlockIq2S, q8_k));
+                    tile_iq2_s
                 }
                 GgmlType::Iq4Xs => {
                     e.dot = row_dot!(dot_iq4_xs_q8_k, BlockIq4Xs, q8_k);

@@ -30,7 +30,7 @@ use std::arch::x86_64::*;
 
 use super::passes::{array_of, hsum_i32_rows, iq4_values, load16, load32};
 use crate::kernels::blocks::{
-    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, Iq3Grid, K_SCALE_SIZE,
+    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, IqGrid, K_SCALE_SIZE,
 };
 
 /// Low six bits of each byte of the packed Q4_K/Q5_K scale words.
@@ -52,6 +52,8 @@ pub(super) const Q6_BIAS_SHIFT: i32 = 5;
 pub(super) const PAIR: usize = 64;
 /// Bytes of one activation run (one 256-bit load).
 pub(super) const RUN: usize = 32;
+/// Half a run: the values of one 128-bit half (one scale of IQ2_XS and IQ2_S).
+const HALF_RUN: usize = RUN / 2;
 /// Runs of a super-block.
 pub(super) const RUNS: usize = 8;
 /// Two runs (or their activations, or biases), as a tier's `pair_dot` takes them.
@@ -365,35 +367,39 @@ pub(super) fn iq4_xs_row(a: &BlockIq4Xs, table: __m128i) -> XsRow {
     }
 }
 
-/// Unpacks a super-block of an IQ3 type ([`Iq3Grid`]) into the form of IQ4_XS's ([`XsRow`]):
-/// each sub-block's 32 grid values with their signs (±62 at most, so signed bytes), eight grid
-/// entries and four sign patterns gathered as ggml's kernels gather them, and `2·ls + 1` in
-/// every i16 lane. Its lanes are then IQ4_XS's: `|x|` against the activation signed by `x`,
-/// which is ggml's grid value against the activation signed by the pattern (a grid value is
-/// never 0).
+/// Unpacks a super-block of an IQ2 or IQ3 type ([`IqGrid`]) into the form of IQ4_XS's
+/// ([`XsRow`]): each sub-block's 32 grid values with their signs (±62 at most, so signed
+/// bytes), four groups of eight gathered as ggml's kernels gather them, and `2·ls + 1` in the
+/// i16 lanes of each value's scale group (every lane for the types with one scale a sub-block;
+/// the low half and the high half for IQ2_XS and IQ2_S, whose `maddubs` pairs never straddle
+/// two scales). Its lanes are then IQ4_XS's: `|x|` against the activation signed by `x`, which
+/// is ggml's grid value against the activation signed by the pattern (a grid value is never 0).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn iq3_row<B: Iq3Grid>(a: &B) -> XsRow {
+pub(super) fn iq_grid_row<B: IqGrid>(a: &B) -> XsRow {
     use crate::kernels::iq_signs::SIGN_BYTES;
-    let grid = |g: usize| a.entry(g) as i32;
+    /// Groups of eight values a sub-block of 32.
+    const GROUPS: usize = 4;
+    let group = |k: usize| a.group(k) as i64;
     let sign = |k: usize| SIGN_BYTES[usize::from(a.signs(k))] as i64;
+    let scale = |s: usize| a.odd_scale(s) as i16;
     XsRow {
         x: array_of!(RUNS, |s| {
-            let (g, k) = (8 * s, 4 * s);
-            let v = _mm256_setr_epi32(
-                grid(g),
-                grid(g + 1),
-                grid(g + 2),
-                grid(g + 3),
-                grid(g + 4),
-                grid(g + 5),
-                grid(g + 6),
-                grid(g + 7),
-            );
+            let k = GROUPS * s;
+            let v = _mm256_setr_epi64x(group(k), group(k + 1), group(k + 2), group(k + 3));
             let signs = _mm256_setr_epi64x(sign(k), sign(k + 1), sign(k + 2), sign(k + 3));
             _mm256_sign_epi8(v, signs)
         }),
-        ls: array_of!(RUNS, |s| _mm256_set1_epi16(a.odd_scale(s) as i16)),
+        ls: array_of!(RUNS, |s| match B::SCALE_GROUP {
+            RUN => _mm256_set1_epi16(scale(s)),
+            HALF_RUN => {
+                _mm256_setr_m128i(
+                    _mm_set1_epi16(scale(2 * s)),
+                    _mm_set1_epi16(scale(2 * s + 1)),
+                )
+            }
+            _ => unreachable!("the IQ types' scale groups are 16 or 32 values"),
+        }),
     }
 }
 
@@ -451,16 +457,23 @@ pub(super) fn q3_k_panel_row(a: &BlockQ3K) -> PanelRow<SUB16S> {
     }
 }
 
-/// An IQ3 super-block for the panels: the signed grid values of [`iq3_row`] plus `bias`
-/// (unsigned: the values are ±62 at most), scales `2·ls + 1`.
+/// An IQ2 or IQ3 super-block for the panels: the signed grid values of [`iq_grid_row`] plus
+/// `bias` (unsigned: the values are ±62 at most), its `NSUB` scales `2·ls + 1` (one a scale
+/// group: `NSUB · SCALE_GROUP` is the super-block).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn iq3_panel_row<B: Iq3Grid>(a: &B, bias: u8) -> PanelRow<RUNS> {
+pub(super) fn iq_grid_panel_row<B: IqGrid, const NSUB: usize>(a: &B, bias: u8) -> PanelRow<NSUB> {
+    const {
+        assert!(
+            NSUB * B::SCALE_GROUP == RUN * RUNS,
+            "one scale a scale group"
+        )
+    };
     let b = _mm256_set1_epi8(bias as i8);
     PanelRow {
-        codes: iq3_row(a).x.map(|x| _mm256_add_epi8(x, b)),
+        codes: iq_grid_row(a).x.map(|x| _mm256_add_epi8(x, b)),
         sc: std::array::from_fn(|s| a.odd_scale(s)),
-        mins: [0; RUNS],
+        mins: [0; NSUB],
     }
 }
 
