@@ -672,7 +672,6 @@ const IMATRIX_WEIGHTED: [(&str, &str, &str); 28] = [
 ];
 
 #[test]
-#[ignore = "needs ggml's weighted quantizers behind Codec::quantize (being written); run with --ignored once they land"]
 fn weighted_quantizers_match_llama_quantize_with_an_imatrix() {
     let dir = common::temp_dir("quant-imatrix-weighted");
     let dense = gen_model(&dir, "dense.gguf", &IMATRIX_DENSE);
