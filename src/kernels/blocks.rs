@@ -226,6 +226,12 @@ impl BlockIq2Xxs {
         let (s, l) = (g / IQ2_GROUPS_PER_SUB, g % IQ2_GROUPS_PER_SUB);
         usize::from(self.qs[IQ2XXS_SUB_BYTES * s + l])
     }
+    /// Group `k`'s (0..32) 7-bit index into [`super::iq_signs::KSIGNS`].
+    #[inline]
+    pub fn sign_index(&self, k: usize) -> usize {
+        let (s, l) = (k / IQ2_GROUPS_PER_SUB, k % IQ2_GROUPS_PER_SUB);
+        ((self.sas_word(s) >> (IQ_SIGN_BITS * l as u32)) & IQ_SIGN_MASK) as usize
+    }
 }
 
 block_layout! {
@@ -313,6 +319,24 @@ pub trait IqGrid: Block {
     fn odd_scale(&self, s: usize) -> i32 {
         2 * self.ls(s) as i32 + 1
     }
+
+    /// The signs of group `k` as eight bytes of ±1 ([`super::iq_signs::SIGN_BYTES`]), for
+    /// `vpsignb`.
+    #[inline]
+    fn sign_bytes(&self, k: usize) -> u64 {
+        table_load(&super::iq_signs::SIGN_BYTES, usize::from(self.signs(k)))
+    }
+}
+
+/// Entry `i` of a grid or sign table by one scalar load. The kernels gather a block's entries
+/// into vectors; read plainly, LLVM merges those loads into `vpgatherdd`, which ran the IQ3_XXS
+/// decode slower than the loads (and GCC's build of llama.cpp does not do it). A volatile read
+/// is a plain load it leaves alone.
+#[inline(always)]
+fn table_load<T: Copy>(table: &[T], i: usize) -> T {
+    let e = &table[i];
+    // SAFETY: `e` is a valid, aligned reference into a static table.
+    unsafe { std::ptr::read_volatile(e) }
 }
 
 /// Two IQ3 entries of four values as one group of eight (the first in the low bytes).
@@ -328,11 +352,17 @@ impl IqGrid for BlockIq3Xxs {
         self.d
     }
     fn group(&self, k: usize) -> u64 {
-        let e = |g: usize| super::iq_grids::IQ3XXS_GRID[usize::from(self.qs[g])];
+        let e = |g: usize| table_load(&super::iq_grids::IQ3XXS_GRID, usize::from(self.qs[g]));
         iq3_pair(e(2 * k), e(2 * k + 1))
     }
     fn signs(&self, k: usize) -> u8 {
         super::iq_signs::KSIGNS[self.sign_index(k / (SUB32 / IQ_GROUP), k % (SUB32 / IQ_GROUP))]
+    }
+    // One lookup from the stored 7-bit index, not two.
+    #[inline]
+    fn sign_bytes(&self, k: usize) -> u64 {
+        let i = self.sign_index(k / (SUB32 / IQ_GROUP), k % (SUB32 / IQ_GROUP));
+        table_load(&super::iq_signs::EVEN_SIGN_BYTES, i)
     }
     fn ls(&self, s: usize) -> u32 {
         self.sas_word(s) >> IQ3_SCALE_SHIFT
@@ -346,7 +376,7 @@ impl IqGrid for BlockIq3S {
         self.d
     }
     fn group(&self, k: usize) -> u64 {
-        let e = |g: usize| super::iq_grids::IQ3S_GRID[self.grid_index(g)];
+        let e = |g: usize| table_load(&super::iq_grids::IQ3S_GRID, self.grid_index(g));
         iq3_pair(e(2 * k), e(2 * k + 1))
     }
     fn signs(&self, k: usize) -> u8 {
@@ -364,12 +394,14 @@ impl IqGrid for BlockIq2Xxs {
         self.d
     }
     fn group(&self, k: usize) -> u64 {
-        super::iq_grids::IQ2XXS_GRID[self.grid_index(k)]
+        table_load(&super::iq_grids::IQ2XXS_GRID, self.grid_index(k))
     }
     fn signs(&self, k: usize) -> u8 {
-        let (s, l) = (k / IQ2_GROUPS_PER_SUB, k % IQ2_GROUPS_PER_SUB);
-        let index = (self.sas_word(s) >> (IQ_SIGN_BITS * l as u32)) & IQ_SIGN_MASK;
-        super::iq_signs::KSIGNS[index as usize]
+        super::iq_signs::KSIGNS[self.sign_index(k)]
+    }
+    #[inline]
+    fn sign_bytes(&self, k: usize) -> u64 {
+        table_load(&super::iq_signs::EVEN_SIGN_BYTES, self.sign_index(k))
     }
     fn ls(&self, s: usize) -> u32 {
         self.sas_word(s) >> IQ3_SCALE_SHIFT
@@ -383,10 +415,20 @@ impl IqGrid for BlockIq2Xs {
         self.d
     }
     fn group(&self, k: usize) -> u64 {
-        super::iq_grids::IQ2XS_GRID[usize::from(self.word(k) & IQ2XS_INDEX_MASK)]
+        table_load(
+            &super::iq_grids::IQ2XS_GRID,
+            usize::from(self.word(k) & IQ2XS_INDEX_MASK),
+        )
     }
     fn signs(&self, k: usize) -> u8 {
         super::iq_signs::KSIGNS[usize::from(self.word(k) >> IQ2XS_INDEX_BITS)]
+    }
+    #[inline]
+    fn sign_bytes(&self, k: usize) -> u64 {
+        table_load(
+            &super::iq_signs::EVEN_SIGN_BYTES,
+            usize::from(self.word(k) >> IQ2XS_INDEX_BITS),
+        )
     }
     fn ls(&self, s: usize) -> u32 {
         iq2_nibble(&self.scales, s)
@@ -400,7 +442,7 @@ impl IqGrid for BlockIq2S {
         self.d
     }
     fn group(&self, k: usize) -> u64 {
-        super::iq_grids::IQ2S_GRID[self.grid_index(k)]
+        table_load(&super::iq_grids::IQ2S_GRID, self.grid_index(k))
     }
     fn signs(&self, k: usize) -> u8 {
         self.signs[k]

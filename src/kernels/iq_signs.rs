@@ -30,6 +30,18 @@ pub static SIGN_BYTES: [u64; 256] = {
     t
 };
 
+/// [`SIGN_BYTES`] at each 7-bit index's [`KSIGNS`] entry: one lookup from a stored index
+/// (ggml's x86 `keven_signs_q2xs`).
+pub static EVEN_SIGN_BYTES: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = SIGN_BYTES[KSIGNS[i] as usize];
+        i += 1;
+    }
+    t
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,6 +59,9 @@ mod tests {
                     "pattern {i} value {j}"
                 );
             }
+        }
+        for (i, &s) in KSIGNS.iter().enumerate() {
+            assert_eq!(EVEN_SIGN_BYTES[i], SIGN_BYTES[usize::from(s)], "index {i}");
         }
         // ggml's first entries, as its table lists them.
         assert_eq!(KSIGNS[..8], [0, 129, 130, 3, 132, 5, 6, 135]);

@@ -471,13 +471,42 @@ macro_rules! k_quant_kernels {
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
         ) {
-            let lanes = |k: &XsRow, b: &BlockQ8K, _: &()| iq4_xs_lanes(k, b, false);
-            lanes_rows(w, y, out, |a| a.d(), |a| iq_grid_row(a), |b| (b.d, ()), lanes);
+            let lanes = |a: &&B, b: &BlockQ8K, _: &()| iq_grid_lanes(*a, b);
+            lanes_rows(w, y, out, |a| a.d(), |a| a, |b| (b.d, ()), lanes);
             if let Some(f) = B::SUM_SCALE {
                 for o in out.iter_mut().flatten() {
                     *o *= f;
                 }
             }
+        }
+        /// An IQ grid type's super-block lanes straight from the block, as ggml's AVX2
+        /// `vec_dot` kernels form them: per run of 32 the four groups' grid values (unsigned)
+        /// against the activation signed by their patterns, `maddubs`, then `madd` by
+        /// `2·ls + 1` (one scale a run, or one a half for sixteen-value scale groups). The
+        /// same lane integers as IQ4_XS's lanes of [`iq_grid_row`], without materialising the
+        /// row.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq_grid_lanes<B: IqGrid>(a: &B, b: &BlockQ8K) -> __m256i {
+            /// Groups of eight values a run.
+            const GROUPS: usize = RUN / 8;
+            let group = |k: usize| a.group(k) as i64;
+            let sign = |k: usize| a.sign_bytes(k) as i64;
+            let scale = |s: usize| a.odd_scale(s) as i16;
+            let mut acc = _mm256_setzero_si256();
+            for s in 0..RUNS {
+                let k = GROUPS * s;
+                let v = _mm256_setr_epi64x(group(k), group(k + 1), group(k + 2), group(k + 3));
+                let signs = _mm256_setr_epi64x(sign(k), sign(k + 1), sign(k + 2), sign(k + 3));
+                let q8 = _mm256_sign_epi8(load32(&b.qs[RUN * s..]), signs);
+                let ls = if B::SCALE_GROUP == RUN {
+                    _mm256_set1_epi16(scale(s))
+                } else {
+                    _mm256_setr_m128i(_mm_set1_epi16(scale(2 * s)), _mm_set1_epi16(scale(2 * s + 1)))
+                };
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, q8), ls));
+            }
+            acc
         }
         #[target_feature(enable = $feat)]
         #[inline]
