@@ -21,7 +21,6 @@ use requant::{check_output, read_golden};
 
 use std::path::Path;
 
-
 /// Runs `locus quantize ARGS… SRC OUT TYPE` and checks OUT against the golden table `table`.
 fn quantize_and_check(src: &Path, flags: &[&str], ty: &str, table: &str) {
     let golden = read_golden(table);

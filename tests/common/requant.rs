@@ -84,4 +84,3 @@ pub fn check_output(out: &Path, golden: &Golden, what: &str) {
         );
     }
 }
-
