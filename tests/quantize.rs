@@ -95,6 +95,52 @@ smollm2_cases! {
     smollm2_q2_k: "Q2_K", false;
 }
 
+/// SmolLM2's IQ presets with llama-imatrix's matrix (tests/data/imatrix/smollm2.imatrix.gguf),
+/// as `make models` makes them: run in that folder, since the matrix's name as given is
+/// written into the file.
+fn from_q8_0_imatrix(ty: &str) {
+    let Some(src) = common::model_path("SmolLM2-135M-Instruct.Q8_0.gguf") else {
+        return;
+    };
+    let table = format!("requant/smollm2-imx-{ty}.tsv");
+    let golden = read_golden(&table);
+    let dir = common::temp_dir(&format!("quant-imx-{ty}"));
+    let out = dir.join("out.gguf");
+    let args = [
+        "quantize",
+        "--imatrix",
+        "smollm2.imatrix.gguf",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        ty,
+    ];
+    let r = common::locus_cmd()
+        .args(args)
+        .current_dir(common::repo_path("tests/data/imatrix"))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    check_output(&out, &golden, &table);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+macro_rules! smollm2_imatrix_cases {
+    ($($test:ident: $ty:literal;)*) => {$(
+        #[test]
+        fn $test() {
+            from_q8_0_imatrix($ty);
+        }
+    )*};
+}
+
+smollm2_imatrix_cases! {
+    smollm2_iq2_xxs_imatrix: "IQ2_XXS";
+    smollm2_iq2_m_imatrix: "IQ2_M";
+    smollm2_iq3_xxs_imatrix: "IQ3_XXS";
+    smollm2_iq3_m_imatrix: "IQ3_M";
+    smollm2_iq1_m_imatrix: "IQ1_M";
+}
+
 /// The generated model of tests/data/golden/requant/synth-*.tsv: every row a whole number of
 /// 256-value blocks, F16 weights, an untied head, 4 query heads per KV head.
 const SYNTH: [&str; 15] = [
