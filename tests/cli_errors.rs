@@ -125,7 +125,7 @@ fn tensor_data_beyond_end_of_file() {
 #[test]
 fn unsupported_type_unknown_arch_missing_tensor_wrong_shape() {
     let dir = common::temp_dir("cli-model");
-    // A weight in IQ2_XXS (256-element blocks of 66 bytes): known to ggml, not computed here;
+    // A weight in TQ1_0 (256-element blocks of 54 bytes): known to ggml, not computed here;
     // refused by name, with the list of the types locus computes.
     let spec = SynthSpec {
         n_embd: 256,
@@ -138,10 +138,10 @@ fn unsupported_type_unknown_arch_missing_tensor_wrong_shape() {
         .iter_mut()
         .find(|t| t.name == "blk.0.ffn_down.weight")
         .unwrap();
-    t.ty = GgmlType::Iq2Xxs;
-    t.data = vec![0; 256 * 66];
-    let e = run_fails(&write(&dir, "iq2xxs.gguf", &w), &[]);
-    assert!(e.contains("IQ2_XXS") && e.contains("blk."), "{e}");
+    t.ty = GgmlType::Tq1_0;
+    t.data = vec![0; 256 * 54];
+    let e = run_fails(&write(&dir, "tq1_0.gguf", &w), &[]);
+    assert!(e.contains("TQ1_0") && e.contains("blk."), "{e}");
     assert!(
         e.contains(&GgmlType::supported_names()) && e.contains("Q4_K, Q5_K, Q6_K"),
         "{e}"

@@ -896,6 +896,8 @@ fn semantic_mutation(rng: &mut Rng, b: &mut Vec<u8>) {
                             GgmlType::Q6K,
                             GgmlType::Iq4Xs,
                             GgmlType::Iq2Xxs,
+                            GgmlType::Iq1S,
+                            GgmlType::Tq1_0,
                         ])
                     }
                     _ => {
@@ -995,6 +997,19 @@ fn gguf_seeds() -> Vec<Vec<u8>> {
         spec.tied = tied;
         spec.n_layer = 1;
         seeds.push(synth_model(&spec).to_bytes());
+    }
+    // The IQ types (grid indices, sign patterns, packed scales): rows of 256 values, one
+    // super-block each, so every block's bytes are mutated through the grid kernels.
+    for ty in [GgmlType::Iq2Xxs, GgmlType::Iq1M, GgmlType::Iq3S] {
+        seeds.push(
+            synth_model(&SynthSpec {
+                n_embd: 256,
+                n_ff: 256,
+                n_layer: 1,
+                ..SynthSpec::tiny(ty)
+            })
+            .to_bytes(),
+        );
     }
     // A mixture of experts: the expert keys and 3-D tensors are mutated too.
     seeds.push(
