@@ -320,6 +320,13 @@ pub trait IqGrid: Block {
         2 * self.ls(s) as i32 + 1
     }
 
+    /// The sign bits of the 64 values of groups `k..k + 8` (bit `j` set: value `8k + j`
+    /// negative), for a masked negation.
+    #[inline]
+    fn sign_mask(&self, k: usize) -> u64 {
+        (0..8).fold(0u64, |m, j| m | u64::from(self.signs(k + j)) << (8 * j))
+    }
+
     /// The signs of group `k` as eight bytes of ±1 ([`super::iq_signs::SIGN_BYTES`]), for
     /// `vpsignb`.
     #[inline]
@@ -381,6 +388,10 @@ impl IqGrid for BlockIq3S {
     }
     fn signs(&self, k: usize) -> u8 {
         self.signs[k]
+    }
+    #[inline]
+    fn sign_mask(&self, k: usize) -> u64 {
+        u64::from_le_bytes(self.signs[k..k + 8].try_into().expect("eight sign bytes"))
     }
     fn ls(&self, s: usize) -> u32 {
         u32::from(BlockIq3S::ls(self, s))
@@ -446,6 +457,10 @@ impl IqGrid for BlockIq2S {
     }
     fn signs(&self, k: usize) -> u8 {
         self.signs[k]
+    }
+    #[inline]
+    fn sign_mask(&self, k: usize) -> u64 {
+        u64::from_le_bytes(self.signs[k..k + 8].try_into().expect("eight sign bytes"))
     }
     fn ls(&self, s: usize) -> u32 {
         iq2_nibble(&self.scales, s)

@@ -16,12 +16,15 @@
 
 use std::arch::x86_64::*;
 
+use super::avx512_iq::grid_dot;
 use super::avx512_panel::join;
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
 use super::vec256::{hsum_float_8, scale8};
 use crate::kernels::blocks::BlockQ5_0;
 use crate::kernels::blocks::BlockQ8_0;
+use crate::kernels::blocks::{BlockIq2S, BlockIq3S};
+use crate::kernels::entries::row_dot;
 use crate::kernels::entries::{Variant, SCALAR};
 use crate::kernels::{ActRow, Entry, GgmlType};
 
@@ -232,7 +235,12 @@ fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [
     super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, kernels::tile_iq3_xxs)
 }
 fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, kernels::tile_iq3_s)
+    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, iq3_s_rest)
+}
+/// IQ3_S's tile for what the panels leave: `vec_dot`'s order in 512-bit steps
+/// (`avx512_iq`), the eight-row tiled passes of `kernels`.
+fn iq3_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_iq::grid_tile::<BlockIq3S>(rows, acts, variant, out, kernels::tile_iq3_s)
 }
 /// The IQ2 types' tiles, as the IQ3 types'.
 fn tile_iq2_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
@@ -242,7 +250,21 @@ fn tile_iq2_xs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f
     super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, kernels::tile_iq2_xs)
 }
 fn tile_iq2_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, kernels::tile_iq2_s)
+    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, iq2_s_rest)
+}
+/// IQ2_S's tile for what the panels leave: `vec_dot`'s order in 512-bit steps
+/// (`avx512_iq`), the eight-row tiled passes of `kernels`.
+fn iq2_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_iq::grid_tile::<BlockIq2S>(rows, acts, variant, out, kernels::tile_iq2_s)
+}
+
+/// The IQ1 types' tiles: sixteen rows at a time in the tiled order
+/// (`avx512_packed_tile::iq1_rows`), `iq1`'s tiles otherwise.
+fn tile_iq1_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq1_s(rows, acts, variant, out, iq1::tile_iq1_s)
+}
+fn tile_iq1_m16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq1_m(rows, acts, variant, out, iq1::tile_iq1_m)
 }
 
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
@@ -258,11 +280,25 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             GgmlType::Q5_0 => e.tile = Some(tile_q5_0_pairs),
             GgmlType::Q2K => e.tile = Some(tile_q2_k16),
             GgmlType::Q3K => e.tile = Some(tile_q3_k16),
-            GgmlType::Iq3Xxs => e.tile = Some(tile_iq3_xxs16),
-            GgmlType::Iq3S => e.tile = Some(tile_iq3_s16),
-            GgmlType::Iq2Xxs => e.tile = Some(tile_iq2_xxs16),
-            GgmlType::Iq2Xs => e.tile = Some(tile_iq2_xs16),
-            GgmlType::Iq2S => e.tile = Some(tile_iq2_s16),
+            GgmlType::Iq1S => e.tile = Some(tile_iq1_s16),
+            GgmlType::Iq1M => e.tile = Some(tile_iq1_m16),
+            GgmlType::Iq3Xxs => {
+                e.tile = Some(tile_iq3_xxs16);
+            }
+            GgmlType::Iq3S => {
+                e.tile = Some(tile_iq3_s16);
+                e.dot = row_dot!(grid_dot::<BlockIq3S>, BlockIq3S, q8_k);
+            }
+            GgmlType::Iq2Xxs => {
+                e.tile = Some(tile_iq2_xxs16);
+            }
+            GgmlType::Iq2Xs => {
+                e.tile = Some(tile_iq2_xs16);
+            }
+            GgmlType::Iq2S => {
+                e.tile = Some(tile_iq2_s16);
+                e.dot = row_dot!(grid_dot::<BlockIq2S>, BlockIq2S, q8_k);
+            }
             _ => {}
         }
         e.packed = super::avx512_packed::packed(e.ty);

@@ -31,7 +31,7 @@ use super::packed_kernels::{
     bsum_pairs, packed_tile, prefetch_steps, token_passes, Place, GROUP, K_GROUPS as GROUPS,
     MAX_SUBS, MAX_TOKENS, Q6_BIAS, SUB, SUBS,
 };
-use crate::kernels::blocks::{BlockQ3K, BlockQ8K, IqGrid, KVALUES_IQ4NL};
+use crate::kernels::blocks::{BlockQ3K, BlockQ8K, Iq1Grid, IqGrid, KVALUES_IQ4NL};
 use crate::kernels::entries::Variant;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
@@ -242,6 +242,29 @@ pub(super) fn iq_grid_rows<B: IqGrid, const NSUB: usize>(
     };
     file_rows::<_, NSUB>(w, ys, out, rows)
 }
+
+/// Sixteen rows of an IQ1 type in the file's layout against every token, in the tiled
+/// matmul's order (`oracle_tiled::dot_iq1_q8_k_tiled`): codes `8·grid ± 1` plus [`IQ1_BIAS`],
+/// scales per half of 16, `d` times an eighth. Panics as [`q3_k_rows`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn iq1_rows<B: Iq1Grid>(
+    w: &[&[B]; PACK_ROWS],
+    ys: &[&[BlockQ8K]],
+    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+) {
+    use super::kquant_rows::iq1_panel_row;
+    use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
+    let rows = FileRows {
+        unpack: |a: &B| iq1_panel_row(a, IQ1_BIAS),
+        d: |a: &B| a.d(),
+        d_mul: Some(1.0 / IQ1_CODE_SCALE as f32),
+        bias: i32::from(IQ1_BIAS),
+    };
+    file_rows::<_, MAX_SUBS>(w, ys, out, rows)
+}
+
+/// The bias on IQ1 codes (±9 at most): unsigned bytes for `vpdpbusd`.
+const IQ1_BIAS: i8 = 16;
 
 /// The bias on IQ2/IQ3 codes: the grid values (±62 at most) plus 64 are unsigned bytes for
 /// `vpdpbusd`, and `64·bsum_s` comes off each scale group's sum again.

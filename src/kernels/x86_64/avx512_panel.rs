@@ -21,6 +21,7 @@ use super::kquant_rows::{q2_k_panel_row, transpose8, ChainKind, PanelRow};
 use super::kquant_rows::{RUN, RUNS, SUB16S};
 use super::passes::{PANEL_MIN_TOKENS, PANEL_MIN_TOKENS_GEMM};
 use crate::kernels::blocks::Block;
+use crate::kernels::blocks::{BlockIq1M, BlockIq1S, Iq1Grid};
 use crate::kernels::blocks::{
     BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ2K, BlockQ3K, BlockQ8K,
     IqGrid, QK_K,
@@ -249,6 +250,12 @@ fn iq_grid_tiled<B: IqGrid, const NSUB: usize>(w: &[&[B]; ROWS], y: &[&[BlockQ8K
     unsafe { super::avx512_packed_tile::iq_grid_rows::<B, NSUB>(w, y, out) }
 }
 
+/// The IQ1 types', through the packed types' passes (safe as [`q2_k_chain`]).
+fn iq1_tiled<B: Iq1Grid>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    // SAFETY: as above.
+    unsafe { super::avx512_packed_tile::iq1_rows(w, y, out) }
+}
+
 /// Runs `panel` over every whole group of sixteen rows against every token
 /// ([`PANEL_TOKENS`] at a time) and `rest` (the type's eight-row tile) over the rows left;
 /// `rest` alone when there are fewer than `min_tokens` tokens. The loop is `passes::panels`'s
@@ -355,6 +362,16 @@ panel_tiles! {
     /// IQ2_S's, as IQ2_XS's.
     tile_iq2_s: BlockIq2S = |variant| {
         let panel = iq_grid_tiled::<BlockIq2S, SUB16S> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
+    };
+    /// IQ1_S's: sixteen rows at a time through `avx512_packed_tile::iq1_rows`.
+    tile_iq1_s: BlockIq1S = |variant| {
+        let panel = iq1_tiled::<BlockIq1S> as Panel16<_>;
+        (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
+    };
+    /// IQ1_M's, as IQ1_S's.
+    tile_iq1_m: BlockIq1M = |variant| {
+        let panel = iq1_tiled::<BlockIq1M> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
     };
 }

@@ -29,6 +29,7 @@
 use std::arch::x86_64::*;
 
 use super::passes::{array_of, hsum_i32_rows, iq4_values, load16, load32};
+use crate::kernels::blocks::Iq1Grid;
 use crate::kernels::blocks::{
     BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, BlockQ8K, IqGrid, K_SCALE_SIZE,
 };
@@ -474,6 +475,32 @@ pub(super) fn iq_grid_panel_row<B: IqGrid, const NSUB: usize>(a: &B, bias: u8) -
         codes: iq_grid_row(a).x.map(|x| _mm256_add_epi8(x, b)),
         sc: std::array::from_fn(|s| a.odd_scale(s)),
         mins: [0; NSUB],
+    }
+}
+
+/// An IQ1 super-block for the panels: the tiled matmul's codes `8·grid ± 1` (the group's delta
+/// sign) plus `bias` (unsigned: the codes are ±9 at most), a scale `2·ls + 1` per half of 16.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn iq1_panel_row<B: Iq1Grid>(a: &B, bias: i8) -> PanelRow<SUB16S> {
+    use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
+    /// Groups of eight values a run of 32.
+    const GROUPS: usize = RUN / 8;
+    /// One byte in each of eight.
+    const BYTES: u64 = 0x0101_0101_0101_0101;
+    let scale = _mm256_set1_epi8(IQ1_CODE_SCALE as i8);
+    let grid = |k: usize| a.entry(k) as i64;
+    let delta = |k: usize| (u64::from((a.delta_sign(k) + bias) as u8) * BYTES) as i64;
+    PanelRow {
+        codes: array_of!(RUNS, |c| {
+            let k = GROUPS * c;
+            let v = _mm256_setr_epi64x(grid(k), grid(k + 1), grid(k + 2), grid(k + 3));
+            let d = _mm256_setr_epi64x(delta(k), delta(k + 1), delta(k + 2), delta(k + 3));
+            // 8·v for v in −1, 0, 1: the sign of v applied to 8.
+            _mm256_add_epi8(_mm256_sign_epi8(scale, v), d)
+        }),
+        sc: std::array::from_fn(|h| a.odd_scale(h)),
+        mins: [0; SUB16S],
     }
 }
 
