@@ -146,9 +146,11 @@ fn gen_model(tag: &str, args: &[&str]) -> PathBuf {
 /// a 4-token sliding window on every other layer. Qwen3-MoE: 8 experts, 2 per token, each
 /// expert's rows split across the nodes in shard. DeepSeek-V3-like: latent attention with a
 /// low-rank query, a leading dense layer, sigmoid routing over expert groups, a shared expert;
-/// every mode runs it, and its latent cache keeps a copy on each node with CPUs.
-fn seam_models() -> &'static [(&'static str, PathBuf); 3] {
-    static MODELS: OnceLock<[(&str, PathBuf); 3]> = OnceLock::new();
+/// every mode runs it, and its latent cache keeps a copy on each node with CPUs. An IQ2 mixture
+/// of experts (qwen3moe, every weight IQ2_XXS, rows of 256 values): the grid types' copies and
+/// expert slices, in every mode.
+fn seam_models() -> &'static [(&'static str, PathBuf); 4] {
+    static MODELS: OnceLock<[(&str, PathBuf); 4]> = OnceLock::new();
     MODELS.get_or_init(|| {
         let shape = [
             "--type",
@@ -195,6 +197,22 @@ fn seam_models() -> &'static [(&'static str, PathBuf); 3] {
                 ),
             ),
             ("deepseek2", gen_model("deepseek2", &with(&LATENT_ARGS))),
+            (
+                "iq2",
+                gen_model(
+                    "iq2",
+                    &with(&[
+                        "--type",
+                        "IQ2_XXS",
+                        "--arch",
+                        "qwen3moe",
+                        "--experts",
+                        "8",
+                        "--expert-ffn",
+                        "256",
+                    ]),
+                ),
+            ),
         ]
     })
 }
@@ -232,9 +250,9 @@ const LATENT_ARGS: [&str; 24] = [
 const SEAM_MODES: [&str; 2] = ["mirror", "shard"];
 
 /// The modes a seam model runs in: every mode for latent attention (its cache's copies
-/// depend on the mode's groups), the copying modes for the others.
+/// depend on the mode's groups) and for the IQ2 model, the copying modes for the others.
 fn seam_modes(tag: &str) -> &'static [&'static str] {
-    if tag == "deepseek2" {
+    if tag == "deepseek2" || tag == "iq2" {
         &MODES
     } else {
         &SEAM_MODES
