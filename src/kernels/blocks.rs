@@ -600,7 +600,7 @@ pub trait Iq1Grid: Block {
     /// Group `g`'s grid entry.
     #[inline]
     fn entry(&self, g: usize) -> u64 {
-        super::iq_grids::IQ1S_GRID[self.grid_index(g)]
+        table_load(&super::iq_grids::IQ1S_GRID, self.grid_index(g))
     }
 
     /// Element `e`'s grid value (−1, 0 or 1).

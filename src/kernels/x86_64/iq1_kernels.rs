@@ -19,7 +19,7 @@ macro_rules! iq1_kernels {
         use crate::kernels::blocks::{IQ1M_DELTA, IQ1S_DELTA};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
-        use crate::kernels::x86_64::iq1_rows::{iq1_row, Iq1Row};
+        use crate::kernels::x86_64::iq1_rows::{iq1_row, iq1_run, iq1_signed_scales, Iq1Row};
         use crate::kernels::x86_64::kquant_rows::{bsums, RUN, RUNS};
         use crate::kernels::x86_64::passes::{
             f16, hsum_i32, load32, pass, rows_kernel, tile_fn, PASS_ROWS, PASS_TOKENS,
@@ -27,29 +27,24 @@ macro_rules! iq1_kernels {
         use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::{Entry, GgmlType};
 
-        /// `Σ sc·x·q` lanes by ggml's sign trick, `maddubs(sign(x, x), sign(q, x))`, of each
-        /// run's grid values `x` (−1, 0, 1).
+        /// A super-block's `Σ sc·x·q` lanes by ggml's sign trick, `maddubs(sign(x, x),
+        /// sign(q, x))` of each run's grid values `x` (−1, 0, 1), and with `DELTA` IQ1_M's
+        /// `Σ sc·±q` lanes as ggml forms them, `maddubs(1, sign(q, delta))`: straight from the
+        /// block, a run at a time (each run is used once, so nothing is stored).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn grid_lanes(k: &Iq1Row, b: &BlockQ8K) -> __m256i {
-            let mut acc = _mm256_setzero_si256();
+        fn block_lanes<B: Iq1Grid, const DELTA: bool>(a: &B, b: &BlockQ8K) -> (__m256i, __m256i) {
+            let (mut acc, mut acc_d) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            let ones = _mm256_set1_epi8(1);
             for s in 0..RUNS {
-                let (x, q8) = (k.x[s], load32(&b.qs[RUN * s..]));
-                acc = chunk_dot(acc, _mm256_abs_epi8(x), _mm256_sign_epi8(q8, x), k.sc[s]);
-            }
-            acc
-        }
-
-        /// IQ1_M's `Σ sc·±q` lanes, as ggml forms them: `maddubs(1, sign(q, delta))`.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn delta_lanes(k: &Iq1Row, b: &BlockQ8K) -> __m256i {
-            let (mut acc, ones) = (_mm256_setzero_si256(), _mm256_set1_epi8(1));
-            for s in 0..RUNS {
+                let (x, delta, sc) = iq1_run(a, s);
                 let q8 = load32(&b.qs[RUN * s..]);
-                acc = chunk_dot(acc, ones, _mm256_sign_epi8(q8, k.delta[s]), k.sc[s]);
+                acc = chunk_dot(acc, _mm256_abs_epi8(x), _mm256_sign_epi8(q8, x), sc);
+                if DELTA {
+                    acc_d = chunk_dot(acc_d, ones, _mm256_sign_epi8(q8, delta), sc);
+                }
             }
-            acc
+            (acc, acc_d)
         }
 
         /// The tiled matmul's `Σ sc·c·q` lanes, `c = 8·x ± 1`, by true products (|q| against
@@ -83,13 +78,13 @@ macro_rules! iq1_kernels {
                 pf.at(i);
                 for r in 0..R {
                     let a = &w[r][i];
-                    let (k, xd) = (iq1_row(a), f16(a.d));
+                    let (signed_sc, xd) = (iq1_signed_scales(a), f16(a.d));
                     for t in 0..T {
                         let b = &y[t][i];
                         let d = b.d * xd;
-                        let v = _mm256_cvtepi32_ps(grid_lanes(&k, b));
+                        let v = _mm256_cvtepi32_ps(block_lanes::<_, false>(a, b).0);
                         acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(d), v, acc[t][r]);
-                        let sumi1 = hsum_i32(_mm256_madd_epi16(bsums(b), k.signed_sc));
+                        let sumi1 = hsum_i32(_mm256_madd_epi16(bsums(b), signed_sc));
                         acc1[t][r] = d.mul_add(sumi1 as f32, acc1[t][r]);
                     }
                 }
@@ -118,12 +113,12 @@ macro_rules! iq1_kernels {
                 pf.at(i);
                 for r in 0..R {
                     let a = &w[r][i];
-                    let (k, xd) = (iq1_row(a), f16(a.d()));
+                    let xd = f16(a.d());
                     for t in 0..T {
                         let b = &y[t][i];
                         let d = _mm256_set1_ps(b.d * xd);
-                        let v1 = _mm256_cvtepi32_ps(grid_lanes(&k, b));
-                        let v2 = _mm256_cvtepi32_ps(delta_lanes(&k, b));
+                        let (l1, l2) = block_lanes::<_, true>(a, b);
+                        let (v1, v2) = (_mm256_cvtepi32_ps(l1), _mm256_cvtepi32_ps(l2));
                         acc1[t][r] = _mm256_fmadd_ps(d, v1, acc1[t][r]);
                         acc2[t][r] = _mm256_fmadd_ps(d, v2, acc2[t][r]);
                     }

@@ -28,9 +28,38 @@ pub(super) struct Iq1Row {
     pub delta: [__m256i; RUNS],
     /// Each sub-block's scales in i16 lanes: lanes 0..8 its first half's, 8..16 its second's.
     pub sc: [__m256i; RUNS],
-    /// i16 lanes `2s`, `2s + 1`: sub-block s's `±(2·ls + 1)` (its delta sign times its first
-    /// half's scale; IQ1_S's sub-block has one sign and one scale), against `bsums[2s..2s + 2]`.
-    pub signed_sc: __m256i,
+}
+
+/// IQ1_S's signed scales, for its delta term against the activation's sixteen `bsums`: i16 lanes `2s`, `2s + 1` sub-block s's
+/// `±(2·ls + 1)`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn iq1_signed_scales<B: Iq1Grid>(a: &B) -> __m256i {
+    let signed = |s: usize| a.odd_scale(2 * s) as i16 * i16::from(a.delta_sign(GROUPS * s));
+    let v: [i16; RUNS] = std::array::from_fn(signed);
+    _mm256_setr_epi16(
+        v[0], v[0], v[1], v[1], v[2], v[2], v[3], v[3], v[4], v[4], v[5], v[5], v[6], v[6], v[7],
+        v[7],
+    )
+}
+
+/// Run `s` of an IQ1 super-block, as [`iq1_row`] holds it: its grid values, its delta signs and
+/// its scales. For the one-token kernels, which use each run once (so nothing is stored).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn iq1_run<B: Iq1Grid>(a: &B, s: usize) -> (__m256i, __m256i, __m256i) {
+    let entry = |g: usize| a.entry(g) as i64;
+    let delta = |g: usize| match a.delta_negative(g) {
+        true => MINUS_ONES,
+        false => PLUS_ONES,
+    };
+    let sc = |h: usize| _mm_set1_epi16(a.odd_scale(h) as i16);
+    let g = GROUPS * s;
+    (
+        _mm256_setr_epi64x(entry(g), entry(g + 1), entry(g + 2), entry(g + 3)),
+        _mm256_setr_epi64x(delta(g), delta(g + 1), delta(g + 2), delta(g + 3)),
+        _mm256_setr_m128i(sc(2 * s), sc(2 * s + 1)),
+    )
 }
 
 /// Unpacks an IQ1 super-block ([`Iq1Grid`]): the grid entries gathered four to a sub-block as
@@ -44,8 +73,6 @@ pub(super) fn iq1_row<B: Iq1Grid>(a: &B) -> Iq1Row {
         false => PLUS_ONES,
     };
     let sc = |h: usize| _mm_set1_epi16(a.odd_scale(h) as i16);
-    let signed = |s: usize| a.odd_scale(2 * s) as i16 * i16::from(a.delta_sign(GROUPS * s));
-    let signed: [i16; RUNS] = std::array::from_fn(signed);
     Iq1Row {
         x: array_of!(RUNS, |s| {
             let g = GROUPS * s;
@@ -56,9 +83,5 @@ pub(super) fn iq1_row<B: Iq1Grid>(a: &B) -> Iq1Row {
             _mm256_setr_epi64x(delta(g), delta(g + 1), delta(g + 2), delta(g + 3))
         }),
         sc: array_of!(RUNS, |s| _mm256_setr_m128i(sc(2 * s), sc(2 * s + 1))),
-        signed_sc: _mm256_setr_epi16(
-            signed[0], signed[0], signed[1], signed[1], signed[2], signed[2], signed[3], signed[3],
-            signed[4], signed[4], signed[5], signed[5], signed[6], signed[6], signed[7], signed[7],
-        ),
     }
 }
