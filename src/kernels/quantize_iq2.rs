@@ -9,7 +9,6 @@
 //! the repository): see the pinned hashes in `quantize_iq2_tests.rs`.
 
 use super::blocks::{QK, QK_K};
-use super::dequantize::nearest_int;
 use super::iq_grid_maps::{
     fold_signs, ggml_max, odd_level, Folded, GridMaps, Repick, ScaleTries, SignRule, SIGN_GROUP,
 };
@@ -43,12 +42,6 @@ const D_BYTES: usize = 2;
 const GROUP_MAX_EPS_IQ2_S: f32 = 1e-8;
 /// IQ2_XXS's `make_qp_quants` levels: `0..=kMaxQ`, one more than the grid has.
 const QP_NMAX: i32 = IQ2_LEVELS as i32 + 1;
-/// `make_qp_quants`' scale tries each side of the first guess, in steps of 0.1.
-const QP_NTRY: i32 = 4;
-/// `make_qp_quants`' step of the scale tries.
-const QP_TRY_STEP: f32 = 0.1;
-/// `make_qp_quants`' rounds of moving single levels.
-const QP_ROUNDS: usize = 5;
 
 /// `block_iq2_xxs`: d, then per sub-block of 32 two little-endian u32: four 8-bit grid
 /// indices, then four 7-bit sign indices and the 4-bit scale code in the top bits.
@@ -186,79 +179,11 @@ static IQ2S: Iq2Type = Iq2Type {
     maps: OnceLock::new(),
 };
 
-/// ggml's `make_qp_quants(n, nmax, x, L, w)` (levels `0..=nmax`, no minimum), of which
-/// IQ2_XXS keeps only the scale. Its levels are C `uint8_t`s: a negative level (the folded
-/// value that kept its sign) wraps to 256 − |l| where ggml stores it, and is used so.
+/// ggml's `make_qp_quants(n, nmax, x, L, w)` ([`super::quantize_fit::make_qp_quants`]), of
+/// which IQ2_XXS keeps only the scale.
 fn make_qp_quants(nmax: i32, x: &[f32], w: &[f32]) -> f32 {
-    let max = x.iter().fold(0f32, |m, &v| if m > v { m } else { v });
-    if max < GROUP_MAX_EPS {
-        return 0.0;
-    }
-    let nmax_f = nmax as f32;
-    let mut iscale = nmax_f / max;
     let mut levels = [0u8; MAX_SUB];
-    let levels = &mut levels[..x.len()];
-    for (l, &v) in levels.iter_mut().zip(x) {
-        *l = nearest_int(iscale * v) as u8;
-    }
-    let scale = 1.0 / iscale;
-    let mut best_mse = 0f32;
-    for ((&v, &w), &l) in x.iter().zip(w).zip(levels.iter()) {
-        let diff = v - scale * f32::from(l);
-        best_mse += w * diff * diff;
-    }
-    for is in (-QP_NTRY..=QP_NTRY).filter(|&is| is != 0) {
-        let iscale_is = (QP_TRY_STEP * is as f32 + nmax_f) / max;
-        let scale_is = 1.0 / iscale_is;
-        let mut mse = 0f32;
-        for (&v, &w) in x.iter().zip(w) {
-            let l = nearest_int(iscale_is * v).min(nmax);
-            let diff = v - scale_is * l as f32;
-            mse += w * diff * diff;
-        }
-        if mse < best_mse {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    let (mut sumlx, mut suml2) = (0f32, 0f32);
-    for ((&v, &w), lv) in x.iter().zip(w).zip(levels.iter_mut()) {
-        let l = nearest_int(iscale * v).min(nmax);
-        *lv = l as u8;
-        let lf = l as f32;
-        sumlx += w * v * lf;
-        suml2 += w * lf * lf;
-    }
-    for _ in 0..QP_ROUNDS {
-        let mut changed = false;
-        for ((&v, &w), lv) in x.iter().zip(w).zip(levels.iter_mut()) {
-            let old = f32::from(*lv);
-            let mut slx = sumlx - w * v * old;
-            let mut sl2 = suml2 - w * old * old;
-            if slx > 0.0 && sl2 > 0.0 {
-                let new_l = nearest_int(v * sl2 / slx).min(nmax);
-                if new_l != i32::from(*lv) {
-                    let nf = new_l as f32;
-                    slx += w * v * nf;
-                    sl2 += w * nf * nf;
-                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
-                        *lv = new_l as u8;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        changed = true;
-                    }
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    if suml2 > 0.0 {
-        sumlx / suml2
-    } else {
-        0.0
-    }
+    super::quantize_fit::make_qp_quants(nmax, x, &mut levels[..x.len()], w)
 }
 
 /// One quantized sub-block: its scale, grid entries and sign bytes (masked to what the type
