@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use locus::model::forward::KvType;
 use locus::model::ModelFile;
 use locus::pool::Pool;
 use locus::runtime::LoadedModel;
@@ -101,28 +100,11 @@ fn check_logits(path: &Path, label: &str) {
     let mut failures = Vec::new();
     for (idx, name) in PROMPTS {
         let case = prompts.iter().find(|c| c.name == name).unwrap();
-        let ids = l.tokenizer.encode(&case.prompt, true, true);
-        assert_eq!(ids, case.prompt_ids, "{name}: tokenization differs");
         let want = golden::read_logits(&format!("logits_{label}_p{idx:02}.txt.gz"));
-        let mut s = l.model.new_state(256, pool.threads(), KvType::F16);
-        let mut got = Vec::new();
-        l.model.eval(&pool, &mut s, &ids, ids.len() - 1, |_, lg| {
-            got = lg.to_vec()
-        });
-        assert_eq!(got.len(), want.len(), "{label} {name}: vocabulary size");
-        let differing = got
-            .iter()
-            .zip(&want)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        if differing > 0 {
-            failures.push(format!(
-                "{label} {name}: {differing} of {} logits differ (first: {} vs {})",
-                want.len(),
-                got[0],
-                want[0]
-            ));
-        }
+        let what = format!("{label} {name}");
+        failures.extend(golden::prompt_logits_mismatch(
+            &l, &pool, case, &want, &what,
+        ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

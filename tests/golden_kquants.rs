@@ -17,7 +17,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use locus::kernels::Layout;
-use locus::model::forward::KvType;
 use locus::model::ModelFile;
 use locus::placement::{Mode, Options, Placement};
 use locus::pool::Pool;
@@ -146,26 +145,8 @@ fn check_prompts(
 ) {
     for (idx, name) in PROMPTS {
         let case = prompts.iter().find(|c| c.name == name).unwrap();
-        let ids = l.tokenizer.encode(&case.prompt, true, true);
-        assert_eq!(ids, case.prompt_ids, "{name}: tokenization differs");
         let want = golden_logits(target, idx);
-        let mut s = l.model.new_state(256, pool.threads(), KvType::F16);
-        let mut got = Vec::new();
-        l.model
-            .eval(pool, &mut s, &ids, ids.len() - 1, |_, lg| got = lg.to_vec());
-        assert_eq!(got.len(), want.len(), "{target} {name}: vocabulary size");
-        let differing = got
-            .iter()
-            .zip(&want)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        if differing > 0 {
-            failures.push(format!(
-                "{target} {name} from {from}: {differing} of {} logits differ (first: {} vs {})",
-                want.len(),
-                got[0],
-                want[0]
-            ));
-        }
+        let what = format!("{target} {name} from {from}");
+        failures.extend(golden::prompt_logits_mismatch(l, pool, case, &want, &what));
     }
 }

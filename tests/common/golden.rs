@@ -100,3 +100,37 @@ pub fn read_logits(name: &str) -> Vec<f32> {
         .map(|v| v.parse().unwrap())
         .collect()
 }
+
+/// Evaluates `case`'s prompt on `l` (its text through the model's tokenizer, which must give
+/// the recorded ids) and compares the logits after it with `want` bit for bit: `None` when
+/// every one is equal, else what differs, labelled `what`.
+pub fn prompt_logits_mismatch(
+    l: &locus::runtime::LoadedModel,
+    pool: &locus::pool::Pool,
+    case: &Greedy,
+    want: &[f32],
+    what: &str,
+) -> Option<String> {
+    let ids = l.tokenizer.encode(&case.prompt, true, true);
+    assert_eq!(ids, case.prompt_ids, "{}: tokenization differs", case.name);
+    let mut s = l
+        .model
+        .new_state(256, pool.threads(), locus::model::forward::KvType::F16);
+    let mut got = Vec::new();
+    l.model
+        .eval(pool, &mut s, &ids, ids.len() - 1, |_, lg| got = lg.to_vec());
+    assert_eq!(got.len(), want.len(), "{what}: vocabulary size");
+    let differing = got
+        .iter()
+        .zip(want)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    (differing > 0).then(|| {
+        format!(
+            "{what}: {differing} of {} logits differ (first: {} vs {})",
+            want.len(),
+            got[0],
+            want[0]
+        )
+    })
+}
