@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bench;
 pub mod generate;
 pub mod genmodel;
+pub mod imatrix;
 pub mod membw;
 pub mod perplexity;
 pub mod svg;

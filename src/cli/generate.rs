@@ -1,8 +1,9 @@
-//! `run`, `perplexity` and `tokenize`: the commands that read a model and a text.
+//! `run`, `perplexity`, `imatrix` and `tokenize`: the commands that read a model and a text.
 
 use std::path::PathBuf;
 
 use locus::app::generate::{Prompt, RunOptions};
+use locus::app::imatrix::ImatrixOptions;
 use locus::app::perplexity::PerplexityOptions;
 use locus::app::tokenize::{ChatOptions, TextSource, TokenizeOptions};
 use locus::model::chat::ChatFormat;
@@ -189,6 +190,63 @@ pub fn perplexity(mut a: Args) -> Result<(), CliError> {
     o.model = model.ok_or_else(|| CliError::Message("perplexity: -m FILE is required".into()))?;
     o.file = file.ok_or_else(|| CliError::Message("perplexity: -f FILE is required".into()))?;
     locus::app::perplexity::run(&o)?;
+    Ok(())
+}
+
+/// The largest `-b` / `-ub` `imatrix` takes (llama.cpp keeps them in 32 bits).
+const MAX_BATCH_FLAG: usize = i32::MAX as usize;
+
+/// `locus imatrix`.
+pub fn imatrix(mut a: Args) -> Result<(), CliError> {
+    let (mut model, mut file) = (None, None);
+    let mut o = ImatrixOptions::new(PathBuf::new(), PathBuf::new());
+    let mut kv = None;
+    while let Some((flag, inline)) = a.next_flag() {
+        if numa_flag(&mut a, &flag, inline.clone(), &mut o.numa)? {
+            continue;
+        }
+        let f = flag.as_str();
+        match f {
+            "-h" | "--help" => return print_help(help::IMATRIX),
+            "-m" | "--model" => model = Some(a.path(f, inline)?),
+            "-f" | "--file" => file = Some(a.path(f, inline)?),
+            "-o" | "--output" | "--output-file" => o.out = a.path(f, inline)?,
+            "-c" | "--ctx-size" => o.ctx = int(f, &a.value(f, inline)?, 2, MAX_CTX)?,
+            "-b" | "--batch-size" => o.batch = int(f, &a.value(f, inline)?, 1, MAX_BATCH_FLAG)?,
+            "-ub" | "--ubatch-size" => o.ubatch = int(f, &a.value(f, inline)?, 1, MAX_BATCH_FLAG)?,
+            "--chunks" => {
+                let n: i64 = int(f, &a.value(f, inline)?, -1, i64::MAX)?;
+                o.chunks = match n {
+                    -1 => None,
+                    0 => return err("--chunks: 0 collects nothing (-1 = all)"),
+                    n => Some(n as usize),
+                };
+            }
+            "--chunk" | "--from-chunk" => o.from_chunk = int(f, &a.value(f, inline)?, 0, MAX_CTX)?,
+            "--process-output" => o.process_output = true,
+            "--no-ppl" => o.ppl = false,
+            "--parse-special" => o.parse_special = true,
+            "--no-parse-special" => o.parse_special = false,
+            "--output-format" => {
+                let v = a.value(f, inline)?;
+                if v != "gguf" {
+                    return err(format!(
+                        "--output-format: only gguf is written (not {})",
+                        super::quote(&v)
+                    ));
+                }
+            }
+            "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
+            "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
+                set_kv(&mut kv, f, &a.value(f, inline)?)?
+            }
+            other => return Err(unknown("imatrix", other)),
+        }
+    }
+    o.kv_type = kv.unwrap_or(KvType::F16);
+    o.model = model.ok_or_else(|| CliError::Message("imatrix: -m FILE is required".into()))?;
+    o.file = file.ok_or_else(|| CliError::Message("imatrix: -f FILE is required".into()))?;
+    locus::app::imatrix::run(&o)?;
     Ok(())
 }
 

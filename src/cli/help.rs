@@ -10,6 +10,7 @@ Commands:
   run         generate text from a prompt (llama.cpp's flags)
   serve       an OpenAI-compatible HTTP server with continuous batching (llama-server's flags)
   perplexity  score a text file as llama-perplexity does
+  imatrix     compute an importance matrix as llama-imatrix does (for quantize --imatrix)
   tokenize    print a text's token ids as llama-tokenize does
   quantize    rewrite a model's weights as llama-quantize does (Q4_K_M, Q8_0, F16, ...)
   gen-model   write a GGUF of any supported family with random weights (benchmarks, tests)
@@ -144,6 +145,37 @@ Options:
       --numa MODE, --numa-node N, --pin node|core, --strict, --hugepages
                        weight placement, as for `locus run`
   -h, --help           this help
+";
+
+pub const IMATRIX: &str = "\
+Usage: locus imatrix -m FILE -f TEXT [-o OUT] [OPTIONS]
+
+Evaluates the tokenized text in chunks of -c tokens, as llama-imatrix does, summing the squares
+of every layer matrix's inputs, and writes the importance matrix llama-imatrix writes (GGUF:
+`<tensor>.in_sum2` and `<tensor>.counts` per weight, per expert for `*_exps`), the same values
+bit for bit; `locus quantize --imatrix OUT` and llama-quantize read it. Prints the running
+perplexity of each chunk's second half and `Final estimate: PPL = <value> +/- <error>`.
+
+Options:
+  -m, --model FILE       GGUF model file
+  -f, --file FILE        calibration text (at least two chunks of tokens)
+  -o, --output FILE      where to write the matrix (default: imatrix.gguf)
+      --output-format F  gguf (the only form written; llama-quantize also reads it)
+  -c, --ctx-size N       tokens a chunk, at least 2 (default: 512)
+      --chunks N         use at most N chunks (default: -1 = all)
+      --chunk N          skip the first N chunks of the text (default: 0)
+  -b, --batch-size N     logical batch: b / c chunks are evaluated side by side, as
+                         llama-imatrix does (default: 2048)
+  -ub, --ubatch-size N   micro-batch (default: 512)
+      --process-output   collect output.weight too (never a head tied to the embedding)
+      --no-ppl           do not print the perplexity
+      --parse-special    read special tokens' text as those tokens (default: off)
+      --no-parse-special the default
+  -t, --threads N        worker threads, 1-1024 (default: the CPUs this process may use)
+  -ctk, -ctv T           KV cache type: f16 (default), f32 or q8_0
+      --numa MODE, --numa-node N, --pin node|core, --strict, --hugepages
+                         weight placement, as for `locus run`
+  -h, --help             this help
 ";
 
 pub const TOKENIZE: &str = "\

@@ -267,7 +267,7 @@ pub fn print_help(text: &str) -> Result<(), CliError> {
 /// Runs the command `argv[1]` with the rest of `argv`.
 pub fn dispatch(argv: Vec<OsString>) -> Result<(), CliError> {
     let Some(cmd) = argv.get(1).map(|c| shown(c)) else {
-        return err("no command given (commands: run, serve, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit; see `locus --help`)");
+        return err("no command given (commands: run, serve, perplexity, imatrix, tokenize, quantize, gen-model, bench, membw, topo, audit; see `locus --help`)");
     };
     let args = Args::new(argv, 2);
     match cmd.as_str() {
@@ -276,6 +276,7 @@ pub fn dispatch(argv: Vec<OsString>) -> Result<(), CliError> {
         "run" => generate::run(args),
         "serve" => serve::serve(args),
         "perplexity" => generate::perplexity(args),
+        "imatrix" => generate::imatrix(args),
         "tokenize" => generate::tokenize(args),
         "quantize" => tools::quantize(args),
         "gen-model" => tools::gen_model(args),
@@ -284,7 +285,7 @@ pub fn dispatch(argv: Vec<OsString>) -> Result<(), CliError> {
         "topo" => tools::topo(args),
         "audit" => tools::audit(args),
         other => err(format!(
-            "unknown command {} (commands: run, serve, perplexity, tokenize, quantize, gen-model, bench, membw, topo, audit)",
+            "unknown command {} (commands: run, serve, perplexity, imatrix, tokenize, quantize, gen-model, bench, membw, topo, audit)",
             quote(other)
         )),
     }

@@ -37,6 +37,7 @@ mod parallel;
 mod step;
 
 use super::config::Config;
+use super::imatrix_collect::Collector;
 use super::kv::KvBuf;
 pub use super::kv::{Arith, KvType};
 use super::swa::SwaCells;
@@ -220,6 +221,17 @@ impl State {
             }
         }
         out
+    }
+
+    /// Lends the state an importance-matrix collector (`locus imatrix`): every forward step
+    /// then hands it each weight matmul's f32 input rows. `None` takes nothing in.
+    pub fn set_tap(&mut self, tap: Option<Box<Collector>>) {
+        self.acts.tap = tap;
+    }
+
+    /// Takes back the collector [`State::set_tap`] lent.
+    pub fn take_tap(&mut self) -> Option<Box<Collector>> {
+        self.acts.tap.take()
     }
 
     /// Polls the stop flag; true (and `stopped` from now on) once it is set.
@@ -621,6 +633,33 @@ impl<'a> Model<'a> {
             }
         }
         end
+    }
+
+    /// Evaluates `tokens` (at most [`MAX_BATCH`]) at positions `s.pos..`, every one with
+    /// logits (handed to `sink(i, logits)` in order), as rows `i0..` of a llama.cpp
+    /// micro-batch of `m` tokens of which `per_seq` are this sequence's: the placement of
+    /// llama-imatrix's and llama-perplexity's batches of several sequences, whose micro-batch
+    /// holds a run of each sequence's tokens in turn.
+    pub fn eval_placed(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        tokens: &[u32],
+        ((m, i0), per_seq): ((usize, usize), usize),
+        mut sink: impl FnMut(usize, &mut [f32]),
+    ) {
+        assert!(i0 + tokens.len() <= m, "rows past the micro-batch");
+        let micro = Micro {
+            arith: Arith::for_ubatch(per_seq),
+            tokens: (m, i0),
+            outputs: (m, i0),
+        };
+        self.forward_batch(pool, s, None, tokens, 0, micro);
+        if !s.stopped {
+            for i in 0..tokens.len() {
+                sink(i, s.logits(i));
+            }
+        }
     }
 
     /// What decides the arithmetic of token `i` of a prompt of `len` tokens evaluated by

@@ -9,6 +9,7 @@ pub mod generation;
 pub mod gguf;
 pub mod gguf_write;
 pub mod imatrix;
+pub mod imatrix_collect;
 pub mod kv;
 mod mla;
 mod moe;

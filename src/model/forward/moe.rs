@@ -121,6 +121,12 @@ impl Model<'_> {
                 ),
             );
         }
+        if let Some(tap) = s.acts.tap.as_deref_mut() {
+            let (sel, ff) = (&bufs.sel[..n * k], x.down[0].file.cols);
+            let names = [x.gate[0].name.as_str(), x.up[0].name.as_str()];
+            tap.experts_in(names, (ne, k), &s.xn[b0 * e..(b0 + n) * e], sel);
+            tap.experts_down_begin(&x.down[0].name, (ne, k, ff), sel);
+        }
         if one_token {
             self.one_token_experts(pool, s, (layer, x), b0, &mut bufs);
         } else {
@@ -210,6 +216,9 @@ impl Model<'_> {
                     kernels.swiglu(g, &up[j * ff..(j + 1) * ff]);
                 });
             }
+            if let Some(tap) = s.acts.tap.as_deref_mut() {
+                tap.experts_down(&x.down[ex].name, &bufs.routed, &s.gate[..m * ff]);
+            }
             self.matmuls(
                 pool,
                 &mut s.acts,
@@ -273,6 +282,10 @@ impl Model<'_> {
         // On this thread: a lone token's experts' activations are too few for a parallel step.
         for (g, u) in (s.gate[..k * ff].chunks_exact_mut(ff)).zip(s.up.chunks_exact(ff)) {
             self.kernels.swiglu(g, u);
+        }
+        if let Some(tap) = s.acts.tap.as_deref_mut() {
+            let routed: Vec<(usize, usize)> = (0..k).map(|slot| (0, slot)).collect();
+            tap.experts_down(&x.down[0].name, &routed, &s.gate[..k * ff]);
         }
         let down_of = |i: usize| &x.down[sel[i]];
         s.acts

@@ -7,6 +7,7 @@
 use super::{Model, MAX_BATCH};
 use crate::disjoint::Disjoint;
 use crate::kernels::{pack, ActRow, ActType, Kernels, Layout, PackedSteps, SumOrder, PACK_ROWS};
+use crate::model::imatrix_collect::Collector;
 use crate::model::weights::{Matrix, Tensor};
 use crate::pool::{rows_of_group, split, Claim, Pool, Shares};
 use std::sync::atomic::Ordering;
@@ -67,6 +68,9 @@ pub(super) struct BatchActs {
     /// The Q8_0 rows interleaved for the packed block-chain groups' steps panels, where a
     /// step's matrices take them ([`Kernels::build_packed_steps`]).
     steps: PackedSteps,
+    /// Where an importance matrix is being collected (`locus imatrix`), the collector that
+    /// sees every weight matmul's f32 input rows; `None` otherwise (one check a matmul).
+    pub(super) tap: Option<Box<Collector>>,
 }
 
 /// Most matrices one matmul step computes (q, k and v together; or gate and up of each of a
@@ -85,6 +89,7 @@ impl BatchActs {
             by_type: ActType::ALL.map(|t| (0..MAX_BATCH).map(|_| ActRow::of(t)).collect()),
             claims: Vec::new(),
             steps: PackedSteps::default(),
+            tap: None,
         }
     }
 
@@ -272,6 +277,11 @@ impl Model<'_> {
         jobs: [(&Matrix, &mut [f32]); N],
     ) {
         const { assert!(N <= MAX_JOBS) };
+        if let Some(tap) = acts.tap.as_deref_mut() {
+            for (m, _) in &jobs {
+                tap.dense(&m.name, x, n, m.file.cols);
+            }
+        }
         let jobs = jobs.map(|(m, o)| (m, Out::new(o)));
         let tensors = jobs.each_ref().map(|(m, _)| &m.file);
         acts.prepare(&self.kernels, x, n, tensors[0].cols, &tensors);
