@@ -203,7 +203,7 @@ pub fn collect(
                         let p1 = (p0 + MAX_BATCH).min(t0 + cnt);
                         let state = &mut states[s];
                         state.set_tap(collector.take());
-                        let place = ((m, row + p0 - t0), cnt);
+                        let place = ((m, row + p0 - t0), (cnt, p0 - t0));
                         l.model
                             .eval_placed(pool, state, &windows[s][p0..p1], place, |k, lg| {
                                 let pos = b0 + p0 + k;

@@ -553,6 +553,7 @@ impl<'a> Model<'a> {
             arith: Arith::Single,
             tokens: (1, 0),
             outputs: (outs, 0),
+            run: (1, 0),
         };
         self.forward_batch(pool, s, None, &[token], 1 - outs, micro);
     }
@@ -637,22 +638,26 @@ impl<'a> Model<'a> {
 
     /// Evaluates `tokens` (at most [`MAX_BATCH`]) at positions `s.pos..`, every one with
     /// logits (handed to `sink(i, logits)` in order), as rows `i0..` of a llama.cpp
-    /// micro-batch of `m` tokens of which `per_seq` are this sequence's: the placement of
-    /// llama-imatrix's and llama-perplexity's batches of several sequences, whose micro-batch
-    /// holds a run of each sequence's tokens in turn.
+    /// micro-batch of `m` tokens, in which this sequence has a run of `count` tokens, these
+    /// from its index `j0` on: the placement of llama-imatrix's batches of several sequences,
+    /// whose micro-batch holds a run of each sequence's tokens in turn.
     pub fn eval_placed(
         &self,
         pool: &Pool,
         s: &mut State,
         tokens: &[u32],
-        ((m, i0), per_seq): ((usize, usize), usize),
+        ((m, i0), (count, j0)): ((usize, usize), (usize, usize)),
         mut sink: impl FnMut(usize, &mut [f32]),
     ) {
-        assert!(i0 + tokens.len() <= m, "rows past the micro-batch");
+        assert!(
+            i0 + tokens.len() <= m && j0 + tokens.len() <= count && count <= m,
+            "rows past the micro-batch"
+        );
         let micro = Micro {
-            arith: Arith::for_ubatch(per_seq),
+            arith: Arith::for_ubatch(count),
             tokens: (m, i0),
             outputs: (m, i0),
+            run: (count, j0),
         };
         self.forward_batch(pool, s, None, tokens, 0, micro);
         if !s.stopped {

@@ -100,7 +100,7 @@ impl Model<'_> {
     /// its RoPE angles, for every layer of the step.
     pub(super) fn place(&self, s: &mut State, step: &mut Step) {
         step.each_state(s, |q, n, micro| {
-            let (m, i0) = micro.tokens;
+            let (m, i0) = micro.run;
             q.rows[0].fill_linear(q.n_ctx, q.pos, n);
             if let Some(swa) = &mut q.swa {
                 if i0 == 0 {

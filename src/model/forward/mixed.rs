@@ -113,6 +113,7 @@ pub(super) fn chunk_plan(
         arith: Arith::for_ubatch(ulen),
         tokens: (ulen, start - u0),
         outputs: (n_out, (start + from).saturating_sub(out0)),
+        run: (ulen, start - u0),
     };
     (end, micro, from)
 }

@@ -19,6 +19,10 @@ pub(super) struct Micro {
     /// (tokens of the micro-batch with logits, index of the step's first such token among
     /// them): the rows of the last layer's FFN and of the output head.
     pub(super) outputs: (usize, usize),
+    /// (this sequence's tokens in the micro-batch, index of the step's first token among
+    /// them): its cache cells are placed for them together. The micro-batch's `tokens` but
+    /// where it holds several sequences' runs (llama-imatrix's batches).
+    pub(super) run: (usize, usize),
 }
 
 impl Micro {
@@ -27,6 +31,7 @@ impl Micro {
         arith: Arith::Single,
         tokens: (1, 0),
         outputs: (0, 0),
+        run: (1, 0),
     };
 }
 
