@@ -236,6 +236,16 @@ pub fn imatrix(mut a: Args) -> Result<(), CliError> {
                     ));
                 }
             }
+            "-fa" | "--flash-attn" => {
+                let v = a.value(f, inline)?;
+                if v != "off" {
+                    return err(format!(
+                        "{f}: only off (locus computes attention as llama.cpp does without \
+                         flash attention; not {})",
+                        super::quote(&v)
+                    ));
+                }
+            }
             "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
             "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
                 set_kv(&mut kv, f, &a.value(f, inline)?)?

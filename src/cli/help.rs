@@ -171,6 +171,9 @@ Options:
       --no-ppl           do not print the perplexity
       --parse-special    read special tokens' text as those tokens (default: off)
       --no-parse-special the default
+  -fa, --flash-attn off  accepted for llama-imatrix's command lines: locus computes
+                         attention as llama.cpp does with flash attention off (compare
+                         with llama-imatrix -fa off)
   -t, --threads N        worker threads, 1-1024 (default: the CPUs this process may use)
   -ctk, -ctv T           KV cache type: f16 (default), f32 or q8_0
       --numa MODE, --numa-node N, --pin node|core, --strict, --hugepages
