@@ -300,3 +300,58 @@ pub fn run(opts: &ImatrixOptions) -> Result<ImatrixResult, AppError> {
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp's `split_equal` over `n_seqs` sequences of `len` tokens: rounds of one token
+    /// of each sequence, as long as another round would still fit in `n_ubatch`.
+    fn split_equal(n_seqs: usize, len: usize, n_ubatch: usize) -> Vec<Vec<Run>> {
+        let mut out = Vec::new();
+        let mut t0 = 0;
+        while t0 < len {
+            let mut per = 0;
+            loop {
+                per += 1;
+                if t0 + per == len || (per + 1) * n_seqs > n_ubatch {
+                    break;
+                }
+            }
+            out.push((0..n_seqs).map(|s| (s, t0, per)).collect());
+            t0 += per;
+        }
+        out
+    }
+
+    #[test]
+    fn micro_batches_are_split_equal_runs() {
+        for (n_seqs, len, n_ubatch) in [
+            (1, 128, 512),
+            (1, 1000, 512),
+            (6, 128, 512),
+            (16, 128, 512),
+            (3, 600, 512),
+            (4, 512, 512),
+            (5, 7, 3),
+        ] {
+            assert_eq!(
+                ubatches(n_seqs, len, n_ubatch),
+                split_equal(n_seqs, len, n_ubatch),
+                "{n_seqs} × {len} in {n_ubatch}"
+            );
+        }
+        // Six chunks of 128 in llama-imatrix's default batch: runs of 85, then 43.
+        let u = ubatches(6, 128, 512);
+        assert_eq!((u.len(), u[0][5], u[1][0]), (2, (5, 0, 85), (0, 85, 43)));
+    }
+
+    #[test]
+    fn nll_is_the_shifted_log_softmax() {
+        let logits = [1.0f32, 3.0, -2.0, 0.5];
+        let z: f64 = logits.iter().map(|&l| f64::from((l - 3.0).exp())).sum();
+        let want = -(f64::from(logits[2] - 3.0) - z.ln());
+        assert_eq!(nll(&logits, 2), want);
+        assert!(nll(&logits, 1) < nll(&logits, 0));
+    }
+}

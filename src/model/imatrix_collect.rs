@@ -277,3 +277,96 @@ fn add_squares(acc: &mut [f32], x: &[f32]) {
 fn all_finite(v: &[f32]) -> bool {
     v.iter().all(|x| x.is_finite())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values whose f32 sums depend on their order.
+    fn row(seed: u32, width: usize) -> Vec<f32> {
+        (0..width)
+            .map(|j| {
+                let v = (seed * 31 + j as u32 * 17) % 97;
+                (v as f32 + 0.37) * if v.is_multiple_of(3) { 1e3 } else { 1e-2 }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn expert_sums_run_slot_by_slot_over_the_whole_micro_batch() {
+        let (n_expert, k, width, tokens) = (3, 2, 4, 5);
+        let sel: Vec<usize> = (0..tokens * k)
+            .map(|i| (i * 7 + i / k) % n_expert)
+            .collect();
+        let xs: Vec<Vec<f32>> = (0..tokens).map(|t| row(t as u32, width)).collect();
+        let downs: Vec<Vec<f32>> = (0..tokens * k)
+            .map(|i| row(100 + i as u32, width))
+            .collect();
+        let mut c = Collector::new(false);
+        c.begin_ubatch(tokens);
+        // Two steps of the micro-batch: tokens 0..2 and 2..5.
+        for (t0, t1) in [(0, 2), (2, tokens)] {
+            let x: Vec<f32> = xs[t0..t1].concat();
+            let s = &sel[t0 * k..t1 * k];
+            let names = [
+                "blk.0.ffn_gate_exps.weight[0]",
+                "blk.0.ffn_up_exps.weight[0]",
+            ];
+            c.experts_in(names, (n_expert, k), &x, s);
+            let down = "blk.0.ffn_down_exps.weight[0]";
+            c.experts_down_begin(down, (n_expert, k, width), s);
+            for ex in 0..n_expert {
+                let routed: Vec<(usize, usize)> = (0..(t1 - t0) * k)
+                    .filter(|&i| s[i] == ex)
+                    .map(|i| (i / k, i % k))
+                    .collect();
+                let rows: Vec<f32> = (routed.iter())
+                    .flat_map(|&(b, slot)| downs[(t0 + b) * k + slot].clone())
+                    .collect();
+                c.experts_down(&format!("blk.0.ffn_down_exps.weight[{ex}]"), &routed, &rows);
+            }
+        }
+        c.end_ubatch();
+        // llama-imatrix's loop: for each slot, for each token.
+        let mut want = vec![0f32; n_expert * width];
+        let mut want_down = vec![0f32; n_expert * width];
+        let mut counts = vec![0i64; n_expert];
+        for slot in 0..k {
+            for t in 0..tokens {
+                let ex = sel[t * k + slot];
+                counts[ex] += 1;
+                for j in 0..width {
+                    want[ex * width + j] += xs[t][j] * xs[t][j];
+                    let d = downs[t * k + slot][j];
+                    want_down[ex * width + j] += d * d;
+                }
+            }
+        }
+        let e = &c.entries()["blk.0.ffn_gate_exps.weight"];
+        assert_eq!((&e.values, &e.counts), (&want, &counts));
+        assert_eq!(c.entries()["blk.0.ffn_up_exps.weight"], *e);
+        let d = &c.entries()["blk.0.ffn_down_exps.weight"];
+        assert_eq!((&d.values, &d.counts), (&want_down, &counts));
+    }
+
+    #[test]
+    fn plain_matmuls_skip_small_micro_batches_the_embedding_and_unasked_output() {
+        let x = row(1, 8);
+        let mut c = Collector::new(false);
+        c.begin_ubatch(MIN_ROWS - 1);
+        c.dense("blk.0.attn_q.weight", &x, 1, 8);
+        c.end_ubatch();
+        c.begin_ubatch(MIN_ROWS);
+        for name in ["token_embd.weight", "output.weight", "blk.0.attn_q.weight"] {
+            c.dense(name, &x, 1, 8);
+        }
+        c.end_ubatch();
+        assert_eq!(c.entries().len(), 1);
+        assert_eq!(c.entries()["blk.0.attn_q.weight"].counts, vec![1]);
+        let mut c = Collector::new(true);
+        c.begin_ubatch(MIN_ROWS);
+        c.dense("output.weight", &x, 1, 8);
+        assert!(c.entries().contains_key("output.weight"));
+        assert_eq!(c.chunk_count(1), 1);
+    }
+}
