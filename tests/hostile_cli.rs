@@ -108,6 +108,7 @@ fn arguments_that_are_not_utf8() {
     for cmd in [
         "run",
         "perplexity",
+        "imatrix",
         "tokenize",
         "bench",
         "membw",
