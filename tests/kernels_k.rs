@@ -423,12 +423,13 @@ fn every_token_count_equals_the_scalar_oracles() {
 
 /// Batches large enough for the panel kernels (8, 16 and more than 32 tokens: several panel
 /// calls and their edges) over whole groups of eight rows and a tail, quantized and random
-/// weights.
+/// weights; 48 and 65 rows for the panels that take two groups of sixteen at once (a pair, then
+/// one group or a tail), and more tokens than one panel call takes.
 #[test]
 fn panels_equal_the_scalar_oracles() {
     let mut g = qc::gen("panels_equal_the_scalar_oracles", 100);
     let sb = 2;
-    for (n_rows, n_tokens) in [(8, 8), (17, 16), (16, 33)] {
+    for (n_rows, n_tokens) in [(8, 8), (17, 16), (16, 33), (48, 17), (65, 70)] {
         for bytes in [Quantized, Random] {
             let c = Case {
                 w: (0..n_rows).map(|_| gen_row(&mut g, sb)).collect(),
@@ -987,5 +988,69 @@ fn iq4_nl_is_packed_in_the_block_chain_order_on_avx512_only() {
             };
             assert_eq!(k.preferred_layout(nl, order), want, "{} {order:?}", k.tier);
         }
+    }
+}
+
+/// Prompt throughput of the IQ types' tiles as a forward step calls them: a 2048 × 2048 matrix
+/// against 64 tokens, 16 and 32 rows a call (one panel group, or two at once), in billions of
+/// weight·activation products per second of this thread's CPU time, the best of several
+/// trials. Run with
+/// `cargo test --release --test kernels_k iq_tile_throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn iq_tile_throughput() {
+    const N: usize = 2048;
+    const TOKENS: usize = 64;
+    const TRIALS: usize = 7;
+    const TRIAL_SECS: f64 = 0.05;
+    let mut g = Gen::from_size_and_seed(100, 7);
+    let types = [
+        GgmlType::Iq2Xxs,
+        GgmlType::Iq2Xs,
+        GgmlType::Iq2S,
+        GgmlType::Iq3Xxs,
+        GgmlType::Iq3S,
+        GgmlType::Iq1S,
+        GgmlType::Iq1M,
+    ];
+    let xs: Vec<Vec<f32>> = (0..TOKENS).map(|_| gen_row(&mut g, N / QK_K)).collect();
+    let k = tiers().pop().expect("a SIMD tier");
+    for ty in types {
+        let w: Vec<Vec<u8>> = (0..N)
+            .map(|_| {
+                let row = gen_row(&mut g, N / QK_K);
+                weight_row(&mut g, ty, &row, Random)
+            })
+            .collect();
+        let acts: Vec<ActRow> = xs
+            .iter()
+            .map(|x| {
+                let mut a = ActRow::new_for(ty);
+                a.set(x);
+                a
+            })
+            .collect();
+        let mut line = format!("{:>7} {}", ty.name(), k.tier);
+        for rows_per_call in [16, 32] {
+            let mut out = vec![0f32; rows_per_call * TOKENS];
+            let mut best = 0f64;
+            for _ in 0..TRIALS {
+                let t = thread_cpu_secs();
+                let mut calls = 0;
+                while thread_cpu_secs() - t < TRIAL_SECS {
+                    let r0 = (calls * rows_per_call) % N;
+                    let rows: Vec<&[u8]> = w[r0..r0 + rows_per_call]
+                        .iter()
+                        .map(Vec::as_slice)
+                        .collect();
+                    k.dot_tile(ty, SumOrder::Batched, &rows, &acts, &mut out);
+                    calls += 1;
+                }
+                let macs = (calls * rows_per_call * TOKENS * N) as f64;
+                best = best.max(macs / (thread_cpu_secs() - t) / 1e9);
+            }
+            line += &format!("  {rows_per_call} rows: {best:6.1} G/s");
+        }
+        println!("{line}");
     }
 }

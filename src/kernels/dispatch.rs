@@ -10,7 +10,7 @@
 use super::entries::{ChainPanel, Packed};
 use super::{
     checked_blocks, pack, q8_0_row, ActRow, Entry, GgmlType, Kernels, Layout, Q8Group, SumOrder,
-    Variant, Wide, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_ROWS, PANEL_TOKENS, QK, WIDE_ROWS,
+    Tier, Variant, Wide, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_ROWS, PANEL_TOKENS, QK, WIDE_ROWS,
     WIDE_TOKENS,
 };
 
@@ -112,6 +112,19 @@ impl Kernels {
             _ => self
                 .packed_for(ty, order)
                 .map_or(Layout::Rows, |p| p.layout),
+        }
+    }
+
+    /// Rows a prompt step should hand [`Kernels::dot_tile`] at once for a matrix of `ty` in
+    /// the file's layout: two groups of [`PANEL_ROWS`] where this tier's tile takes two groups
+    /// at once (the IQ2, IQ3 and IQ1 types on AVX-512, whose panels feed both groups from each
+    /// activation load), else [`PANEL_ROWS`] (so that a step's rows stay in L1 for the tiles
+    /// that walk them a few tokens at a time).
+    pub fn tile_step_rows(&self, ty: GgmlType) -> usize {
+        use GgmlType::{Iq1M, Iq1S, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs};
+        match (self.tier, ty) {
+            (Tier::Avx512, Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S | Iq1M) => 2 * PANEL_ROWS,
+            _ => PANEL_ROWS,
         }
     }
 

@@ -165,7 +165,8 @@ fn tile_g<const G: usize>(
 /// `G` groups of sixteen rows (`fill(j, i, u)` unpacks step i of group j into `u`) against
 /// every token, at `place` in `out`: per step each group is unpacked once, then each token's
 /// activation broadcast feeds all `G` groups' `vpdpbusd`. (Two groups read 6–13% faster than
-/// one at a time for Q5_K, Q6_K and IQ4_XS prompts.)
+/// one at a time for Q5_K, Q6_K and IQ4_XS prompts, and 2–8% for the IQ2, IQ3 and IQ1 panels
+/// of [`iq_grid_rows`] and [`iq1_rows`]: 64 tokens, `iq_tile_throughput` in `kernels_k`.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn tile_steps<const S: usize, const GEMM: bool, const G: usize>(
@@ -219,19 +220,21 @@ pub(super) fn q3_k_rows(
         d_mul: None,
         bias: i32::from(Q3_BIAS),
     };
-    file_rows::<_, MAX_SUBS>(w, ys, out, rows)
+    file_rows::<_, MAX_SUBS, 1>([w], ys, out.as_flattened_mut(), rows)
 }
 
-/// Sixteen rows of an IQ2 or IQ3 type in the file's layout against every token, in the tiled
+/// `G` groups of sixteen rows (one or two) of an IQ2 or IQ3 type in the file's layout against every token, in the tiled
 /// matmul's order (`oracle_tiled::dot_iq_grid_q8_k_tiled`): codes the signed grid values plus
 /// [`IQ_GRID_BIAS`] (so unsigned, at most 126), its `NSUB` scales `2·ls + 1` a super-block
 /// (sixteen for IQ2_XS and IQ2_S, else eight), `d` times the type's factor (IQ2's eighth,
-/// IQ3_XXS's quarter, exact) as the oracle scales it. Panics as [`q3_k_rows`].
+/// IQ3_XXS's quarter, exact) as the oracle scales it. `out[t·16G + 16j + r]` is row r of
+/// group j against token t; two groups share each activation broadcast ([`tile_steps`]).
+/// Panics as [`q3_k_rows`], or if `out` is shorter than `16G` a token.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn iq_grid_rows<B: IqGrid, const NSUB: usize>(
-    w: &[&[B]; PACK_ROWS],
+pub(super) fn iq_grid_rows<B: IqGrid, const NSUB: usize, const G: usize>(
+    w: [&[&[B]; PACK_ROWS]; G],
     ys: &[&[BlockQ8K]],
-    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+    out: &mut [f32],
 ) {
     use super::kquant_rows::iq_grid_panel_row;
     let rows = FileRows {
@@ -240,17 +243,18 @@ pub(super) fn iq_grid_rows<B: IqGrid, const NSUB: usize>(
         d_mul: B::SUM_SCALE,
         bias: i32::from(IQ_GRID_BIAS),
     };
-    file_rows::<_, NSUB>(w, ys, out, rows)
+    file_rows::<_, NSUB, G>(w, ys, out, rows)
 }
 
 /// Sixteen rows of an IQ1 type in the file's layout against every token, in the tiled
 /// matmul's order (`oracle_tiled::dot_iq1_q8_k_tiled`): codes `8·grid ± 1` plus [`IQ1_BIAS`],
-/// scales per half of 16, `d` times an eighth. Panics as [`q3_k_rows`].
+/// scales per half of 16, `d` times an eighth; `G` groups and `out` as [`iq_grid_rows`]'s.
+/// Panics as [`iq_grid_rows`].
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn iq1_rows<B: Iq1Grid>(
-    w: &[&[B]; PACK_ROWS],
+pub(super) fn iq1_rows<B: Iq1Grid, const G: usize>(
+    w: [&[&[B]; PACK_ROWS]; G],
     ys: &[&[BlockQ8K]],
-    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+    out: &mut [f32],
 ) {
     use super::kquant_rows::iq1_panel_row;
     use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
@@ -260,7 +264,7 @@ pub(super) fn iq1_rows<B: Iq1Grid>(
         d_mul: Some(1.0 / IQ1_CODE_SCALE as f32),
         bias: i32::from(IQ1_BIAS),
     };
-    file_rows::<_, MAX_SUBS>(w, ys, out, rows)
+    file_rows::<_, MAX_SUBS, G>(w, ys, out, rows)
 }
 
 /// The bias on IQ1 codes (±9 at most): unsigned bytes for `vpdpbusd`.
@@ -280,15 +284,16 @@ struct FileRows<U, D> {
     bias: i32,
 }
 
-/// Sixteen rows in the file's layout against every token, each super-block of the rows
-/// unpacked ([`FileRows`]) and transposed once, then the packed types' passes in the tiled
-/// order (no mins). Panics as [`q3_k_rows`].
+/// `G` groups of sixteen rows in the file's layout against every token (`out[t·16G + 16j +
+/// r]`: row r of group j), each super-block of the rows unpacked ([`FileRows`]) and transposed
+/// once, then the packed types' passes in the tiled order (no mins), each activation
+/// broadcast feeding every group. Panics as [`iq_grid_rows`].
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn file_rows<B, const NSUB: usize>(
-    w: &[&[B]; PACK_ROWS],
+fn file_rows<B, const NSUB: usize, const G: usize>(
+    w: [&[&[B]; PACK_ROWS]; G],
     ys: &[&[BlockQ8K]],
-    out: &mut [[f32; PACK_ROWS]; MAX_TOKENS],
+    out: &mut [f32],
     rows: FileRows<impl Fn(&B) -> PanelRow<NSUB>, impl Fn(&B) -> [u8; 2]>,
 ) {
     use super::avx512_panel::join;
@@ -297,9 +302,10 @@ fn file_rows<B, const NSUB: usize>(
     let n = ys.first().map_or(0, |y| y.len());
     assert!(ys.len() <= MAX_TOKENS, "a tile of {} tokens", ys.len());
     assert!(
-        w.iter().all(|r| r.len() == n) && ys.iter().all(|t| t.len() == n),
+        w.iter().all(|g| g.iter().all(|r| r.len() == n)) && ys.iter().all(|t| t.len() == n),
         "row length mismatch"
     );
+    assert!(out.len() >= ys.len() * G * PACK_ROWS, "output too short");
     if n == 0 {
         return;
     }
@@ -309,7 +315,8 @@ fn file_rows<B, const NSUB: usize>(
         bias: rows.bias,
         mins: false,
     };
-    let fill = |_: usize, i: usize, u: &mut Unpacked| {
+    let fill = |j: usize, i: usize, u: &mut Unpacked| {
+        let w = w[j];
         let mut codes = [[[_mm256_setzero_si256(); HALF]; RUNS]; 2];
         let mut sc = [[0i32; PACK_ROWS]; MAX_SUBS];
         for r in 0..PACK_ROWS {
@@ -344,10 +351,10 @@ fn file_rows<B, const NSUB: usize>(
         );
     };
     let place = Place {
-        stride: PACK_ROWS,
+        stride: G * PACK_ROWS,
         at: 0,
     };
-    tile_steps::<NSUB, false, 1>(shape, fill, ys, out.as_flattened_mut(), place)
+    tile_steps::<NSUB, false, G>(shape, fill, ys, out, place)
 }
 
 /// One unpacked super-block of `G` groups against a pass of tokens (the first `k` of `ys`

@@ -10,7 +10,9 @@
 //! Q3_K's (tiled order only) run the packed types' `vpdpbusd` passes of `avx512_packed_tile.rs` on
 //! its super-blocks unpacked and transposed, and read 22% faster than this panel did (Q3_K_M
 //! pp128, one and two threads): its `maddubs` and i16 adds were two instructions per group
-//! and token where `vpdpbusd` is one.
+//! and token where `vpdpbusd` is one. The IQ2, IQ3 and IQ1 types' run the same passes, two
+//! groups of sixteen rows at a time where a call has 32 rows (`Kernels::tile_step_rows` asks
+//! the prompt steps for them), so each activation broadcast feeds both groups.
 //!
 //! The `#[target_feature]` functions are private; the table hands out the tiles only after
 //! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
@@ -50,6 +52,13 @@ const PANEL_TOKENS: usize = 64;
 type Out = [[f32; ROWS]; PANEL_TOKENS];
 /// A sixteen-row panel kernel: `out[t][r] = dot(w[r], y[t])` for `y.len()` tokens.
 type Panel16<B> = fn(&[&[B]; ROWS], &[&[BlockQ8K]], &mut Out);
+/// Two sixteen-row groups' outputs, token-major (group j's row r at `16j + r`).
+type Out32 = [[f32; PAIR_ROWS]; PANEL_TOKENS];
+/// Rows of a pair of panels.
+const PAIR_ROWS: usize = 2 * ROWS;
+/// A panel kernel of two sixteen-row groups (`w[j]`), which share each activation load:
+/// `out[t][16j + r] = dot(w[j][r], y[t])`.
+type Panel32<B> = fn([&[&[B]; ROWS]; 2], &[&[BlockQ8K]], &mut Out32);
 /// One f16 field of a block.
 type Half<B> = fn(&B) -> [u8; 2];
 
@@ -246,14 +255,30 @@ fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
 /// The IQ2 and IQ3 types', through the packed types' passes (`NSUB` scales a super-block;
 /// safe as [`q2_k_chain`]).
 fn iq_grid_tiled<B: IqGrid, const NSUB: usize>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
+    use super::avx512_packed_tile::iq_grid_rows;
     // SAFETY: as above.
-    unsafe { super::avx512_packed_tile::iq_grid_rows::<B, NSUB>(w, y, out) }
+    unsafe { iq_grid_rows::<B, NSUB, 1>([w], y, out.as_flattened_mut()) }
+}
+/// [`iq_grid_tiled`] of two groups at once (safe as [`q2_k_chain`]).
+fn iq_grid_pair<B: IqGrid, const NSUB: usize>(
+    w: [&[&[B]; ROWS]; 2],
+    y: &[&[BlockQ8K]],
+    out: &mut Out32,
+) {
+    use super::avx512_packed_tile::iq_grid_rows;
+    // SAFETY: as above.
+    unsafe { iq_grid_rows::<B, NSUB, 2>(w, y, out.as_flattened_mut()) }
 }
 
 /// The IQ1 types', through the packed types' passes (safe as [`q2_k_chain`]).
 fn iq1_tiled<B: Iq1Grid>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
-    unsafe { super::avx512_packed_tile::iq1_rows(w, y, out) }
+    unsafe { super::avx512_packed_tile::iq1_rows::<B, 1>([w], y, out.as_flattened_mut()) }
+}
+/// [`iq1_tiled`] of two groups at once (safe as [`q2_k_chain`]).
+fn iq1_pair<B: Iq1Grid>(w: [&[&[B]; ROWS]; 2], y: &[&[BlockQ8K]], out: &mut Out32) {
+    // SAFETY: as above.
+    unsafe { super::avx512_packed_tile::iq1_rows::<B, 2>(w, y, out.as_flattened_mut()) }
 }
 
 /// Runs `panel` over every whole group of sixteen rows against every token
@@ -261,12 +286,14 @@ fn iq1_tiled<B: Iq1Grid>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
 /// `rest` alone when there are fewer than `min_tokens` tokens. The loop is `passes::panels`'s
 /// at sixteen rows; calling a version of that made generic over rows and tokens instead read
 /// 3–5% slower for Q2_K and Q3_K_M (pp128, three alternating rounds), so it stays a copy.
+#[allow(clippy::too_many_arguments)]
 fn tile16<B: Block>(
     rows: &[&[u8]],
     acts: &[ActRow],
     variant: Variant,
     out: &mut [f32],
     panel: Panel16<B>,
+    pair: Option<Panel32<B>>,
     min_tokens: usize,
     rest: TileDot,
 ) -> bool {
@@ -277,17 +304,35 @@ fn tile16<B: Block>(
         return rest(rows, acts, variant, out);
     }
     let n = entries::q8_k(&acts[0]).len();
+    let group = |r0: usize| -> [&[B]; ROWS] {
+        std::array::from_fn(|r| entries::weights::<B>(rows[r0 + r], n))
+    };
     let mut o = [[0f32; ROWS]; PANEL_TOKENS];
-    for r0 in (0..whole).step_by(ROWS) {
-        let w: [&[B]; ROWS] = std::array::from_fn(|r| entries::weights::<B>(rows[r0 + r], n));
+    let mut o2 = [[0f32; PAIR_ROWS]; PANEL_TOKENS];
+    let mut r0 = 0;
+    while r0 < whole {
+        let two = pair.filter(|_| r0 + PAIR_ROWS <= whole);
+        let (w0, w1) = (group(r0), two.map(|_| group(r0 + ROWS)));
         for (t0, chunk) in (0..).step_by(PANEL_TOKENS).zip(acts.chunks(PANEL_TOKENS)) {
             let y: [&[BlockQ8K]; PANEL_TOKENS] =
                 std::array::from_fn(|t| entries::q8_k(&chunk[t.min(chunk.len() - 1)]));
-            panel(&w, &y[..chunk.len()], &mut o);
-            for (t, ot) in o[..chunk.len()].iter().enumerate() {
-                out[(t0 + t) * n_rows + r0..][..ROWS].copy_from_slice(ot);
+            let y = &y[..chunk.len()];
+            match (two, &w1) {
+                (Some(pair), Some(w1)) => {
+                    pair([&w0, w1], y, &mut o2);
+                    for (t, ot) in o2[..chunk.len()].iter().enumerate() {
+                        out[(t0 + t) * n_rows + r0..][..PAIR_ROWS].copy_from_slice(ot);
+                    }
+                }
+                _ => {
+                    panel(&w0, y, &mut o);
+                    for (t, ot) in o[..chunk.len()].iter().enumerate() {
+                        out[(t0 + t) * n_rows + r0..][..ROWS].copy_from_slice(ot);
+                    }
+                }
             }
         }
+        r0 += if two.is_some() { PAIR_ROWS } else { ROWS };
     }
     if whole < n_rows {
         let left = n_rows - whole;
@@ -304,9 +349,10 @@ fn tile16<B: Block>(
 
 /// This tier's tiles of the types with panels: `$name` runs `$panel(variant)` (a sixteen-row
 /// panel and the fewest tokens it pays at, or none) over whole groups of sixteen rows
-/// ([`tile16`]), and `rest` (the type's eight-row tile) for the rows left and where none.
+/// ([`tile16`]; two at a time through `$pair`'s panel where the type has one), and `rest`
+/// (the type's eight-row tile) for the rows left and where none.
 macro_rules! panel_tiles {
-    ($($(#[$doc:meta])* $name:ident: $block:ty = $panel:expr;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $block:ty = $panel:expr $(, pair $pair:expr)?;)*) => {$(
         $(#[$doc])*
         pub(super) fn $name(
             rows: &[&[u8]],
@@ -316,8 +362,9 @@ macro_rules! panel_tiles {
             rest: TileDot,
         ) -> bool {
             let panel: Option<(Panel16<$block>, usize)> = ($panel)(variant);
+            let pair: Option<Panel32<$block>> = None$(.or(Some($pair as Panel32<$block>)))?;
             match panel {
-                Some((panel, min)) => tile16(rows, acts, variant, out, panel, min, rest),
+                Some((panel, min)) => tile16(rows, acts, variant, out, panel, pair, min, rest),
                 None => rest(rows, acts, variant, out),
             }
         }
@@ -343,35 +390,35 @@ panel_tiles! {
     tile_iq3_xxs: BlockIq3Xxs = |variant| {
         let panel = iq_grid_tiled::<BlockIq3Xxs, RUNS> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq_grid_pair::<BlockIq3Xxs, RUNS>;
     /// IQ3_S's, as IQ3_XXS's.
     tile_iq3_s: BlockIq3S = |variant| {
         let panel = iq_grid_tiled::<BlockIq3S, RUNS> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq_grid_pair::<BlockIq3S, RUNS>;
     /// IQ2_XXS's, as IQ3_XXS's.
     tile_iq2_xxs: BlockIq2Xxs = |variant| {
         let panel = iq_grid_tiled::<BlockIq2Xxs, RUNS> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq_grid_pair::<BlockIq2Xxs, RUNS>;
     /// IQ2_XS's, as IQ3_XXS's (a scale every sixteen values).
     tile_iq2_xs: BlockIq2Xs = |variant| {
         let panel = iq_grid_tiled::<BlockIq2Xs, SUB16S> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq_grid_pair::<BlockIq2Xs, SUB16S>;
     /// IQ2_S's, as IQ2_XS's.
     tile_iq2_s: BlockIq2S = |variant| {
         let panel = iq_grid_tiled::<BlockIq2S, SUB16S> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq_grid_pair::<BlockIq2S, SUB16S>;
     /// IQ1_S's: sixteen rows at a time through `avx512_packed_tile::iq1_rows`.
     tile_iq1_s: BlockIq1S = |variant| {
         let panel = iq1_tiled::<BlockIq1S> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq1_pair::<BlockIq1S>;
     /// IQ1_M's, as IQ1_S's.
     tile_iq1_m: BlockIq1M = |variant| {
         let panel = iq1_tiled::<BlockIq1M> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
-    };
+    }, pair iq1_pair::<BlockIq1M>;
 }

@@ -350,7 +350,6 @@ impl Model<'_> {
         let kernels = &self.kernels;
         let nth = pool.threads();
         pool.run(&|tid| {
-            use crate::kernels::PANEL_ROWS as STEP;
             // Packed groups go two to a step: the AVX-512 prompt kernels feed both from each
             // activation broadcast.
             const PACKED_STEP: usize = 2 * PACK_ROWS;
@@ -404,13 +403,15 @@ impl Model<'_> {
                     );
                     return;
                 }
-                // Rows in steps of a tile's rows, each step against all n tokens (dot_tile
-                // walks them a tile's tokens at a time), so the step's rows stay in L1. Groups
+                // Rows in steps of a tile's rows (`tile_step_rows`: two panels' for the types
+                // whose AVX-512 panels take two groups at once), each step against all n tokens
+                // (dot_tile walks them a tile's tokens at a time), so the step's rows stay in
+                // L1. Groups
                 // of another packed layout (whole groups: c0 and c1 are group boundaries; two
                 // to a step) go through the tier's packed kernels, or are put back in the
                 // file's layout first (once per step) for a run of tokens they do not take.
                 let step_rows = match t.layout {
-                    Layout::Rows => STEP,
+                    Layout::Rows => kernels.tile_step_rows(t.ty).min(PACKED_STEP),
                     _ => PACKED_STEP,
                 };
                 for r0 in (c0..c1).step_by(step_rows) {
