@@ -643,6 +643,8 @@ fn gemv_throughput() {
         (GgmlType::Q5_0, SumOrder::Lanes),
         (GgmlType::Q5_1, SumOrder::Lanes),
         (GgmlType::Iq4Nl, SumOrder::BlockChain),
+        (GgmlType::Iq1S, SumOrder::Lanes),
+        (GgmlType::Iq1M, SumOrder::Lanes),
     ];
     let mut all = vec![Kernels::scalar()];
     all.extend(tiers());

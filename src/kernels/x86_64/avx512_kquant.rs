@@ -17,13 +17,14 @@
 use std::arch::x86_64::*;
 
 use super::avx512_iq::grid_dot;
+use super::avx512_iq1::iq1_dot;
 use super::avx512_panel::join;
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
 use super::vec256::{hsum_float_8, scale8};
 use crate::kernels::blocks::BlockQ5_0;
 use crate::kernels::blocks::BlockQ8_0;
-use crate::kernels::blocks::{BlockIq2S, BlockIq3S};
+use crate::kernels::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq3S};
 use crate::kernels::entries::row_dot;
 use crate::kernels::entries::{Variant, SCALAR};
 use crate::kernels::{ActRow, Entry, GgmlType};
@@ -261,10 +262,19 @@ fn iq2_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]
 /// The IQ1 types' tiles: sixteen rows at a time in the tiled order
 /// (`avx512_packed_tile::iq1_rows`), `iq1`'s tiles otherwise.
 fn tile_iq1_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq1_s(rows, acts, variant, out, iq1::tile_iq1_s)
+    super::avx512_panel::tile_iq1_s(rows, acts, variant, out, iq1_s_rest)
 }
 fn tile_iq1_m16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq1_m(rows, acts, variant, out, iq1::tile_iq1_m)
+    super::avx512_panel::tile_iq1_m(rows, acts, variant, out, iq1_m_rest)
+}
+
+/// The IQ1 types' tiles for what the panels leave: `vec_dot`'s order in 512-bit steps
+/// (`avx512_iq1`), the tiled passes of `iq1` otherwise.
+fn iq1_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_iq1::iq1_tile::<BlockIq1S>(rows, acts, variant, out, iq1::tile_iq1_s)
+}
+fn iq1_m_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_iq1::iq1_tile::<BlockIq1M>(rows, acts, variant, out, iq1::tile_iq1_m)
 }
 
 /// The generic path's rows for this tier: the oracle's, with this tier's kernels in place of
@@ -280,8 +290,14 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             GgmlType::Q5_0 => e.tile = Some(tile_q5_0_pairs),
             GgmlType::Q2K => e.tile = Some(tile_q2_k16),
             GgmlType::Q3K => e.tile = Some(tile_q3_k16),
-            GgmlType::Iq1S => e.tile = Some(tile_iq1_s16),
-            GgmlType::Iq1M => e.tile = Some(tile_iq1_m16),
+            GgmlType::Iq1S => {
+                e.tile = Some(tile_iq1_s16);
+                e.dot = row_dot!(iq1_dot::<BlockIq1S>, BlockIq1S, q8_k);
+            }
+            GgmlType::Iq1M => {
+                e.tile = Some(tile_iq1_m16);
+                e.dot = row_dot!(iq1_dot::<BlockIq1M>, BlockIq1M, q8_k);
+            }
             GgmlType::Iq3Xxs => {
                 e.tile = Some(tile_iq3_xxs16);
             }
