@@ -118,7 +118,42 @@ fn step_grid(idx: &Indices, p: usize) -> __m512i {
         // bits), below `IQ1S_GRID.len()` (2048); the read is of a static table, aligned.
         unsafe { std::ptr::read_volatile(IQ1S_GRID.as_ptr().add(i)) as i64 }
     };
-    _mm512_setr_epi64(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7))
+    if GATHER {
+        let _ = e;
+        // SAFETY: idx is 64 bytes; step p's eight u16 at 16p.
+        let v = unsafe { _mm_loadu_si128(idx.0[STEP_GROUPS * p..].as_ptr().cast()) };
+        // SAFETY: every index is below the table's length (see above).
+        unsafe { _mm512_i32gather_epi64::<8>(_mm256_cvtepu16_epi32(v), IQ1S_GRID.as_ptr().cast::<i64>()) }
+    } else {
+        _mm512_setr_epi64(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7))
+    }
+}
+
+const GATHER: bool = false;
+const GATHER_REG: bool = false;
+const FAKE: bool = false;
+
+/// All four steps' grid entries by gathers from the stored indices' vector.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn gather_steps(idx: &Indices) -> [__m512i; STEPS] {
+    // SAFETY: idx is 64 bytes aligned to 64.
+    let v = unsafe { _mm512_load_si512(idx.0.as_ptr().cast()) };
+    if FAKE {
+        return [v, _mm512_srli_epi16::<1>(v), _mm512_srli_epi16::<2>(v), _mm512_srli_epi16::<3>(v)];
+    }
+    let lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v));
+    let hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(v));
+    let base: *const i64 = IQ1S_GRID.as_ptr().cast();
+    // SAFETY: every index is below the table's length (see `step_grid`).
+    unsafe {
+        [
+            _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(lo), base),
+            _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(lo), base),
+            _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(hi), base),
+            _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(hi), base),
+        ]
+    }
 }
 
 /// Step `p`'s 64 activation quants.
@@ -195,15 +230,33 @@ fn iq1_s_rows<const R: usize, const T: usize>(
     let (word, shift) = (vec512(&S_QH_WORD), vec512(&S_QH_SHIFT));
     // SAFETY: `S_PAIRS` is 32 readable bytes; the load is unaligned.
     let pairs = unsafe { _mm256_loadu_si256(S_PAIRS.as_ptr().cast()) };
-    let mut idx: [Indices; R] = std::array::from_fn(|_| Indices([0; GROUPS]));
-    for i in 0..n {
-        pf.at(i);
+    // The grid indices of block i + 1 are stored while block i's are read (a store's values
+    // reach the loads that read them back late).
+    let mut idx: [[Indices; R]; 2] =
+        std::array::from_fn(|_| std::array::from_fn(|_| Indices([0; GROUPS])));
+    let indices = |i: usize, idx: &mut [Indices; R]| {
         for r in 0..R {
             let a = &w[r][i];
             // SAFETY: `a.qh` is 16 readable bytes; the load is unaligned.
             let qh = unsafe { _mm_loadu_si128(a.qh.as_ptr().cast()) };
             let words = _mm512_permutexvar_epi16(word, _mm512_castsi128_si512(qh));
             store_indices(&a.qs, _mm512_srlv_epi16(words, shift), &mut idx[r]);
+        }
+    };
+    if n > 0 {
+        indices(0, &mut idx[0]);
+    }
+    for i in 0..n {
+        pf.at(i);
+        let [now, next] = idx.each_mut().map(|v| v);
+        let (now, next) = if i % 2 == 0 { (now, next) } else { (next, now) };
+        if i + 1 < n {
+            indices(i + 1, next);
+        }
+        for r in 0..R {
+            let a = &w[r][i];
+            // SAFETY: `a.qh` is 16 readable bytes; the load is unaligned.
+            let qh = unsafe { _mm_loadu_si128(a.qh.as_ptr().cast()) };
             let ls = _mm_srli_epi16::<S_SCALE_SHIFT>(qh);
             let ls = _mm_and_si128(ls, _mm_set1_epi16(FIELD));
             let sc = _mm_add_epi16(_mm_add_epi16(ls, ls), _mm_set1_epi16(1));
@@ -214,7 +267,11 @@ fn iq1_s_rows<const R: usize, const T: usize>(
             let sc = _mm512_castsi128_si512(sc);
             let scs: [__m512i; STEPS] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi16(vec512(&S_STEP_SCALE[p]), sc));
-            let x: [__m512i; STEPS] = std::array::from_fn(|p| step_grid(&idx[r], p));
+            let x: [__m512i; STEPS] = if GATHER_REG {
+                gather_steps(&now[r])
+            } else {
+                std::array::from_fn(|p| step_grid(&now[r], p))
+            };
             let xd = f16(a.d);
             for t in 0..T {
                 let b = &y[t][i];
@@ -259,9 +316,33 @@ fn iq1_m_rows<const R: usize, const T: usize>(
         SCALE_SHIFTS[3],
     );
     let (ones, zero) = (_mm512_set1_epi8(1), _mm512_setzero_si512());
-    let mut idx: [Indices; R] = std::array::from_fn(|_| Indices([0; GROUPS]));
+    // As IQ1_S's, with each row's delta mask.
+    let mut idx: [[Indices; R]; 2] =
+        std::array::from_fn(|_| std::array::from_fn(|_| Indices([0; GROUPS])));
+    let mut masks = [[0u32; R]; 2];
+    let indices = |i: usize, idx: &mut [Indices; R], masks: &mut [u32; R]| {
+        for r in 0..R {
+            let a = &w[r][i];
+            // SAFETY: `a.qh` is 16 readable bytes; the load is unaligned.
+            let qh = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(a.qh.as_ptr().cast()) });
+            let nibbles = _mm512_permutexvar_epi16(byte, _mm512_castsi256_si512(qh));
+            let nibbles = _mm512_srlv_epi16(nibbles, shift);
+            masks[r] = _mm512_test_epi16_mask(nibbles, _mm512_set1_epi16(M_DELTA_BIT));
+            store_indices(&a.qs, nibbles, &mut idx[r]);
+        }
+    };
+    if n > 0 {
+        indices(0, &mut idx[0], &mut masks[0]);
+    }
     for i in 0..n {
         pf.at(i);
+        let [now, next] = idx.each_mut().map(|v| v);
+        let (now, next) = if i % 2 == 0 { (now, next) } else { (next, now) };
+        let [mnow, mnext] = masks.each_mut().map(|v| v);
+        let (mnow, mnext) = if i % 2 == 0 { (mnow, mnext) } else { (mnext, mnow) };
+        if i + 1 < n {
+            indices(i + 1, next, mnext);
+        }
         // Each token's quants a step, and the pair sums of them and of their negations
         // (wrapping, as `vpsignb` negates): a group's delta term is one or the other.
         let q: [[__m512i; STEPS]; T] =
@@ -277,12 +358,7 @@ fn iq1_m_rows<const R: usize, const T: usize>(
         });
         for r in 0..R {
             let a = &w[r][i];
-            // SAFETY: `a.qh` is 16 readable bytes; the load is unaligned.
-            let qh = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(a.qh.as_ptr().cast()) });
-            let nibbles = _mm512_permutexvar_epi16(byte, _mm512_castsi256_si512(qh));
-            let nibbles = _mm512_srlv_epi16(nibbles, shift);
-            let negative = _mm512_test_epi16_mask(nibbles, _mm512_set1_epi16(M_DELTA_BIT));
-            store_indices(&a.qs, nibbles, &mut idx[r]);
+            let negative = mnow[r];
             let words = _mm256_set1_epi64x(i64::from_le_bytes(a.scales));
             let ls = _mm256_srlv_epi64(words, scale_shifts);
             let ls = _mm256_and_si256(ls, _mm256_set1_epi16(FIELD));
@@ -290,7 +366,11 @@ fn iq1_m_rows<const R: usize, const T: usize>(
             let sc = _mm512_castsi256_si512(sc);
             let scs: [__m512i; STEPS] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi16(vec512(&M_STEP_SCALE[p]), sc));
-            let x: [__m512i; STEPS] = std::array::from_fn(|p| step_grid(&idx[r], p));
+            let x: [__m512i; STEPS] = if GATHER_REG {
+                gather_steps(&now[r])
+            } else {
+                std::array::from_fn(|p| step_grid(&now[r], p))
+            };
             let xd = f16(a.d());
             for t in 0..T {
                 let (mut l1, mut l2) = (zero, zero);
