@@ -118,42 +118,7 @@ fn step_grid(idx: &Indices, p: usize) -> __m512i {
         // bits), below `IQ1S_GRID.len()` (2048); the read is of a static table, aligned.
         unsafe { std::ptr::read_volatile(IQ1S_GRID.as_ptr().add(i)) as i64 }
     };
-    if GATHER {
-        let _ = e;
-        // SAFETY: idx is 64 bytes; step p's eight u16 at 16p.
-        let v = unsafe { _mm_loadu_si128(idx.0[STEP_GROUPS * p..].as_ptr().cast()) };
-        // SAFETY: every index is below the table's length (see above).
-        unsafe { _mm512_i32gather_epi64::<8>(_mm256_cvtepu16_epi32(v), IQ1S_GRID.as_ptr().cast::<i64>()) }
-    } else {
-        _mm512_setr_epi64(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7))
-    }
-}
-
-const GATHER: bool = false;
-const GATHER_REG: bool = false;
-const FAKE: bool = false;
-
-/// All four steps' grid entries by gathers from the stored indices' vector.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn gather_steps(idx: &Indices) -> [__m512i; STEPS] {
-    // SAFETY: idx is 64 bytes aligned to 64.
-    let v = unsafe { _mm512_load_si512(idx.0.as_ptr().cast()) };
-    if FAKE {
-        return [v, _mm512_srli_epi16::<1>(v), _mm512_srli_epi16::<2>(v), _mm512_srli_epi16::<3>(v)];
-    }
-    let lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v));
-    let hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(v));
-    let base: *const i64 = IQ1S_GRID.as_ptr().cast();
-    // SAFETY: every index is below the table's length (see `step_grid`).
-    unsafe {
-        [
-            _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(lo), base),
-            _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(lo), base),
-            _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(hi), base),
-            _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(hi), base),
-        ]
-    }
+    _mm512_setr_epi64(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7))
 }
 
 /// Step `p`'s 64 activation quants.
@@ -267,11 +232,7 @@ fn iq1_s_rows<const R: usize, const T: usize>(
             let sc = _mm512_castsi128_si512(sc);
             let scs: [__m512i; STEPS] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi16(vec512(&S_STEP_SCALE[p]), sc));
-            let x: [__m512i; STEPS] = if GATHER_REG {
-                gather_steps(&now[r])
-            } else {
-                std::array::from_fn(|p| step_grid(&now[r], p))
-            };
+            let x: [__m512i; STEPS] = std::array::from_fn(|p| step_grid(&now[r], p));
             let xd = f16(a.d);
             for t in 0..T {
                 let b = &y[t][i];
@@ -339,7 +300,11 @@ fn iq1_m_rows<const R: usize, const T: usize>(
         let [now, next] = idx.each_mut().map(|v| v);
         let (now, next) = if i % 2 == 0 { (now, next) } else { (next, now) };
         let [mnow, mnext] = masks.each_mut().map(|v| v);
-        let (mnow, mnext) = if i % 2 == 0 { (mnow, mnext) } else { (mnext, mnow) };
+        let (mnow, mnext) = if i % 2 == 0 {
+            (mnow, mnext)
+        } else {
+            (mnext, mnow)
+        };
         if i + 1 < n {
             indices(i + 1, next, mnext);
         }
@@ -366,11 +331,7 @@ fn iq1_m_rows<const R: usize, const T: usize>(
             let sc = _mm512_castsi256_si512(sc);
             let scs: [__m512i; STEPS] =
                 std::array::from_fn(|p| _mm512_permutexvar_epi16(vec512(&M_STEP_SCALE[p]), sc));
-            let x: [__m512i; STEPS] = if GATHER_REG {
-                gather_steps(&now[r])
-            } else {
-                std::array::from_fn(|p| step_grid(&now[r], p))
-            };
+            let x: [__m512i; STEPS] = std::array::from_fn(|p| step_grid(&now[r], p));
             let xd = f16(a.d());
             for t in 0..T {
                 let (mut l1, mut l2) = (zero, zero);
