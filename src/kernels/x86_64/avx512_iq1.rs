@@ -31,6 +31,8 @@ const STEP: usize = 2 * RUN;
 const STEPS: usize = QK_K / STEP;
 /// Grid entries (groups of eight values) per super-block.
 const GROUPS: usize = QK_K / IQ1_GROUP;
+/// Independent accumulator chains of a super-block's steps (their sum is added at the end).
+const CHAINS: usize = 2;
 /// Grid entries per step.
 const STEP_GROUPS: usize = STEP / IQ1_GROUP;
 /// The bits of a grid index's top part (three bits above the `qs` byte) in its u16.
@@ -236,12 +238,14 @@ fn iq1_s_rows<const R: usize, const T: usize>(
             let xd = f16(a.d);
             for t in 0..T {
                 let b = &y[t][i];
-                let mut lanes = _mm512_setzero_si512();
+                // Two chains of steps (integer sums: any order is exact).
+                let mut lanes = [_mm512_setzero_si512(); CHAINS];
                 for p in 0..STEPS {
-                    lanes = grid_step(lanes, x[p], step_q(b, p), scs[p]);
+                    let c = p % CHAINS;
+                    lanes[c] = grid_step(lanes[c], x[p], step_q(b, p), scs[p]);
                 }
                 let d = b.d * xd;
-                let v = _mm256_cvtepi32_ps(halves(lanes));
+                let v = _mm256_cvtepi32_ps(halves(_mm512_add_epi32(lanes[0], lanes[1])));
                 acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(d), v, acc[t][r]);
                 let sumi1 = hsum_i32(_mm256_madd_epi16(bsums(b), signed));
                 acc1[t][r] = d.mul_add(sumi1 as f32, acc1[t][r]);
@@ -334,13 +338,16 @@ fn iq1_m_rows<const R: usize, const T: usize>(
             let x: [__m512i; STEPS] = std::array::from_fn(|p| step_grid(&now[r], p));
             let xd = f16(a.d());
             for t in 0..T {
-                let (mut l1, mut l2) = (zero, zero);
+                let (mut l1, mut l2) = ([zero; CHAINS], [zero; CHAINS]);
                 for p in 0..STEPS {
-                    l1 = grid_step(l1, x[p], q[t][p], scs[p]);
+                    let c = p % CHAINS;
+                    l1[c] = grid_step(l1[c], x[p], q[t][p], scs[p]);
                     let k = (negative >> (STEP_GROUPS * p)) as u8;
                     let delta = _mm512_mask_blend_epi64(k, sums[t][p].0, sums[t][p].1);
-                    l2 = _mm512_dpwssd_epi32(l2, delta, scs[p]);
+                    l2[c] = _mm512_dpwssd_epi32(l2[c], delta, scs[p]);
                 }
+                let l1 = _mm512_add_epi32(l1[0], l1[1]);
+                let l2 = _mm512_add_epi32(l2[0], l2[1]);
                 let d = _mm256_set1_ps(y[t][i].d * xd);
                 let (v1, v2) = (
                     _mm256_cvtepi32_ps(halves(l1)),
