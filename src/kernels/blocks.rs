@@ -340,7 +340,7 @@ pub trait IqGrid: Block {
 /// decode slower than the loads (and GCC's build of llama.cpp does not do it). A volatile read
 /// is a plain load it leaves alone.
 #[inline(always)]
-fn table_load<T: Copy>(table: &[T], i: usize) -> T {
+pub(crate) fn table_load<T: Copy>(table: &[T], i: usize) -> T {
     let e = &table[i];
     // SAFETY: `e` is a valid, aligned reference into a static table.
     unsafe { std::ptr::read_volatile(e) }

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512_iq::grid_dot;
+use super::avx512_iq::{grid_dot, grid_lanes, grid_tile, WideGrid};
 use super::avx512_iq1::iq1_dot;
 use super::avx512_panel::join;
 use super::kquant_rows::{RunPair, Q3_BIAS};
@@ -24,7 +24,9 @@ use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
 use super::vec256::{hsum_float_8, scale8};
 use crate::kernels::blocks::BlockQ5_0;
 use crate::kernels::blocks::BlockQ8_0;
-use crate::kernels::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq3S};
+use crate::kernels::blocks::{
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K,
+};
 use crate::kernels::entries::row_dot;
 use crate::kernels::entries::{Variant, SCALAR};
 use crate::kernels::{ActRow, Entry, GgmlType};
@@ -230,33 +232,58 @@ fn tile_q2_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32
 fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
 }
-/// The IQ3 types' tiles: sixteen rows at a time in the tiled order
-/// (`avx512_packed_tile::iq_grid_rows`), the eight-row tiles of `kernels` otherwise.
+/// `vec_dot` of an IQ grid type (`R` rows × `T` tokens): the lanes of `avx512_iq`'s 512-bit
+/// steps through the float chain of the 256-bit kernels (`kernels::iq_grid_dot`).
+pub(super) fn iq_grid_rows<B: WideGrid, const R: usize, const T: usize>(
+    w: &[&[B]; R],
+    y: &[&[BlockQ8K]; T],
+    out: &mut [[f32; R]; T],
+) {
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn imp<B: WideGrid, const R: usize, const T: usize>(
+        w: &[&[B]; R],
+        y: &[&[BlockQ8K]; T],
+        out: &mut [[f32; R]; T],
+    ) {
+        kernels::iq_grid_dot(w, y, out, |a, b| grid_lanes(a, b))
+    }
+    // SAFETY: only reachable through this tier's table, built after every feature the body
+    // enables was detected.
+    unsafe { imp::<B, R, T>(w, y, out) }
+}
+
+/// The IQ2 and IQ3 types' tiles: sixteen rows at a time in the tiled order
+/// (`avx512_packed_tile::iq_grid_rows`), `vec_dot`'s order in 512-bit steps (`avx512_iq`), the
+/// eight-row tiled passes of `kernels` otherwise.
 fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, kernels::tile_iq3_xxs)
+    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, iq3_xxs_rest)
+}
+fn iq3_xxs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq3Xxs>(rows, acts, variant, out, kernels::tile_iq3_xxs)
 }
 fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_iq3_s(rows, acts, variant, out, iq3_s_rest)
 }
-/// IQ3_S's tile for what the panels leave: `vec_dot`'s order in 512-bit steps
-/// (`avx512_iq`), the eight-row tiled passes of `kernels`.
 fn iq3_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_iq::grid_tile::<BlockIq3S>(rows, acts, variant, out, kernels::tile_iq3_s)
+    grid_tile::<BlockIq3S>(rows, acts, variant, out, kernels::tile_iq3_s)
 }
-/// The IQ2 types' tiles, as the IQ3 types'.
 fn tile_iq2_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, kernels::tile_iq2_xxs)
+    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, iq2_xxs_rest)
+}
+fn iq2_xxs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq2Xxs>(rows, acts, variant, out, kernels::tile_iq2_xxs)
 }
 fn tile_iq2_xs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, kernels::tile_iq2_xs)
+    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, iq2_xs_rest)
+}
+fn iq2_xs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq2Xs>(rows, acts, variant, out, kernels::tile_iq2_xs)
 }
 fn tile_iq2_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_iq2_s(rows, acts, variant, out, iq2_s_rest)
 }
-/// IQ2_S's tile for what the panels leave: `vec_dot`'s order in 512-bit steps
-/// (`avx512_iq`), the eight-row tiled passes of `kernels`.
 fn iq2_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_iq::grid_tile::<BlockIq2S>(rows, acts, variant, out, kernels::tile_iq2_s)
+    grid_tile::<BlockIq2S>(rows, acts, variant, out, kernels::tile_iq2_s)
 }
 
 /// The IQ1 types' tiles: sixteen rows at a time in the tiled order
@@ -300,6 +327,7 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             }
             GgmlType::Iq3Xxs => {
                 e.tile = Some(tile_iq3_xxs16);
+                e.dot = row_dot!(grid_dot::<BlockIq3Xxs>, BlockIq3Xxs, q8_k);
             }
             GgmlType::Iq3S => {
                 e.tile = Some(tile_iq3_s16);
@@ -307,9 +335,11 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             }
             GgmlType::Iq2Xxs => {
                 e.tile = Some(tile_iq2_xxs16);
+                e.dot = row_dot!(grid_dot::<BlockIq2Xxs>, BlockIq2Xxs, q8_k);
             }
             GgmlType::Iq2Xs => {
                 e.tile = Some(tile_iq2_xs16);
+                e.dot = row_dot!(grid_dot::<BlockIq2Xs>, BlockIq2Xs, q8_k);
             }
             GgmlType::Iq2S => {
                 e.tile = Some(tile_iq2_s16);

@@ -466,12 +466,13 @@ macro_rules! k_quant_kernels {
         // matmul (`oracle_tiled::dot_iq_grid_q8_k_tiled`: true products, the factor on `d` first).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn iq_grid_dot<B: IqGrid, const R: usize, const T: usize>(
+        pub(super) fn iq_grid_dot<B: IqGrid, const R: usize, const T: usize>(
             w: &[&[B]; R],
             y: &[&[BlockQ8K]; T],
             out: &mut [[f32; R]; T],
+            grid_lanes: impl Fn(&B, &BlockQ8K) -> __m256i,
         ) {
-            let lanes = |a: &&B, b: &BlockQ8K, _: &()| iq_grid_lanes(*a, b);
+            let lanes = |a: &&B, b: &BlockQ8K, _: &()| grid_lanes(*a, b);
             lanes_rows(w, y, out, |a| a.d(), |a| a, |b| (b.d, ()), lanes);
             if let Some(f) = B::SUM_SCALE {
                 for o in out.iter_mut().flatten() {
@@ -520,27 +521,27 @@ macro_rules! k_quant_kernels {
             tiled_rows(w, y, out, d, |a| iq_grid_row(a), lanes)
         }
         rows_kernel!($feat, iq3_xxs_rows, dot_iq3_xxs_q8_k, BlockIq3Xxs, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out)
+            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
         });
         rows_kernel!($feat, iq3_xxs_tiled_rows, dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq3_s_rows, dot_iq3_s_q8_k, BlockIq3S, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out)
+            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
         });
         rows_kernel!($feat, iq3_s_tiled_rows, dot_iq3_s_q8_k_tiled, BlockIq3S, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq2_xxs_rows, dot_iq2_xxs_q8_k, BlockIq2Xxs, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out)
+            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
         });
         rows_kernel!($feat, iq2_xxs_tiled_rows, dot_iq2_xxs_q8_k_tiled, BlockIq2Xxs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq2_xs_rows, dot_iq2_xs_q8_k, BlockIq2Xs, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out)
+            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
         });
         rows_kernel!($feat, iq2_xs_tiled_rows, dot_iq2_xs_q8_k_tiled, BlockIq2Xs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq2_s_rows, dot_iq2_s_q8_k, BlockIq2S, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out)
+            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
         });
         rows_kernel!($feat, iq2_s_tiled_rows, dot_iq2_s_q8_k_tiled, BlockIq2S, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
