@@ -72,36 +72,24 @@ pub(super) trait WideGrid: IqGrid {
     fn view(&self) -> View<'_>;
 }
 
-impl WideGrid for BlockIq2Xxs {
-    #[inline(always)]
-    fn view(&self) -> View<'_> {
-        View::Iq2Xxs(self)
-    }
+/// Each block type's arm of [`View`].
+macro_rules! wide_grid {
+    ($($block:ident => $arm:ident),*) => {$(
+        impl WideGrid for $block {
+            #[inline(always)]
+            fn view(&self) -> View<'_> {
+                View::$arm(self)
+            }
+        }
+    )*};
 }
-impl WideGrid for BlockIq2Xs {
-    #[inline(always)]
-    fn view(&self) -> View<'_> {
-        View::Iq2Xs(self)
-    }
-}
-impl WideGrid for BlockIq2S {
-    #[inline(always)]
-    fn view(&self) -> View<'_> {
-        View::Iq2S(self)
-    }
-}
-impl WideGrid for BlockIq3Xxs {
-    #[inline(always)]
-    fn view(&self) -> View<'_> {
-        View::Iq3Xxs(self)
-    }
-}
-impl WideGrid for BlockIq3S {
-    #[inline(always)]
-    fn view(&self) -> View<'_> {
-        View::Iq3S(self)
-    }
-}
+wide_grid!(
+    BlockIq2Xxs => Iq2Xxs,
+    BlockIq2Xs => Iq2Xs,
+    BlockIq2S => Iq2S,
+    BlockIq3Xxs => Iq3Xxs,
+    BlockIq3S => Iq3S
+);
 
 /// Grid indices, aligned for whole-vector stores.
 #[repr(C, align(64))]
