@@ -1,0 +1,360 @@
+//! `locus serve` against what a hostile client found (issue 44): each class of broken promise
+//! as its example, on loopback raw sockets.
+
+mod common;
+#[path = "common/server.rs"]
+#[allow(dead_code)]
+mod server;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use server::{read_response, request, text_of, Json, Server};
+
+const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// How long a wait for an event may last (far beyond what any needs on a loaded machine).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `done` every 20 ms; fails naming `what` after [`PATIENCE`].
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads until the peer closes or `limit` passes; the bytes, and whether the peer closed.
+fn read_all(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut v = Vec::new();
+    let closed = s.read_to_end(&mut v).is_ok();
+    (v, closed)
+}
+
+/// Reads a response head byte by byte (nothing after it is taken from the socket).
+fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut b).unwrap(),
+            1,
+            "{:?}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(b[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// A raw POST with a JSON body and extra header lines (each ending in CRLF).
+fn post_bytes(version: &str, path: &str, extra: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} {version}\r\nHost: t\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A count of `locus_requests_total` for one endpoint and status (0 where there is none).
+fn requests_total(srv: &Server, endpoint: &str, status: u16) -> f64 {
+    let (_, text) = srv.get("/metrics");
+    let name = format!("locus_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}}");
+    text.lines()
+        .find(|l| l.split(' ').next() == Some(&name))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0.0, |v| v.parse().unwrap())
+}
+
+/// Classes 5, 6 and 11 (HTTP): HEAD has no body; an HTTP/1.0 stream is not chunked and ends
+/// with the close; `Connection` is a token list; an empty line before the request line.
+#[test]
+fn http_framing_holds_for_head_http10_and_odd_but_legal_requests() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-t", "2"]);
+
+    // HEAD on a keep-alive connection: the head of GET, no body, and the next response on the
+    // same connection is read where it starts.
+    for path in ["/health", "/v1/models", "/metrics", "/nowhere"] {
+        let mut s = srv.connect();
+        write!(s, "HEAD {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let head = read_head(&mut s);
+        assert!(head.contains("Content-Length: "), "{head}");
+        assert!(head.contains("Connection: keep-alive"), "{head}");
+        let r = request(&mut s, "GET", "/health", &[], b"");
+        assert_eq!(r.status, 200, "after HEAD {path}: {}", r.body_text());
+        assert_eq!(r.body_text(), r#"{"status":"ok"}"#);
+    }
+
+    // An HTTP/1.0 stream, even one asking to keep the connection: no chunks; the body ends
+    // with the connection.
+    let body = r#"{"prompt":"Once upon a time","max_tokens":8,"temperature":0,"stream":true}"#;
+    let mut s = srv.connect();
+    s.write_all(&post_bytes(
+        "HTTP/1.0",
+        "/v1/completions",
+        "Connection: keep-alive\r\n",
+        body,
+    ))
+    .unwrap();
+    let (got, closed) = read_all(&mut s, PATIENCE);
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        closed,
+        "the server did not close after an HTTP/1.0 stream: {text}"
+    );
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("transfer-encoding"),
+        "{head}"
+    );
+    assert!(head.contains("Connection: close"), "{head}");
+    assert!(rest.starts_with("data: {"), "{rest}");
+    assert!(rest.ends_with("data: [DONE]\n\n"), "{rest}");
+
+    // `Connection: closed` is not `close`; `keep-alive, close` is.
+    let r = request(
+        &mut srv.connect(),
+        "GET",
+        "/health",
+        &[("Connection", "closed")],
+        b"",
+    );
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    let r = request(
+        &mut srv.connect(),
+        "GET",
+        "/health",
+        &[("Connection", "Keep-Alive, Close")],
+        b"",
+    );
+    assert_eq!(r.header("connection"), Some("close"));
+
+    // A CRLF before the request line (RFC 9112, 2.2) is ignored.
+    let mut s = srv.connect();
+    s.write_all(b"\r\nGET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).status, 200);
+}
+
+/// `locus serve`'s error line for these arguments (it fails before loading a model).
+fn serve_error(args: &[&str]) -> String {
+    let mut all = vec!["serve", "-m", "/nonexistent/model.gguf"];
+    all.extend_from_slice(args);
+    let out = common::locus(&all);
+    assert!(!out.status.success(), "{args:?} started");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// Class 11: a bind error names the OS's reason, and blames another server only when the
+/// port is taken; an IPv6 literal in brackets is a host.
+#[test]
+fn bind_errors_say_why_and_ipv6_literals_are_hosts() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let e = serve_error(&["--port", &port]);
+    assert!(e.contains("another server on that port"), "{e}");
+    // TEST-NET-1 (RFC 5737): no interface here has it.
+    let e = serve_error(&["--host", "192.0.2.1", "--port", "0"]);
+    assert!(!e.contains("another server"), "{e}");
+    assert!(e.contains("no interface"), "{e}");
+    if !common::is_root() {
+        let e = serve_error(&["--host", "127.0.0.1", "--port", "1"]);
+        assert!(!e.contains("another server"), "{e}");
+        assert!(e.contains("privileges"), "{e}");
+    }
+    // `[::1]`: bound where this host has IPv6 loopback (the model is loaded after binding,
+    // so the error, if any, is the model's).
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        let e = serve_error(&["--host", "[::1]", "--port", "0"]);
+        assert!(e.contains("/nonexistent/model.gguf"), "{e}");
+        assert!(!e.contains("cannot listen"), "{e}");
+    } else {
+        common::skip::skip("this host has no IPv6 loopback; [::1] not tried");
+    }
+}
+
+/// Class 8: the Bearer scheme in any case; the key is checked before 404 and 405.
+#[test]
+fn the_api_key_is_checked_first_and_the_scheme_in_any_case() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-t", "2", "--api-key", "k3y"]);
+    let call = |method: &str, path: &str, auth: Option<&str>| {
+        let h: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", *a)).collect();
+        request(&mut srv.connect(), method, path, &h, b"").status
+    };
+    for scheme in ["Bearer", "bearer", "BEARER", "beARer"] {
+        assert_eq!(
+            call("GET", "/v1/models", Some(&format!("{scheme} k3y"))),
+            200
+        );
+    }
+    assert_eq!(call("GET", "/v1/models", Some("Basic k3y")), 401);
+    assert_eq!(call("GET", "/v1/models", Some("Bearer k3")), 401);
+    assert_eq!(call("GET", "/v1/models", Some("Bearer k3yy")), 401);
+    assert_eq!(call("GET", "/v1/models", Some("Bearerk3y")), 401);
+    // Without the key nothing about the server's endpoints is told.
+    assert_eq!(call("GET", "/nowhere", None), 401);
+    assert_eq!(call("GET", "/v1/completions", None), 401);
+    assert_eq!(call("GET", "/nowhere", Some("Bearer k3y")), 404);
+    assert_eq!(call("GET", "/v1/completions", Some("Bearer k3y")), 405);
+    assert_eq!(call("GET", "/health", None), 200);
+}
+
+/// A prompt of some thousands of tokens: its evaluation takes well over the server's former
+/// 200 ms check interval.
+fn long_prompt() -> String {
+    "The quick brown fox jumps over the lazy dog while the river runs by. ".repeat(200)
+}
+
+/// Classes 3 and 2: a half-closed client gets its whole answer; one that closed stops its
+/// generation within a step or so.
+#[test]
+fn half_closed_clients_are_served_and_gone_ones_stop_generating() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-t", "1", "-c", "4096"]);
+    // `nc -N`: the whole request, then a FIN; the answer still comes.
+    let body = format!(
+        r#"{{"prompt":{},"max_tokens":8,"temperature":0}}"#,
+        Json::str(long_prompt())
+    );
+    let mut s = srv.connect();
+    s.write_all(&post_bytes("HTTP/1.1", "/v1/completions", "", &body))
+        .unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let (got, _) = read_all(&mut s, PATIENCE);
+    let text = String::from_utf8_lossy(&got);
+    let at = text
+        .find("HTTP/1.1 200 OK")
+        .unwrap_or_else(|| panic!("no answer for a half-closed client: {text:?}"));
+    // Only an interim response may come before it.
+    assert!(
+        text[..at].is_empty() || text[..at] == *"HTTP/1.1 100 Continue\r\n\r\n",
+        "{text}"
+    );
+    let json = text[at..].split_once("\r\n\r\n").unwrap().1;
+    let j = Json::parse(json.as_bytes()).unwrap();
+    assert_eq!(text_of(&j, &["usage", "completion_tokens"]), "8", "{j}");
+
+    // A non-streaming client that leaves: its generation stops at once, long before its
+    // 4000 tokens.
+    let body =
+        r#"{"prompt":"Count: one, two,","max_tokens":4000,"temperature":0,"ignore_eos":true}"#;
+    let mut s = srv.connect();
+    s.write_all(&post_bytes("HTTP/1.1", "/v1/completions", "", body))
+        .unwrap();
+    wait_for("the request to take its slot", || {
+        srv.metric("locus_slots_busy") == 1.0
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let before = srv.metric("locus_cancelled_total");
+    drop(s);
+    let t0 = Instant::now();
+    wait_for("the left client's slot to be freed", || {
+        srv.metric("locus_cancelled_total") == before + 1.0 && srv.metric("locus_slots_busy") == 0.0
+    });
+    let took = t0.elapsed();
+    let generated = srv.metric("locus_generated_tokens_total") - 8.0;
+    eprintln!("freed {took:?} after the client left, {generated} tokens generated");
+    assert!(generated < 4000.0, "{generated}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(requests_total(&srv, "/v1/completions", 499), 1.0);
+}
+
+/// Class 4: `--queue` counts only requests that wait for a busy slot; a client that leaves
+/// the queue frees its place and is counted.
+#[test]
+fn the_queue_counts_only_waiting_requests_and_forgets_those_that_left() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    // A burst of 4 at -np 4 --queue 1: all served.
+    let srv = Server::start(&model, &["-t", "2", "-np", "4", "--queue", "1"]);
+    let body = r#"{"prompt":"Hi","max_tokens":16,"temperature":0,"ignore_eos":true}"#;
+    let statuses: Vec<u16> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| sc.spawn(|| srv.post_raw("/v1/completions", body).status))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(statuses, [200; 4]);
+    drop(srv);
+
+    // --queue 0 with an idle slot serves.
+    let srv = Server::start(&model, &["-t", "2", "-np", "1", "--queue", "0"]);
+    assert_eq!(srv.post_raw("/v1/completions", body).status, 200);
+
+    // One stream holds the only slot; a second request waits; its client leaves: its place
+    // is free at once and it is counted as cancelled and as answered 499.
+    let long = r#"{"prompt":"Count: one, two,","max_tokens":3000,"temperature":0,"ignore_eos":true,"stream":true}"#;
+    let mut holder = srv.connect();
+    holder
+        .write_all(&post_bytes("HTTP/1.1", "/v1/completions", "", long))
+        .unwrap();
+    let drain = std::thread::spawn({
+        let mut s = holder.try_clone().unwrap();
+        move || {
+            let mut buf = [0u8; 4096];
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    });
+    wait_for("the stream to take the only slot", || {
+        srv.metric("locus_slots_busy") == 1.0 && srv.metric("locus_queue_depth") == 0.0
+    });
+    // --queue 0 with the slot busy: refused.
+    assert_eq!(srv.post_raw("/v1/completions", body).status, 503);
+    drop(srv);
+    holder.shutdown(Shutdown::Both).unwrap();
+    drain.join().unwrap();
+
+    let srv = Server::start(&model, &["-t", "2", "-np", "1", "--queue", "1"]);
+    let mut holder = srv.connect();
+    holder
+        .write_all(&post_bytes("HTTP/1.1", "/v1/completions", "", long))
+        .unwrap();
+    let drain = std::thread::spawn({
+        let mut s = holder.try_clone().unwrap();
+        move || {
+            let mut buf = [0u8; 4096];
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    });
+    wait_for("the stream to take the only slot", || {
+        srv.metric("locus_slots_busy") == 1.0 && srv.metric("locus_queue_depth") == 0.0
+    });
+    let mut waiting = srv.connect();
+    waiting
+        .write_all(&post_bytes("HTTP/1.1", "/v1/completions", "", body))
+        .unwrap();
+    wait_for("the second request to queue", || {
+        srv.metric("locus_queue_depth") == 1.0
+    });
+    assert_eq!(srv.post_raw("/v1/completions", body).status, 503);
+    drop(waiting);
+    wait_for("the left client's place to be freed", || {
+        srv.metric("locus_queue_depth") == 0.0
+            && srv.metric("locus_cancelled_total") == 1.0
+            && requests_total(&srv, "/v1/completions", 499) == 1.0
+    });
+    // Its place is free again while the stream still holds the slot.
+    assert_eq!(srv.metric("locus_slots_busy"), 1.0);
+    let mut next = srv.connect();
+    next.write_all(&post_bytes("HTTP/1.1", "/v1/completions", "", body))
+        .unwrap();
+    wait_for("the next request to queue", || {
+        srv.metric("locus_queue_depth") == 1.0
+    });
+    holder.shutdown(Shutdown::Both).unwrap();
+    drain.join().unwrap();
+    assert_eq!(read_response(&mut next).status, 200);
+}
