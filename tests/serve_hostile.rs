@@ -358,3 +358,36 @@ fn the_queue_counts_only_waiting_requests_and_forgets_those_that_left() {
     drain.join().unwrap();
     assert_eq!(read_response(&mut next).status, 200);
 }
+
+/// Class 11: a `max_tokens` beyond the slot quotes the most it may be; a number too large for
+/// an integer is refused, not rounded to one.
+#[test]
+fn max_tokens_errors_quote_the_right_numbers() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-t", "2", "-c", "256"]);
+    let (_, t) = srv.post("/tokenize", r#"{"content":"Hello world"}"#);
+    let n = match t.get("tokens") {
+        Some(Json::Arr(a)) => a.len(),
+        _ => panic!("{t}"),
+    };
+    let (status, j) = srv.post(
+        "/v1/completions",
+        r#"{"prompt":"Hello world","max_tokens":1000}"#,
+    );
+    assert_eq!(status, 400, "{j}");
+    let msg = text_of(&j, &["error", "message"]);
+    assert!(msg.contains(&format!("at most {}", 256 - n)), "{msg}");
+    assert!(msg.contains(&format!("takes {n} of a slot's 256")), "{msg}");
+    for big in ["9223372036854775808", "1e19"] {
+        let (status, j) = srv.post(
+            "/v1/completions",
+            &format!(r#"{{"prompt":"Hello world","max_tokens":{big}}}"#),
+        );
+        assert_eq!(status, 400, "{j}");
+        let msg = text_of(&j, &["error", "message"]);
+        assert!(msg.contains("whole number"), "{big}: {msg}");
+        assert!(!msg.contains("9223372036854775807 exceed"), "{msg}");
+    }
+}

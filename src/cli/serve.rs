@@ -12,6 +12,9 @@ use super::{err, help, int, numa_flag, print_help, set_kv, threads, unknown, Arg
 /// The most slots `-np` accepts (each holds a whole context's cache).
 const MAX_SLOTS: usize = 256;
 
+/// The smallest `-c` (llama-server's minimum too): a chat template alone takes several tokens.
+const MIN_CTX: usize = 8;
+
 /// `locus serve`.
 pub fn serve(mut a: Args) -> Result<(), CliError> {
     let mut o = ServeOptions {
@@ -44,7 +47,14 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
             "--port" => o.port = int(f, &a.value(f, inline)?, 0, u16::MAX)?,
             "-np" | "--parallel" => o.slots = int(f, &a.value(f, inline)?, 1, MAX_SLOTS)?,
             "-c" | "--ctx-size" => {
-                o.ctx = Some(int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?)
+                let c = int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?;
+                if (1..MIN_CTX).contains(&c) {
+                    return err(format!(
+                        "{f}: a slot of {c} tokens holds no prompt and answer; \
+                         give at least {MIN_CTX} (0: the model's training context)"
+                    ));
+                }
+                o.ctx = Some(c)
             }
             "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
             "--api-key" => {

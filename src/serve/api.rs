@@ -110,7 +110,8 @@ fn number(body: &Json, name: &str) -> Result<Option<f64>, ApiError> {
 fn integer(body: &Json, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
     match number(body, name)? {
         None => Ok(None),
-        Some(n) if n.fract() == 0.0 && n >= lo as f64 && n <= hi as f64 => Ok(Some(n as i64)),
+        // `hi as f64` may round up (i64::MAX is 2^63 as f64): compare below the next integer.
+        Some(n) if n.fract() == 0.0 && n >= lo as f64 && n < hi as f64 + 1.0 => Ok(Some(n as i64)),
         Some(n) => Err(ApiError::bad(
             name,
             format!("{name} must be a whole number from {lo} to {hi}, not {n}"),
@@ -207,7 +208,8 @@ impl Generate {
                 return Err(ApiError::bad(
                     max_name,
                     format!(
-                        "{} prompt tokens and {max_name} {m} exceed a slot's context of {} tokens (-c)",
+                        "{max_name} may be at most {} here: the prompt takes {} of a slot's {} tokens (-c)",
+                        cx.ctx - prompt.len(),
                         prompt.len(),
                         cx.ctx
                     ),
