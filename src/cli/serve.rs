@@ -32,6 +32,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
         max_body: 8 << 20,
         alias: None,
         chat_template: None,
+        parse_special_in_messages: false,
         verbose: false,
     };
     let (mut model, mut kv) = (None, None);
@@ -86,6 +87,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
             "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
                 set_kv(&mut kv, f, &a.value(f, inline)?)?
             }
+            "--parse-special-in-messages" => o.parse_special_in_messages = true,
             "-v" | "--verbose" => o.verbose = true,
             other => return Err(unknown("serve", other)),
         }

@@ -7,6 +7,7 @@ use crate::json::Json;
 use crate::model::chat::{ChatTemplate, Role};
 use crate::model::sampler::SamplerConfig;
 use crate::model::tokenizer::Tokenizer;
+use std::ops::Range;
 
 /// A request the API refuses: the HTTP status and OpenAI's error object.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +91,9 @@ pub struct Context<'a> {
     pub model_names: &'a [String],
     /// Tokens each slot holds.
     pub ctx: usize,
+    /// Control tokens written in a chat message's text become those tokens (llama-server's
+    /// way; `--parse-special-in-messages`); otherwise only the template writes them.
+    pub parse_special_in_messages: bool,
 }
 
 fn field<'j>(body: &'j Json, name: &str) -> Option<&'j Json> {
@@ -168,8 +172,11 @@ impl Generate {
         let (prompt, prompt_field) = match kind {
             Kind::Completion => (completion_prompt(&body, cx.tokenizer)?, "prompt"),
             Kind::Chat => {
-                let text = chat_prompt(&body, cx)?;
-                (cx.tokenizer.encode(&text, true, true), "messages")
+                let (text, contents) = chat_prompt(&body, cx)?;
+                (
+                    cx.tokenizer.encode_text_in(&text, true, &contents),
+                    "messages",
+                )
             }
         };
         if prompt.is_empty() {
@@ -350,7 +357,9 @@ fn completion_prompt(body: &Json, tok: &Tokenizer) -> Result<Vec<u32>, ApiError>
 }
 
 /// The chat prompt text of `messages` in the model's format.
-fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
+/// The prompt text of a chat, and the byte ranges of its message contents that must read as
+/// plain text (those that hold a control token's text, unless `parse_special_in_messages`).
+fn chat_prompt(body: &Json, cx: &Context) -> Result<(String, Vec<Range<usize>>), ApiError> {
     let Some(Json::Arr(msgs)) = field(body, "messages") else {
         return Err(ApiError::bad(
             "messages",
@@ -414,8 +423,12 @@ fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
         )
     })?;
     let msgs: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
+    let guard: Vec<bool> = msgs
+        .iter()
+        .map(|(_, t)| !cx.parse_special_in_messages && cx.tokenizer.mentions_control(t))
+        .collect();
     template
-        .render_messages(&msgs)
+        .render_with_contents(&msgs, &guard)
         .map_err(|e| ApiError::bad("messages", e))
 }
 

@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub max_body: usize,
     pub alias: Option<String>,
     pub chat_template: Option<ChatFormat>,
+    /// A chat message's text may write control tokens (llama-server's behaviour).
+    pub parse_special_in_messages: bool,
     pub verbose: bool,
 }
 
@@ -670,6 +672,7 @@ fn generate(
         template: ready.template.as_ref().map_err(Clone::clone),
         model_names: &ready.names,
         ctx: ready.ctx,
+        parse_special_in_messages: server.opts.parse_special_in_messages,
     };
     let g = match Generate::read(kind, &req.body, &cx) {
         Ok(g) => g,
