@@ -475,3 +475,57 @@ fn chat_message_text_cannot_write_control_tokens() {
     let srv = Server::start(&model, &["-t", "2", "--parse-special-in-messages"]);
     assert_eq!(usage(&srv), special.len().to_string());
 }
+
+/// Class 7: every field is honoured or refused by name; a wrong type is always 400.
+#[test]
+fn request_fields_are_honoured_or_refused_by_name() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-t", "2"]);
+    let refused = [
+        r#""frequency_penalty":"x""#,
+        r#""frequency_penalty":0.5"#,
+        r#""presence_penalty":true"#,
+        r#""logprobs":true"#,
+        r#""logprobs":5"#,
+        r#""echo":true"#,
+        r#""best_of":2"#,
+        r#""logit_bias":{"15":-100}"#,
+        r#""tools":[{"type":"function"}]"#,
+        r#""tool_choice":"auto""#,
+        r#""response_format":{"type":"json_object"}"#,
+        r#""suffix":"x""#,
+        r#""user":5"#,
+        r#""bogus_field":1"#,
+    ];
+    for extra in refused {
+        let name = extra.split('"').nth(1).unwrap();
+        for (path, own) in [
+            ("/v1/completions", r#""prompt":"Hi""#),
+            (
+                "/v1/chat/completions",
+                r#""messages":[{"role":"user","content":"Hi"}]"#,
+            ),
+        ] {
+            let body = format!("{{{own},\"max_tokens\":2,{extra}}}");
+            let (status, j) = srv.post(path, &body);
+            assert_eq!(status, 400, "{path} {body}: {j}");
+            assert_eq!(text_of(&j, &["error", "param"]), name, "{j}");
+        }
+    }
+    // The values that ask for nothing, and null, are as if absent.
+    let inert = r#""frequency_penalty":0,"presence_penalty":0,"logprobs":false,"echo":false,"best_of":1,"logit_bias":{},"tools":[],"tool_choice":"none","response_format":{"type":"text"},"user":"u1","suffix":null"#;
+    let (status, j) = srv.post(
+        "/v1/completions",
+        &format!(r#"{{"prompt":"Hi","max_tokens":2,{inert}}}"#),
+    );
+    assert_eq!(status, 200, "{j}");
+    // `prompt` is a completion's, `messages` a chat's.
+    let (status, j) = srv.post(
+        "/v1/chat/completions",
+        r#"{"messages":[{"role":"user","content":"Hi"}],"prompt":"x"}"#,
+    );
+    assert_eq!(status, 400, "{j}");
+    assert_eq!(text_of(&j, &["error", "param"]), "prompt");
+}

@@ -134,6 +134,74 @@ fn boolean(body: &Json, name: &str) -> Result<bool, ApiError> {
     }
 }
 
+/// The request fields a completion or chat reads (besides its `prompt` or `messages`).
+pub const HONOURED_FIELDS: &[&str] = &[
+    "model",
+    "n",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "min_p",
+    "top_k",
+    "repeat_penalty",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "return_tokens",
+    "ignore_eos",
+];
+
+/// OpenAI fields that locus does not do, accepted only at the value that asks for nothing
+/// (what their absence means), with that value in words.
+fn inert(name: &str, v: &Json) -> Option<(bool, &'static str)> {
+    let zero = |v: &Json| matches!(v, Json::Num(n) if *n == 0.0);
+    Some(match name {
+        "frequency_penalty" | "presence_penalty" => (zero(v), "0"),
+        // An end user's name for the provider's abuse tracking: nothing to generate by.
+        "user" => (matches!(v, Json::Str(_)), "a string"),
+        "logprobs" | "echo" => (*v == Json::Bool(false), "false"),
+        "best_of" => (matches!(v, Json::Num(n) if *n == 1.0), "1"),
+        "logit_bias" => (matches!(v, Json::Obj(m) if m.is_empty()), "{}"),
+        "tools" => (matches!(v, Json::Arr(a) if a.is_empty()), "[]"),
+        "tool_choice" => (*v == Json::str("none"), "\"none\""),
+        "response_format" => (
+            matches!(v, Json::Obj(_))
+                && v.get("type") == Some(&Json::str("text"))
+                && matches!(v, Json::Obj(m) if m.len() == 1),
+            "{\"type\": \"text\"}",
+        ),
+        _ => return None,
+    })
+}
+
+/// Every member of a request body is read: a field locus does not honour is refused by name
+/// (400), never dropped in silence; `null` is as absent.
+fn check_fields(body: &Json, kind: Kind) -> Result<(), ApiError> {
+    let Json::Obj(members) = body else {
+        return Ok(());
+    };
+    let own = match kind {
+        Kind::Completion => "prompt",
+        Kind::Chat => "messages",
+    };
+    for (name, v) in members {
+        if *v == Json::Null || name == own || HONOURED_FIELDS.contains(&name.as_str()) {
+            continue;
+        }
+        return Err(match inert(name, v) {
+            Some((true, _)) => continue,
+            Some((false, only)) => ApiError::bad(
+                name,
+                format!("{name} is not supported here (only {only}, as if absent, is taken)"),
+            ),
+            None => ApiError::bad(name, format!("unknown field {name:?}")),
+        });
+    }
+    Ok(())
+}
+
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
 
@@ -148,6 +216,7 @@ impl Generate {
                 "the body must be a JSON object",
             ));
         }
+        check_fields(&body, kind)?;
         if let Some(m) = field(&body, "model") {
             let Json::Str(m) = m else {
                 return Err(ApiError::bad("model", "model must be a string"));
