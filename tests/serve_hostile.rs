@@ -529,3 +529,63 @@ fn request_fields_are_honoured_or_refused_by_name() {
     assert_eq!(status, 400, "{j}");
     assert_eq!(text_of(&j, &["error", "param"]), "prompt");
 }
+
+/// `locus serve ARGS` that must refuse to start: its stderr (killed, and the test failed, if
+/// it is still running after [`PATIENCE`]).
+fn refused_start(model: &std::path::Path, args: &[&str]) -> String {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_locus"))
+        .arg("serve")
+        .arg("-m")
+        .arg(model)
+        .args(["--port", "0"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve {args:?} started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(!err.contains("ready"), "{err}");
+    err
+}
+
+/// Class 1: the whole server is sized before it says ready: all slots' caches against the
+/// machine's memory, and the memory mappings they leave for connection threads against the
+/// kernel's limit.
+#[test]
+fn a_server_too_large_for_the_machine_does_not_say_ready() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    // 256 slots of 131072 tokens: about 3 GB of cache each (each alone fits), 770 GB together.
+    let e = refused_start(&model, &["-np", "256", "-c", "131072", "-t", "1"]);
+    assert!(e.contains("256 slots of 131072 tokens need"), "{e}");
+    assert!(e.contains("-np"), "{e}");
+    // More connections than the map limit leaves threads for.
+    let max: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let conns = (max / 4 + 1).to_string();
+    let e = refused_start(&model, &["--max-connections", &conns, "-t", "1"]);
+    assert!(e.contains("vm.max_map_count"), "{e}");
+}

@@ -102,6 +102,8 @@ pub enum ServeError {
     },
     /// Another start-up step failed: what, and the OS's word.
     Start { what: &'static str, err: io::Error },
+    /// The slots together need more than this machine has: what they need, in words.
+    TooLarge(String),
 }
 
 impl fmt::Display for ServeError {
@@ -114,6 +116,7 @@ impl fmt::Display for ServeError {
                 listen_hint(err)
             ),
             ServeError::Start { what, err } => write!(f, "serve: {what}: {err}"),
+            ServeError::TooLarge(why) => write!(f, "serve: {why}"),
         }
     }
 }
@@ -209,6 +212,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
         .set_placement(placement.plan.mode.name().to_string(), audit.locality);
     let ctx = crate::runtime::context_size(loaded, opts.ctx);
     crate::runtime::warn_beyond_training(loaded, ctx);
+    check_memory(loaded, &pool, opts, ctx)?;
     let eopts = EngineOptions {
         slots: opts.slots,
         ctx,
@@ -226,6 +230,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     // Each slot's cache on the nodes whose threads write it, audited by /metrics.
     let regions = crate::runtime::place_cache(placement, engine.kv_blocks());
     server.metrics.set_kv_cache(regions, engine.kv_copies());
+    check_mappings(opts)?;
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
     let mut names = Vec::new();
@@ -269,6 +274,76 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     }
     crate::diagln!("locus: server stopped");
     Ok(())
+}
+
+/// The whole server's caches and scratch (every slot's, and the shared workspace's) against
+/// the machine's memory, before any is allocated: each slot alone may fit where all do not.
+fn check_memory(
+    loaded: &crate::runtime::LoadedModel,
+    pool: &crate::pool::Pool,
+    opts: &ServeOptions,
+    ctx: usize,
+) -> Result<(), ServeError> {
+    let Some(memory) = crate::sys::memory::physical_bytes() else {
+        return Ok(());
+    };
+    // Each slot's cache and scratch, and the shared workspace's scratch.
+    let slots = opts.slots as u64;
+    let need = loaded
+        .model
+        .state_bytes(ctx, pool, opts.kv_type)
+        .and_then(|b| {
+            b.kv.checked_mul(slots)?
+                .checked_add(b.scratch.checked_mul(slots + 1)?)
+        });
+    match need {
+        Some(n) if n <= memory => Ok(()),
+        _ => Err(ServeError::TooLarge(format!(
+            "{} slot{} of {ctx} tokens need {} of KV cache and scratch, and this machine has {} \
+             of memory; use fewer slots (-np) or a smaller context (-c)",
+            opts.slots,
+            if opts.slots == 1 { "" } else { "s" },
+            need.map_or("more than 16 EiB".into(), gib),
+            gib(memory)
+        ))),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Memory mappings each connection's thread takes (its stack and the signal stack, each with
+/// a guard page).
+const MAPS_PER_CONNECTION: usize = 4;
+/// Mappings kept free beyond the connections' (the allocator's arenas, files, the pool).
+const MAPS_SPARE: usize = 1024;
+
+/// Whether the kernel's map limit leaves room for `--max-connections` threads once the slots
+/// are allocated: past it a thread cannot start (and Rust aborts the process when a thread's
+/// signal stack cannot be mapped), so a server that would hit it does not say ready.
+fn check_mappings(opts: &ServeOptions) -> Result<(), ServeError> {
+    let (Some(used), Some(max)) = (
+        crate::sys::memory::map_count(),
+        crate::sys::memory::max_map_count(),
+    ) else {
+        return Ok(());
+    };
+    let want = opts
+        .max_connections
+        .saturating_mul(MAPS_PER_CONNECTION)
+        .saturating_add(MAPS_SPARE);
+    if used.saturating_add(want) <= max {
+        return Ok(());
+    }
+    Err(ServeError::TooLarge(format!(
+        "{} slot{} hold {used} memory mappings of the kernel's {max} (vm.max_map_count), and \
+         {} connections need about {want} more; use fewer slots (-np) or connections \
+         (--max-connections), or raise vm.max_map_count",
+        opts.slots,
+        if opts.slots == 1 { "" } else { "s" },
+        opts.max_connections
+    )))
 }
 
 /// Accepts connections until shutdown, one thread each, up to the connection cap (beyond it:
