@@ -589,3 +589,23 @@ fn a_server_too_large_for_the_machine_does_not_say_ready() {
     let e = refused_start(&model, &["--max-connections", &conns, "-t", "1"]);
     assert!(e.contains("vm.max_map_count"), "{e}");
 }
+
+/// Class 1: a slot takes a few memory mappings, not hundreds (its cache bound block by block
+/// split the heap's mapping at every block).
+#[test]
+fn a_slot_takes_few_memory_mappings() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let maps = |np: &str| {
+        let srv = Server::start(&model, &["-np", np, "-c", "256", "-t", "1"]);
+        std::fs::read_to_string(format!("/proc/{}/maps", srv.child.id()))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let (one, nine) = (maps("1"), maps("9"));
+    let per_slot = nine.saturating_sub(one) / 8;
+    eprintln!("{one} mappings at -np 1, {nine} at -np 9: {per_slot} a slot");
+    assert!(per_slot <= 16, "{per_slot} mappings a slot");
+}
