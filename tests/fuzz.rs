@@ -1686,6 +1686,7 @@ fn with_api_context<R>(f: impl FnOnce(&locus::serve::api::Context) -> R) -> R {
         template: template.as_ref().map_err(Clone::clone),
         model_names: &names,
         ctx: 64,
+        parse_special_in_messages: false,
     })
 }
 

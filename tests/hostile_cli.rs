@@ -896,3 +896,62 @@ fn a_bench_arm_that_dies_is_explained() {
         );
     }
 }
+
+/// `quantize IN IN TYPE`, or an output that is the input through a hard or symbolic link:
+/// refused (exit 2), the input untouched.
+#[test]
+fn quantize_refuses_to_write_over_its_input() {
+    let m = model("same-file");
+    let dir = m.parent().unwrap().to_path_buf();
+    let before = std::fs::read(&m).unwrap();
+    let hard = dir.join("same-file-hard.gguf");
+    let soft = dir.join("same-file-soft.gguf");
+    let _ = std::fs::remove_file(&hard);
+    let _ = std::fs::remove_file(&soft);
+    std::fs::hard_link(&m, &hard).unwrap();
+    std::os::unix::fs::symlink(&m, &soft).unwrap();
+    for out in [&m, &hard, &soft] {
+        let o = locus_os(&[
+            std::ffi::OsStr::new("quantize"),
+            m.as_os_str(),
+            out.as_os_str(),
+            std::ffi::OsStr::new("Q8_0"),
+        ]);
+        let e = one_error_line(&o, "quantize onto its input");
+        assert!(e.contains("is the input"), "{e}");
+        assert!(std::fs::read(&m).unwrap() == before, "the input changed");
+    }
+    let _ = std::fs::remove_file(&hard);
+    let _ = std::fs::remove_file(&soft);
+}
+
+/// Small promises of the command line: a perplexity error is its line with no blank line
+/// before it; `serve -c 1` is refused; `run` refuses the sampling values the server refuses.
+#[test]
+fn small_promises_of_the_command_line() {
+    let m = model("small-promises");
+    let text = m.parent().unwrap().join("small-promises.txt");
+    std::fs::write(&text, "one two three four five six seven eight nine ten").unwrap();
+    let o = locus_os(&[
+        OsString::from("perplexity"),
+        "-m".into(),
+        m.clone().into_os_string(),
+        "-f".into(),
+        text.clone().into_os_string(),
+        "-c".into(),
+        "2".into(),
+    ]);
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("locus: error: "), "{err:?}");
+    for c in ["1", "7"] {
+        let o = common::locus(&["serve", "-m", "x.gguf", "-c", c]);
+        let e = one_error_line(&o, "serve -c");
+        assert!(e.contains("-c") && e.contains("at least 8"), "{e}");
+    }
+    for (flag, v) in [("--temp", "-1"), ("--temp", "101"), ("--top-k", "-5")] {
+        let o = common::locus(&["run", "-m", "x.gguf", "-p", "hi", flag, v]);
+        let e = one_error_line(&o, flag);
+        assert!(e.contains(flag), "{e}");
+    }
+}

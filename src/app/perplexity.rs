@@ -132,8 +132,15 @@ pub fn run(opts: &PerplexityOptions) -> Result<PerplexityResult, AppError> {
     let pool = crate::runtime::pool_of(&placement)?;
     super::catch_interrupts();
     let t = Instant::now();
-    let r = perplexity(&l, &pool, &text, opts, |i, p| crate::diag!("[{i}]{p:.4},"));
-    crate::diagln!();
+    // The progress line ends once it has begun (an error before any chunk is its own line).
+    let mut progress = false;
+    let r = perplexity(&l, &pool, &text, opts, |i, p| {
+        progress = true;
+        crate::diag!("[{i}]{p:.4},")
+    });
+    if progress {
+        crate::diagln!();
+    }
     let r = r?;
     crate::diagln!(
         "locus: {} tokens in {} chunks of {}, {:.1} s",

@@ -79,7 +79,8 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
             "-c" | "--ctx-size" => o.ctx = Some(int(f, &a.value(f, inline)?, 0, MAX_CTX)?),
             "--temp" => o.sampling.temp = real(f, &a.value(f, inline)?)?,
             "--top-k" => {
-                let k: i64 = int(f, &a.value(f, inline)?, i64::MIN, i64::MAX)?;
+                // As the server: -1 or 0 is off; below -1 is refused.
+                let k: i64 = int(f, &a.value(f, inline)?, -1, i64::MAX)?;
                 o.sampling.top_k = usize::try_from(k).unwrap_or(0);
             }
             "--top-p" => o.sampling.top_p = real(f, &a.value(f, inline)?)?,
@@ -123,6 +124,10 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
         o.sampling.seed = random_seed();
     }
     let s = &o.sampling;
+    // The server's range for `temperature` (0: greedy).
+    if !(0.0..=MAX_TEMP).contains(&s.temp) {
+        return err(format!("--temp: {} must be from 0 to {MAX_TEMP}", s.temp));
+    }
     if !(s.top_p > 0.0 && s.top_p <= 1.0) {
         return err(format!("--top-p: {} must be in (0, 1]", s.top_p));
     }
@@ -137,6 +142,9 @@ fn parse_run(mut a: Args) -> Result<Option<RunOptions>, CliError> {
     }
     Ok(Some(o))
 }
+
+/// The highest `--temp` (as the server's `temperature`).
+const MAX_TEMP: f32 = 100.0;
 
 /// `--chat-template NAME`: one of [`ChatFormat::NAMES`], or an error listing them.
 fn chat_format(flag: &str, name: &str) -> Result<ChatFormat, CliError> {

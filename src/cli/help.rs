@@ -107,17 +107,20 @@ Options:
       --port N            TCP port (default: 8080; 0 = any free port, printed on stderr)
   -np, --parallel N       sequence slots served at once, 1-256 (default: 1)
   -c, --ctx-size N        tokens per slot (default: 4096, or the training context if smaller;
-                          0 = the training context)
+                          0 = the training context; at least 8)
   -t, --threads N         worker threads, 1-1024 (default: the CPUs this process may use)
       --api-key KEY       require `Authorization: Bearer KEY` on every endpoint but /health
       --timeout S         seconds a request may take to arrive, an idle connection may stay
                           open, and a client may leave a response unread (default: 60)
-      --queue N           requests that may wait for a slot; beyond: 503 with Retry-After
+      --queue N           requests that may wait for a busy slot; beyond: 503 with Retry-After
                           (default: 64)
       --max-connections N open connections at most; beyond: 503 and close (default: 256)
       --max-body BYTES    largest request body (default: 8388608)
   -a, --alias NAME        the model's name in /v1/models (default: the file name)
       --chat-template NAME  chat format instead of the model's template (names as for run)
+      --parse-special-in-messages  control tokens written in a chat message's text become
+                          those tokens, as llama-server reads them (default: message text is
+                          text; only the template writes control tokens)
   -ctk, --cache-type-k T  KV cache type: f16 (default), f32 or q8_0
   -ctv, --cache-type-v T  (must equal -ctk)
 ",

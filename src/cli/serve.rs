@@ -12,6 +12,9 @@ use super::{err, help, int, numa_flag, print_help, set_kv, threads, unknown, Arg
 /// The most slots `-np` accepts (each holds a whole context's cache).
 const MAX_SLOTS: usize = 256;
 
+/// The smallest `-c` (llama-server's minimum too): a chat template alone takes several tokens.
+const MIN_CTX: usize = 8;
+
 /// `locus serve`.
 pub fn serve(mut a: Args) -> Result<(), CliError> {
     let mut o = ServeOptions {
@@ -29,6 +32,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
         max_body: 8 << 20,
         alias: None,
         chat_template: None,
+        parse_special_in_messages: false,
         verbose: false,
     };
     let (mut model, mut kv) = (None, None);
@@ -44,7 +48,14 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
             "--port" => o.port = int(f, &a.value(f, inline)?, 0, u16::MAX)?,
             "-np" | "--parallel" => o.slots = int(f, &a.value(f, inline)?, 1, MAX_SLOTS)?,
             "-c" | "--ctx-size" => {
-                o.ctx = Some(int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?)
+                let c = int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?;
+                if (1..MIN_CTX).contains(&c) {
+                    return err(format!(
+                        "{f}: a slot of {c} tokens holds no prompt and answer; \
+                         give at least {MIN_CTX} (0: the model's training context)"
+                    ));
+                }
+                o.ctx = Some(c)
             }
             "-t" | "--threads" => o.numa.threads = Some(threads(f, &a.value(f, inline)?)?),
             "--api-key" => {
@@ -76,6 +87,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
             "-ctk" | "--cache-type-k" | "-ctv" | "--cache-type-v" => {
                 set_kv(&mut kv, f, &a.value(f, inline)?)?
             }
+            "--parse-special-in-messages" => o.parse_special_in_messages = true,
             "-v" | "--verbose" => o.verbose = true,
             other => return Err(unknown("serve", other)),
         }

@@ -22,6 +22,16 @@ const MAX_BENCH_TOKENS: usize = 1 << 20;
 
 /// `locus quantize [OPTIONS] INPUT OUTPUT TYPE [NTHREADS]`, llama-quantize's command line
 /// (`--allow-requantize` is taken and changes nothing: locus always requantizes).
+/// Whether two paths name one file (the same device and inode: through a hard or symbolic
+/// link too). A path that does not exist is no file.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 pub fn quantize(mut a: Args) -> Result<(), CliError> {
     use locus::model::imatrix::Imatrix;
     use locus::model::quant_mix::{parse_ggml_type, MixOptions, TensorTypeOverride};
@@ -83,6 +93,17 @@ pub fn quantize(mut a: Args) -> Result<(), CliError> {
             )
         }
     };
+    if same_file(std::path::Path::new(input), std::path::Path::new(output)) {
+        return err(format!(
+            "quantize: the output {} is the input (the same file{}); give another output path",
+            std::path::Path::new(output).display(),
+            if input == output {
+                ""
+            } else {
+                ", through a link"
+            }
+        ));
+    }
     let ty = utf8("quantize", "type", ty.clone())?;
     let target = Target::parse(&ty).ok_or_else(|| {
         CliError::Message(format!(

@@ -688,6 +688,69 @@ impl ChatTemplate {
     }
 }
 
+/// Marks where message `i`'s content goes while a conversation is rendered to find it
+/// ([`ChatTemplate::render_with_contents`]): private-use characters around its index.
+fn content_marker(i: usize) -> String {
+    format!("\u{E000}{i}\u{E001}")
+}
+
+impl ChatTemplate {
+    /// [`ChatTemplate::render_messages`], and the byte ranges of the rendered text that are
+    /// the contents of the messages marked in `find` (where they are, after any trimming the
+    /// format does). Each marked message is rendered as a marker first: once with tabs around
+    /// it (a format that trims drops them) and once alone; the contents then replace the
+    /// markers. An error where the result is not the plain rendering (a format that does more
+    /// to a content than trim it).
+    pub fn render_with_contents(
+        &self,
+        msgs: &[(Role, &str)],
+        find: &[bool],
+    ) -> Result<(String, Vec<std::ops::Range<usize>>), String> {
+        let plain = self.render_messages(msgs)?;
+        if !find.iter().any(|&f| f) {
+            return Ok((plain, Vec::new()));
+        }
+        let with = |wrap: &dyn Fn(usize) -> String| -> Result<String, String> {
+            let texts: Vec<String> = msgs
+                .iter()
+                .enumerate()
+                .map(|(i, (_, c))| if find[i] { wrap(i) } else { c.to_string() })
+                .collect();
+            let turns: Vec<(Role, &str)> = msgs
+                .iter()
+                .zip(&texts)
+                .map(|((r, _), t)| (*r, t.as_str()))
+                .collect();
+            self.render_messages(&turns)
+        };
+        let probed = with(&|i| format!("\t{}\t", content_marker(i)))?;
+        let marked = with(&content_marker)?;
+        let (mut out, mut ranges, mut rest) = (String::new(), Vec::new(), marked.as_str());
+        for (i, (_, content)) in msgs.iter().enumerate().filter(|(i, _)| find[*i]) {
+            let m = content_marker(i);
+            let Some(at) = rest.find(&m) else {
+                return Err(format!(
+                    "message {i}'s content is not where this format puts it"
+                ));
+            };
+            out.push_str(&rest[..at]);
+            let kept = probed.contains(&format!("\t{m}\t"));
+            let content = if kept { content } else { c_trim(content) };
+            ranges.push(out.len()..out.len() + content.len());
+            out.push_str(content);
+            rest = &rest[at + m.len()..];
+        }
+        out.push_str(rest);
+        if out != plain {
+            return Err(
+                "a message's text holds control tokens, which this chat format cannot keep as text"
+                    .into(),
+            );
+        }
+        Ok((out, ranges))
+    }
+}
+
 /// Why no chat format could be chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChatError {

@@ -42,11 +42,17 @@ pub fn place(blocks: &[(&[u8], Option<NodeId>)]) -> (Vec<CacheRegion>, Option<Sy
     let page = memory::page_size();
     let mut regions = Vec::with_capacity(blocks.len());
     let mut err = None;
+    // With one node (or none) among the blocks there is nothing to choose between, and each
+    // bound block would split its heap mapping from its neighbours' (hundreds of mappings a
+    // slot against the kernel's vm.max_map_count): first touch from the pinned threads
+    // places the pages.
+    let first = blocks.iter().find_map(|b| b.1);
+    let one_node = blocks.iter().all(|b| b.1.is_none() || b.1 == first);
     for &(b, node) in blocks {
         let Some(r) = region_of(b, node) else {
             continue;
         };
-        if let (Some(n), None) = (node, err) {
+        if let (Some(n), None, false) = (node, err, one_node) {
             let off = r.addr - b.as_ptr() as usize;
             let whole = &b[off..off + r.len];
             debug_assert_eq!(whole.as_ptr() as usize % page, 0);

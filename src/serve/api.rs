@@ -7,6 +7,7 @@ use crate::json::Json;
 use crate::model::chat::{ChatTemplate, Role};
 use crate::model::sampler::SamplerConfig;
 use crate::model::tokenizer::Tokenizer;
+use std::ops::Range;
 
 /// A request the API refuses: the HTTP status and OpenAI's error object.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +91,9 @@ pub struct Context<'a> {
     pub model_names: &'a [String],
     /// Tokens each slot holds.
     pub ctx: usize,
+    /// Control tokens written in a chat message's text become those tokens (llama-server's
+    /// way; `--parse-special-in-messages`); otherwise only the template writes them.
+    pub parse_special_in_messages: bool,
 }
 
 fn field<'j>(body: &'j Json, name: &str) -> Option<&'j Json> {
@@ -110,7 +114,8 @@ fn number(body: &Json, name: &str) -> Result<Option<f64>, ApiError> {
 fn integer(body: &Json, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
     match number(body, name)? {
         None => Ok(None),
-        Some(n) if n.fract() == 0.0 && n >= lo as f64 && n <= hi as f64 => Ok(Some(n as i64)),
+        // `hi as f64` may round up (i64::MAX is 2^63 as f64): compare below the next integer.
+        Some(n) if n.fract() == 0.0 && n >= lo as f64 && n < hi as f64 + 1.0 => Ok(Some(n as i64)),
         Some(n) => Err(ApiError::bad(
             name,
             format!("{name} must be a whole number from {lo} to {hi}, not {n}"),
@@ -129,6 +134,74 @@ fn boolean(body: &Json, name: &str) -> Result<bool, ApiError> {
     }
 }
 
+/// The request fields a completion or chat reads (besides its `prompt` or `messages`).
+pub const HONOURED_FIELDS: &[&str] = &[
+    "model",
+    "n",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "min_p",
+    "top_k",
+    "repeat_penalty",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "return_tokens",
+    "ignore_eos",
+];
+
+/// OpenAI fields that locus does not do, accepted only at the value that asks for nothing
+/// (what their absence means), with that value in words.
+fn inert(name: &str, v: &Json) -> Option<(bool, &'static str)> {
+    let zero = |v: &Json| matches!(v, Json::Num(n) if *n == 0.0);
+    Some(match name {
+        "frequency_penalty" | "presence_penalty" => (zero(v), "0"),
+        // An end user's name for the provider's abuse tracking: nothing to generate by.
+        "user" => (matches!(v, Json::Str(_)), "a string"),
+        "logprobs" | "echo" => (*v == Json::Bool(false), "false"),
+        "best_of" => (matches!(v, Json::Num(n) if *n == 1.0), "1"),
+        "logit_bias" => (matches!(v, Json::Obj(m) if m.is_empty()), "{}"),
+        "tools" => (matches!(v, Json::Arr(a) if a.is_empty()), "[]"),
+        "tool_choice" => (*v == Json::str("none"), "\"none\""),
+        "response_format" => (
+            matches!(v, Json::Obj(_))
+                && v.get("type") == Some(&Json::str("text"))
+                && matches!(v, Json::Obj(m) if m.len() == 1),
+            "{\"type\": \"text\"}",
+        ),
+        _ => return None,
+    })
+}
+
+/// Every member of a request body is read: a field locus does not honour is refused by name
+/// (400), never dropped in silence; `null` is as absent.
+fn check_fields(body: &Json, kind: Kind) -> Result<(), ApiError> {
+    let Json::Obj(members) = body else {
+        return Ok(());
+    };
+    let own = match kind {
+        Kind::Completion => "prompt",
+        Kind::Chat => "messages",
+    };
+    for (name, v) in members {
+        if *v == Json::Null || name == own || HONOURED_FIELDS.contains(&name.as_str()) {
+            continue;
+        }
+        return Err(match inert(name, v) {
+            Some((true, _)) => continue,
+            Some((false, only)) => ApiError::bad(
+                name,
+                format!("{name} is not supported here (only {only}, as if absent, is taken)"),
+            ),
+            None => ApiError::bad(name, format!("unknown field {name:?}")),
+        });
+    }
+    Ok(())
+}
+
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
 
@@ -143,6 +216,7 @@ impl Generate {
                 "the body must be a JSON object",
             ));
         }
+        check_fields(&body, kind)?;
         if let Some(m) = field(&body, "model") {
             let Json::Str(m) = m else {
                 return Err(ApiError::bad("model", "model must be a string"));
@@ -167,8 +241,11 @@ impl Generate {
         let (prompt, prompt_field) = match kind {
             Kind::Completion => (completion_prompt(&body, cx.tokenizer)?, "prompt"),
             Kind::Chat => {
-                let text = chat_prompt(&body, cx)?;
-                (cx.tokenizer.encode(&text, true, true), "messages")
+                let (text, contents) = chat_prompt(&body, cx)?;
+                (
+                    cx.tokenizer.encode_text_in(&text, true, &contents),
+                    "messages",
+                )
             }
         };
         if prompt.is_empty() {
@@ -207,7 +284,8 @@ impl Generate {
                 return Err(ApiError::bad(
                     max_name,
                     format!(
-                        "{} prompt tokens and {max_name} {m} exceed a slot's context of {} tokens (-c)",
+                        "{max_name} may be at most {} here: the prompt takes {} of a slot's {} tokens (-c)",
+                        cx.ctx - prompt.len(),
                         prompt.len(),
                         cx.ctx
                     ),
@@ -348,7 +426,9 @@ fn completion_prompt(body: &Json, tok: &Tokenizer) -> Result<Vec<u32>, ApiError>
 }
 
 /// The chat prompt text of `messages` in the model's format.
-fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
+/// The prompt text of a chat, and the byte ranges of its message contents that must read as
+/// plain text (those that hold a control token's text, unless `parse_special_in_messages`).
+fn chat_prompt(body: &Json, cx: &Context) -> Result<(String, Vec<Range<usize>>), ApiError> {
     let Some(Json::Arr(msgs)) = field(body, "messages") else {
         return Err(ApiError::bad(
             "messages",
@@ -412,8 +492,12 @@ fn chat_prompt(body: &Json, cx: &Context) -> Result<String, ApiError> {
         )
     })?;
     let msgs: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
+    let guard: Vec<bool> = msgs
+        .iter()
+        .map(|(_, t)| !cx.parse_special_in_messages && cx.tokenizer.mentions_control(t))
+        .collect();
     template
-        .render_messages(&msgs)
+        .render_with_contents(&msgs, &guard)
         .map_err(|e| ApiError::bad("messages", e))
 }
 

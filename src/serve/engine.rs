@@ -209,6 +209,7 @@ impl<'m> Engine<'m> {
             while let Ok(j) = self.jobs.try_recv() {
                 self.queue.push_back(j);
             }
+            self.drop_cancelled_queued();
             if stop_at.is_none() {
                 self.admit();
             }
@@ -217,6 +218,17 @@ impl<'m> Engine<'m> {
             self.metrics.set_decode_rate(rate.per_second());
             self.metrics
                 .set_busy(self.slots.iter().filter(|s| s.active.is_some()).count());
+        }
+    }
+
+    /// Removes the queued requests whose clients left: their places free at once, and each
+    /// counts as cancelled.
+    fn drop_cancelled_queued(&mut self) {
+        let before = self.queue.len();
+        self.queue.retain(|j| !j.cancelled.load(Ordering::Relaxed));
+        for _ in self.queue.len()..before {
+            self.metrics.dequeued();
+            self.metrics.cancelled();
         }
     }
 
@@ -229,6 +241,7 @@ impl<'m> Engine<'m> {
             };
             self.metrics.dequeued();
             if job.cancelled.load(Ordering::Relaxed) {
+                self.metrics.cancelled();
                 continue;
             }
             let mut best = (free, 0);
@@ -301,7 +314,9 @@ impl<'m> Engine<'m> {
                 .is_some_and(|a| a.cancelled.load(Ordering::Relaxed))
             {
                 self.metrics.cancelled();
-                slot.active = None;
+                if let Some(a) = slot.active.take() {
+                    self.metrics.generated_tokens(a.seq.generated().len());
+                }
             }
         }
         let (decoding, prompting): (Vec<usize>, Vec<usize>) = (0..self.slots.len())

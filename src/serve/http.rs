@@ -29,6 +29,8 @@ pub struct Request {
     pub body: Vec<u8>,
     /// The connection stays open after the response (HTTP/1.1 unless `Connection: close`).
     pub keep_alive: bool,
+    /// An HTTP/1.0 request: no chunked responses, no 1xx interim responses.
+    pub http10: bool,
 }
 
 impl Request {
@@ -170,10 +172,30 @@ pub fn read_request(
     }
     let deadline = Instant::now() + limits.timeout;
     let mut head = Vec::new();
+    let mut blank = 0;
     loop {
         let buf = fill(r, deadline, true)?;
         if buf.is_empty() {
             return Err(malformed("the connection closed inside the request head"));
+        }
+        if head.is_empty() {
+            // Empty lines before the request line are ignored (RFC 9112, 2.2), within the
+            // head's size cap.
+            let skip = buf
+                .iter()
+                .take_while(|b| matches!(b, b'\r' | b'\n'))
+                .count();
+            if skip > 0 {
+                r.consume(skip);
+                blank += skip;
+                if blank > limits.max_head {
+                    return Err(ReadError::TooLarge {
+                        what: "the request head",
+                        limit: limits.max_head,
+                    });
+                }
+                continue;
+            }
         }
         let n = buf.len();
         let prev = head.len();
@@ -246,12 +268,12 @@ pub fn read_request(
         headers,
         body: Vec::new(),
         keep_alive: false,
+        http10,
     };
-    let conn = req.header("connection").map(str::to_ascii_lowercase);
-    req.keep_alive = match conn.as_deref() {
-        Some(c) if c.contains("close") => false,
-        Some(c) if c.contains("keep-alive") => true,
-        _ => !http10,
+    req.keep_alive = if connection_has(&req, "close") {
+        false
+    } else {
+        connection_has(&req, "keep-alive") || !http10
     };
     if req.header("transfer-encoding").is_some() {
         return Err(ReadError::Malformed {
@@ -305,6 +327,16 @@ pub fn read_request(
     Ok(req)
 }
 
+/// Whether the `Connection` headers list `option` as one of their comma-separated tokens
+/// (case-insensitively; `Connection: closed` is not `close`).
+fn connection_has(req: &Request, option: &str) -> bool {
+    req.headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| v.split(','))
+        .any(|t| t.trim_matches([' ', '\t']).eq_ignore_ascii_case(option))
+}
+
 /// The reason phrase of the statuses this server sends.
 pub fn reason(status: u16) -> &'static str {
     match status {
@@ -352,22 +384,41 @@ pub fn write_response(
     w.flush()
 }
 
-/// A response whose body is sent in chunks as it is made (server-sent events).
+/// A response whose body is sent in chunks as it is made (server-sent events). To an HTTP/1.0
+/// client, which cannot read chunks, the body is sent as it is and ends when the connection
+/// closes.
 pub struct Chunked<'w, W: Write> {
     w: &'w mut W,
+    chunked: bool,
 }
 
 impl<'w, W: Write> Chunked<'w, W> {
-    /// Sends the head.
+    /// Sends the head of a chunked body.
     pub fn start(w: &'w mut W, content_type: &str, keep_alive: bool) -> io::Result<Self> {
-        let conn = if keep_alive { "keep-alive" } else { "close" };
+        Self::open(w, content_type, keep_alive, false)
+    }
+
+    /// Sends the head: chunked, or for an HTTP/1.0 client (`http10`) a body that the
+    /// connection's close ends (the caller closes it after [`Chunked::finish`]).
+    pub fn open(
+        w: &'w mut W,
+        content_type: &str,
+        keep_alive: bool,
+        http10: bool,
+    ) -> io::Result<Self> {
+        let chunked = !http10;
+        let (framing, conn) = match (chunked, keep_alive) {
+            (true, true) => ("Transfer-Encoding: chunked\r\n", "keep-alive"),
+            (true, false) => ("Transfer-Encoding: chunked\r\n", "close"),
+            (false, _) => ("", "close"),
+        };
         write!(
             w,
             "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\n\
-             Transfer-Encoding: chunked\r\nConnection: {conn}\r\n\r\n"
+             {framing}Connection: {conn}\r\n\r\n"
         )?;
         w.flush()?;
-        Ok(Chunked { w })
+        Ok(Chunked { w, chunked })
     }
 
     /// Sends one chunk (an empty `data` sends nothing: an empty chunk would end the body).
@@ -375,33 +426,122 @@ impl<'w, W: Write> Chunked<'w, W> {
         if data.is_empty() {
             return Ok(());
         }
-        write!(self.w, "{:x}\r\n", data.len())?;
+        if self.chunked {
+            write!(self.w, "{:x}\r\n", data.len())?;
+        }
         self.w.write_all(data)?;
-        self.w.write_all(b"\r\n")?;
+        if self.chunked {
+            self.w.write_all(b"\r\n")?;
+        }
         self.w.flush()
     }
 
-    /// Ends the body.
+    /// Ends the body (a body that is not chunked ends when the caller closes).
     pub fn finish(self) -> io::Result<()> {
-        self.w.write_all(b"0\r\n\r\n")?;
+        if self.chunked {
+            self.w.write_all(b"0\r\n\r\n")?;
+        }
         self.w.flush()
     }
 }
 
-/// Whether the peer has closed its end (a read would see end of file). Pipelined bytes of a
-/// next request count as alive.
-pub fn peer_closed(s: &TcpStream) -> bool {
-    if s.set_nonblocking(true).is_err() {
-        return false;
+/// A writer that passes on a response's head and drops its body: the answer to `HEAD`, whose
+/// response carries the headers `GET` would but no body (RFC 9110, 9.3.2).
+pub struct HeadOnly<W: Write> {
+    w: W,
+    /// Drop the body (a `HEAD` request); otherwise every byte passes.
+    drop_body: bool,
+    /// How much of the blank line `\r\n\r\n` that ends the head has been written.
+    matched: usize,
+}
+
+impl<W: Write> HeadOnly<W> {
+    pub fn new(w: W, drop_body: bool) -> Self {
+        HeadOnly {
+            w,
+            drop_body,
+            matched: 0,
+        }
     }
-    let mut b = [0u8; 1];
-    let gone = match s.peek(&mut b) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
-    };
-    let _ = s.set_nonblocking(false);
-    gone
+}
+
+/// The blank line that ends a response head.
+const HEAD_END: &[u8] = b"\r\n\r\n";
+
+impl<W: Write> Write for HeadOnly<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.drop_body {
+            return self.w.write(buf);
+        }
+        if self.matched == HEAD_END.len() {
+            return Ok(buf.len());
+        }
+        let mut end = buf.len();
+        for (i, &b) in buf.iter().enumerate() {
+            self.matched = if b == HEAD_END[self.matched] {
+                self.matched + 1
+            } else if b == HEAD_END[0] {
+                1
+            } else {
+                0
+            };
+            if self.matched == HEAD_END.len() {
+                end = i + 1;
+                break;
+            }
+        }
+        self.w.write_all(&buf[..end])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// Whether the connection is gone both ways (reset, or an error on it). A peer that only
+/// shut down its writing half (a FIN after a complete request, as `nc -N` sends) still reads
+/// what is sent to it, so that alone is not a disconnect.
+pub fn peer_closed(s: &TcpStream) -> bool {
+    crate::sys::poll::peer_state(s).is_ok_and(|p| p.hung_up)
+}
+
+/// The interim response that asks a peer which sent a FIN whether it is still there: a peer
+/// that closed answers it with a reset; one that only half-closed skips it, as HTTP/1.1
+/// clients skip any 1xx before the final response (RFC 9110, 15.2).
+const PROBE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Watches a connection whose response has not begun, for the client leaving: a reset or an
+/// error is a disconnect; a FIN alone (a close, or a half-close) is answered once with
+/// [`PROBE`] (HTTP/1.1 only), whose reset then tells the two apart.
+pub struct PeerWatch {
+    may_probe: bool,
+    probed: bool,
+}
+
+impl PeerWatch {
+    pub fn new(req: &Request) -> Self {
+        PeerWatch {
+            may_probe: !req.http10,
+            probed: false,
+        }
+    }
+
+    /// Whether the client has gone (checks without waiting: cheap enough for every token).
+    pub fn gone(&mut self, s: &TcpStream) -> bool {
+        let Ok(p) = crate::sys::poll::peer_state(s) else {
+            return false;
+        };
+        if p.hung_up {
+            return true;
+        }
+        if p.read_closed && self.may_probe && !self.probed {
+            self.probed = true;
+            let mut w = s;
+            return w.write_all(PROBE).and_then(|_| w.flush()).is_err();
+        }
+        false
+    }
 }
 
 #[cfg(test)]
@@ -483,5 +623,72 @@ mod tests {
             );
         }
         assert!(read(b"GET / HTTP/1.1\r\nHost").0.unwrap_err().status() == Some(400));
+    }
+
+    #[test]
+    fn empty_lines_before_the_request_line_are_ignored() {
+        let r = read(b"\r\n\r\nGET /health HTTP/1.1\r\n\r\n").0.unwrap();
+        assert_eq!(r.path, "/health");
+        let r = read(b"\nGET /x HTTP/1.1\n\n").0.unwrap();
+        assert_eq!(r.path, "/x");
+        let many = format!("{}GET / HTTP/1.1\r\n\r\n", "\r\n".repeat(200));
+        assert_eq!(read(many.as_bytes()).0.unwrap_err().status(), Some(431));
+    }
+
+    #[test]
+    fn connection_options_are_tokens_not_substrings() {
+        let keep = |h: &str, v: &str| {
+            let bytes = format!("GET / {v}\r\n{h}\r\n\r\n");
+            read(bytes.as_bytes()).0.unwrap().keep_alive
+        };
+        assert!(keep("Connection: closed", "HTTP/1.1"));
+        assert!(keep("Connection: not-keep-alive", "HTTP/1.1"));
+        assert!(!keep("Connection: TE, Close", "HTTP/1.1"));
+        assert!(!keep("Connection: x-keep-alive-ish", "HTTP/1.0"));
+        assert!(keep("Connection: Keep-Alive", "HTTP/1.0"));
+        assert!(!keep(
+            "Connection: keep-alive\r\nConnection: close",
+            "HTTP/1.1"
+        ));
+        assert!(read(b"GET / HTTP/1.0\r\n\r\n").0.unwrap().http10);
+    }
+
+    #[test]
+    fn head_only_passes_the_head_and_drops_the_body() {
+        for drop_body in [false, true] {
+            let mut out = Vec::new();
+            let mut w = HeadOnly::new(&mut out, drop_body);
+            write_response(&mut w, 200, &[], "text/plain", b"body\r\n\r\nmore", true).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.contains("Content-Length: 12\r\n"), "{text}");
+            assert_eq!(text.ends_with("\r\n\r\n"), drop_body, "{text}");
+            assert_eq!(text.contains("body"), !drop_body, "{text}");
+        }
+        // A head split over many writes, byte by byte.
+        let mut out = Vec::new();
+        let mut w = HeadOnly::new(&mut out, true);
+        for b in b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nxyz" {
+            w.write_all(&[*b]).unwrap();
+        }
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n");
+    }
+
+    #[test]
+    fn a_stream_to_http10_is_not_chunked_and_closes() {
+        let mut out = Vec::new();
+        let mut c = Chunked::open(&mut out, "text/event-stream", true, true).unwrap();
+        c.send(b"data: x\n\n").unwrap();
+        c.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("Transfer-Encoding"), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\ndata: x\n\n"), "{text}");
+        let mut out = Vec::new();
+        let mut c = Chunked::open(&mut out, "text/event-stream", true, false).unwrap();
+        c.send(b"ab").unwrap();
+        c.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("Transfer-Encoding: chunked\r\nConnection: keep-alive"));
+        assert!(text.ends_with("2\r\nab\r\n0\r\n\r\n"), "{text}");
     }
 }

@@ -8,6 +8,15 @@ use std::time::{Duration, Instant};
 
 use crate::placement::cache::{CacheAudit, CacheRegion};
 
+/// A generation request's place ([`Metrics::enter`]).
+pub struct InFlight<'m>(&'m Metrics);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Upper bounds (seconds) of the time-to-first-token histogram's buckets.
 pub const TTFT_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
@@ -20,6 +29,9 @@ pub struct Metrics {
     cancelled: AtomicU64,
     /// Requests accepted and not yet given a slot.
     queued: AtomicUsize,
+    /// Requests accepted and not yet answered (waiting or running): at most the slots and
+    /// the queue's places.
+    in_flight: AtomicUsize,
     busy_slots: AtomicUsize,
     slots: usize,
     /// f64 bits.
@@ -48,6 +60,7 @@ impl Metrics {
             generated_tokens: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
             busy_slots: AtomicUsize::new(0),
             slots,
             decode_rate: AtomicU64::new(0),
@@ -109,6 +122,20 @@ impl Metrics {
                 (q < cap).then_some(q + 1)
             })
             .is_ok()
+    }
+
+    /// Takes a place for a generation request, unless every slot is taken and `cap` requests
+    /// already wait for one (`--queue`); the place is given back when the guard drops (the
+    /// request answered, or its client gone). The request counts as queued until the engine
+    /// gives it a slot ([`Metrics::dequeued`]).
+    pub fn enter(&self, cap: usize) -> Option<InFlight<'_>> {
+        self.in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.slots.saturating_add(cap)).then_some(n + 1)
+            })
+            .ok()?;
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        Some(InFlight(self))
     }
 
     pub fn dequeued(&self) {
@@ -306,5 +333,25 @@ pub struct ConnectionGuard<'m>(&'m Metrics);
 impl Drop for ConnectionGuard<'_> {
     fn drop(&mut self) {
         self.0.open_connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_cap_counts_only_requests_beyond_the_slots() {
+        let m = Metrics::new(4);
+        // --queue 0 with idle slots: every slot's request is taken, the fifth is not.
+        let places: Vec<_> = (0..4).map(|_| m.enter(0).expect("an idle slot")).collect();
+        assert!(m.enter(0).is_none());
+        // --queue 1: one more may wait.
+        let waiting = m.enter(1).expect("a queue place");
+        assert!(m.enter(1).is_none());
+        drop(waiting);
+        assert!(m.enter(1).is_some(), "a place given back is free again");
+        drop(places);
+        assert_eq!(m.in_flight.load(Ordering::SeqCst), 0);
     }
 }

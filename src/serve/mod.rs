@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub max_body: usize,
     pub alias: Option<String>,
     pub chat_template: Option<ChatFormat>,
+    /// A chat message's text may write control tokens (llama-server's behaviour).
+    pub parse_special_in_messages: bool,
     pub verbose: bool,
 }
 
@@ -100,6 +102,8 @@ pub enum ServeError {
     },
     /// Another start-up step failed: what, and the OS's word.
     Start { what: &'static str, err: io::Error },
+    /// The slots together need more than this machine has: what they need, in words.
+    TooLarge(String),
 }
 
 impl fmt::Display for ServeError {
@@ -108,14 +112,36 @@ impl fmt::Display for ServeError {
             ServeError::Runtime(e) => write!(f, "{e}"),
             ServeError::Listen { host, port, err } => write!(
                 f,
-                "serve: cannot listen on {host}:{port}: {err} (another server on that port? try --port)"
+                "serve: cannot listen on {host}:{port}: {err}{}",
+                listen_hint(err)
             ),
             ServeError::Start { what, err } => write!(f, "serve: {what}: {err}"),
+            ServeError::TooLarge(why) => write!(f, "serve: {why}"),
         }
     }
 }
 
 impl std::error::Error for ServeError {}
+
+/// What to try where listening failed, by the OS's reason.
+fn listen_hint(err: &io::Error) -> &'static str {
+    match err.kind() {
+        io::ErrorKind::AddrInUse => " (another server on that port? try --port)",
+        io::ErrorKind::PermissionDenied => " (a port below 1024 needs privileges; try --port 8080)",
+        io::ErrorKind::AddrNotAvailable => {
+            " (no interface of this host has that address; try --host 127.0.0.1)"
+        }
+        _ => "",
+    }
+}
+
+/// `--host` as the resolver takes it: an IPv6 literal loses the brackets of its URL form
+/// (`[::1]` is `::1`).
+fn bind_host(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
 
 impl From<RuntimeError> for ServeError {
     fn from(e: RuntimeError) -> Self {
@@ -136,12 +162,13 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
             "locus: warning: cannot catch SIGTERM/SIGINT ({e}); they will end the server at once"
         );
     }
-    let listener =
-        TcpListener::bind((opts.host.as_str(), opts.port)).map_err(|err| ServeError::Listen {
+    let listener = TcpListener::bind((bind_host(&opts.host), opts.port)).map_err(|err| {
+        ServeError::Listen {
             host: opts.host.clone(),
             port: opts.port,
             err,
-        })?;
+        }
+    })?;
     let addr = listener.local_addr().map_err(|err| ServeError::Start {
         what: "cannot read the listening address",
         err,
@@ -185,6 +212,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
         .set_placement(placement.plan.mode.name().to_string(), audit.locality);
     let ctx = crate::runtime::context_size(loaded, opts.ctx);
     crate::runtime::warn_beyond_training(loaded, ctx);
+    check_memory(loaded, &pool, opts, ctx)?;
     let eopts = EngineOptions {
         slots: opts.slots,
         ctx,
@@ -202,6 +230,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     // Each slot's cache on the nodes whose threads write it, audited by /metrics.
     let regions = crate::runtime::place_cache(placement, engine.kv_blocks());
     server.metrics.set_kv_cache(regions, engine.kv_copies());
+    check_mappings(opts)?;
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
     let mut names = Vec::new();
@@ -247,6 +276,76 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// The whole server's caches and scratch (every slot's, and the shared workspace's) against
+/// the machine's memory, before any is allocated: each slot alone may fit where all do not.
+fn check_memory(
+    loaded: &crate::runtime::LoadedModel,
+    pool: &crate::pool::Pool,
+    opts: &ServeOptions,
+    ctx: usize,
+) -> Result<(), ServeError> {
+    let Some(memory) = crate::sys::memory::physical_bytes() else {
+        return Ok(());
+    };
+    // Each slot's cache and scratch, and the shared workspace's scratch.
+    let slots = opts.slots as u64;
+    let need = loaded
+        .model
+        .state_bytes(ctx, pool, opts.kv_type)
+        .and_then(|b| {
+            b.kv.checked_mul(slots)?
+                .checked_add(b.scratch.checked_mul(slots + 1)?)
+        });
+    match need {
+        Some(n) if n <= memory => Ok(()),
+        _ => Err(ServeError::TooLarge(format!(
+            "{} slot{} of {ctx} tokens need {} of KV cache and scratch, and this machine has {} \
+             of memory; use fewer slots (-np) or a smaller context (-c)",
+            opts.slots,
+            if opts.slots == 1 { "" } else { "s" },
+            need.map_or("more than 16 EiB".into(), gib),
+            gib(memory)
+        ))),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Memory mappings each connection's thread takes (its stack and the signal stack, each with
+/// a guard page).
+const MAPS_PER_CONNECTION: usize = 4;
+/// Mappings kept free beyond the connections' (the allocator's arenas, files, the pool).
+const MAPS_SPARE: usize = 1024;
+
+/// Whether the kernel's map limit leaves room for `--max-connections` threads once the slots
+/// are allocated: past it a thread cannot start (and Rust aborts the process when a thread's
+/// signal stack cannot be mapped), so a server that would hit it does not say ready.
+fn check_mappings(opts: &ServeOptions) -> Result<(), ServeError> {
+    let (Some(used), Some(max)) = (
+        crate::sys::memory::map_count(),
+        crate::sys::memory::max_map_count(),
+    ) else {
+        return Ok(());
+    };
+    let want = opts
+        .max_connections
+        .saturating_mul(MAPS_PER_CONNECTION)
+        .saturating_add(MAPS_SPARE);
+    if used.saturating_add(want) <= max {
+        return Ok(());
+    }
+    Err(ServeError::TooLarge(format!(
+        "{} slot{} hold {used} memory mappings of the kernel's {max} (vm.max_map_count), and \
+         {} connections need about {want} more; use fewer slots (-np) or connections \
+         (--max-connections), or raise vm.max_map_count",
+        opts.slots,
+        if opts.slots == 1 { "" } else { "s" },
+        opts.max_connections
+    )))
+}
+
 /// Accepts connections until shutdown, one thread each, up to the connection cap (beyond it:
 /// 503 and close).
 fn accept_loop(server: &'static Server, listener: TcpListener) {
@@ -275,6 +374,8 @@ fn accept_loop(server: &'static Server, listener: TcpListener) {
             server.metrics.answered("-", 503);
             continue;
         };
+        // A second handle answers 503 where no thread can be started for the connection.
+        let spare = stream.try_clone();
         let spawned = std::thread::Builder::new()
             .name("conn".into())
             .spawn(move || {
@@ -283,8 +384,25 @@ fn accept_loop(server: &'static Server, listener: TcpListener) {
             });
         if let Err(e) = spawned {
             crate::diagln!("locus: warning: cannot start a connection thread: {e}");
+            if let Ok(s) = spare {
+                refuse_unthreaded(server, &s);
+            }
         }
     }
+}
+
+/// Answers 503 on a connection that got no thread of its own (the accepting thread writes it,
+/// under a short write timeout).
+fn refuse_unthreaded(server: &Server, s: &TcpStream) {
+    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+    let e = ApiError::new(
+        503,
+        "unavailable_error",
+        "the server cannot take another connection now; retry later",
+    );
+    let mut w = s;
+    let _ = send_error(&mut w, &e, false);
+    server.metrics.answered("-", 503);
 }
 
 fn send_error(w: &mut impl Write, e: &ApiError, keep: bool) -> io::Result<()> {
@@ -351,7 +469,10 @@ fn connection(server: &'static Server, stream: TcpStream) {
         let (endpoint, result) = route(server, &req, &stream, keep);
         match result {
             Ok(status) => server.metrics.answered(endpoint, status),
-            Err(_) => return,
+            Err(_) => {
+                server.metrics.answered(endpoint, CLIENT_CLOSED);
+                return;
+            }
         }
         if !keep {
             return;
@@ -359,13 +480,49 @@ fn connection(server: &'static Server, stream: TcpStream) {
     }
 }
 
-/// Compares two byte strings in time that depends only on their lengths.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// The status counted for a request whose client left before its answer was written (nginx's
+/// 499); never sent.
+pub const CLIENT_CLOSED: u16 = 499;
+
+/// The API key, kept as keyed digests: a key given is digested and the digests compared in
+/// constant time, so how long a check takes depends neither on where a wrong key differs
+/// from the right one nor on the right key's length.
+struct Secret {
+    keys: [std::hash::RandomState; 2],
+    digest: [u64; 2],
+}
+
+impl Secret {
+    fn new(key: &[u8]) -> Secret {
+        let keys = [std::hash::RandomState::new(), std::hash::RandomState::new()];
+        let digest = Secret::digest_with(&keys, key);
+        Secret { keys, digest }
     }
-    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
-    std::hint::black_box(diff) == 0
+
+    fn digest_with(keys: &[std::hash::RandomState; 2], b: &[u8]) -> [u64; 2] {
+        use std::hash::BuildHasher;
+        [keys[0].hash_one(b), keys[1].hash_one(b)]
+    }
+
+    fn matches(&self, given: &[u8]) -> bool {
+        let d = Secret::digest_with(&self.keys, given);
+        let diff = (d[0] ^ self.digest[0]) | (d[1] ^ self.digest[1]);
+        std::hint::black_box(diff) == 0
+    }
+}
+
+/// Whether `req` carries the API key `key` (`Authorization: Bearer KEY`, the scheme's name in
+/// any case, RFC 9110 11.1).
+fn authorized(req: &http::Request, key: &str) -> bool {
+    static SECRET: OnceLock<Secret> = OnceLock::new();
+    let secret = SECRET.get_or_init(|| Secret::new(key.as_bytes()));
+    let given = req
+        .header("authorization")
+        .map(|h| h.trim_start())
+        .and_then(|h| h.split_once([' ', '\t']))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, k)| k.trim());
+    secret.matches(given.as_bytes())
 }
 
 /// Answers one request; returns the endpoint's name (for the metrics) and the status sent.
@@ -375,7 +532,8 @@ fn route(
     stream: &TcpStream,
     keep: bool,
 ) -> (&'static str, io::Result<u16>) {
-    let mut w = stream;
+    // A HEAD request's answer is GET's head without its body.
+    let mut w = http::HeadOnly::new(stream, req.method == "HEAD");
     let path = req.path.trim_end_matches('/');
     let endpoint: &'static str = match path {
         "/health" => "/health",
@@ -387,8 +545,22 @@ fn route(
         "/detokenize" => "/detokenize",
         _ => "other",
     };
-    let fail =
-        |w: &mut &TcpStream, e: ApiError| (endpoint, send_error(w, &e, keep).map(|_| e.status));
+    let fail = |w: &mut http::HeadOnly<&TcpStream>, e: ApiError| {
+        (endpoint, send_error(w, &e, keep).map(|_| e.status))
+    };
+    // The key is checked before anything else is said about the request (but /health).
+    if let Some(key) = &server.opts.api_key {
+        if endpoint != "/health" && !authorized(req, key) {
+            return fail(
+                &mut w,
+                ApiError::new(
+                    401,
+                    "authentication_error",
+                    "a valid API key is required (Authorization: Bearer KEY)",
+                ),
+            );
+        }
+    }
     let post = matches!(
         endpoint,
         "/v1/completions" | "/v1/chat/completions" | "/tokenize" | "/detokenize"
@@ -428,22 +600,6 @@ fn route(
             endpoint,
             send_json(&mut w, status, &j, keep).map(|_| status),
         );
-    }
-    if let Some(key) = &server.opts.api_key {
-        let given = req
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !same_secret(given.trim().as_bytes(), key.as_bytes()) {
-            return fail(
-                &mut w,
-                ApiError::new(
-                    401,
-                    "authentication_error",
-                    "a valid API key is required (Authorization: Bearer KEY)",
-                ),
-            );
-        }
     }
     if endpoint == "/metrics" {
         let text = server.metrics.render();
@@ -591,6 +747,7 @@ fn generate(
         template: ready.template.as_ref().map_err(Clone::clone),
         model_names: &ready.names,
         ctx: ready.ctx,
+        parse_special_in_messages: server.opts.parse_special_in_messages,
     };
     let g = match Generate::read(kind, &req.body, &cx) {
         Ok(g) => g,
@@ -601,9 +758,10 @@ fn generate(
         "unavailable_error",
         "every slot is busy and the queue is full; retry later",
     );
-    if !server.metrics.try_enqueue(server.opts.queue) {
+    // Held until this request is answered: with the slots, it bounds what may wait.
+    let Some(_place) = server.metrics.enter(server.opts.queue) else {
         return send_error(&mut w, &busy, keep).map(|_| 503);
-    }
+    };
     let (tx, rx) = mpsc::channel();
     let cancelled = Arc::new(AtomicBool::new(false));
     let _cancel = CancelOnDrop(cancelled.clone());
@@ -642,18 +800,28 @@ fn generate(
         model,
         kind,
     };
-    // Waits for the next event, checking that the client is still there meanwhile.
-    let next = || loop {
-        match rx.recv_timeout(PEER_CHECK) {
-            Ok(ev) => return Ok(ev),
-            Err(RecvTimeoutError::Timeout) => {
-                if http::peer_closed(stream) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        "client gone",
-                    ));
-                }
+    // Waits for the next event, checking that the client is still there after each one (a
+    // generation step) and meanwhile: a response not yet begun asks a client that sent a FIN
+    // whether it left ([`http::PeerWatch`]); a stream's own writes tell.
+    let mut watch = http::PeerWatch::new(req);
+    let mut next = |begun: bool| loop {
+        let gone = |watch: &mut http::PeerWatch| {
+            if begun {
+                http::peer_closed(stream)
+            } else {
+                watch.gone(stream)
             }
+        };
+        let ev = rx.recv_timeout(PEER_CHECK);
+        if !matches!(ev, Err(RecvTimeoutError::Disconnected)) && gone(&mut watch) {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "client gone",
+            ));
+        }
+        match ev {
+            Ok(ev) => return Ok(ev),
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 return Ok(Event::Refused("the engine stopped".into()));
             }
@@ -662,7 +830,7 @@ fn generate(
     if !g.stream {
         let (mut text, mut tokens) = (String::new(), Vec::new());
         loop {
-            match next()? {
+            match next(false)? {
                 Event::Text {
                     text: t,
                     tokens: ids,
@@ -686,7 +854,25 @@ fn generate(
             }
         }
     }
-    let mut out = http::Chunked::start(&mut w, "text/event-stream", keep)?;
+    if req.http10 {
+        // The stream's end is the connection's close.
+        let r = stream_events(&mut w, keep, true, &env, &g, || next(true));
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        return r;
+    }
+    stream_events(&mut w, keep, false, &env, &g, || next(true))
+}
+
+/// A streamed response: its events as server-sent events until it is done.
+fn stream_events(
+    w: &mut &TcpStream,
+    keep: bool,
+    http10: bool,
+    env: &Envelope,
+    g: &Generate,
+    mut next: impl FnMut() -> io::Result<Event>,
+) -> io::Result<u16> {
+    let mut out = http::Chunked::open(w, "text/event-stream", keep, http10)?;
     let mut first = true;
     loop {
         match next()? {
@@ -718,5 +904,36 @@ fn generate(
                 return Ok(503);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secret_matches_only_the_key() {
+        let s = Secret::new(b"k3y-0123456789");
+        assert!(s.matches(b"k3y-0123456789"));
+        for wrong in [
+            &b""[..],
+            b"k3y",
+            b"k3y-012345678",
+            b"k3y-0123456789 ",
+            b"K3y-0123456789",
+        ] {
+            assert!(!s.matches(wrong), "{:?}", String::from_utf8_lossy(wrong));
+        }
+    }
+
+    #[test]
+    fn ipv6_literals_lose_their_brackets_and_bind_errors_their_blame() {
+        assert_eq!(bind_host("[::1]"), "::1");
+        assert_eq!(bind_host("::1"), "::1");
+        assert_eq!(bind_host("0.0.0.0"), "0.0.0.0");
+        let hint = |k| listen_hint(&io::Error::from(k));
+        assert!(hint(io::ErrorKind::AddrInUse).contains("another server"));
+        assert!(!hint(io::ErrorKind::PermissionDenied).contains("another server"));
+        assert!(!hint(io::ErrorKind::AddrNotAvailable).contains("another server"));
     }
 }

@@ -283,6 +283,21 @@ pub fn page_addresses(region: &[u8]) -> Vec<*mut libc::c_void> {
         .collect()
 }
 
+/// The memory mappings this process holds now (lines of `/proc/self/maps`), if readable.
+pub fn map_count() -> Option<usize> {
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    Some(maps.iter().filter(|&&b| b == b'\n').count())
+}
+
+/// The most memory mappings the kernel lets a process hold (`vm.max_map_count`), if known.
+pub fn max_map_count() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

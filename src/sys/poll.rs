@@ -23,3 +23,34 @@ pub fn wait_readable(fd: &impl AsRawFd, timeout: Duration) -> Result<bool, SysEr
         Err(e) => Err(e),
     }
 }
+
+/// What a connected socket's peer has done, without waiting (`poll(2)` with a zero timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerState {
+    /// The peer will send nothing more (a FIN: it closed, or only shut down its writing half).
+    pub read_closed: bool,
+    /// The connection is gone both ways (a reset, or an error on the socket).
+    pub hung_up: bool,
+}
+
+/// Polls `fd`'s state now.
+pub fn peer_state(fd: &impl AsRawFd) -> Result<PeerState, SysError> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, its count 1; the kernel writes only `revents`.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    match check("poll", r as libc::c_long) {
+        Ok(_) => Ok(PeerState {
+            read_closed: p.revents & libc::POLLRDHUP != 0,
+            hung_up: p.revents & (libc::POLLHUP | libc::POLLERR) != 0,
+        }),
+        Err(e) if e.errno == libc::EINTR => Ok(PeerState {
+            read_closed: false,
+            hung_up: false,
+        }),
+        Err(e) => Err(e),
+    }
+}

@@ -106,8 +106,36 @@ impl Tokenizer {
     /// [`Tokenizer::encode`] for text that may not be valid UTF-8 (invalid bytes are treated
     /// as llama.cpp treats them: U+FFFD, one per byte).
     pub fn encode_bytes(&self, text: &[u8], add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.encode_guarded(text, add_special, parse_special, &[])
+    }
+
+    /// [`Tokenizer::encode`] with `parse_special`, except in the byte ranges `text_only` (a
+    /// chat's message contents): a control token's text there stays text, so only the
+    /// template around them writes control tokens.
+    pub fn encode_text_in(
+        &self,
+        text: &str,
+        add_special: bool,
+        text_only: &[std::ops::Range<usize>],
+    ) -> Vec<u32> {
+        self.encode_guarded(text.as_bytes(), add_special, true, text_only)
+    }
+
+    /// Whether `text` holds a control token's text ([`Tokenizer::encode_text_in`] guards it).
+    pub fn mentions_control(&self, text: &str) -> bool {
+        self.special.mentions_control(text.as_bytes())
+    }
+
+    fn encode_guarded(
+        &self,
+        text: &[u8],
+        add_special: bool,
+        parse_special: bool,
+        text_only: &[std::ops::Range<usize>],
+    ) -> Vec<u32> {
         let mut fragments = Vec::new();
-        self.special.partition(text, parse_special, &mut fragments);
+        self.special
+            .partition_guarded(text, parse_special, text_only, &mut fragments);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         let flags = self.vocab.flags;
         if add_special && flags.add_bos {

@@ -15,6 +15,7 @@
 //! matters when two special tokens of equal length overlap in the text.
 
 use super::vocab::{Attr, Vocab};
+use std::ops::Range;
 
 /// A piece of the partitioned text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,8 +142,27 @@ impl SpecialMatcher {
         any
     }
 
-    /// Splits `text` into raw-text fragments and special tokens, appending them to `out`.
-    pub fn partition(&self, text: &[u8], parse_special: bool, out: &mut Vec<Fragment>) {
+    /// Whether `text` holds the text of a control (or unknown) token, which only
+    /// `parse_special` would make that token.
+    pub fn mentions_control(&self, text: &[u8]) -> bool {
+        let mut present = vec![0u64; self.specials.len().div_ceil(WORD_BITS)];
+        self.find_present(text, true, &mut present);
+        self.specials.iter().enumerate().any(|(i, s)| {
+            s.needs_parse_special && present[i / WORD_BITS] & (1 << (i % WORD_BITS)) != 0
+        })
+    }
+
+    /// Splits `text` into raw-text fragments and special tokens, appending them to `out`,
+    /// except that a control token is never matched where it overlaps one of the byte ranges
+    /// `text_only`: there the text reads as `parse_special`
+    /// false would read it (user-defined tokens still match).
+    pub fn partition_guarded(
+        &self,
+        text: &[u8],
+        parse_special: bool,
+        text_only: &[Range<usize>],
+        out: &mut Vec<Fragment>,
+    ) {
         if text.is_empty() {
             return;
         }
@@ -162,7 +182,9 @@ impl SpecialMatcher {
                 for &f in &frags {
                     match f {
                         Fragment::Token(_) => next.push(f),
-                        Fragment::Text(a, b) => Self::split_fragment(text, a, b, s, &mut next),
+                        Fragment::Text(a, b) => {
+                            Self::split_fragment(text, a, b, s, text_only, &mut next)
+                        }
                     }
                 }
                 std::mem::swap(&mut frags, &mut next);
@@ -172,13 +194,27 @@ impl SpecialMatcher {
     }
 
     /// Splits the raw text `a..b` at every occurrence of `s`, left to right.
-    fn split_fragment(text: &[u8], mut a: usize, b: usize, s: &Special, out: &mut Vec<Fragment>) {
+    /// An occurrence of a control token overlapping a range of `text_only` is left as text.
+    fn split_fragment(
+        text: &[u8],
+        mut a: usize,
+        b: usize,
+        s: &Special,
+        text_only: &[Range<usize>],
+        out: &mut Vec<Fragment>,
+    ) {
         let needle: &[u8] = &s.text;
-        while a < b {
-            let Some(at) = find(&text[a..b], needle) else {
+        let mut from = a;
+        while from < b {
+            let Some(at) = find(&text[from..b], needle) else {
                 break;
             };
-            let start = a + at;
+            let start = from + at;
+            let end = start + needle.len();
+            if s.needs_parse_special && text_only.iter().any(|r| start < r.end && r.start < end) {
+                from = start + 1;
+                continue;
+            }
             let mut left_end = start;
             if s.lstrip {
                 while left_end > a && is_c_space(text[left_end - 1]) {
@@ -189,12 +225,13 @@ impl SpecialMatcher {
                 out.push(Fragment::Text(a, left_end));
             }
             out.push(Fragment::Token(s.token));
-            a = start + needle.len();
+            a = end;
             if s.rstrip {
                 while a < b && is_c_space(text[a]) {
                     a += 1;
                 }
             }
+            from = a;
         }
         if a < b {
             out.push(Fragment::Text(a, b));
