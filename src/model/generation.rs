@@ -57,6 +57,10 @@ pub struct Sequence {
     /// All text generated; `sent` bytes of it have been taken.
     text: String,
     sent: usize,
+    /// The stop string that ended generation, if one did.
+    stopping_word: Option<String>,
+    /// Added to a token's logit before each draw (`f32::NEG_INFINITY`: never drawn).
+    logit_bias: Vec<(u32, f32)>,
 }
 
 impl Sequence {
@@ -86,7 +90,20 @@ impl Sequence {
             stream: Utf8Stream::new(),
             text: String::new(),
             sent: 0,
+            stopping_word: None,
+            logit_bias: Vec::new(),
         }
+    }
+
+    /// Biases added to these tokens' logits before every draw (llama.cpp's `logit_bias`);
+    /// ids past the vocabulary are ignored.
+    pub fn set_logit_bias(&mut self, bias: Vec<(u32, f32)>) {
+        self.logit_bias = bias;
+    }
+
+    /// The stop string that ended generation (`None`: none did, or not yet).
+    pub fn stopping_word(&self) -> Option<&str> {
+        self.stopping_word.as_deref()
     }
 
     pub fn prompt(&self) -> &[u32] {
@@ -174,6 +191,11 @@ impl Sequence {
     /// here: an end-of-generation token (not part of the output), a stop string (the text is
     /// cut before it), `max_tokens`, or `pos` (the cache's length) at the context `ctx`.
     pub fn sample(&mut self, tok: &Tokenizer, pos: usize, ctx: usize) -> Option<Finish> {
+        for &(t, b) in &self.logit_bias {
+            if let Some(l) = self.logits.get_mut(t as usize) {
+                *l += b;
+            }
+        }
         let next = self.sampler.sample(&mut self.logits);
         if tok.is_eog(next) && !self.params.ignore_eos {
             return Some(Finish::Stop);
@@ -184,6 +206,12 @@ impl Sequence {
         let piece = tok.token_to_piece(next, false);
         self.text.push_str(&self.stream.push(&piece));
         if let Some(cut) = stop_at(&self.text, self.sent, &self.params.stop) {
+            self.stopping_word = self
+                .params
+                .stop
+                .iter()
+                .find(|s| !s.is_empty() && self.text[cut..].starts_with(s.as_str()))
+                .cloned();
             self.text.truncate(cut);
             return Some(Finish::Stop);
         }
