@@ -480,6 +480,11 @@ fn route(
                     "data",
                     Json::Arr(vec![Json::obj([
                         ("id", Json::str(ready.names[0].clone())),
+                        // llama-server's: every name the model answers to.
+                        (
+                            "aliases",
+                            Json::Arr(ready.names.iter().map(|n| Json::str(n.clone())).collect()),
+                        ),
                         ("object", Json::str("model")),
                         ("created", Json::num(unix_now() as f64)),
                         ("owned_by", Json::str("locus")),
