@@ -4,6 +4,8 @@
 //! must agree), never against locus's own earlier output.
 
 mod common;
+// The server helpers serve.rs uses too; some are not needed here.
+#[allow(dead_code)]
 #[path = "common/server.rs"]
 mod server;
 
