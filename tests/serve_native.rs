@@ -380,6 +380,34 @@ fn props_slots_models_cors_and_chat_as_llama_server_has_them() {
     );
     assert_eq!(num(&slots[2], &["params", "n_predict"]), 3.0);
 
+    // A request pinned to a busy slot waits for it; one behind it that is not pinned goes
+    // ahead to a free slot, and /slots shows the busy one processing.
+    std::thread::scope(|sc| {
+        let long = sc.spawn(|| {
+            complete(
+                &srv,
+                r#"{"prompt":"Once upon a time","n_predict":400,"ignore_eos":true,"id_slot":0}"#,
+            )
+        });
+        let busy = || {
+            let (_, body) = srv.get("/slots");
+            let s = Json::parse(body.as_bytes()).unwrap();
+            text_of(&s, &["0", "is_processing"]) == "true"
+        };
+        let t0 = std::time::Instant::now();
+        while !busy() {
+            assert!(t0.elapsed().as_secs() < 60, "slot 0 never got busy");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let pinned = sc.spawn(|| complete(&srv, r#"{"prompt":"Hi","n_predict":2,"id_slot":0}"#));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let free = complete(&srv, r#"{"prompt":"Hi","n_predict":2}"#);
+        assert_ne!(num(&free, &["id_slot"]), 0.0, "{free}");
+        assert!(busy(), "the unpinned request waited for the long one");
+        assert_eq!(num(&pinned.join().unwrap(), &["id_slot"]), 0.0);
+        assert_eq!(num(&long.join().unwrap(), &["tokens_predicted"]), 400.0);
+    });
+
     // Models: the aliases and the file's name, each served; another name is served too.
     let (_, body) = srv.get("/v1/models");
     for name in ["smol", "tiny", SMOL] {

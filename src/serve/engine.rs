@@ -264,22 +264,22 @@ impl<'m> Engine<'m> {
 
     /// Gives queued requests to free slots, oldest first, each to the free slot whose cache
     /// shares the longest reusable prefix with its prompt.
-    /// A request that names its slot (`id_slot`) waits for that slot, and those behind it
-    /// wait too (first come, first served).
+    /// A request that names a busy slot (`id_slot`) waits for it while those behind it go
+    /// ahead (llama-server defers it the same way).
     fn admit(&mut self) {
         while let Some(free) = self.slots.iter().position(|s| s.active.is_none()) {
-            let Some(front) = self.queue.front() else {
+            let slots = &self.slots;
+            let pinned = |j: &Job| j.extra.id_slot.filter(|&k| k < slots.len());
+            let Some(at) = self.queue.iter().position(|j| {
+                j.cancelled.load(Ordering::Relaxed)
+                    || pinned(j).is_none_or(|k| slots[k].active.is_none())
+            }) else {
                 return;
             };
-            let pinned = front.extra.id_slot.filter(|&k| k < self.slots.len());
-            if pinned.is_some_and(|k| self.slots[k].active.is_some())
-                && !front.cancelled.load(Ordering::Relaxed)
-            {
-                return;
-            }
-            let Some(job) = self.queue.pop_front() else {
+            let Some(job) = self.queue.remove(at) else {
                 return;
             };
+            let pinned = pinned(&job);
             self.metrics.dequeued();
             if job.cancelled.load(Ordering::Relaxed) {
                 continue;
