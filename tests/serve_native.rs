@@ -271,6 +271,37 @@ fn completion_has_llama_servers_fields_and_locus_runs_text() {
         "false"
     );
 
+    // n_probs: each token's log-probability and the likeliest at its place; greedy picks the
+    // likeliest, and the pieces spell the content.
+    let p = complete(
+        &srv,
+        &format!(
+            r#"{{"prompt":{},"n_predict":8,"temperature":0,"n_probs":3,"return_tokens":true}}"#,
+            json(PROMPT)
+        ),
+    );
+    let probs = arr(&p, "completion_probabilities");
+    assert_eq!(probs.len(), ids(&p, "tokens").len());
+    assert_eq!(probs.len() as f64, num(&p, &["tokens_predicted"]));
+    let mut spelled = String::new();
+    for (e, id) in probs.iter().zip(ids(&p, "tokens")) {
+        assert_eq!(num(e, &["id"]), id as f64, "{e}");
+        spelled.push_str(&text_of(e, &["token"]));
+        let top = arr(e, "top_logprobs");
+        assert_eq!(top.len(), 3, "{e}");
+        assert_eq!(
+            num(&top[0], &["id"]),
+            id as f64,
+            "greedy takes the likeliest: {e}"
+        );
+        assert_eq!(num(&top[0], &["logprob"]), num(e, &["logprob"]));
+        let lp: Vec<f64> = top.iter().map(|t| num(t, &["logprob"])).collect();
+        assert!(lp.windows(2).all(|w| w[0] >= w[1]), "{e}");
+        assert!(lp[0] <= 0.0 && lp.iter().map(|l| l.exp()).sum::<f64>() <= 1.0 + 1e-6);
+    }
+    assert_eq!(spelled, text_of(&p, &["content"]));
+    assert_eq!(num(&p, &["generation_settings", "n_probs"]), 3.0);
+
     // id_slot picks the slot.
     for slot in [1, 0] {
         let s = complete(
@@ -283,7 +314,12 @@ fn completion_has_llama_servers_fields_and_locus_runs_text() {
     // Refused by name: what locus cannot honour, and a prompt too long for a slot (llama-server's
     // shape, with the counts).
     for (body, param) in [
-        (r#"{"prompt":"x","n_probs":5}"#, "n_probs"),
+        (
+            r#"{"prompt":"x","n_probs":5,"post_sampling_probs":true}"#,
+            "post_sampling_probs",
+        ),
+        (r#"{"prompt":"x","n_probs":-1}"#, "n_probs"),
+        (r#"{"prompt":"x","mirostat":2}"#, "mirostat"),
         (r#"{"prompt":"x","grammar":"root ::= \"a\""}"#, "grammar"),
         (r#"{"prompt":"x","samplers":["top_k"]}"#, "samplers"),
         (r#"{"prompt":"x","mystery":1}"#, "mystery"),

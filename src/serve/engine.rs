@@ -22,7 +22,7 @@ use super::llamacpp::{Detail, JobExtra, Timings};
 use super::metrics::Metrics;
 use crate::model::forward::{Model, State, MAX_BATCH};
 use crate::model::generation::Sequence;
-pub use crate::model::generation::{Finish, Params};
+pub use crate::model::generation::{Finish, Params, TokenProbs};
 use crate::model::tokenizer::Tokenizer;
 use crate::pool::Pool;
 
@@ -59,6 +59,8 @@ pub enum Event {
         /// carry them).
         slot: usize,
         timings: Timings,
+        /// The probabilities of `tokens` (empty unless the request asked, `n_probs`).
+        probs: Vec<TokenProbs>,
     },
     Done {
         finish: Finish,
@@ -140,12 +142,14 @@ impl Active {
         match self.seq.output(last) {
             Some((text, tokens)) => {
                 let (slot, timings) = (self.slot, self.timings());
+                let probs = self.seq.take_probs();
                 self.events
                     .send(Event::Text {
                         text,
                         tokens,
                         slot,
                         timings,
+                        probs,
                     })
                     .map_err(|_| ())
             }
@@ -317,6 +321,7 @@ impl<'m> Engine<'m> {
                 self.model.config.n_vocab,
             );
             seq.set_logit_bias(extra.logit_bias);
+            seq.set_n_probs(extra.n_probs);
             slot.active = Some(Active {
                 seq,
                 events,

@@ -20,6 +20,8 @@ pub struct JobExtra {
     pub cache_prompt: bool,
     /// `logit_bias`: (token, bias) added to the logits before each draw.
     pub logit_bias: Vec<(u32, f32)>,
+    /// `n_probs`: each token's probability and this many alternatives (0: none).
+    pub n_probs: usize,
 }
 
 impl Default for JobExtra {
@@ -28,6 +30,7 @@ impl Default for JobExtra {
             id_slot: None,
             cache_prompt: true,
             logit_bias: Vec::new(),
+            n_probs: 0,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::api::{self, ApiError, Context, FINGERPRINT};
-use super::engine::{Event, Finish, Job};
+use super::engine::{Event, Finish, Job, TokenProbs};
 use super::llamacpp::{Detail, SlotView, Timings};
 use super::native_req::{settings_json, Completion};
 use super::{http, send_error, send_json, CancelOnDrop, Ready, ServeError, Server, PEER_CHECK};
@@ -188,7 +188,10 @@ fn props(server: &Server, ready: &Ready) -> Json {
         (
             "default_generation_settings".into(),
             Json::obj([
-                ("params", settings_json(&p, n_predict, false, &[])),
+                (
+                    "params",
+                    settings_json(&p, n_predict, false, &Default::default()),
+                ),
                 ("n_ctx", Json::num(ready.ctx as f64)),
             ]),
         ),
@@ -265,7 +268,10 @@ fn slot_json(i: usize, v: &SlotView, n_ctx: usize) -> Json {
                 "n_prompt_tokens_cache".into(),
                 Json::num(v.prompt_cached as f64),
             ),
-            ("params".into(), settings_json(p, n_predict, false, &[])),
+            (
+                "params".into(),
+                settings_json(p, n_predict, false, &Default::default()),
+            ),
             (
                 "next_token".into(),
                 Json::Arr(vec![Json::obj([
@@ -329,6 +335,46 @@ fn stop_type(finish: Finish, d: &Detail) -> &'static str {
         (Finish::Stop, Some(_)) => "word",
         (Finish::Stop, None) => "eos",
     }
+}
+
+/// A token's text (up to a partial UTF-8 character at its end, as llama-server cuts it), its
+/// bytes, and a log-probability (never -inf: JSON has none, so the least f32, as there).
+fn token_entry(ready: &Ready, id: u32, p: f32) -> Vec<(String, Json)> {
+    let bytes = ready.tokenizer.token_to_piece(id, false);
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or(""),
+    };
+    let logprob = if p == 0.0 { f32::MIN } else { p.ln() };
+    vec![
+        ("id".into(), Json::num(id)),
+        ("token".into(), Json::str(text)),
+        (
+            "bytes".into(),
+            Json::Arr(bytes.iter().map(|&b| Json::num(b)).collect()),
+        ),
+        ("logprob".into(), Json::num(logprob)),
+    ]
+}
+
+/// llama-server's `completion_probabilities`: per token, its log-probability and the
+/// likeliest tokens at its place (`top_logprobs`).
+fn probs_json(ready: &Ready, probs: &[TokenProbs]) -> Json {
+    Json::Arr(
+        probs
+            .iter()
+            .map(|t| {
+                let mut e = token_entry(ready, t.id, t.p);
+                let top = t
+                    .top
+                    .iter()
+                    .map(|&(id, p)| Json::Obj(token_entry(ready, id, p)))
+                    .collect();
+                e.push(("top_logprobs".into(), Json::Arr(top)));
+                Json::Obj(e)
+            })
+            .collect(),
+    )
 }
 
 fn ids(t: &[u32]) -> Json {
@@ -398,7 +444,7 @@ fn completion(
         }
     };
     let n_prompt = c.prompt.len();
-    let last = |content: &str, tokens: &[u32], finish: Finish, d: &Detail| {
+    let last = |content: &str, tokens: &[u32], finish: Finish, d: &Detail, probs: &[TokenProbs]| {
         let mut j = vec![
             ("index".to_string(), Json::num(0)),
             ("content".into(), Json::str(content)),
@@ -413,7 +459,7 @@ fn completion(
             ("tokens_evaluated".into(), Json::num(n_prompt as f64)),
             (
                 "generation_settings".into(),
-                settings_json(&c.params, c.n_predict, c.stream, &c.extra.logit_bias),
+                settings_json(&c.params, c.n_predict, c.stream, &c.extra),
             ),
             ("has_new_line".into(), Json::Bool(content.contains('\n'))),
             ("truncated".into(), Json::Bool(false)),
@@ -425,23 +471,28 @@ fn completion(
             ("tokens_cached".into(), Json::num(d.cached as f64)),
         ];
         j.push(("timings".into(), d.timings.to_json()));
+        if !probs.is_empty() {
+            j.push(("completion_probabilities".into(), probs_json(ready, probs)));
+        }
         Json::Obj(j)
     };
     if !c.stream {
-        let (mut text, mut tokens) = (String::new(), Vec::new());
+        let (mut text, mut tokens, mut all_probs) = (String::new(), Vec::new(), Vec::new());
         loop {
             match next()? {
                 Event::Text {
                     text: t,
                     tokens: ids,
+                    probs,
                     ..
                 } => {
                     text.push_str(&t);
                     tokens.extend(ids);
+                    all_probs.extend(probs);
                 }
                 Event::Done { finish, detail, .. } => {
                     let shown: &[u32] = if c.return_tokens { &tokens } else { &[] };
-                    let j = last(&text, shown, finish, &detail);
+                    let j = last(&text, shown, finish, &detail, &all_probs);
                     return send_json(&mut w, 200, &j, keep).map(|_| 200);
                 }
                 Event::Refused(why) => {
@@ -459,6 +510,7 @@ fn completion(
                 tokens,
                 slot,
                 timings,
+                probs,
             } => {
                 let mut j = Json::Obj(vec![
                     ("index".to_string(), Json::num(0)),
@@ -475,10 +527,13 @@ fn completion(
                 if c.timings_per_token {
                     add_timings(&mut j, &timings);
                 }
+                if let (false, Json::Obj(m)) = (probs.is_empty(), &mut j) {
+                    m.push(("completion_probabilities".into(), probs_json(ready, &probs)));
+                }
                 out.send(&super::out_send(&j))?;
             }
             Event::Done { finish, detail, .. } => {
-                out.send(&super::out_send(&last("", &[], finish, &detail)))?;
+                out.send(&super::out_send(&last("", &[], finish, &detail, &[])))?;
                 out.finish()?;
                 return Ok(200);
             }

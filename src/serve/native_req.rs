@@ -27,7 +27,7 @@ pub struct LlamaOptions {
 pub const SAMPLERS: [&str; 5] = ["penalties", "top_k", "top_p", "min_p", "temperature"];
 
 /// Fields llama-server reads that change nothing at these values; any other value is refused.
-const NEUTRAL: [(&str, f64); 10] = [
+const NEUTRAL: [(&str, f64); 9] = [
     ("typical_p", 1.0),
     ("mirostat", 0.0),
     ("presence_penalty", 0.0),
@@ -36,7 +36,6 @@ const NEUTRAL: [(&str, f64); 10] = [
     ("xtc_probability", 0.0),
     ("dynatemp_range", 0.0),
     ("top_n_sigma", -1.0),
-    ("n_probs", 0.0),
     ("n_cmpl", 1.0),
 ];
 
@@ -54,7 +53,7 @@ const REFUSED: [&str; 8] = [
 
 /// Fields that are read elsewhere or change nothing in locus (`n_keep` matters only for a
 /// context shift, which locus never does; `cache_prompt` and `id_slot` are [`JobExtra`]).
-const ACCEPTED: [&str; 23] = [
+const ACCEPTED: [&str; 24] = [
     "prompt",
     "n_predict",
     "max_tokens",
@@ -78,6 +77,7 @@ const ACCEPTED: [&str; 23] = [
     "model",
     "post_sampling_probs",
     "min_keep",
+    "n_probs",
 ];
 
 /// A `/completion` request, read and checked.
@@ -232,6 +232,21 @@ impl Completion {
                 ))
             }
         };
+        // Probabilities after the samplers (`post_sampling_probs`) are not served.
+        if boolean(&body, "post_sampling_probs")? {
+            return Err(ApiError::bad(
+                "post_sampling_probs",
+                "post_sampling_probs is not served: n_probs gives the model's own probabilities",
+            ));
+        }
+        if let Some(Json::Str(_)) | None = field(&body, "model") {
+        } else {
+            return Err(ApiError::bad("model", "model must be a string"));
+        }
+        for name in ["n_keep", "min_keep"] {
+            integer(&body, name, -1, i64::MAX)?;
+        }
+        let n_probs = integer(&body, "n_probs", 0, tok.n_vocab() as i64)?.unwrap_or(0) as usize;
         let cache_prompt = match field(&body, "cache_prompt") {
             None => true,
             Some(_) => boolean(&body, "cache_prompt")?,
@@ -256,6 +271,7 @@ impl Completion {
                 id_slot,
                 cache_prompt,
                 logit_bias: logit_bias(&body, tok)?,
+                n_probs,
             },
             stream: boolean(&body, "stream")?,
             return_tokens: boolean(&body, "return_tokens")?,
@@ -398,7 +414,7 @@ fn logit_bias(body: &Json, tok: &Tokenizer) -> Result<Vec<(u32, f32)>, ApiError>
 
 /// `generation_settings` (and `/props`' and `/slots`' `params`): llama-server's names, with
 /// the neutral values of the samplers locus does not have.
-pub fn settings_json(p: &Params, n_predict: i64, stream: bool, bias: &[(u32, f32)]) -> Json {
+pub fn settings_json(p: &Params, n_predict: i64, stream: bool, extra: &JobExtra) -> Json {
     let s = &p.sampling;
     let mut m: Vec<(String, Json)> = vec![
         ("seed".into(), Json::num(s.seed as f64)),
@@ -414,6 +430,7 @@ pub fn settings_json(p: &Params, n_predict: i64, stream: bool, bias: &[(u32, f32
             m.push((name.into(), Json::num(v)));
         }
     }
+    m.push(("n_probs".into(), Json::num(extra.n_probs as f64)));
     m.extend([
         (
             "stop".to_string(),
@@ -427,7 +444,9 @@ pub fn settings_json(p: &Params, n_predict: i64, stream: bool, bias: &[(u32, f32
         (
             "logit_bias".into(),
             Json::Arr(
-                bias.iter()
+                extra
+                    .logit_bias
+                    .iter()
                     .map(|&(t, b)| {
                         let b = if b.is_finite() {
                             Json::num(b)
