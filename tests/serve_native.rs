@@ -302,6 +302,24 @@ fn completion_has_llama_servers_fields_and_locus_runs_text() {
     assert_eq!(spelled, text_of(&p, &["content"]));
     assert_eq!(num(&p, &["generation_settings", "n_probs"]), 3.0);
 
+    // The settings clients send with every request, inert while their sampler is off, are
+    // taken; turning that sampler on is refused by name.
+    let inert = complete(
+        &srv,
+        r#"{"prompt":"Hi","n_predict":2,"dry_multiplier":0,"dry_base":1.75,"dry_allowed_length":2,"mirostat":0,"mirostat_tau":5,"typical_p":1,"xtc_probability":0,"xtc_threshold":0.1,"n_indent":0,"return_progress":false}"#,
+    );
+    assert_eq!(num(&inert, &["tokens_predicted"]), 2.0);
+    for (body, param) in [
+        (r#"{"prompt":"Hi","dry_multiplier":0.8}"#, "dry_multiplier"),
+        (
+            r#"{"prompt":"Hi","return_progress":true}"#,
+            "return_progress",
+        ),
+    ] {
+        let e = refused(&srv, "/completion", body, 400);
+        assert_eq!(e.get("param"), Some(&Json::str(param)), "{body}: {e}");
+    }
+
     // id_slot picks the slot.
     for slot in [1, 0] {
         let s = complete(
@@ -469,6 +487,11 @@ fn props_slots_models_cors_and_chat_as_llama_server_has_them() {
     assert_eq!(r.header("access-control-allow-headers"), Some("*"));
     let r = request(&mut srv.connect(), "GET", "/health", &[], b"");
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    // llama-server's second health path.
+    assert_eq!(
+        srv.get("/v1/health"),
+        (200, r#"{"status":"ok"}"#.to_string())
+    );
     let r = request(&mut srv.connect(), "GET", "/nowhere", &[], b"");
     assert_eq!(r.status, 404);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));

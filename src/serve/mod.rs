@@ -387,7 +387,7 @@ fn route(
     let mut w = stream;
     let path = req.path.trim_end_matches('/');
     let endpoint: &'static str = match path {
-        "/health" => "/health",
+        "/health" | "/v1/health" => "/health",
         "/v1/models" | "/models" => "/v1/models",
         "/metrics" => "/metrics",
         "/v1/completions" | "/completions" => "/v1/completions",

@@ -27,7 +27,8 @@ pub struct LlamaOptions {
 pub const SAMPLERS: [&str; 5] = ["penalties", "top_k", "top_p", "min_p", "temperature"];
 
 /// Fields llama-server reads that change nothing at these values; any other value is refused.
-const NEUTRAL: [(&str, f64); 9] = [
+const NEUTRAL: [(&str, f64); 10] = [
+    ("n_indent", 0.0),
     ("typical_p", 1.0),
     ("mirostat", 0.0),
     ("presence_penalty", 0.0),
@@ -80,6 +81,36 @@ const ACCEPTED: [&str; 24] = [
     "n_probs",
 ];
 
+/// Fields that change nothing because what they tune is off in locus: the settings of the
+/// samplers above while those are at their neutral values, of speculative decoding and of
+/// context shifting (locus has neither), and the transport's pings. Clients send them with
+/// every request.
+const INERT: [&str; 20] = [
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_threshold",
+    "mirostat_tau",
+    "mirostat_eta",
+    "dynatemp_exponent",
+    "n_discard",
+    "n_cache_reuse",
+    "sse_ping_interval",
+    "verbose",
+    "backend_sampling",
+    "stream_options",
+    "speculative.n_max",
+    "speculative.n_min",
+    "speculative.p_min",
+    "speculative.type",
+    "speculative.ngram_size_n",
+    "speculative.ngram_size_m",
+];
+
+/// Switches refused when on (what they turn on is not served).
+const OFF_ONLY: [&str; 3] = ["return_progress", "echo", "grammar_lazy"];
+
 /// A `/completion` request, read and checked.
 #[derive(Clone, Debug)]
 pub struct Completion {
@@ -125,13 +156,23 @@ impl Completion {
         for (k, _) in members {
             let known = ACCEPTED.contains(&k.as_str())
                 || NEUTRAL.iter().any(|(n, _)| n == k)
-                || REFUSED.contains(&k.as_str());
+                || REFUSED.contains(&k.as_str())
+                || INERT.contains(&k.as_str())
+                || OFF_ONLY.contains(&k.as_str());
             if !known {
                 return Err(ApiError::bad(k, format!("{k} is not a field locus serves")));
             }
         }
         for name in REFUSED {
             if field(&body, name).is_some() {
+                return Err(ApiError::bad(
+                    name,
+                    format!("{name} is not served by locus"),
+                ));
+            }
+        }
+        for name in OFF_ONLY {
+            if boolean(&body, name)? {
                 return Err(ApiError::bad(
                     name,
                     format!("{name} is not served by locus"),
