@@ -337,6 +337,7 @@ fn completion_has_llama_servers_fields_and_locus_runs_text() {
             "post_sampling_probs",
         ),
         (r#"{"prompt":"x","n_probs":-1}"#, "n_probs"),
+        (r#"{"prompt":"x","n_probs":101}"#, "n_probs"),
         (r#"{"prompt":"x","mirostat":2}"#, "mirostat"),
         (r#"{"prompt":"x","grammar":"root ::= \"a\""}"#, "grammar"),
         (r#"{"prompt":"x","samplers":["top_k"]}"#, "samplers"),

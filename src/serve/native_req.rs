@@ -111,6 +111,11 @@ const INERT: [&str; 20] = [
 /// Switches refused when on (what they turn on is not served).
 const OFF_ONLY: [&str; 3] = ["return_progress", "echo", "grammar_lazy"];
 
+/// The most alternatives `n_probs` may ask for at each token: every one is a JSON object per
+/// generated token, so the whole vocabulary would make a response of gigabytes (OpenAI
+/// allows 20 `top_logprobs`).
+pub const MAX_N_PROBS: usize = 100;
+
 /// A `/completion` request, read and checked.
 #[derive(Clone, Debug)]
 pub struct Completion {
@@ -287,7 +292,8 @@ impl Completion {
         for name in ["n_keep", "min_keep"] {
             integer(&body, name, -1, i64::MAX)?;
         }
-        let n_probs = integer(&body, "n_probs", 0, tok.n_vocab() as i64)?.unwrap_or(0) as usize;
+        let most = MAX_N_PROBS.min(tok.n_vocab()) as i64;
+        let n_probs = integer(&body, "n_probs", 0, most)?.unwrap_or(0) as usize;
         let cache_prompt = match field(&body, "cache_prompt") {
             None => true,
             Some(_) => boolean(&body, "cache_prompt")?,
