@@ -33,6 +33,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
         alias: None,
         chat_template: None,
         verbose: false,
+        llama: Default::default(),
     };
     let (mut model, mut kv) = (None, None);
     while let Some((flag, inline)) = a.next_flag() {
@@ -87,6 +88,44 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
                 set_kv(&mut kv, f, &a.value(f, inline)?)?
             }
             "-v" | "--verbose" => o.verbose = true,
+            "-n" | "--n-predict" | "--predict" => {
+                let n: i64 = int(f, &a.value(f, inline)?, -1, i64::MAX)?;
+                if n == 0 {
+                    return err(format!(
+                        "{f}: 0 tokens would generate nothing; -1 = no limit"
+                    ));
+                }
+                o.llama.n_predict = usize::try_from(n).ok();
+            }
+            "--temp" | "--temperature" => {
+                let t = super::real(f, &a.value(f, inline)?)?;
+                if !(0.0..=100.0).contains(&t) {
+                    return err(format!("{f}: the temperature must be from 0 to 100"));
+                }
+                o.llama.temp = Some(t);
+            }
+            "-s" | "--seed" => {
+                let v = a.value(f, inline)?;
+                o.llama.seed = match v.trim() {
+                    "-1" => None,
+                    v => Some(int(f, v, 0, u64::from(u32::MAX))?),
+                };
+            }
+            // /metrics is always served (locus_ and llamacpp: names); the flag is llama-server's.
+            "--metrics" => {}
+            "--slots" => o.llama.no_slots = false,
+            "--no-slots" => o.llama.no_slots = true,
+            // locus writes the built-in chat formats only, as llama-server without --jinja.
+            "--no-jinja" => {}
+            "--jinja" => {
+                return err(
+                    "--jinja: locus has no Jinja template engine yet; it writes the model's chat \
+                     format itself (pick one with --chat-template NAME)",
+                )
+            }
+            "--slot-save-path" => {
+                return err("--slot-save-path: saving and restoring slots is not served yet")
+            }
             other => return Err(unknown("serve", other)),
         }
     }
