@@ -51,7 +51,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
                 let c = int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?;
                 if (1..MIN_CTX).contains(&c) {
                     return err(format!(
-                        "{f}: a slot of {c} tokens holds no prompt and answer; \
+                        "{f}: {c} tokens hold no prompt and answer; \
                          give at least {MIN_CTX} (0: the model's training context)"
                     ));
                 }

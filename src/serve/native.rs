@@ -22,16 +22,20 @@ use crate::model::sampler::SamplerConfig;
 /// The methods the preflight allows (llama-server's list, less DELETE, which locus has no use for).
 const ALLOW_METHODS: &str = "GET, POST, OPTIONS";
 
+/// The fewest tokens a slot may hold (llama-server's minimum context): a chat template alone
+/// takes several.
+pub(super) const MIN_SLOT_CTX: usize = 8;
+
 /// The tokens of each slot: `-c` is all slots' context together, as llama-server's `n_ctx`
 /// (each slot gets `n_ctx / n_parallel`), so `-c 32768 -np 4` sizes memory for 32768 tokens.
 pub(super) fn slot_context(total: usize, slots: usize) -> Result<usize, ServeError> {
     let per = total / slots.max(1);
-    if per < 2 {
+    if per < MIN_SLOT_CTX {
         return Err(ServeError::Start {
             what: "-c is the context of all slots together",
             err: io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{total} tokens for {slots} slots leave each fewer than 2; raise -c or lower -np"),
+                format!("{total} tokens for {slots} slots leave each fewer than {MIN_SLOT_CTX}; raise -c or lower -np"),
             ),
         });
     }
