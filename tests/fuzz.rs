@@ -1548,6 +1548,8 @@ fn json_seeds() -> Vec<Vec<u8>> {
         br#"{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"top_p":0.9,"top_k":40,"min_p":0.05,"seed":3}"#,
         br#"{"prompt":[1,2,3],"max_completion_tokens":4,"n":1,"return_tokens":true,"model":"m"}"#,
         br#"[1,-2.5e3,"\u00e9\ud83d\ude00",{"a":{"b":[null,true,false]}}]"#,
+        br#"{"prompt":[1,"Hi",2],"n_predict":-1,"id_slot":1,"cache_prompt":false,"logit_bias":[[1,false],["Hi",-2.5]],"samplers":["penalties","top_k","top_p","min_p","temperature"]}"#,
+        br#"{"prompt":"x","logit_bias":{"3":1.5,"word":false},"repeat_last_n":-1,"typical_p":1,"timings_per_token":true}"#,
     ]
     .iter()
     .map(|s| s.to_vec())
@@ -1620,7 +1622,7 @@ fn check_http(b: &[u8]) -> Result<String, Failure> {
 }
 
 /// Parses the bytes as JSON (a value must write back to itself) and reads them as both kinds
-/// of generation request; neither may panic.
+/// of generation request and as llama-server's `/completion`; none may panic.
 fn check_json(b: &[u8], cx: &locus::serve::api::Context) -> Result<String, Failure> {
     use locus::json::Json;
     use locus::serve::api::{Generate, Kind};
@@ -1650,6 +1652,22 @@ fn check_json(b: &[u8], cx: &locus::serve::api::Context) -> Result<String, Failu
                 }
                 Err(e) => out.push_str(&format!(" {}:{:?}", e.status, e.param)),
             }
+        }
+        let o = locus::serve::native_req::LlamaOptions::default();
+        match locus::serve::native_req::Completion::read(b, cx.tokenizer, cx.ctx, 2, &o) {
+            Ok(c) => {
+                if c.prompt.is_empty() || c.prompt.len() >= cx.ctx {
+                    return Err(Failure::Property(format!(
+                        "/completion accepted a prompt of {} tokens",
+                        c.prompt.len()
+                    )));
+                }
+                if c.extra.id_slot.is_some_and(|i| i >= 2) {
+                    return Err(Failure::Property("accepted a slot beyond -np".into()));
+                }
+                out.push_str(" native-ok");
+            }
+            Err(e) => out.push_str(&format!(" native-{}:{:?}", e.status, e.param)),
         }
         Ok(out)
     })

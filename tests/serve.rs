@@ -306,7 +306,7 @@ fn hostile_clients_get_clear_errors_and_the_server_keeps_serving() {
             400,
             Some("temperature"),
         ),
-        (r#"{"prompt":"x","model":"gpt-4"}"#, 400, Some("model")),
+        (r#"{"prompt":"x","model":5}"#, 400, Some("model")),
         (r#"{"prompt":"x","stop":[1]}"#, 400, Some("stop")),
         (r#"[1,2]"#, 400, None),
     ];

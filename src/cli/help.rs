@@ -96,7 +96,9 @@ Usage: locus serve -m FILE [--host ADDR] [--port N] [-np SLOTS] [-c CTX] [OPTION
 Serves the model over HTTP/1.1 with OpenAI's API: POST /v1/chat/completions and
 /v1/completions (streamed as server-sent events with \"stream\": true), GET /v1/models,
 GET /health (503 while loading or shutting down, 200 when ready), GET /metrics (Prometheus
-text), POST /tokenize and /detokenize. Each step decodes a token for every busy slot and feeds
+text, locus_ and llama-server's llamacpp: names), POST /tokenize and /detokenize; and
+llama-server's own: POST /completion, GET /props, GET /slots, POST /apply-template,
+GET /v1/models/{id}, OPTIONS (CORS). Each step decodes a token for every busy slot and feeds
 waiting prompts in chunks; a request at temperature 0 (or with a seed) gets the same tokens
 alone or beside others, and the same as `locus run`. SIGTERM or SIGINT: stop accepting,
 finish the running streams (10 s at most), exit 0.
@@ -106,8 +108,13 @@ Options:
       --host ADDR         address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)
       --port N            TCP port (default: 8080; 0 = any free port, printed on stderr)
   -np, --parallel N       sequence slots served at once, 1-256 (default: 1)
-  -c, --ctx-size N        tokens per slot (default: 4096, or the training context if smaller;
-                          0 = the training context; at least 8)
+  -c, --ctx-size N        tokens of all slots together, as llama-server's: each slot gets
+                          N / SLOTS (default: 4096, or the training context if smaller;
+                          0 = the training context; at least 8 a slot)
+  -n, --n-predict N       tokens a request generates when it does not say (default: -1 =
+                          until the end of generation or of the slot's context)
+      --temp T            temperature of requests that do not say (default: 0.8)
+  -s, --seed N            seed of requests that do not say (default: -1 = random each)
   -t, --threads N         worker threads, 1-1024 (default: the CPUs this process may use)
       --api-key KEY       require `Authorization: Bearer KEY` on every endpoint but /health
       --timeout S         seconds a request may take to arrive, an idle connection may stay
@@ -116,7 +123,12 @@ Options:
                           (default: 64)
       --max-connections N open connections at most; beyond: 503 and close (default: 256)
       --max-body BYTES    largest request body (default: 8388608)
-  -a, --alias NAME        the model's name in /v1/models (default: the file name)
+  -a, --alias NAMES       the model's names in /v1/models, comma-separated (the file name is
+                          listed too); a request may name any model: this one serves it
+      --no-slots          GET /slots answers 501 (--slots: served, the default)
+      --metrics           accepted for llama-server's scripts: /metrics is always served
+      --jinja             refused: locus writes the chat formats it knows (--chat-template)
+      --slot-save-path P  refused: slots are not saved or restored yet
       --chat-template NAME  chat format instead of the model's template (names as for run)
       --parse-special-in-messages  control tokens written in a chat message's text become
                           those tokens, as llama-server reads them (default: message text is

@@ -34,6 +34,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
         chat_template: None,
         parse_special_in_messages: false,
         verbose: false,
+        llama: Default::default(),
     };
     let (mut model, mut kv) = (None, None);
     while let Some((flag, inline)) = a.next_flag() {
@@ -51,7 +52,7 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
                 let c = int(f, &a.value(f, inline)?, 0, u32::MAX as usize)?;
                 if (1..MIN_CTX).contains(&c) {
                     return err(format!(
-                        "{f}: a slot of {c} tokens holds no prompt and answer; \
+                        "{f}: {c} tokens hold no prompt and answer; \
                          give at least {MIN_CTX} (0: the model's training context)"
                     ));
                 }
@@ -89,6 +90,44 @@ pub fn serve(mut a: Args) -> Result<(), CliError> {
             }
             "--parse-special-in-messages" => o.parse_special_in_messages = true,
             "-v" | "--verbose" => o.verbose = true,
+            "-n" | "--n-predict" | "--predict" => {
+                let n: i64 = int(f, &a.value(f, inline)?, -1, i64::MAX)?;
+                if n == 0 {
+                    return err(format!(
+                        "{f}: 0 tokens would generate nothing; -1 = no limit"
+                    ));
+                }
+                o.llama.n_predict = usize::try_from(n).ok();
+            }
+            "--temp" | "--temperature" => {
+                let t = super::real(f, &a.value(f, inline)?)?;
+                if !(0.0..=100.0).contains(&t) {
+                    return err(format!("{f}: the temperature must be from 0 to 100"));
+                }
+                o.llama.temp = Some(t);
+            }
+            "-s" | "--seed" => {
+                let v = a.value(f, inline)?;
+                o.llama.seed = match v.trim() {
+                    "-1" => None,
+                    v => Some(int(f, v, 0, u64::from(u32::MAX))?),
+                };
+            }
+            // /metrics is always served (locus_ and llamacpp: names); the flag is llama-server's.
+            "--metrics" => {}
+            "--slots" => o.llama.no_slots = false,
+            "--no-slots" => o.llama.no_slots = true,
+            // locus writes the built-in chat formats only, as llama-server without --jinja.
+            "--no-jinja" => {}
+            "--jinja" => {
+                return err(
+                    "--jinja: locus has no Jinja template engine yet; it writes the model's chat \
+                     format itself (pick one with --chat-template NAME)",
+                )
+            }
+            "--slot-save-path" => {
+                return err("--slot-save-path: saving and restoring slots is not served yet")
+            }
             other => return Err(unknown("serve", other)),
         }
     }

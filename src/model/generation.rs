@@ -57,6 +57,48 @@ pub struct Sequence {
     /// All text generated; `sent` bytes of it have been taken.
     text: String,
     sent: usize,
+    /// The stop string that ended generation, if one did.
+    stopping_word: Option<String>,
+    /// Added to a token's logit before each draw (`f32::NEG_INFINITY`: never drawn).
+    logit_bias: Vec<(u32, f32)>,
+    /// Each generated token's probabilities are recorded with this many alternatives
+    /// (0: none are).
+    n_probs: usize,
+    /// Probabilities of generated tokens not yet taken by [`Sequence::take_probs`].
+    probs: Vec<TokenProbs>,
+}
+
+/// A generated token's probability and the most likely tokens at its place, from the
+/// softmax of the model's logits before any sampler or bias (llama-server's `n_probs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenProbs {
+    pub id: u32,
+    pub p: f32,
+    /// The `n_probs` likeliest tokens, likeliest first.
+    pub top: Vec<(u32, f32)>,
+}
+
+impl TokenProbs {
+    /// As llama.cpp's `get_token_probabilities`: softmax over every logit, the `n` largest
+    /// first; `chosen`'s probability.
+    pub fn of(logits: &[f32], chosen: u32, n: usize) -> TokenProbs {
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+        let p = |l: f32| (l - max).exp() / sum;
+        let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+        let n = n.min(idx.len());
+        let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+        if n > 0 && n < idx.len() {
+            idx.select_nth_unstable_by(n - 1, by_logit);
+        }
+        idx.truncate(n);
+        idx.sort_by(by_logit);
+        TokenProbs {
+            id: chosen,
+            p: logits.get(chosen as usize).map_or(0.0, |&l| p(l)),
+            top: idx.iter().map(|&t| (t, p(logits[t as usize]))).collect(),
+        }
+    }
 }
 
 impl Sequence {
@@ -86,7 +128,32 @@ impl Sequence {
             stream: Utf8Stream::new(),
             text: String::new(),
             sent: 0,
+            stopping_word: None,
+            logit_bias: Vec::new(),
+            n_probs: 0,
+            probs: Vec::new(),
         }
+    }
+
+    /// Records each generated token's probability and the `n` likeliest at its place.
+    pub fn set_n_probs(&mut self, n: usize) {
+        self.n_probs = n;
+    }
+
+    /// The probabilities recorded since the last call (one per token generated since).
+    pub fn take_probs(&mut self) -> Vec<TokenProbs> {
+        std::mem::take(&mut self.probs)
+    }
+
+    /// Biases added to these tokens' logits before every draw (llama.cpp's `logit_bias`);
+    /// ids past the vocabulary are ignored.
+    pub fn set_logit_bias(&mut self, bias: Vec<(u32, f32)>) {
+        self.logit_bias = bias;
+    }
+
+    /// The stop string that ended generation (`None`: none did, or not yet).
+    pub fn stopping_word(&self) -> Option<&str> {
+        self.stopping_word.as_deref()
     }
 
     pub fn prompt(&self) -> &[u32] {
@@ -174,9 +241,18 @@ impl Sequence {
     /// here: an end-of-generation token (not part of the output), a stop string (the text is
     /// cut before it), `max_tokens`, or `pos` (the cache's length) at the context `ctx`.
     pub fn sample(&mut self, tok: &Tokenizer, pos: usize, ctx: usize) -> Option<Finish> {
+        let raw = (self.n_probs > 0).then(|| self.logits.clone());
+        for &(t, b) in &self.logit_bias {
+            if let Some(l) = self.logits.get_mut(t as usize) {
+                *l += b;
+            }
+        }
         let next = self.sampler.sample(&mut self.logits);
         if tok.is_eog(next) && !self.params.ignore_eos {
             return Some(Finish::Stop);
+        }
+        if let Some(raw) = raw {
+            self.probs.push(TokenProbs::of(&raw, next, self.n_probs));
         }
         self.generated.push(next);
         self.unsent_tokens.push(next);
@@ -184,6 +260,12 @@ impl Sequence {
         let piece = tok.token_to_piece(next, false);
         self.text.push_str(&self.stream.push(&piece));
         if let Some(cut) = stop_at(&self.text, self.sent, &self.params.stop) {
+            self.stopping_word = self
+                .params
+                .stop
+                .iter()
+                .find(|s| !s.is_empty() && self.text[cut..].starts_with(s.as_str()))
+                .cloned();
             self.text.truncate(cut);
             return Some(Finish::Stop);
         }
@@ -270,5 +352,17 @@ mod tests {
         assert_eq!(stop_at("abcEND", 3, &stops), Some(3));
         assert_eq!(stop_at("héllo", 3, &["x".into()]), None);
         assert_eq!(stop_at("anything", 0, &[]), None);
+    }
+
+    #[test]
+    fn token_probs_are_the_softmax_of_the_raw_logits_likeliest_first() {
+        let logits = [1.0f32, 3.0, 2.0, 3.0f32.ln() + 1.0, -1.0];
+        let t = TokenProbs::of(&logits, 2, 3);
+        let sum: f32 = logits.iter().map(|l| l.exp()).sum();
+        assert!((t.p - 2f32.exp() / sum).abs() < 1e-6);
+        let ids: Vec<u32> = t.top.iter().map(|x| x.0).collect();
+        assert_eq!(ids, [1, 3, 2]);
+        assert!((t.top[0].1 - 3f32.exp() / sum).abs() < 1e-6);
+        assert_eq!(TokenProbs::of(&logits, 0, 9).top.len(), logits.len());
     }
 }

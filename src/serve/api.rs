@@ -17,6 +17,9 @@ pub struct ApiError {
     /// The request field at fault, where there is one.
     pub param: Option<String>,
     pub kind: &'static str,
+    /// A prompt too long for a slot: its tokens and the slot's (llama-server's
+    /// `exceed_context_size_error` carries them as `n_prompt_tokens` and `n_ctx`).
+    pub context: Option<(usize, usize)>,
 }
 
 impl ApiError {
@@ -26,6 +29,18 @@ impl ApiError {
             message: message.into(),
             param: Some(param.to_string()),
             kind: "invalid_request_error",
+            context: None,
+        }
+    }
+
+    /// llama-server's 400 for a prompt of `n_prompt` tokens that a slot of `n_ctx` cannot hold.
+    pub fn exceed_context(message: String, n_prompt: usize, n_ctx: usize) -> ApiError {
+        ApiError {
+            status: 400,
+            message,
+            param: None,
+            kind: "exceed_context_size_error",
+            context: Some((n_prompt, n_ctx)),
         }
     }
 
@@ -44,21 +59,23 @@ impl ApiError {
             message: message.into(),
             param: None,
             kind,
+            context: None,
         }
     }
 
     /// `{"error": {"message", "type", "param", "code"}}`.
     pub fn body(&self) -> String {
-        Json::obj([(
-            "error",
-            Json::obj([
-                ("message", Json::str(self.message.clone())),
-                ("type", Json::str(self.kind)),
-                ("param", self.param.clone().map_or(Json::Null, Json::Str)),
-                ("code", Json::num(self.status)),
-            ]),
-        )])
-        .to_string()
+        let mut e = Json::obj([
+            ("message", Json::str(self.message.clone())),
+            ("type", Json::str(self.kind)),
+            ("param", self.param.clone().map_or(Json::Null, Json::Str)),
+            ("code", Json::num(self.status)),
+        ]);
+        if let (Some((n, c)), Json::Obj(m)) = (self.context, &mut e) {
+            m.push(("n_prompt_tokens".into(), Json::num(n as f64)));
+            m.push(("n_ctx".into(), Json::num(c as f64)));
+        }
+        Json::obj([("error", e)]).to_string()
     }
 }
 
@@ -80,6 +97,8 @@ pub struct Generate {
     pub stream_usage: bool,
     /// locus's extension: the response lists the generated token ids (`tokens`).
     pub return_tokens: bool,
+    /// llama-server's `timings_per_token`: every stream chunk carries the timings so far.
+    pub timings_per_token: bool,
 }
 
 /// What the reader needs to know of the server.
@@ -96,11 +115,11 @@ pub struct Context<'a> {
     pub parse_special_in_messages: bool,
 }
 
-fn field<'j>(body: &'j Json, name: &str) -> Option<&'j Json> {
+pub(super) fn field<'j>(body: &'j Json, name: &str) -> Option<&'j Json> {
     body.get(name).filter(|v| **v != Json::Null)
 }
 
-fn number(body: &Json, name: &str) -> Result<Option<f64>, ApiError> {
+pub(super) fn number(body: &Json, name: &str) -> Result<Option<f64>, ApiError> {
     match field(body, name) {
         None => Ok(None),
         Some(Json::Num(n)) => Ok(Some(*n)),
@@ -111,7 +130,7 @@ fn number(body: &Json, name: &str) -> Result<Option<f64>, ApiError> {
     }
 }
 
-fn integer(body: &Json, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
+pub(super) fn integer(body: &Json, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
     match number(body, name)? {
         None => Ok(None),
         // `hi as f64` may round up (i64::MAX is 2^63 as f64): compare below the next integer.
@@ -123,7 +142,7 @@ fn integer(body: &Json, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, Api
     }
 }
 
-fn boolean(body: &Json, name: &str) -> Result<bool, ApiError> {
+pub(super) fn boolean(body: &Json, name: &str) -> Result<bool, ApiError> {
     match field(body, name) {
         None => Ok(false),
         Some(Json::Bool(b)) => Ok(*b),
@@ -217,20 +236,10 @@ impl Generate {
             ));
         }
         check_fields(&body, kind)?;
+        // Any model name is served by the one model loaded, as llama-server serves it.
         if let Some(m) = field(&body, "model") {
-            let Json::Str(m) = m else {
+            if !matches!(m, Json::Str(_)) {
                 return Err(ApiError::bad("model", "model must be a string"));
-            };
-            if !cx.model_names.iter().any(|n| n == m) {
-                return Err(ApiError {
-                    status: 400,
-                    message: format!(
-                        "unknown model {m:?}; this server has {:?}",
-                        cx.model_names[0]
-                    ),
-                    param: Some("model".into()),
-                    kind: "invalid_request_error",
-                });
             }
         }
         if let Some(n) = integer(&body, "n", 1, 1_000_000)? {
@@ -255,13 +264,14 @@ impl Generate {
             ));
         }
         if prompt.len() >= cx.ctx {
-            return Err(ApiError::bad(
-                prompt_field,
+            return Err(ApiError::exceed_context(
                 format!(
-                    "the prompt is {} tokens and a slot holds {} (-c); shorten it or start the server with a larger -c",
+                    "the prompt is {} tokens and a slot holds {} (-c / -np); shorten it or start the server with a larger -c",
                     prompt.len(),
                     cx.ctx
                 ),
+                prompt.len(),
+                cx.ctx,
             ));
         }
         let max_name = if field(&body, "max_completion_tokens").is_some() {
@@ -381,6 +391,7 @@ impl Generate {
             stream: boolean(&body, "stream")?,
             stream_usage,
             return_tokens: boolean(&body, "return_tokens")?,
+            timings_per_token: boolean(&body, "timings_per_token")?,
         })
     }
 }
@@ -428,7 +439,10 @@ fn completion_prompt(body: &Json, tok: &Tokenizer) -> Result<Vec<u32>, ApiError>
 /// The chat prompt text of `messages` in the model's format.
 /// The prompt text of a chat, and the byte ranges of its message contents that must read as
 /// plain text (those that hold a control token's text, unless `parse_special_in_messages`).
-fn chat_prompt(body: &Json, cx: &Context) -> Result<(String, Vec<Range<usize>>), ApiError> {
+pub(super) fn chat_prompt(
+    body: &Json,
+    cx: &Context,
+) -> Result<(String, Vec<Range<usize>>), ApiError> {
     let Some(Json::Arr(msgs)) = field(body, "messages") else {
         return Err(ApiError::bad(
             "messages",
@@ -491,14 +505,32 @@ fn chat_prompt(body: &Json, cx: &Context) -> Result<(String, Vec<Range<usize>>),
             format!("chat is not available: {e}"),
         )
     })?;
+    // Assistant prefill: a last assistant message is continued, not closed (llama-server's
+    // `prefill_assistant`): the conversation before it, the assistant's turn opened, its text.
+    let prefill = match &turns[..] {
+        [.., (Role::Assistant, _), (Role::Assistant, _)] => {
+            return Err(ApiError::bad(
+                "messages",
+                "two or more assistant messages cannot end the conversation",
+            ))
+        }
+        [.., (Role::Assistant, _)] => turns.pop().map(|(_, t)| t),
+        _ => None,
+    };
     let msgs: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
-    let guard: Vec<bool> = msgs
-        .iter()
-        .map(|(_, t)| !cx.parse_special_in_messages && cx.tokenizer.mentions_control(t))
-        .collect();
-    template
+    let special = |t: &str| !cx.parse_special_in_messages && cx.tokenizer.mentions_control(t);
+    let guard: Vec<bool> = msgs.iter().map(|(_, t)| special(t)).collect();
+    let (mut text, mut ranges) = template
         .render_with_contents(&msgs, &guard)
-        .map_err(|e| ApiError::bad("messages", e))
+        .map_err(|e| ApiError::bad("messages", e))?;
+    // The prefilled text is the assistant's message too: plain text unless asked otherwise.
+    if let Some(p) = prefill.filter(|p| !p.is_empty()) {
+        if special(&p) {
+            ranges.push(text.len()..text.len() + p.len());
+        }
+        text.push_str(&p);
+    }
+    Ok((text, ranges))
 }
 
 /// The parts of every response object that do not change along a request.
@@ -508,6 +540,9 @@ pub struct Envelope<'a> {
     pub model: &'a str,
     pub kind: Kind,
 }
+
+/// `system_fingerprint`: the build that answered (llama-server gives its build info).
+pub const FINGERPRINT: &str = concat!("locus-", env!("CARGO_PKG_VERSION"));
 
 /// OpenAI's `usage` object.
 pub fn usage(u: Usage) -> Json {
@@ -538,6 +573,7 @@ impl Envelope<'_> {
             ("created".to_string(), Json::num(self.created as f64)),
             ("model".to_string(), Json::str(self.model)),
             ("choices".to_string(), Json::Arr(vec![choice])),
+            ("system_fingerprint".to_string(), Json::str(FINGERPRINT)),
         ];
         if let Some(u) = usage {
             m.push(("usage".to_string(), u));

@@ -18,10 +18,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::llamacpp::{Detail, JobExtra, Timings};
 use super::metrics::Metrics;
 use crate::model::forward::{Model, State, MAX_BATCH};
 use crate::model::generation::Sequence;
-pub use crate::model::generation::{Finish, Params};
+pub use crate::model::generation::{Finish, Params, TokenProbs};
 use crate::model::tokenizer::Tokenizer;
 use crate::pool::Pool;
 
@@ -33,6 +34,8 @@ pub struct Job {
     /// Set by the connection when its client went away: the slot is freed at the next step.
     pub cancelled: Arc<AtomicBool>,
     pub queued_at: Instant,
+    /// llama-server's options beyond [`Params`].
+    pub extra: JobExtra,
 }
 
 /// A finished request's token counts.
@@ -52,10 +55,18 @@ pub enum Event {
     Text {
         text: String,
         tokens: Vec<u32>,
+        /// The slot serving the request and its timings so far (llama-server's stream chunks
+        /// carry them).
+        slot: usize,
+        timings: Timings,
+        /// The probabilities of `tokens` (empty unless the request asked, `n_probs`).
+        probs: Vec<TokenProbs>,
     },
     Done {
         finish: Finish,
         usage: Usage,
+        /// The slot, the stop string, the timings (llama-server's `/completion` fields).
+        detail: Detail,
     },
     /// The request could not run (the server is shutting down before it started).
     Refused(String),
@@ -89,6 +100,10 @@ struct Active {
     /// Prompt tokens taken from the slot's cache.
     reused: usize,
     first_token: bool,
+    /// The slot serving it; when the slot took it, and when its prompt was in.
+    slot: usize,
+    started: Instant,
+    prompt_done: Option<Instant>,
 }
 
 impl Active {
@@ -100,13 +115,44 @@ impl Active {
         }
     }
 
+    /// How the request ended, for a slot `slot` whose cache now holds `cached` tokens.
+    fn detail(&self, cached: usize) -> Detail {
+        Detail {
+            slot: self.slot,
+            stopping_word: self.seq.stopping_word().map(str::to_string),
+            cached,
+            timings: self.timings(),
+        }
+    }
+
+    fn timings(&self) -> Timings {
+        let now = Instant::now();
+        let prompt_done = self.prompt_done.unwrap_or(now);
+        Timings {
+            cache_n: self.reused,
+            prompt_n: self.seq.prompt().len() - self.reused,
+            prompt: prompt_done.duration_since(self.started),
+            predicted_n: self.seq.generated().len(),
+            predicted: now.duration_since(prompt_done),
+        }
+    }
+
     /// Sends what is new; an error where the connection is gone.
     fn flush(&mut self, last: bool) -> Result<(), ()> {
         match self.seq.output(last) {
-            Some((text, tokens)) => self
-                .events
-                .send(Event::Text { text, tokens })
-                .map_err(|_| ()),
+            Some((text, tokens)) => {
+                let (slot, timings) = (self.slot, self.timings());
+                let probs = self.seq.take_probs();
+                self.events
+                    .send(Event::Text {
+                        text,
+                        tokens,
+                        slot,
+                        timings,
+                        probs,
+                    })
+                    .map_err(|_| ())
+            }
             None => Ok(()),
         }
     }
@@ -234,19 +280,30 @@ impl<'m> Engine<'m> {
 
     /// Gives queued requests to free slots, oldest first, each to the free slot whose cache
     /// shares the longest reusable prefix with its prompt.
+    /// A request that names a busy slot (`id_slot`) waits for it while those behind it go
+    /// ahead (llama-server defers it the same way).
     fn admit(&mut self) {
         while let Some(free) = self.slots.iter().position(|s| s.active.is_none()) {
-            let Some(job) = self.queue.pop_front() else {
+            let slots = &self.slots;
+            let pinned = |j: &Job| j.extra.id_slot.filter(|&k| k < slots.len());
+            let Some(at) = self.queue.iter().position(|j| {
+                j.cancelled.load(Ordering::Relaxed)
+                    || pinned(j).is_none_or(|k| slots[k].active.is_none())
+            }) else {
                 return;
             };
+            let Some(job) = self.queue.remove(at) else {
+                return;
+            };
+            let pinned = pinned(&job);
             self.metrics.dequeued();
             if job.cancelled.load(Ordering::Relaxed) {
                 self.metrics.cancelled();
                 continue;
             }
-            let mut best = (free, 0);
+            let mut best = (pinned.unwrap_or(free), 0);
             for (i, s) in self.slots.iter().enumerate() {
-                if s.active.is_none() {
+                if s.active.is_none() && pinned.is_none_or(|k| k == i) && job.extra.cache_prompt {
                     let k = self.reusable(&s.cached, &job.prompt);
                     if k > best.1 {
                         best = (i, k);
@@ -264,20 +321,30 @@ impl<'m> Engine<'m> {
                 events,
                 cancelled,
                 queued_at,
+                extra,
             } = job;
+            self.metrics
+                .native
+                .slot_started(i, prompt.len(), reused, &params);
+            let mut seq = Sequence::new(
+                prompt,
+                params,
+                reused,
+                self.opts.ctx,
+                self.model.config.n_vocab,
+            );
+            seq.set_logit_bias(extra.logit_bias);
+            seq.set_n_probs(extra.n_probs);
             slot.active = Some(Active {
-                seq: Sequence::new(
-                    prompt,
-                    params,
-                    reused,
-                    self.opts.ctx,
-                    self.model.config.n_vocab,
-                ),
+                seq,
                 events,
                 cancelled,
                 queued_at,
                 reused,
                 first_token: false,
+                slot: i,
+                started: Instant::now(),
+                prompt_done: None,
             });
         }
     }
@@ -307,16 +374,16 @@ impl<'m> Engine<'m> {
     /// Returns the tokens decoded.
     fn step(&mut self) -> usize {
         let model = self.model;
-        for slot in &mut self.slots {
+        for (i, slot) in self.slots.iter_mut().enumerate() {
             if slot
                 .active
                 .as_ref()
                 .is_some_and(|a| a.cancelled.load(Ordering::Relaxed))
             {
                 self.metrics.cancelled();
-                if let Some(a) = slot.active.take() {
-                    self.metrics.generated_tokens(a.seq.generated().len());
-                }
+                let decoded = slot.active.take().map_or(0, |a| a.seq.generated().len());
+                self.metrics.generated_tokens(decoded);
+                self.metrics.native.slot_done(i, decoded);
             }
         }
         let (decoding, prompting): (Vec<usize>, Vec<usize>) = (0..self.slots.len())
@@ -385,6 +452,7 @@ impl<'m> Engine<'m> {
         let starts: Vec<usize> = parts.iter().map(|p| p.start).collect();
         let outs: Vec<usize> = parts.iter().map(|p| model.part_outputs(p)).collect();
         let ends = model.forward_mixed(pool, &mut self.work, &mut states, &parts);
+        self.metrics.native.decoded_step();
         drop((states, parts));
         let mut k = 0;
         for (j, &i) in who.iter().enumerate() {
@@ -406,6 +474,11 @@ impl<'m> Engine<'m> {
             }
             a.seq.advance(ends[j], logits);
             if a.seq.decoding() {
+                let now = Instant::now();
+                a.prompt_done = Some(now);
+                self.metrics
+                    .native
+                    .prompt_done(n - a.reused, now.duration_since(a.started));
                 self.metrics.prompt_tokens(n - a.reused);
                 self.emit(i);
             }
@@ -426,16 +499,21 @@ impl<'m> Engine<'m> {
             self.metrics.first_token(a.queued_at.elapsed());
         }
         let gone = a.flush(finish.is_some()).is_err();
-        if let Some(f) = finish {
-            self.metrics.generated_tokens(a.seq.generated().len());
-            let _ = a.events.send(Event::Done {
-                finish: f,
-                usage: a.usage(),
-            });
-            slot.active = None;
-        } else if gone {
-            self.metrics.generated_tokens(a.seq.generated().len());
-            self.metrics.cancelled();
+        if finish.is_some() || gone {
+            let detail = a.detail(slot.state.pos);
+            let n = a.seq.generated().len();
+            self.metrics.generated_tokens(n);
+            self.metrics.native.predicted(n, detail.timings.predicted);
+            self.metrics.native.slot_done(i, n);
+            if let Some(f) = finish {
+                let _ = a.events.send(Event::Done {
+                    finish: f,
+                    usage: a.usage(),
+                    detail,
+                });
+            } else {
+                self.metrics.cancelled();
+            }
             slot.active = None;
         }
     }
@@ -461,6 +539,7 @@ impl<'m> Engine<'m> {
                 let _ = a.events.send(Event::Done {
                     finish: Finish::Length,
                     usage: a.usage(),
+                    detail: a.detail(s.state.pos),
                 });
             }
         }

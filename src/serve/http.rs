@@ -357,6 +357,10 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The CORS header every response carries, as llama-server's: any page may call the API
+/// (the API key, where there is one, still guards it).
+pub const CORS: &str = "Access-Control-Allow-Origin: *\r\n";
+
 /// A whole response.
 pub fn write_response(
     w: &mut impl Write,
@@ -374,6 +378,7 @@ pub fn write_response(
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
+    head.push_str(CORS);
     head.push_str(if keep_alive {
         "Connection: keep-alive\r\n\r\n"
     } else {
@@ -415,7 +420,7 @@ impl<'w, W: Write> Chunked<'w, W> {
         write!(
             w,
             "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\n\
-             {framing}Connection: {conn}\r\n\r\n"
+             {CORS}{framing}Connection: {conn}\r\n\r\n"
         )?;
         w.flush()?;
         Ok(Chunked { w, chunked })

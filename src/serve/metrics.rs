@@ -46,6 +46,8 @@ pub struct Metrics {
     /// The slots' caches, and their last audit (refreshed at most every [`KV_AUDIT_EVERY`]).
     kv: OnceLock<(Vec<CacheRegion>, usize)>,
     kv_audit: Mutex<Option<(Instant, CacheAudit)>>,
+    /// llama-server's counters and the slot board (`GET /slots`).
+    pub native: super::llamacpp::NativeStats,
 }
 
 /// The KV cache's pages are located again at most this often (a scrape every second must not
@@ -70,6 +72,7 @@ impl Metrics {
             placement: OnceLock::new(),
             kv: OnceLock::new(),
             kv_audit: Mutex::new(None),
+            native: super::llamacpp::NativeStats::new(slots),
         }
     }
 
@@ -323,6 +326,13 @@ impl Metrics {
             head(&mut out, "kv_cache_copies", "gauge", "Copies of each slot's KV cache: one per node for latent attention (every head reads every cell), else 1.");
             let _ = writeln!(out, "locus_kv_cache_copies {copies}");
         }
+        let shared = super::llamacpp::SharedCounts {
+            prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
+            generated_tokens: self.generated_tokens.load(Ordering::Relaxed),
+            busy: self.busy(),
+            queued: self.queued(),
+        };
+        self.native.render(&mut out, &shared);
         out
     }
 }

@@ -15,7 +15,10 @@
 pub mod api;
 pub mod engine;
 pub mod http;
+pub mod llamacpp;
 pub mod metrics;
+mod native;
+pub mod native_req;
 
 use std::fmt;
 use std::io::{self, BufReader, Write};
@@ -47,7 +50,8 @@ pub struct ServeOptions {
     pub port: u16,
     /// Sequence slots (`-np`).
     pub slots: usize,
-    /// Tokens per slot (`-c`); `None`: as `locus run` chooses.
+    /// Tokens of all slots together (`-c`, as llama-server's: each slot gets `ctx / slots`);
+    /// `None`: as `locus run` chooses, for all slots together.
     pub ctx: Option<usize>,
     pub numa: crate::placement::Options,
     pub api_key: Option<String>,
@@ -64,6 +68,8 @@ pub struct ServeOptions {
     /// A chat message's text may write control tokens (llama-server's behaviour).
     pub parse_special_in_messages: bool,
     pub verbose: bool,
+    /// llama-server's server-wide defaults and switches.
+    pub llama: native_req::LlamaOptions,
 }
 
 /// The largest request head.
@@ -210,7 +216,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     server
         .metrics
         .set_placement(placement.plan.mode.name().to_string(), audit.locality);
-    let ctx = crate::runtime::context_size(loaded, opts.ctx);
+    let ctx = native::slot_context(crate::runtime::context_size(loaded, opts.ctx), opts.slots)?;
     crate::runtime::warn_beyond_training(loaded, ctx);
     check_memory(loaded, &pool, opts, ctx)?;
     let eopts = EngineOptions {
@@ -234,7 +240,7 @@ pub fn run(opts: &ServeOptions) -> Result<(), ServeError> {
     let template = ChatTemplate::choose(opts.chat_template, loaded.tokenizer.chat_template())
         .map_err(|e| e.to_string());
     let mut names = Vec::new();
-    names.extend(opts.alias.clone());
+    names.extend(native::aliases(opts.alias.as_deref()));
     if let Some(f) = opts
         .model
         .file_name()
@@ -532,11 +538,15 @@ fn route(
     stream: &TcpStream,
     keep: bool,
 ) -> (&'static str, io::Result<u16>) {
+    // llama-server's own endpoints and the CORS preflight (each checks the key itself).
+    if let Some(answered) = native::route(server, req, stream, keep) {
+        return answered;
+    }
     // A HEAD request's answer is GET's head without its body.
     let mut w = http::HeadOnly::new(stream, req.method == "HEAD");
     let path = req.path.trim_end_matches('/');
     let endpoint: &'static str = match path {
-        "/health" => "/health",
+        "/health" | "/v1/health" => "/health",
         "/v1/models" | "/models" => "/v1/models",
         "/metrics" => "/metrics",
         "/v1/completions" | "/completions" => "/v1/completions",
@@ -627,6 +637,11 @@ fn route(
                     "data",
                     Json::Arr(vec![Json::obj([
                         ("id", Json::str(ready.names[0].clone())),
+                        // llama-server's: every name the model answers to.
+                        (
+                            "aliases",
+                            Json::Arr(ready.names.iter().map(|n| Json::str(n.clone())).collect()),
+                        ),
                         ("object", Json::str("model")),
                         ("created", Json::num(unix_now() as f64)),
                         ("owned_by", Json::str("locus")),
@@ -749,10 +764,11 @@ fn generate(
         ctx: ready.ctx,
         parse_special_in_messages: server.opts.parse_special_in_messages,
     };
-    let g = match Generate::read(kind, &req.body, &cx) {
+    let mut g = match Generate::read(kind, &req.body, &cx) {
         Ok(g) => g,
         Err(e) => return send_error(&mut w, &e, keep).map(|_| e.status),
     };
+    native_req::apply_defaults(&mut g, &req.body, &server.opts.llama);
     let busy = ApiError::new(
         503,
         "unavailable_error",
@@ -771,6 +787,7 @@ fn generate(
         events: tx,
         cancelled,
         queued_at: Instant::now(),
+        extra: Default::default(),
     };
     let sent = server
         .jobs
@@ -834,17 +851,23 @@ fn generate(
                 Event::Text {
                     text: t,
                     tokens: ids,
+                    ..
                 } => {
                     text.push_str(&t);
                     tokens.extend(ids);
                 }
-                Event::Done { finish, usage } => {
-                    let j = env.response(
+                Event::Done {
+                    finish,
+                    usage,
+                    detail,
+                } => {
+                    let mut j = env.response(
                         &text,
                         finish,
                         api::usage(usage),
                         g.return_tokens.then_some(&tokens[..]),
                     );
+                    native::add_timings(&mut j, &detail.timings);
                     return send_json(&mut w, 200, &j, keep).map(|_| 200);
                 }
                 Event::Refused(why) => {
@@ -876,18 +899,31 @@ fn stream_events(
     let mut first = true;
     loop {
         match next()? {
-            Event::Text { text, tokens } => {
-                let j = env.chunk(
+            Event::Text {
+                text,
+                tokens,
+                timings,
+                ..
+            } => {
+                let mut j = env.chunk(
                     Some(&text),
                     first,
                     None,
                     g.return_tokens.then_some(&tokens[..]),
                 );
                 first = false;
+                if g.timings_per_token {
+                    native::add_timings(&mut j, &timings);
+                }
                 out.send(&out_send(&j))?;
             }
-            Event::Done { finish, usage } => {
-                let j = env.chunk(None, first, Some(finish), None);
+            Event::Done {
+                finish,
+                usage,
+                detail,
+            } => {
+                let mut j = env.chunk(None, first, Some(finish), None);
+                native::add_timings(&mut j, &detail.timings);
                 out.send(&out_send(&j))?;
                 if g.stream_usage {
                     out.send(&out_send(&env.usage_chunk(api::usage(usage))))?;
