@@ -575,8 +575,9 @@ fn a_server_too_large_for_the_machine_does_not_say_ready() {
     let Some(model) = common::model_path(SMOL) else {
         return;
     };
-    // 256 slots of 131072 tokens: about 3 GB of cache each (each alone fits), 770 GB together.
-    let e = refused_start(&model, &["-np", "256", "-c", "131072", "-t", "1"]);
+    // 256 slots of 131072 tokens (-c is all slots' together, as llama-server's): about 3 GB
+    // of cache each (each alone fits), 770 GB together.
+    let e = refused_start(&model, &["-np", "256", "-c", "33554432", "-t", "1"]);
     assert!(e.contains("256 slots of 131072 tokens need"), "{e}");
     assert!(e.contains("-np"), "{e}");
     // More connections than the map limit leaves threads for.
