@@ -313,6 +313,10 @@ const MODELS: [(&str, &str, u64); 40] = [
     ("mixtral", "Q4_K", 0xba08ace05fbd1c56),
 ];
 
+/// Models of f16 (and bf16) weights, as [`MODELS`]: llama.cpp converts their matmuls' inputs
+/// to the weights' type first, then sums with tinyBLAS (prompts) or `ggml_vec_dot_f16`.
+const HALF_MODELS: [(&str, &str, u64); 1] = [("qwen2", "F16", 0x25381e960dd4cc11)];
+
 /// The giant mixtures' models (shared experts, leading dense layers, sigmoid routing with a
 /// selection bias, expert groups), as [`MODELS`].
 const GIANT_MODELS: [(&str, &str, u64); 5] = [
@@ -520,6 +524,11 @@ fn check_models(models: &[(&str, &str, u64)], pick: impl Fn(&str) -> bool) {
 #[test]
 fn every_family_gives_llama_cpp_logits_and_greedy_tokens() {
     check_models(&MODELS, |arch| arch != "deepseek2");
+}
+
+#[test]
+fn half_precision_weights_give_llama_cpp_logits_and_greedy_tokens() {
+    check_models(&HALF_MODELS, |_| true);
 }
 
 #[test]

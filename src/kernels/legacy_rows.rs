@@ -100,7 +100,13 @@ pub(super) trait Floats {
     const F32: fn(&[f32], &[f32]) -> f32;
     /// tinyBLAS's order, as the attention's batched rows ([`super::Kernels::att_dot_batch_rows`]).
     const F32_GEMM_ROWS: fn(&[f32], usize, &[f32], &mut [f32]);
-    const F16: fn(&[u16], &[f32]) -> f32;
+    /// `ggml_vec_dot_f16`'s order over f16 weights and an f16 activation (widened), with
+    /// ggml's padded length as the last argument (a row's own length here).
+    const F16: fn(&[u16], &[f32], usize) -> f32;
+    /// [`Floats::F16`] of rows `x[r * stride..][..y.len()]` into `out[r]`.
+    const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]);
+    /// tinyBLAS's f16 order (the AVX-512 instance's one 16-lane accumulator, then reduced).
+    const F16_GEMM: fn(&[u16], &[f32]) -> f32;
     const BF16: fn(&[u16], &[f32]) -> f32;
 }
 
@@ -287,9 +293,43 @@ fn dot_f32_tinyblas<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
     o[0]
 }
 
+/// The f16 weights of `row` and the F16 activation, of one length (a caller bug otherwise: it
+/// panics).
+fn f16_args<'a>(row: &'a [u8], act: &'a ActRow) -> (std::borrow::Cow<'a, [u16]>, &'a [f32]) {
+    let ActRow::F16(a) = act else {
+        panic!("activation is not F16")
+    };
+    let w = u16_row(row);
+    assert_eq!(w.len(), a.len(), "row length mismatch");
+    (w, a)
+}
+
+/// `ggml_vec_dot_f16` (llama.cpp's matmul of F16 weights where tinyBLAS declines: one token,
+/// or a shape it does not take), its padded length the row's own.
 fn dot_f16<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
-    let (w, a) = float_args(u16_row, row, act);
-    (T::F16)(&w, a)
+    let (w, a) = f16_args(row, act);
+    (T::F16)(&w, a, a.len())
+}
+
+/// tinyBLAS's f16 × f16 matmul (see [`super::SumOrder::f32_order`]: on AVX-512 it is the f32
+/// instance's template, converting each 16 values to f32 before its multiply-adds).
+fn dot_f16_tinyblas<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
+    let (w, a) = f16_args(row, act);
+    (T::F16_GEMM)(&w, a)
+}
+
+/// Decode's run of F16 rows back to back in `vec_dot`'s order; declines the other orders.
+fn run_f16<T: Floats>(rows: &[u8], act: &ActRow, variant: Variant, out: &mut [f32]) -> bool {
+    let ActRow::F16(a) = act else {
+        return false;
+    };
+    let n = a.len();
+    let w = u16_row(rows);
+    if variant != Variant::Dot || w.len() != n * out.len() {
+        return false;
+    }
+    (T::F16_ROWS)(&w, n, a, n, out);
+    true
 }
 
 fn dot_bf16<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
@@ -297,7 +337,7 @@ fn dot_bf16<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
     (T::BF16)(&w, a)
 }
 
-/// The float types' rows from a tier's [`Floats`]: F32 in `ggml_vec_dot_f32`'s order and, for a
+/// The float types' rows from a tier's [`Floats`]: F32 and F16 in `vec_dot`'s order and, for a
 /// matrix tinyBLAS takes in a matmul over two tokens or more, in its order.
 const fn floats<T: Floats>() -> [Entry; 3] {
     [
@@ -307,7 +347,13 @@ const fn floats<T: Floats>() -> [Entry; 3] {
             batch_by_matrix: true,
             ..Entry::of(GgmlType::F32, dot_f32::<T>)
         },
-        Entry::of(GgmlType::F16, dot_f16::<T>),
+        Entry {
+            dot_batch: Some(dot_f16_tinyblas::<T>),
+            batch_min: 2,
+            batch_by_matrix: true,
+            run: Some(run_f16::<T>),
+            ..Entry::of(GgmlType::F16, dot_f16::<T>)
+        },
         Entry::of(GgmlType::Bf16, dot_bf16::<T>),
     ]
 }
@@ -320,13 +366,23 @@ pub(super) fn gemm_rows_scalar(x: &[f32], stride: usize, y: &[f32], out: &mut [f
     }
 }
 
+/// `ggml_vec_dot_f16`'s order over rows of f16 values, `out[r]` from
+/// `x[r * stride..][..y.len()]`: the scalar oracle.
+fn gemv_rows_scalar(x: &[u16], stride: usize, y: &[f32], n_pad: usize, out: &mut [f32]) {
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = ggml_math::dot_f16_gemv(&x[r * stride..r * stride + y.len()], y, n_pad);
+    }
+}
+
 tier_blocks! { [Q4_0Scalar, Q4_0ChainScalar, Q4_1Scalar, Q8_0Scalar], scalar, scalar }
 
 struct ScalarFloats;
 impl Floats for ScalarFloats {
     const F32: fn(&[f32], &[f32]) -> f32 = ggml_math::dot_f32_vec;
     const F32_GEMM_ROWS: fn(&[f32], usize, &[f32], &mut [f32]) = gemm_rows_scalar;
-    const F16: fn(&[u16], &[f32]) -> f32 = scalar::dot_f16_f32;
+    const F16: fn(&[u16], &[f32], usize) -> f32 = ggml_math::dot_f16_gemv;
+    const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]) = gemv_rows_scalar;
+    const F16_GEMM: fn(&[u16], &[f32]) -> f32 = ggml_math::dot_f16_gemm;
     const BF16: fn(&[u16], &[f32]) -> f32 = scalar::dot_bf16_f32;
 }
 
@@ -365,8 +421,26 @@ mod x86 {
     impl Floats for Avx2Floats {
         const F32: fn(&[f32], &[f32]) -> f32 = avx2::dot_f32_vec;
         const F32_GEMM_ROWS: fn(&[f32], usize, &[f32], &mut [f32]) = avx2::att_gemm_rows;
-        const F16: fn(&[u16], &[f32]) -> f32 = avx2::dot_f16_f32;
+        const F16: fn(&[u16], &[f32], usize) -> f32 = avx2::att_gemv;
+        const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]) =
+            |x, stride, y, n_pad, out| {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = avx2::att_gemv(&x[r * stride..r * stride + y.len()], y, n_pad);
+                }
+            };
+        const F16_GEMM: fn(&[u16], &[f32]) -> f32 = avx2::att_gemm;
         const BF16: fn(&[u16], &[f32]) -> f32 = scalar::dot_bf16_f32;
+    }
+
+    /// AVX-512's: AVX2's, with its own run of f16 rows.
+    struct Avx512Floats;
+    impl Floats for Avx512Floats {
+        const F32: fn(&[f32], &[f32]) -> f32 = Avx2Floats::F32;
+        const F32_GEMM_ROWS: fn(&[f32], usize, &[f32], &mut [f32]) = Avx2Floats::F32_GEMM_ROWS;
+        const F16: fn(&[u16], &[f32], usize) -> f32 = avx512::att_gemv;
+        const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]) = avx512::att_gemv_rows;
+        const F16_GEMM: fn(&[u16], &[f32]) -> f32 = Avx2Floats::F16_GEMM;
+        const BF16: fn(&[u16], &[f32]) -> f32 = Avx2Floats::BF16;
     }
 
     /// Puts AVX2's rows of this file's types in `rows` (the tier's table, the others filled).
@@ -421,7 +495,7 @@ mod x86 {
                 ..one_order::<Q8_0Avx512>(GgmlType::Q8_0)
             },
         );
-        floats::<Avx2Floats>()
+        floats::<Avx512Floats>()
             .into_iter()
             .for_each(|r| put(rows, r));
         // tinyBLAS's f32 matmul over a micro-batch in tiles of rows and tokens.

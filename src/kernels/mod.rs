@@ -378,7 +378,8 @@ impl SumOrder {
         }
     }
 
-    /// How llama.cpp sums the dot products of an f32 weight matrix of `rows` rows of `cols`
+    /// How llama.cpp sums the dot products of an f32 or f16 weight matrix (its AVX-512 build runs
+    /// one tinyBLAS instance for both) of `rows` rows of `cols`
     /// values in a matmul of two tokens or more: tinyBLAS ([`SumOrder::Batched`]) where its
     /// x86 build takes the matrix (rows of whole 16-lane vectors and a row count it tiles: a
     /// multiple of 4), `ggml_vec_dot_f32` ([`SumOrder::Lanes`]) where it declines, as for a

@@ -11,7 +11,7 @@
 //! may share loads between outputs, but each output must come out as that output's dot alone.
 
 use super::blocks::{scale, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-use super::half::{bf16_to_f32, f16_to_f32};
+use super::half::bf16_to_f32;
 
 /// ggml's `hsum_float_8`: (hi + lo) pairwise, then (0+2) + (1+3).
 #[inline]
@@ -110,11 +110,6 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
         s = x[i].mul_add(y[i], s);
     }
     s
-}
-
-/// f16 weights · f32 activations, accumulated in f32 like [`dot_f32`].
-pub fn dot_f16_f32(x: &[u16], y: &[f32]) -> f32 {
-    dot_half(f16_to_f32, x, y)
 }
 
 /// bf16 weights · f32 activations, accumulated in f32 like [`dot_f32`].

@@ -109,7 +109,7 @@ static TYPES: [Option<TypeRow>; N_IDS] = {
     use GgmlType::*;
     let mut t: [Option<TypeRow>; N_IDS] = [None; N_IDS];
     t[0] = kernels(F32, "F32", (1, 4), ActType::F32, codec::F32);
-    t[1] = kernels(F16, "F16", (1, 2), ActType::F32, codec::F16);
+    t[1] = kernels(F16, "F16", (1, 2), ActType::F16, codec::F16);
     t[2] = kernels(Q4_0, "Q4_0", (B32, 18), ActType::Q8_0, codec::Q4_0);
     t[3] = kernels(Q4_1, "Q4_1", (B32, 20), ActType::Q8_1, codec::Q4_1);
     t[6] = kernels(Q5_0, "Q5_0", (B32, 22), ActType::Q8_0, codec::Q5_0);

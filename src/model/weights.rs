@@ -413,7 +413,7 @@ fn tensor_of_shape<'a>(
 fn as_matmul_weight(mut t: Tensor) -> Tensor {
     if repacked_in_llama(t.ty, t.rows) {
         t.order = SumOrder::BlockChain;
-    } else if t.ty == GgmlType::F32 {
+    } else if matches!(t.ty, GgmlType::F32 | GgmlType::F16) {
         t.order = SumOrder::f32_order(t.rows, t.cols);
     }
     t
@@ -644,7 +644,9 @@ impl<'a> Reader<'_, 'a> {
         strided_input: bool,
     ) -> Result<Vec<Matrix<'a>>, ModelError> {
         self.slabs(name, (cols, rows, n), |t| {
-            if t.ty == GgmlType::F32 && !strided_input {
+            // An F16 matrix's input is converted to a contiguous f16 copy first, so tinyBLAS
+            // takes it whatever the input's strides.
+            if (t.ty == GgmlType::F32 && !strided_input) || t.ty == GgmlType::F16 {
                 t.order = SumOrder::f32_order(rows, cols);
             }
         })

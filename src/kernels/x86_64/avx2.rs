@@ -117,30 +117,6 @@ fn dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
     s
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot_f16_f32_impl(x: &[u16], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    let n8 = n / 8 * 8;
-    let mut acc = _mm256_setzero_ps();
-    let mut i = 0;
-    while i < n8 {
-        // SAFETY: i + 8 <= n8 <= len of both slices; unaligned loads.
-        let (a, b) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(x.as_ptr().add(i).cast())),
-                _mm256_loadu_ps(y.as_ptr().add(i)),
-            )
-        };
-        acc = _mm256_fmadd_ps(a, b, acc);
-        i += 8;
-    }
-    let mut s = hsum_float_8(acc);
-    for j in n8..n {
-        s = crate::kernels::half::f16_to_f32(x[j]).mul_add(y[j], s);
-    }
-    s
-}
-
 /// Eight f16 values → f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -685,7 +661,6 @@ entry_points! {
     dot_f32(x: &[f32], y: &[f32]) -> f32 = dot_f32_impl;
     /// `ggml_math::dot_f32_vec` with AVX2 and hardware FMA (same bits).
     dot_f32_vec(x: &[f32], y: &[f32]) -> f32 = dot_f32_vec_impl;
-    dot_f16_f32(x: &[u16], y: &[f32]) -> f32 = dot_f16_f32_impl;
     att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 = att_gemv_impl;
     att_gemm(x: &[u16], y: &[f32]) -> f32 = att_gemm_impl;
     att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) = att_gemm_rows_impl;
