@@ -315,7 +315,10 @@ const MODELS: [(&str, &str, u64); 40] = [
 
 /// Models of f16 (and bf16) weights, as [`MODELS`]: llama.cpp converts their matmuls' inputs
 /// to the weights' type first, then sums with tinyBLAS (prompts) or `ggml_vec_dot_f16`.
-const HALF_MODELS: [(&str, &str, u64); 1] = [("qwen2", "F16", 0x25381e960dd4cc11)];
+const HALF_MODELS: [(&str, &str, u64); 2] = [
+    ("qwen2", "F16", 0x25381e960dd4cc11),
+    ("qwen2", "BF16", 0xa1d606e6580fe0fb),
+];
 
 /// The giant mixtures' models (shared experts, leading dense layers, sigmoid routing with a
 /// selection bias, expert groups), as [`MODELS`].

@@ -383,7 +383,7 @@ fn check_packed_run(
 
 fn dequantized_act(a: &ActRow) -> Vec<f32> {
     match a {
-        ActRow::F32(v) | ActRow::F16(v) => v.clone(),
+        ActRow::F32(v) | ActRow::F16(v) | ActRow::Bf16(v) => v.clone(),
         ActRow::Q8_0(b) => {
             let mut o = vec![0f32; b.blocks.len() * 32];
             blocks::dequantize_q8_0(&b.blocks, &mut o);

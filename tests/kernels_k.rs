@@ -511,7 +511,7 @@ fn activations_of_minus_128_equal_the_scalar_oracles() {
                     }
                 }
             }
-            ActRow::F32(_) | ActRow::F16(_) => {}
+            ActRow::F32(_) | ActRow::F16(_) | ActRow::Bf16(_) => {}
         }
     }
     fn prop(c: Case) -> bool {

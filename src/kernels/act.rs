@@ -5,7 +5,7 @@
 
 use super::blocks::BlockQ8K;
 use super::blocks::{self, BlockQ8_0, BlockQ8_1, QK};
-use super::{dequantize, ggml_math, GgmlType, MAX_PANEL_TOKENS, PANEL_TOKENS};
+use super::{dequantize, ggml_math, half, GgmlType, MAX_PANEL_TOKENS, PANEL_TOKENS};
 
 /// The activation a weight type's dot product consumes (ggml's `vec_dot_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +14,8 @@ pub enum ActType {
     /// f16 values (ggml converts the f32 activation of F16 weights to f16 first), held
     /// widened to f32: every f16 is an f32, so the kernels multiply the same values.
     F16,
+    /// bf16 values (ggml converts the f32 activation of BF16 weights to bf16), held widened.
+    Bf16,
     Q8_0,
     Q8_1,
     Q8K,
@@ -21,9 +23,10 @@ pub enum ActType {
 
 impl ActType {
     /// Every activation type, in the order batches keep their rows.
-    pub const ALL: [ActType; 5] = [
+    pub const ALL: [ActType; 6] = [
         ActType::F32,
         ActType::F16,
+        ActType::Bf16,
         ActType::Q8_0,
         ActType::Q8_1,
         ActType::Q8K,
@@ -37,7 +40,7 @@ impl ActType {
     /// Elements per activation block (a row's length must be a multiple).
     pub fn block(self) -> usize {
         match self {
-            ActType::F32 | ActType::F16 => 1,
+            ActType::F32 | ActType::F16 | ActType::Bf16 => 1,
             ActType::Q8_0 | ActType::Q8_1 => QK,
             ActType::Q8K => blocks::QK_K,
         }
@@ -51,6 +54,8 @@ pub enum ActRow {
     /// Each value rounded to f16 (to nearest, ties to even, as ggml's `fp32_to_fp16` row
     /// conversion), held as f32.
     F16(Vec<f32>),
+    /// Each value rounded to bf16 (ggml's `ggml_compute_fp32_to_bf16`), held as f32.
+    Bf16(Vec<f32>),
     Q8_0(Q8Row),
     Q8_1(Vec<BlockQ8_1>),
     Q8K(Vec<BlockQ8K>),
@@ -94,6 +99,7 @@ impl ActRow {
         match t {
             ActType::F32 => ActRow::F32(Vec::new()),
             ActType::F16 => ActRow::F16(Vec::new()),
+            ActType::Bf16 => ActRow::Bf16(Vec::new()),
             ActType::Q8_0 => ActRow::Q8_0(Q8Row::default()),
             ActType::Q8_1 => ActRow::Q8_1(Vec::new()),
             ActType::Q8K => ActRow::Q8K(Vec::new()),
@@ -129,6 +135,10 @@ impl ActRow {
                 v.clear();
                 v.extend(x.iter().map(|&f| ggml_math::round_f16(f)));
             }
+            ActRow::Bf16(v) => {
+                v.clear();
+                v.extend(x.iter().map(|&f| half::bf16_to_f32(half::f32_to_bf16(f))));
+            }
             ActRow::Q8_0(v) => {
                 v.blocks.resize(x.len() / QK, BlockQ8_0::default());
                 q8_0(x, &mut v.blocks);
@@ -148,7 +158,7 @@ impl ActRow {
     /// Number of activation elements held.
     pub fn len(&self) -> usize {
         match self {
-            ActRow::F32(v) | ActRow::F16(v) => v.len(),
+            ActRow::F32(v) | ActRow::F16(v) | ActRow::Bf16(v) => v.len(),
             ActRow::Q8_0(v) => v.blocks.len() * QK,
             ActRow::Q8_1(v) => v.len() * QK,
             ActRow::Q8K(v) => v.len() * blocks::QK_K,

@@ -10,7 +10,7 @@
 //!   tinyBLAS (one 16-lane accumulator) for a batch of tokens;
 //! - RoPE (normal and NEOX pairings) with the multiply-adds GCC fused in `rotate_pairs`.
 
-use super::half::{f16_to_f32, f32_to_f16};
+use super::half::{bf16_to_f32, f16_to_f32, f32_to_f16};
 
 /// IEEE binary64 exponent bias and mantissa width (for building powers of two).
 const F64_EXP_BIAS: i64 = 1023;
@@ -134,6 +134,73 @@ fn gemm_order(x: impl Iterator<Item = f32>, y: &[f32]) -> f32 {
     reduce16(&acc)
 }
 
+/// `v`, or a zero of its sign where it is below f32's normal range (the denormals-are-zero and
+/// flush-to-zero of `vdpbf16ps`).
+#[inline(always)]
+fn flush(v: f32) -> f32 {
+    if v.abs() < f32::MIN_POSITIVE {
+        0f32.copysign(v)
+    } else {
+        v
+    }
+}
+
+/// One lane of `_mm512_dpbf16_ps`: `acc + x[1]·y[1]`, then `+ x[0]·y[0]` (the odd element of
+/// the pair first, as measured on this Zen 5), each sum rounded to nearest even. A product of
+/// two bf16 values is exact in f32, so each step is one fused multiply-add.
+#[inline(always)]
+fn dpbf16_lane(acc: f32, x: [u16; 2], y: [f32; 2]) -> f32 {
+    let w = |h: u16| flush(bf16_to_f32(h));
+    let s = flush(w(x[1]).mul_add(flush(y[1]), acc));
+    flush(w(x[0]).mul_add(flush(y[0]), s))
+}
+
+/// Lanes of a `vdpbf16ps` accumulator.
+const BF16_LANES: usize = 16;
+/// bf16 values one `vdpbf16ps` consumes (a pair per lane).
+const BF16_STEP: usize = 2 * BF16_LANES;
+
+/// `acc` after one `vdpbf16ps` over the 32 values from `x[i]` and `y[i]`.
+#[inline(always)]
+fn dpbf16_step(acc: &mut [f32; BF16_LANES], x: &[u16], y: &[f32], i: usize) {
+    for (j, a) in acc.iter_mut().enumerate() {
+        let k = i + 2 * j;
+        *a = dpbf16_lane(*a, [x[k], x[k + 1]], [y[k], y[k + 1]]);
+    }
+}
+
+/// `ggml_vec_dot_bf16` (AVX512_BF16): two `vdpbf16ps` accumulators over steps of 64 (the first
+/// over each step's first 32 values), each reduced by [`reduce16`] and added in f64, then the
+/// leftovers' products added in f64. `x` holds bf16 bits, `y` bf16 values widened to f32.
+#[inline(always)]
+pub fn dot_bf16_vec(x: &[u16], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let np = n / (2 * BF16_STEP) * (2 * BF16_STEP);
+    let mut c = [[0f32; BF16_LANES]; 2];
+    for i in (0..np).step_by(2 * BF16_STEP) {
+        dpbf16_step(&mut c[0], x, y, i);
+        dpbf16_step(&mut c[1], x, y, i + BF16_STEP);
+    }
+    let mut sum = reduce16(&c[0]) as f64;
+    sum += reduce16(&c[1]) as f64;
+    for i in np..n {
+        sum += (bf16_to_f32(x[i]) * y[i]) as f64;
+    }
+    sum as f32
+}
+
+/// tinyBLAS's bf16 GEMM element (its AVX512_BF16 instance, 32 values a step): one
+/// `vdpbf16ps` accumulator, then [`reduce16`]. Requires the length to be a multiple of 32.
+#[inline(always)]
+pub fn dot_bf16_gemm(x: &[u16], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = [0f32; BF16_LANES];
+    for i in (0..n / BF16_STEP * BF16_STEP).step_by(BF16_STEP) {
+        dpbf16_step(&mut acc, x, y, i);
+    }
+    reduce16(&acc)
+}
+
 /// Softmax of `x · scale` as ggml's `soft_max` (no mask values inside `x`; masked positions of
 /// ggml's padded row are exact zeros after the exponential). Exponentials by [`expf`], sums of
 /// 16-lane blocks reduced by [`reduce16`] and accumulated in f64, then scaled by 1/sum.
@@ -227,6 +294,60 @@ pub fn rope_neox(cache: &[(f32, f32)], x: &mut [f32], head_dim: usize) {
 mod tests {
     use super::*;
     use crate::kernels::test_util::assert_near_libm;
+
+    /// One `vdpbf16ps` of this CPU: `acc + Σ pairs` lane by lane.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    fn dpbf16_hw(x: &[u16; BF16_STEP], y: &[u16; BF16_STEP], acc: &[f32; BF16_LANES]) -> [f32; 16] {
+        use std::arch::x86_64::*;
+        // SAFETY: 64-byte unaligned loads and a store within the arrays; a vector of 32 bf16
+        // and one of 32 u16 are the same 512 bits.
+        unsafe {
+            let a: __m512bh = std::mem::transmute(_mm512_loadu_si512(x.as_ptr().cast()));
+            let b: __m512bh = std::mem::transmute(_mm512_loadu_si512(y.as_ptr().cast()));
+            let r = _mm512_dpbf16_ps(_mm512_loadu_ps(acc.as_ptr()), a, b);
+            let mut o = [0f32; BF16_LANES];
+            _mm512_storeu_ps(o.as_mut_ptr(), r);
+            o
+        }
+    }
+
+    /// [`dpbf16_lane`] against the instruction itself, where the CPU has it, over values in
+    /// f32's normal range (weights, activations and sums of real models): random bf16 pairs
+    /// of exponents 2^-40..2^40 and accumulators of either sign, bit for bit. (Past that range
+    /// the instruction's results differ from this model in signs of flushed zeros and in
+    /// overflows, which models never reach.)
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn dpbf16_lane_equals_the_instruction() {
+        use crate::kernels::test_util::XorShift;
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16")) {
+            eprintln!("SKIPPED dpbf16_lane_equals_the_instruction: no AVX512_BF16 on this CPU");
+            return;
+        }
+        const EXP_BIAS: u64 = 127;
+        const EXP_SPAN: u64 = 80;
+        const CASES: usize = 20_000;
+        let mut rng = XorShift(0x5eed_bf16);
+        let value = |rng: &mut XorShift| -> u16 {
+            let r = rng.next();
+            let exp = EXP_BIAS - EXP_SPAN / 2 + r % EXP_SPAN;
+            ((r >> 32) as u16 & 0x807f) | ((exp as u16) << 7)
+        };
+        for case in 0..CASES {
+            let x: [u16; BF16_STEP] = std::array::from_fn(|_| value(&mut rng));
+            let y: [u16; BF16_STEP] = std::array::from_fn(|_| value(&mut rng));
+            let acc: [f32; BF16_LANES] =
+                std::array::from_fn(|_| bf16_to_f32(value(&mut rng)) * 3.0);
+            // SAFETY: the features were detected above.
+            let hw = unsafe { dpbf16_hw(&x, &y, &acc) };
+            for j in 0..BF16_LANES {
+                let yv = [bf16_to_f32(y[2 * j]), bf16_to_f32(y[2 * j + 1])];
+                let want = dpbf16_lane(acc[j], [x[2 * j], x[2 * j + 1]], yv);
+                assert_eq!(hw[j].to_bits(), want.to_bits(), "case {case} lane {j}");
+            }
+        }
+    }
 
     /// `expf`'s bound relative to the exact value: 4e-7 from libm's f32 `exp`, plus that one's
     /// own half an ulp (2^-24, under 6e-8).

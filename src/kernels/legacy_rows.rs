@@ -107,7 +107,10 @@ pub(super) trait Floats {
     const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]);
     /// tinyBLAS's f16 order (the AVX-512 instance's one 16-lane accumulator, then reduced).
     const F16_GEMM: fn(&[u16], &[f32]) -> f32;
+    /// `ggml_vec_dot_bf16`'s order (AVX512_BF16) over bf16 weights and a bf16 activation.
     const BF16: fn(&[u16], &[f32]) -> f32;
+    /// tinyBLAS's bf16 order (its AVX512_BF16 instance).
+    const BF16_GEMM: fn(&[u16], &[f32]) -> f32;
 }
 
 /// `K`'s dot product as a row's.
@@ -332,9 +335,27 @@ fn run_f16<T: Floats>(rows: &[u8], act: &ActRow, variant: Variant, out: &mut [f3
     true
 }
 
+/// The bf16 weights of `row` and the BF16 activation, of one length (a caller bug otherwise:
+/// it panics).
+fn bf16_args<'a>(row: &'a [u8], act: &'a ActRow) -> (std::borrow::Cow<'a, [u16]>, &'a [f32]) {
+    let ActRow::Bf16(a) = act else {
+        panic!("activation is not BF16")
+    };
+    let w = u16_row(row);
+    assert_eq!(w.len(), a.len(), "row length mismatch");
+    (w, a)
+}
+
+/// `ggml_vec_dot_bf16` (one token, or a shape tinyBLAS declines).
 fn dot_bf16<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
-    let (w, a) = float_args(u16_row, row, act);
+    let (w, a) = bf16_args(row, act);
     (T::BF16)(&w, a)
+}
+
+/// tinyBLAS's bf16 × bf16 matmul (see [`super::SumOrder::bf16_order`]).
+fn dot_bf16_tinyblas<T: Floats>(row: &[u8], act: &ActRow) -> f32 {
+    let (w, a) = bf16_args(row, act);
+    (T::BF16_GEMM)(&w, a)
 }
 
 /// The float types' rows from a tier's [`Floats`]: F32 and F16 in `vec_dot`'s order and, for a
@@ -354,7 +375,12 @@ const fn floats<T: Floats>() -> [Entry; 3] {
             run: Some(run_f16::<T>),
             ..Entry::of(GgmlType::F16, dot_f16::<T>)
         },
-        Entry::of(GgmlType::Bf16, dot_bf16::<T>),
+        Entry {
+            dot_batch: Some(dot_bf16_tinyblas::<T>),
+            batch_min: 2,
+            batch_by_matrix: true,
+            ..Entry::of(GgmlType::Bf16, dot_bf16::<T>)
+        },
     ]
 }
 
@@ -383,7 +409,8 @@ impl Floats for ScalarFloats {
     const F16: fn(&[u16], &[f32], usize) -> f32 = ggml_math::dot_f16_gemv;
     const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]) = gemv_rows_scalar;
     const F16_GEMM: fn(&[u16], &[f32]) -> f32 = ggml_math::dot_f16_gemm;
-    const BF16: fn(&[u16], &[f32]) -> f32 = scalar::dot_bf16_f32;
+    const BF16: fn(&[u16], &[f32]) -> f32 = ggml_math::dot_bf16_vec;
+    const BF16_GEMM: fn(&[u16], &[f32]) -> f32 = ggml_math::dot_bf16_gemm;
 }
 
 /// The oracle rows of this file's types ([`entries::SCALAR`] lists them): F32, F16, BF16.
@@ -406,8 +433,8 @@ mod x86 {
     use super::super::x86_64::{avx2, avx2_steps, avx512, avx512_steps, Avx2};
     use super::super::{Layout, PANEL_ROWS, PANEL_TOKENS, TILE_ROWS};
     use super::{
-        floats, one_order, put, q4_0, scalar, ActRow, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1,
-        Blocks, Dot, Floats, GemvPanel, GgmlType, Rows, Tile,
+        floats, one_order, put, q4_0, ActRow, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, Blocks,
+        Dot, Floats, GemvPanel, GgmlType, Rows, Tile,
     };
 
     tier_blocks! { [Q4_0Avx2, Q4_0ChainAvx2, Q4_1Avx2, Q8_0Avx2], avx2, avx2,
@@ -416,7 +443,7 @@ mod x86 {
     tier_blocks! { [Q4_0Avx512, Q4_0ChainAvx512, Q4_1Avx512, Q8_0Avx512], avx2, avx512,
     GemvPanel { rows: PANEL_ROWS, run: avx512::gemv16_q4_0_q8_0_chain } }
 
-    /// AVX2's float dots (AVX-512 takes them too); bf16 has the scalar one.
+    /// AVX2's float dots (bf16's: the oracle's, compiled with hardware FMA).
     struct Avx2Floats;
     impl Floats for Avx2Floats {
         const F32: fn(&[f32], &[f32]) -> f32 = avx2::dot_f32_vec;
@@ -429,7 +456,8 @@ mod x86 {
                 }
             };
         const F16_GEMM: fn(&[u16], &[f32]) -> f32 = avx2::att_gemm;
-        const BF16: fn(&[u16], &[f32]) -> f32 = scalar::dot_bf16_f32;
+        const BF16: fn(&[u16], &[f32]) -> f32 = avx2::dot_bf16_vec;
+        const BF16_GEMM: fn(&[u16], &[f32]) -> f32 = avx2::dot_bf16_gemm;
     }
 
     /// AVX-512's: AVX2's, with its own run of f16 rows.
@@ -441,6 +469,7 @@ mod x86 {
         const F16_ROWS: fn(&[u16], usize, &[f32], usize, &mut [f32]) = avx512::att_gemv_rows;
         const F16_GEMM: fn(&[u16], &[f32]) -> f32 = Avx2Floats::F16_GEMM;
         const BF16: fn(&[u16], &[f32]) -> f32 = Avx2Floats::BF16;
+        const BF16_GEMM: fn(&[u16], &[f32]) -> f32 = Avx2Floats::BF16_GEMM;
     }
 
     /// Puts AVX2's rows of this file's types in `rows` (the tier's table, the others filled).

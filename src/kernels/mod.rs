@@ -386,8 +386,19 @@ impl SumOrder {
     /// single token ([`SumOrder::for_token`]).
     pub fn f32_order(rows: usize, cols: usize) -> SumOrder {
         const TINYBLAS_K: usize = 16;
+        Self::tinyblas_order(rows, cols, TINYBLAS_K)
+    }
+
+    /// [`SumOrder::f32_order`] of a bf16 matrix: tinyBLAS's AVX512_BF16 instance takes rows of
+    /// whole 32-value steps.
+    pub fn bf16_order(rows: usize, cols: usize) -> SumOrder {
+        const TINYBLAS_K_BF16: usize = 32;
+        Self::tinyblas_order(rows, cols, TINYBLAS_K_BF16)
+    }
+
+    fn tinyblas_order(rows: usize, cols: usize, k: usize) -> SumOrder {
         const TINYBLAS_M: usize = 4;
-        if cols.is_multiple_of(TINYBLAS_K) && rows.is_multiple_of(TINYBLAS_M) {
+        if cols.is_multiple_of(k) && rows.is_multiple_of(TINYBLAS_M) {
             SumOrder::Batched
         } else {
             SumOrder::Lanes

@@ -11,7 +11,6 @@
 //! may share loads between outputs, but each output must come out as that output's dot alone.
 
 use super::blocks::{scale, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-use super::half::bf16_to_f32;
 
 /// ggml's `hsum_float_8`: (hi + lo) pairwise, then (0+2) + (1+3).
 #[inline]
@@ -108,29 +107,6 @@ pub fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
     let mut s = hsum_float_8(acc);
     for i in n8..x.len() {
         s = x[i].mul_add(y[i], s);
-    }
-    s
-}
-
-/// bf16 weights · f32 activations, accumulated in f32 like [`dot_f32`].
-pub fn dot_bf16_f32(x: &[u16], y: &[f32]) -> f32 {
-    dot_half(bf16_to_f32, x, y)
-}
-
-/// Half-precision weights (`widen`ed to f32) · f32 activations: eight lanes, reduced as
-/// `hsum_float_8`, then the tail in order.
-#[inline(always)]
-fn dot_half(widen: fn(u16) -> f32, x: &[u16], y: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let n8 = x.len() / 8 * 8;
-    for (xc, yc) in x[..n8].chunks_exact(8).zip(y[..n8].chunks_exact(8)) {
-        for l in 0..8 {
-            acc[l] = widen(xc[l]).mul_add(yc[l], acc[l]);
-        }
-    }
-    let mut s = hsum_float_8(acc);
-    for i in n8..x.len() {
-        s = widen(x[i]).mul_add(y[i], s);
     }
     s
 }

@@ -415,6 +415,8 @@ fn as_matmul_weight(mut t: Tensor) -> Tensor {
         t.order = SumOrder::BlockChain;
     } else if matches!(t.ty, GgmlType::F32 | GgmlType::F16) {
         t.order = SumOrder::f32_order(t.rows, t.cols);
+    } else if t.ty == GgmlType::Bf16 {
+        t.order = SumOrder::bf16_order(t.rows, t.cols);
     }
     t
 }
@@ -644,10 +646,12 @@ impl<'a> Reader<'_, 'a> {
         strided_input: bool,
     ) -> Result<Vec<Matrix<'a>>, ModelError> {
         self.slabs(name, (cols, rows, n), |t| {
-            // An F16 matrix's input is converted to a contiguous f16 copy first, so tinyBLAS
+            // An F16 or BF16 matrix's input is converted to a contiguous f16 copy first, so tinyBLAS
             // takes it whatever the input's strides.
             if (t.ty == GgmlType::F32 && !strided_input) || t.ty == GgmlType::F16 {
                 t.order = SumOrder::f32_order(rows, cols);
+            } else if t.ty == GgmlType::Bf16 {
+                t.order = SumOrder::bf16_order(rows, cols);
             }
         })
     }

@@ -117,6 +117,16 @@ fn dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
     s
 }
 
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_bf16_vec_impl(x: &[u16], y: &[f32]) -> f32 {
+    ggml_math::dot_bf16_vec(x, y)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_bf16_gemm_impl(x: &[u16], y: &[f32]) -> f32 {
+    ggml_math::dot_bf16_gemm(x, y)
+}
+
 /// Eight f16 values → f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -663,6 +673,10 @@ entry_points! {
     dot_f32_vec(x: &[f32], y: &[f32]) -> f32 = dot_f32_vec_impl;
     att_gemv(x: &[u16], y: &[f32], n_pad: usize) -> f32 = att_gemv_impl;
     att_gemm(x: &[u16], y: &[f32]) -> f32 = att_gemm_impl;
+    /// `ggml_math::dot_bf16_vec` with hardware FMA (same bits).
+    dot_bf16_vec(x: &[u16], y: &[f32]) -> f32 = dot_bf16_vec_impl;
+    /// `ggml_math::dot_bf16_gemm` with hardware FMA (same bits).
+    dot_bf16_gemm(x: &[u16], y: &[f32]) -> f32 = dot_bf16_gemm_impl;
     att_gemm_rows(x: &[f32], stride: usize, y: &[f32], out: &mut [f32]) = att_gemm_rows_impl;
     widen_f16(src: &[u16], dst: &mut [f32]) = widen_f16_impl;
     round_f16(x: &mut [f32]) = round_f16_impl;
