@@ -170,6 +170,7 @@ pub const HONOURED_FIELDS: &[&str] = &[
     "stream_options",
     "return_tokens",
     "ignore_eos",
+    "timings_per_token",
 ];
 
 /// OpenAI fields that locus does not do, accepted only at the value that asks for nothing
