@@ -77,6 +77,7 @@ test: models
 	@for f in $(SMOL_Q41) $(SMOL_Q80) $(SMOL_Q40) $(SMOL_KQ) $(SMOL_IQ) $(GEMMA3); do tools/check-model.sh $$f || exit 1; done
 	-@tools/vm/setup.sh || echo "*** WARNING: cannot install the VM test prerequisites (needs root); VM tests will be SKIPPED"
 	-@tools/serve/client-setup.sh || echo "*** WARNING: cannot install the openai Python client (PyPI); its server test will FAIL"
+	-@command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || echo "*** WARNING: haproxy is missing (apt-get install haproxy); the load balancer test will FAIL"
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	LOCUS_REQUIRE_MODELS=1 LOCUS_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --release; \
 		status=$$?; tools/test-summary.sh $(SKIP_LOG); exit $$status
