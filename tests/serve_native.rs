@@ -360,6 +360,10 @@ fn completion_has_llama_servers_fields_and_locus_runs_text() {
     assert_eq!(text_of(&e, &["type"]), "exceed_context_size_error");
     assert_eq!(num(&e, &["n_ctx"]), 1024.0);
     assert!(num(&e, &["n_prompt_tokens"]) > 1024.0, "{e}");
+    // llama-server's error object names no `param` (format_error_response: code, message,
+    // type, and here the two counts).
+    assert_eq!(e.get("param"), None, "{e}");
+    assert_eq!(num(&e, &["code"]), 400.0);
     // The chat endpoint answers an overflow the same way.
     let e = refused(
         &srv,
@@ -506,6 +510,7 @@ fn props_slots_models_cors_and_chat_as_llama_server_has_them() {
             json(QUESTION)
         ),
     );
+    assert_eq!(r.status, 200, "{}", r.body_text());
     let events = r.events();
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
     let first = Json::parse(events[0].as_bytes()).unwrap();
@@ -513,10 +518,11 @@ fn props_slots_models_cors_and_chat_as_llama_server_has_them() {
         text_of(&first, &["choices", "0", "delta", "role"]),
         "assistant"
     );
-    for e in &events[..events.len() - 1] {
+    for (i, e) in events[..events.len() - 1].iter().enumerate() {
         let c = Json::parse(e.as_bytes()).unwrap();
         assert!(!text_of(&c, &["system_fingerprint"]).is_empty(), "{c}");
-        assert!(c.get("timings").is_some(), "{c}");
+        // The role goes out with the first token's text, which carries that token's timings.
+        assert_eq!(c.get("timings").is_some(), i > 0, "{c}");
     }
 
     // Assistant prefill: a conversation ending with the assistant's words continues them,
@@ -608,4 +614,173 @@ fn flags_take_llama_servers_meanings() {
     assert_eq!(status, 501, "{body}");
     assert!(body.contains("not_supported_error"), "{body}");
     assert!(srv.metric("llamacpp:tokens_predicted_total") >= 10.0);
+}
+
+/// The details a llama-server client sees (tools/server, 0c1e57098): a chat stream opens with
+/// `{"role":"assistant","content":null}` alone and then sends only what is new; the
+/// end-of-generation token is among `tokens` and counted in `tokens_predicted` and
+/// `completion_tokens` (its `n_decoded`); `/slots?fail_on_no_slot=1` is 503 while no slot is
+/// idle.
+#[test]
+fn streams_counts_and_slots_in_llama_servers_detail() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-np", "1", "-c", "1024", "-t", "2"]);
+    let answer = run_text(
+        &model,
+        &["--chat", "-p", QUESTION, "-n", "64", "--temp", "0"],
+    );
+    let (_, t) = srv.post("/tokenize", r#"{"content":"<|im_end|>"}"#);
+    let im_end = ids(&t, "tokens");
+    assert_eq!(im_end.len(), 1, "{t}");
+    let eog = im_end[0];
+
+    // Whole: the answer ends on <|im_end|>, which is listed and counted but not in the text.
+    let msgs = format!(r#"[{{"role":"user","content":{}}}]"#, json(QUESTION));
+    let (status, chat) = srv.post(
+        "/v1/chat/completions",
+        &format!(r#"{{"messages":{msgs},"max_tokens":64,"temperature":0,"return_tokens":true}}"#),
+    );
+    assert_eq!(status, 200, "{chat}");
+    assert_eq!(
+        text_of(&chat, &["choices", "0", "message", "content"]),
+        answer
+    );
+    assert_eq!(text_of(&chat, &["choices", "0", "finish_reason"]), "stop");
+    let toks = server::tokens_of(&chat);
+    assert_eq!(toks.last(), Some(&eog), "{chat}");
+    assert_eq!(
+        num(&chat, &["usage", "completion_tokens"]),
+        toks.len() as f64
+    );
+    let (_, d) = srv.post(
+        "/detokenize",
+        &format!(r#"{{"tokens":{:?}}}"#, &toks[..toks.len() - 1]),
+    );
+    assert_eq!(text_of(&d, &["content"]), answer);
+
+    let (_, t) = srv.post("/apply-template", &format!(r#"{{"messages":{msgs}}}"#));
+    let prompt = text_of(&t, &["prompt"]);
+    let body = format!(
+        r#"{{"prompt":{},"n_predict":64,"temperature":0,"return_tokens":true}}"#,
+        json(&prompt)
+    );
+    let j = complete(&srv, &body);
+    assert_eq!(text_of(&j, &["content"]), answer);
+    assert_eq!(text_of(&j, &["stop_type"]), "eos");
+    assert_eq!(ids(&j, "tokens"), toks);
+    assert_eq!(num(&j, &["tokens_predicted"]), toks.len() as f64);
+    assert_eq!(num(&j, &["timings", "predicted_n"]), toks.len() as f64);
+    // The cache holds the prompt and every token fed back: all but the end-of-generation
+    // token, never fed.
+    assert_eq!(
+        num(&j, &["tokens_cached"]),
+        num(&j, &["tokens_evaluated"]) + toks.len() as f64 - 1.0
+    );
+
+    // Streamed /completion: the end-of-generation token comes as its own piece, with no text.
+    let r = srv.post_raw(
+        "/completion",
+        &body.replace("\"temperature\"", "\"stream\":true,\"temperature\""),
+    );
+    let events: Vec<Json> = r
+        .events()
+        .iter()
+        .map(|e| Json::parse(e.as_bytes()).unwrap())
+        .collect();
+    let (last, pieces) = events.split_last().unwrap();
+    let end = pieces.last().unwrap();
+    assert_eq!(ids(end, "tokens"), [eog], "{end}");
+    assert_eq!(text_of(end, &["content"]), "");
+    let streamed: Vec<u32> = pieces.iter().flat_map(|p| ids(p, "tokens")).collect();
+    assert_eq!(streamed, toks);
+    assert_eq!(num(last, &["tokens_predicted"]), toks.len() as f64);
+
+    // Streamed chat: the role alone first (content null), then text deltas only (none empty),
+    // then an empty delta with the finish reason; the usage counts <|im_end|> too.
+    let r = srv.post_raw(
+        "/v1/chat/completions",
+        &format!(
+            r#"{{"messages":{msgs},"max_tokens":64,"temperature":0,"stream":true,"stream_options":{{"include_usage":true}}}}"#
+        ),
+    );
+    assert_eq!(r.status, 200);
+    let events = r.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Json> = events[..events.len() - 1]
+        .iter()
+        .map(|e| Json::parse(e.as_bytes()).unwrap())
+        .collect();
+    let choice = |c: &Json| {
+        c.get("choices").and_then(|a| match a {
+            Json::Arr(a) => a.first().cloned(),
+            _ => None,
+        })
+    };
+    let role = choice(&chunks[0]).unwrap();
+    assert_eq!(
+        role.get("delta"),
+        Some(&Json::obj([
+            ("role", Json::str("assistant")),
+            ("content", Json::Null)
+        ])),
+        "{}",
+        chunks[0]
+    );
+    assert_eq!(role.get("finish_reason"), Some(&Json::Null));
+    assert_eq!(text_of(&chunks[0], &["object"]), "chat.completion.chunk");
+    let (usage, rest) = chunks[1..].split_last().unwrap();
+    let (fin, texts) = rest.split_last().unwrap();
+    let mut text = String::new();
+    for c in texts {
+        let delta = choice(c).and_then(|ch| ch.get("delta").cloned()).unwrap();
+        let Json::Obj(members) = &delta else {
+            panic!("{c}")
+        };
+        assert_eq!(members.len(), 1, "only the new text: {c}");
+        let piece = text_of(&delta, &["content"]);
+        assert!(!piece.is_empty(), "a delta with nothing new: {c}");
+        text.push_str(&piece);
+    }
+    assert_eq!(text, answer);
+    let f = choice(fin).unwrap();
+    assert_eq!(f.get("delta"), Some(&Json::Obj(Vec::new())), "{fin}");
+    assert_eq!(text_of(&f, &["finish_reason"]), "stop");
+    assert_eq!(
+        num(usage, &["usage", "completion_tokens"]),
+        toks.len() as f64
+    );
+    assert!(
+        usage.get("timings").is_some(),
+        "the last chunk has the timings: {usage}"
+    );
+
+    // /slots?fail_on_no_slot=1: 200 while the slot is idle, 503 while it is busy (a plain
+    // /slots is still 200), as llama-server's; any value but an empty one asks.
+    let (status, body) = srv.get("/slots?fail_on_no_slot=1");
+    assert_eq!(status, 200, "{body}");
+    std::thread::scope(|sc| {
+        let long = sc.spawn(|| {
+            complete(
+                &srv,
+                r#"{"prompt":"Once upon a time","n_predict":300,"ignore_eos":true}"#,
+            )
+        });
+        let t0 = std::time::Instant::now();
+        while !srv.get("/slots").1.contains(r#""is_processing":true"#) {
+            assert!(t0.elapsed().as_secs() < 60, "the slot never got busy");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let (status, body) = srv.get("/slots?fail_on_no_slot=1");
+        assert_eq!(status, 503, "{body}");
+        let e = Json::parse(body.as_bytes()).unwrap();
+        assert_eq!(text_of(&e, &["error", "type"]), "unavailable_error");
+        assert_eq!(text_of(&e, &["error", "message"]), "no slot available");
+        assert_eq!(srv.get("/slots?fail_on_no_slot=true").0, 503);
+        assert_eq!(srv.get("/slots?fail_on_no_slot=").0, 200);
+        assert_eq!(srv.get("/slots").0, 200);
+        assert_eq!(num(&long.join().unwrap(), &["tokens_predicted"]), 300.0);
+    });
+    assert_eq!(srv.get("/slots?fail_on_no_slot=1").0, 200);
 }

@@ -51,6 +51,9 @@ pub struct Sequence {
     /// The logits the next token is sampled from.
     logits: Vec<f32>,
     generated: Vec<u32>,
+    /// Generation ended on an end-of-generation token: decoded (and counted, as llama-server
+    /// counts it in `tokens_predicted`), though not part of [`Sequence::generated`] or the text.
+    ended_on_eog: bool,
     /// Tokens generated but not yet taken by [`Sequence::output`].
     unsent_tokens: Vec<u32>,
     stream: Utf8Stream,
@@ -124,6 +127,7 @@ impl Sequence {
             done: cached,
             logits: vec![0.0; n_vocab],
             generated: Vec::new(),
+            ended_on_eog: false,
             unsent_tokens: Vec::new(),
             stream: Utf8Stream::new(),
             text: String::new(),
@@ -165,8 +169,15 @@ impl Sequence {
         self.done == self.prompt.len()
     }
 
+    /// The tokens generated, without an end-of-generation token that ended them.
     pub fn generated(&self) -> &[u32] {
         &self.generated
+    }
+
+    /// Tokens sampled: [`Sequence::generated`] and an end-of-generation token that ended them
+    /// (llama-server's `n_decoded`: its `tokens_predicted` and `completion_tokens`).
+    pub fn decoded(&self) -> usize {
+        self.generated.len() + usize::from(self.ended_on_eog)
     }
 
     /// The token the next decode step feeds: the last one sampled.
@@ -238,8 +249,10 @@ impl Sequence {
     }
 
     /// Samples the next token from the logits and records it. `Some` where generation ends
-    /// here: an end-of-generation token (not part of the output), a stop string (the text is
-    /// cut before it), `max_tokens`, or `pos` (the cache's length) at the context `ctx`.
+    /// here: an end-of-generation token (not part of the text, but among the tokens
+    /// [`Sequence::output`] gives and counted by [`Sequence::decoded`], as llama-server lists
+    /// and counts it), a stop string (the text is cut before it), `max_tokens`, or `pos` (the
+    /// cache's length) at the context `ctx`.
     pub fn sample(&mut self, tok: &Tokenizer, pos: usize, ctx: usize) -> Option<Finish> {
         let raw = (self.n_probs > 0).then(|| self.logits.clone());
         for &(t, b) in &self.logit_bias {
@@ -248,11 +261,13 @@ impl Sequence {
             }
         }
         let next = self.sampler.sample(&mut self.logits);
-        if tok.is_eog(next) && !self.params.ignore_eos {
-            return Some(Finish::Stop);
-        }
         if let Some(raw) = raw {
             self.probs.push(TokenProbs::of(&raw, next, self.n_probs));
+        }
+        if tok.is_eog(next) && !self.params.ignore_eos {
+            self.ended_on_eog = true;
+            self.unsent_tokens.push(next);
+            return Some(Finish::Stop);
         }
         self.generated.push(next);
         self.unsent_tokens.push(next);

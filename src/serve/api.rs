@@ -63,19 +63,26 @@ impl ApiError {
         }
     }
 
-    /// `{"error": {"message", "type", "param", "code"}}`.
+    /// `{"error": {"message", "type", "param", "code"}}`; a context overflow is llama-server's
+    /// `{"error": {"code", "message", "type", "n_prompt_tokens", "n_ctx"}}`, which has no
+    /// `param` (its errors never name one).
     pub fn body(&self) -> String {
-        let mut e = Json::obj([
-            ("message", Json::str(self.message.clone())),
-            ("type", Json::str(self.kind)),
-            ("param", self.param.clone().map_or(Json::Null, Json::Str)),
-            ("code", Json::num(self.status)),
-        ]);
-        if let (Some((n, c)), Json::Obj(m)) = (self.context, &mut e) {
-            m.push(("n_prompt_tokens".into(), Json::num(n as f64)));
-            m.push(("n_ctx".into(), Json::num(c as f64)));
+        let mut m = vec![
+            ("message".to_string(), Json::str(self.message.clone())),
+            ("type".to_string(), Json::str(self.kind)),
+        ];
+        match self.context {
+            None => m.push((
+                "param".into(),
+                self.param.clone().map_or(Json::Null, Json::Str),
+            )),
+            Some((n, c)) => m.extend([
+                ("n_prompt_tokens".into(), Json::num(n as f64)),
+                ("n_ctx".into(), Json::num(c as f64)),
+            ]),
         }
-        Json::obj([("error", e)]).to_string()
+        m.push(("code".into(), Json::num(self.status)));
+        Json::obj([("error", Json::Obj(m))]).to_string()
     }
 }
 
@@ -170,6 +177,7 @@ pub const HONOURED_FIELDS: &[&str] = &[
     "stream_options",
     "return_tokens",
     "ignore_eos",
+    // llama-server's: timings on every stream chunk.
     "timings_per_token",
 ];
 
@@ -614,12 +622,23 @@ impl Envelope<'_> {
         self.wrap(false, Json::Obj(choice), Some(usage))
     }
 
-    /// One stream chunk: new text (`finish` on the last), the chat's first chunk carrying the
-    /// role.
+    /// The chunk a chat stream opens with, before any text: llama-server's (and OpenAI's)
+    /// `{"role": "assistant", "content": null}` delta.
+    pub fn role_chunk(&self) -> Json {
+        let delta = Json::obj([("role", Json::str("assistant")), ("content", Json::Null)]);
+        let choice = Json::obj([
+            ("index", Json::num(0)),
+            ("delta", delta),
+            ("finish_reason", Json::Null),
+        ]);
+        self.wrap(true, choice, None)
+    }
+
+    /// One stream chunk: new text, or (`text` None) the last chunk with `finish`, whose chat
+    /// delta is empty.
     pub fn chunk(
         &self,
         text: Option<&str>,
-        first: bool,
         finish: Option<Finish>,
         tokens: Option<&[u32]>,
     ) -> Json {
@@ -631,16 +650,10 @@ impl Envelope<'_> {
                 ("logprobs".to_string(), Json::Null),
             ],
             Kind::Chat => {
-                let mut delta = Vec::new();
-                if first {
-                    delta.push(("role".to_string(), Json::str("assistant")));
-                }
-                if let Some(t) = text {
-                    delta.push(("content".to_string(), Json::str(t)));
-                }
+                let delta = text.map(|t| ("content".to_string(), Json::str(t)));
                 vec![
                     ("index".to_string(), Json::num(0)),
-                    ("delta".to_string(), Json::Obj(delta)),
+                    ("delta".to_string(), Json::Obj(delta.into_iter().collect())),
                 ]
             }
         };

@@ -110,7 +110,7 @@ impl Active {
     fn usage(&self) -> Usage {
         Usage {
             prompt: self.seq.prompt().len(),
-            completion: self.seq.generated().len(),
+            completion: self.seq.decoded(),
             cached: self.reused,
         }
     }
@@ -132,7 +132,7 @@ impl Active {
             cache_n: self.reused,
             prompt_n: self.seq.prompt().len() - self.reused,
             prompt: prompt_done.duration_since(self.started),
-            predicted_n: self.seq.generated().len(),
+            predicted_n: self.seq.decoded(),
             predicted: now.duration_since(prompt_done),
         }
     }
@@ -381,7 +381,7 @@ impl<'m> Engine<'m> {
                 .is_some_and(|a| a.cancelled.load(Ordering::Relaxed))
             {
                 self.metrics.cancelled();
-                let decoded = slot.active.take().map_or(0, |a| a.seq.generated().len());
+                let decoded = slot.active.take().map_or(0, |a| a.seq.decoded());
                 self.metrics.generated_tokens(decoded);
                 self.metrics.native.slot_done(i, decoded);
             }
@@ -501,7 +501,7 @@ impl<'m> Engine<'m> {
         let gone = a.flush(finish.is_some()).is_err();
         if finish.is_some() || gone {
             let detail = a.detail(slot.state.pos);
-            let n = a.seq.generated().len();
+            let n = a.seq.decoded();
             self.metrics.generated_tokens(n);
             self.metrics.native.predicted(n, detail.timings.predicted);
             self.metrics.native.slot_done(i, n);

@@ -25,6 +25,8 @@ pub struct Request {
     pub method: String,
     /// The path without its query.
     pub path: String,
+    /// The query after `?` (empty when there is none), as sent.
+    pub query: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     /// The connection stays open after the response (HTTP/1.1 unless `Connection: close`).
@@ -34,6 +36,16 @@ pub struct Request {
 }
 
 impl Request {
+    /// The first query parameter of that name, percent-decoded (`+` is a space, as in a
+    /// form); `Some("")` for a name without a value.
+    pub fn param(&self, name: &str) -> Option<String> {
+        self.query
+            .split('&')
+            .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+            .find(|(k, _)| percent_decode(k) == name)
+            .map(|(_, v)| percent_decode(v))
+    }
+
     /// The first header of that name (names compare case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -88,6 +100,26 @@ impl ReadError {
             ReadError::Io(e) => e.to_string(),
         }
     }
+}
+
+/// `%XX` escapes decoded and `+` read as a space; an escape that is not two hex digits is kept
+/// as it is, and bytes that do not form UTF-8 are replaced.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let hex = |i: usize| b.get(i).and_then(|&c| (c as char).to_digit(16));
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if let (b'%', Some(h), Some(l)) = (b[i], hex(i + 1), hex(i + 2)) {
+            // Two hex digits: at most 0xff.
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn malformed(why: impl Into<String>) -> ReadError {
@@ -245,7 +277,8 @@ pub fn read_request(
             "a request target {target:?} that is not a path"
         )));
     }
-    let path = target.split('?').next().unwrap_or("/").to_string();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = (path.to_string(), query.to_string());
     let mut headers = Vec::new();
     for l in lines.filter(|l| !l.is_empty()) {
         let Some((k, v)) = l.split_once(':') else {
@@ -265,6 +298,7 @@ pub fn read_request(
     let mut req = Request {
         method: method.to_string(),
         path,
+        query,
         headers,
         body: Vec::new(),
         keep_alive: false,
@@ -586,6 +620,21 @@ mod tests {
             Err(ReadError::Closed)
         ));
         assert!(sink.is_empty());
+    }
+
+    #[test]
+    fn the_query_is_kept_and_its_parameters_decoded() {
+        let r = read(b"GET /slots?fail_on_no_slot=1&a%20b=c+d%2&e HTTP/1.1\r\n\r\n")
+            .0
+            .unwrap();
+        assert_eq!(r.path, "/slots");
+        assert_eq!(r.query, "fail_on_no_slot=1&a%20b=c+d%2&e");
+        assert_eq!(r.param("fail_on_no_slot").as_deref(), Some("1"));
+        assert_eq!(r.param("a b").as_deref(), Some("c d%2"));
+        assert_eq!(r.param("e").as_deref(), Some(""));
+        assert_eq!(r.param("f"), None);
+        let r = read(b"GET /slots HTTP/1.1\r\n\r\n").0.unwrap();
+        assert_eq!((r.query.as_str(), r.param("fail_on_no_slot")), ("", None));
     }
 
     #[test]

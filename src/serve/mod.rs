@@ -896,7 +896,9 @@ fn stream_events(
     mut next: impl FnMut() -> io::Result<Event>,
 ) -> io::Result<u16> {
     let mut out = http::Chunked::open(w, "text/event-stream", keep, http10)?;
-    let mut first = true;
+    let chat = env.kind == Kind::Chat;
+    // A chat stream opens with the role alone, as llama-server's does (with its first token).
+    let mut opened = !chat;
     loop {
         match next()? {
             Event::Text {
@@ -905,28 +907,40 @@ fn stream_events(
                 timings,
                 ..
             } => {
-                let mut j = env.chunk(
-                    Some(&text),
-                    first,
-                    None,
-                    g.return_tokens.then_some(&tokens[..]),
-                );
-                first = false;
-                if g.timings_per_token {
-                    native::add_timings(&mut j, &timings);
+                let role = (!opened).then(|| env.role_chunk());
+                opened = true;
+                // A chat delta says what is new in the message: nothing new, no chunk (as
+                // there), unless the tokens were asked for.
+                let content = (!chat || !text.is_empty() || g.return_tokens)
+                    .then(|| env.chunk(Some(&text), None, g.return_tokens.then_some(&tokens[..])));
+                let mut batch: Vec<Json> = role.into_iter().chain(content).collect();
+                // The timings ride on the last chunk of a token's batch, as there.
+                if let (true, Some(last)) = (g.timings_per_token, batch.last_mut()) {
+                    native::add_timings(last, &timings);
                 }
-                out.send(&out_send(&j))?;
+                for j in &batch {
+                    out.send(&out_send(j))?;
+                }
             }
             Event::Done {
                 finish,
                 usage,
                 detail,
             } => {
-                let mut j = env.chunk(None, first, Some(finish), None);
-                native::add_timings(&mut j, &detail.timings);
-                out.send(&out_send(&j))?;
+                if !opened {
+                    out.send(&out_send(&env.role_chunk()))?;
+                }
+                let mut last = vec![env.chunk(None, Some(finish), None)];
                 if g.stream_usage {
-                    out.send(&out_send(&env.usage_chunk(api::usage(usage))))?;
+                    last.push(env.usage_chunk(api::usage(usage)));
+                }
+                // The timings ride on the stream's last chunk (the usage chunk where there is
+                // one), as there.
+                if let Some(j) = last.last_mut() {
+                    native::add_timings(j, &detail.timings);
+                }
+                for j in &last {
+                    out.send(&out_send(j))?;
                 }
                 out.send(b"data: [DONE]\n\n")?;
                 out.finish()?;

@@ -144,7 +144,7 @@ pub(super) fn route(
     };
     let r = match endpoint {
         "/props" => answered(Ok(props(server, ready)), &mut w),
-        "/slots" => answered(Ok(slots(server, ready)), &mut w),
+        "/slots" => answered(slots(server, ready, req), &mut w),
         "/apply-template" => answered(apply_template(ready, &req.body), &mut w),
         "/v1/models/{id}" => {
             let id = path.rsplit_once("/models/").map_or("", |(_, id)| id);
@@ -229,16 +229,22 @@ fn token_text(ready: &Ready, id: Option<u32>) -> Json {
     })
 }
 
-/// `GET /slots`: one object per slot, as llama-server's `server_slot::to_json`.
-fn slots(server: &Server, ready: &Ready) -> Json {
+/// `GET /slots`: one object per slot, as llama-server's `server_slot::to_json`; with
+/// `?fail_on_no_slot=` anything (as there, any value but an empty one), 503 when no slot is
+/// idle.
+fn slots(server: &Server, ready: &Ready, req: &http::Request) -> Result<Json, ApiError> {
     let views = server.metrics.native.slots();
-    Json::Arr(
+    let fail = req.param("fail_on_no_slot").is_some_and(|v| !v.is_empty());
+    if fail && views.iter().all(|v| v.is_processing) {
+        return Err(ApiError::new(503, "unavailable_error", "no slot available"));
+    }
+    Ok(Json::Arr(
         views
             .iter()
             .enumerate()
             .map(|(i, v)| slot_json(i, v, ready.ctx))
             .collect(),
-    )
+    ))
 }
 
 fn slot_json(i: usize, v: &SlotView, n_ctx: usize) -> Json {
