@@ -28,6 +28,8 @@ const REQUESTS_PER_CLIENT: usize = 24;
 const KILL_AFTER: usize = 24;
 /// Tokens per completion: short requests, so many are sent in a few seconds.
 const MAX_TOKENS: usize = 8;
+/// How long after its head a request's body is sent.
+const BODY_DELAY: Duration = Duration::from_millis(5);
 /// How long a wait may last (far beyond what it needs on a loaded machine).
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -106,12 +108,17 @@ fn send(addr: &str, path: &str, body: &str) -> (Result<u16, String>, Option<Stri
     let attempt = || -> std::io::Result<Vec<u8>> {
         let mut s = TcpStream::connect(addr)?;
         s.set_read_timeout(Some(PATIENCE))?;
-        // One write: the head and the body in one segment.
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: lb\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        // The head and the body in two segments, the body a little later, as many clients send
+        // them over a real network: HAProxy can resend such a request only when it waited for
+        // the body (README: http-buffer-request; without it, requests sent after the kill fail).
+        s.set_nodelay(true)?;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: lb\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             body.len()
         );
-        s.write_all(request.as_bytes())?;
+        s.write_all(head.as_bytes())?;
+        std::thread::sleep(BODY_DELAY);
+        s.write_all(body.as_bytes())?;
         let mut got = Vec::new();
         s.read_to_end(&mut got)?;
         Ok(got)
