@@ -111,6 +111,31 @@ impl Indices {
     }
 }
 
+/// Indices a u64 word holds.
+const INDICES_PER_WORD: usize = 4;
+/// Bits of an index in a word.
+const INDEX_BITS: usize = 16;
+
+impl Indices {
+    /// Step `h`'s eight IQ2 indices as two words, each read once (volatile, so that LLVM
+    /// keeps them loads, not lanes of the stored vector): the indices come out of them by
+    /// shifts on the integer units, not by one load each.
+    #[inline(always)]
+    fn words(&self, h: usize) -> [u64; IQ2_STEP_ENTRIES / INDICES_PER_WORD] {
+        let at = self.0[IQ2_STEP_ENTRIES * h..].as_ptr().cast::<u64>();
+        // SAFETY: the step's eight indices lie within the array, 8-byte aligned (the array is
+        // 64-byte aligned and a step moves by 16 bytes).
+        std::array::from_fn(|i| unsafe { std::ptr::read_volatile(at.add(i)) })
+    }
+}
+
+/// Index `g` (its place in the super-block) of a step's words.
+#[inline(always)]
+fn word_index(words: &[u64; IQ2_STEP_ENTRIES / INDICES_PER_WORD], g: usize) -> usize {
+    let j = g % IQ2_STEP_ENTRIES;
+    usize::from((words[j / INDICES_PER_WORD] >> (INDEX_BITS * (j % INDICES_PER_WORD))) as u16)
+}
+
 /// A super-block decoded for the steps.
 struct Decoded {
     /// Grid indices (IQ2_XS, IQ2_S: 32; IQ3_S: 64), where they are not bytes of the block.
@@ -367,11 +392,20 @@ fn iq3_step(h: usize, entry: impl Fn(usize) -> u32) -> __m512i {
 /// inlines into the step loop: as a function LLVM kept IQ3_S's 64 loads out of line).
 macro_rules! grid_step {
     ($view:expr, $idx:expr, $h:expr) => {{
-        let at = |g: usize| usize::from($idx.0[g]);
         match *$view {
             View::Iq2Xxs(a) => iq2_step($h, |g| table_load(&IQ2XXS_GRID, a.grid_index(g))),
-            View::Iq2Xs(_) => iq2_step($h, |g| table_load(&IQ2XS_GRID, at(g) % IQ2XS_GRID.len())),
-            View::Iq2S(_) => iq2_step($h, |g| table_load(&IQ2S_GRID, at(g) % IQ2S_GRID.len())),
+            View::Iq2Xs(_) => {
+                let w = $idx.words($h);
+                iq2_step($h, |g| {
+                    table_load(&IQ2XS_GRID, word_index(&w, g) % IQ2XS_GRID.len())
+                })
+            }
+            View::Iq2S(_) => {
+                let w = $idx.words($h);
+                iq2_step($h, |g| {
+                    table_load(&IQ2S_GRID, word_index(&w, g) % IQ2S_GRID.len())
+                })
+            }
             View::Iq3Xxs(a) => iq3_step($h, |g| table_load(&IQ3XXS_GRID, usize::from(a.qs[g]))),
             View::Iq3S(_) => {
                 // IQ3_S by a gather (ran faster than its sixteen loads, unlike IQ3_XXS's).
