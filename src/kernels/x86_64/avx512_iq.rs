@@ -129,11 +129,46 @@ impl Indices {
     }
 }
 
+impl Indices {
+    /// Step `h`'s sixteen IQ3 indices as four words, as [`Indices::words`].
+    #[inline(always)]
+    fn iq3_words(&self, h: usize) -> [u64; IQ3_STEP_ENTRIES / INDICES_PER_WORD] {
+        let at = self.0[IQ3_STEP_ENTRIES * h..].as_ptr().cast::<u64>();
+        // SAFETY: the step's sixteen indices lie within the array, 8-byte aligned.
+        std::array::from_fn(|i| unsafe { std::ptr::read_volatile(at.add(i)) })
+    }
+}
+
 /// Index `g` (its place in the super-block) of a step's words.
 #[inline(always)]
 fn word_index(words: &[u64; IQ2_STEP_ENTRIES / INDICES_PER_WORD], g: usize) -> usize {
     let j = g % IQ2_STEP_ENTRIES;
     usize::from((words[j / INDICES_PER_WORD] >> (INDEX_BITS * (j % INDICES_PER_WORD))) as u16)
+}
+
+/// Bytes a u64 word holds.
+const BYTES_PER_WORD: usize = 8;
+
+/// The sixteen bytes of an IQ3 step's grid indices from `at`, as two words, each read once
+/// (volatile, so that LLVM keeps them two loads): the indices come out of them by shifts on
+/// the integer units, not by one load each.
+#[inline(always)]
+fn byte_words(bytes: &[u8], at: usize) -> [u64; IQ3_STEP_ENTRIES / BYTES_PER_WORD] {
+    let b = &bytes[at..at + IQ3_STEP_ENTRIES];
+    std::array::from_fn(|i| {
+        let p = b[BYTES_PER_WORD * i..].as_ptr();
+        let w: u64;
+        // SAFETY: `p` points to eight bytes within `b`; x86 loads need no alignment.
+        unsafe {
+            std::arch::asm!(
+                "mov {w}, qword ptr [{p}]",
+                w = out(reg) w,
+                p = in(reg) p,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        w
+    })
 }
 
 /// A super-block decoded for the steps.
@@ -406,14 +441,23 @@ macro_rules! grid_step {
                     table_load(&IQ2S_GRID, word_index(&w, g) % IQ2S_GRID.len())
                 })
             }
-            View::Iq3Xxs(a) => iq3_step($h, |g| table_load(&IQ3XXS_GRID, usize::from(a.qs[g]))),
+            View::Iq3Xxs(a) => {
+                let w = byte_words(&a.qs, IQ3_STEP_ENTRIES * $h);
+                iq3_step($h, |g| {
+                    let j = g % IQ3_STEP_ENTRIES;
+                    let i =
+                        (w[j / BYTES_PER_WORD] >> (u8::BITS as usize * (j % BYTES_PER_WORD))) as u8;
+                    table_load(&IQ3XXS_GRID, usize::from(i))
+                })
+            }
             View::Iq3S(_) => {
-                // IQ3_S by a gather (ran faster than its sixteen loads, unlike IQ3_XXS's).
-                let at = $idx.0[IQ3_STEP_ENTRIES * $h..].as_ptr();
-                // SAFETY: `idx` holds 64 indices, the step's sixteen at 16·h.
-                let i = _mm512_cvtepu16_epi32(unsafe { _mm256_load_si256(at.cast()) });
-                // SAFETY: every index has nine bits, within the grid's 512 entries.
-                unsafe { _mm512_i32gather_epi32::<4>(i, IQ3S_GRID.as_ptr().cast()) }
+                let w = $idx.iq3_words($h);
+                iq3_step($h, |g| {
+                    let j = g % IQ3_STEP_ENTRIES;
+                    let i =
+                        (w[j / INDICES_PER_WORD] >> (INDEX_BITS * (j % INDICES_PER_WORD))) as u16;
+                    table_load(&IQ3S_GRID, usize::from(i) % IQ3S_GRID.len())
+                })
             }
         }
     }};
