@@ -38,21 +38,18 @@ fn region_of(block: &[u8], node: Option<NodeId>) -> Option<CacheRegion> {
 
 /// Binds each block's whole pages to its node; returns the regions for [`audit`]. The first
 /// refusal is returned as the error (the rest are not tried), with the regions still usable.
-pub fn place(blocks: &[(&[u8], Option<NodeId>)]) -> (Vec<CacheRegion>, Option<SysError>) {
+pub fn place(
+    blocks: &[(&[u8], Option<NodeId>)],
+    several_nodes: bool,
+) -> (Vec<CacheRegion>, Option<SysError>) {
     let page = memory::page_size();
     let mut regions = Vec::with_capacity(blocks.len());
     let mut err = None;
-    // With one node (or none) among the blocks there is nothing to choose between, and each
-    // bound block would split its heap mapping from its neighbours' (hundreds of mappings a
-    // slot against the kernel's vm.max_map_count): first touch from the pinned threads
-    // places the pages.
-    let first = blocks.iter().find_map(|b| b.1);
-    let one_node = blocks.iter().all(|b| b.1.is_none() || b.1 == first);
     for &(b, node) in blocks {
         let Some(r) = region_of(b, node) else {
             continue;
         };
-        if let (Some(n), None, false) = (node, err, one_node) {
+        if let (Some(n), None, true) = (node, err, several_nodes) {
             let off = r.addr - b.as_ptr() as usize;
             let whole = &b[off..off + r.len];
             debug_assert_eq!(whole.as_ptr() as usize % page, 0);
@@ -120,7 +117,7 @@ mod tests {
         let page = memory::page_size();
         let mut buf = vec![0u8; 8 * page];
         let here = mempolicy::getcpu().map(|(_, n)| n).ok();
-        let (regions, _) = place(&[(&buf[..], here)]);
+        let (regions, _) = place(&[(&buf[..], here)], true);
         assert_eq!(regions.len(), 1);
         assert!(regions[0].len >= 6 * page && regions[0].addr % page == 0);
         buf.iter_mut().step_by(page).for_each(|b| *b = 1);
@@ -131,7 +128,7 @@ mod tests {
             assert_eq!(a.locality, Some(1.0), "{a:?}");
         }
         // A block smaller than a page holds no whole page.
-        assert!(place(&[(&buf[1..page / 2], here)]).0.is_empty());
+        assert!(place(&[(&buf[1..page / 2], here)], true).0.is_empty());
         std::hint::black_box(&buf);
     }
 }

@@ -189,7 +189,12 @@ pub fn place_cache(
         .into_iter()
         .map(|(b, g)| (b, nodes.get(g).copied().flatten()))
         .collect();
-    let (regions, refused) = crate::placement::cache::place(&blocks);
+    // On a host of one node there is nothing to choose between, and each bound block
+    // would split its heap mapping from its neighbours' (hundreds of mappings a slot against
+    // the kernel's vm.max_map_count); with several nodes every block is bound, even where all
+    // lie on one node, because the threads that first touch a page may run on another.
+    let several_nodes = p.topo.nodes.len() > 1;
+    let (regions, refused) = crate::placement::cache::place(&blocks, several_nodes);
     if let (Some(e), true) = (refused, nodes.iter().flatten().count() > 1) {
         crate::diagln!("locus: warning: the KV cache cannot be bound to its nodes ({e}); its pages are placed by first touch from the pinned threads");
     }
