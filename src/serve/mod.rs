@@ -739,6 +739,60 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// What a submitted request holds until it is answered: its place in the queue (with the
+/// slots, it bounds what may wait) and the flag that cancels its job when the handler returns.
+struct Submitted<'m> {
+    _place: metrics::InFlight<'m>,
+    _cancel: CancelOnDrop,
+}
+
+/// Takes a queue place and hands a job to the engine: its events, and what to hold until the
+/// request is answered; or the 503 to answer (and whether the connection may stay open).
+fn submit(
+    server: &Server,
+    prompt: Vec<u32>,
+    params: engine::Params,
+    extra: llamacpp::JobExtra,
+) -> Result<(mpsc::Receiver<engine::Event>, Submitted<'_>), (ApiError, bool)> {
+    let Some(place) = server.metrics.enter(server.opts.queue) else {
+        let e = ApiError::new(
+            503,
+            "unavailable_error",
+            "every slot is busy and the queue is full; retry later",
+        );
+        return Err((e, true));
+    };
+    let (tx, rx) = mpsc::channel();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let cancel = CancelOnDrop(cancelled.clone());
+    let job = Job {
+        prompt,
+        params,
+        events: tx,
+        cancelled,
+        queued_at: Instant::now(),
+        extra,
+    };
+    let sent = server
+        .jobs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|s| s.send(job).is_ok());
+    if !sent {
+        server.metrics.dequeued();
+        let e = ApiError::new(503, "unavailable_error", "the server is shutting down");
+        return Err((e, false));
+    }
+    Ok((
+        rx,
+        Submitted {
+            _place: place,
+            _cancel: cancel,
+        },
+    ))
+}
+
 /// How often a waiting connection checks that its client is still there.
 const PEER_CHECK: Duration = Duration::from_millis(200);
 
@@ -769,38 +823,15 @@ fn generate(
         Err(e) => return send_error(&mut w, &e, keep).map(|_| e.status),
     };
     native_req::apply_defaults(&mut g, &req.body, &server.opts.llama);
-    let busy = ApiError::new(
-        503,
-        "unavailable_error",
-        "every slot is busy and the queue is full; retry later",
-    );
-    // Held until this request is answered: with the slots, it bounds what may wait.
-    let Some(_place) = server.metrics.enter(server.opts.queue) else {
-        return send_error(&mut w, &busy, keep).map(|_| 503);
+    let (rx, _submitted) = match submit(
+        server,
+        g.prompt.clone(),
+        g.params.clone(),
+        Default::default(),
+    ) {
+        Ok(s) => s,
+        Err((e, keep_open)) => return send_error(&mut w, &e, keep && keep_open).map(|_| 503),
     };
-    let (tx, rx) = mpsc::channel();
-    let cancelled = Arc::new(AtomicBool::new(false));
-    let _cancel = CancelOnDrop(cancelled.clone());
-    let job = Job {
-        prompt: g.prompt.clone(),
-        params: g.params.clone(),
-        events: tx,
-        cancelled,
-        queued_at: Instant::now(),
-        extra: Default::default(),
-    };
-    let sent = server
-        .jobs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(|s| s.send(job).is_ok())
-        .unwrap_or(false);
-    if !sent {
-        server.metrics.dequeued();
-        let e = ApiError::new(503, "unavailable_error", "the server is shutting down");
-        return send_error(&mut w, &e, false).map(|_| 503);
-    }
     let id = format!(
         "{}-{}",
         if kind == Kind::Chat {

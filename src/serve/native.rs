@@ -6,16 +6,13 @@
 
 use std::io;
 use std::net::TcpStream;
-use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::mpsc::RecvTimeoutError;
 
 use super::api::{self, ApiError, Context, FINGERPRINT};
-use super::engine::{Event, Finish, Job, TokenProbs};
+use super::engine::{Event, Finish, TokenProbs};
 use super::llamacpp::{Detail, SlotView, Timings};
 use super::native_req::{settings_json, Completion};
-use super::{http, send_error, send_json, CancelOnDrop, Ready, ServeError, Server, PEER_CHECK};
+use super::{http, send_error, send_json, Ready, ServeError, Server, PEER_CHECK};
 use crate::json::Json;
 use crate::model::sampler::SamplerConfig;
 
@@ -398,37 +395,11 @@ fn completion(
         Ok(c) => c,
         Err(e) => return send_error(&mut w, &e, keep).map(|_| e.status),
     };
-    // Held until this request is answered: with the slots, it bounds what may wait.
-    let Some(_place) = server.metrics.enter(o.queue) else {
-        let e = ApiError::new(
-            503,
-            "unavailable_error",
-            "every slot is busy and the queue is full; retry later",
-        );
-        return send_error(&mut w, &e, keep).map(|_| 503);
-    };
-    let (tx, rx) = mpsc::channel();
-    let cancelled = Arc::new(AtomicBool::new(false));
-    let _cancel = CancelOnDrop(cancelled.clone());
-    let job = Job {
-        prompt: c.prompt.clone(),
-        params: c.params.clone(),
-        events: tx,
-        cancelled,
-        queued_at: Instant::now(),
-        extra: c.extra.clone(),
-    };
-    let sent = server
-        .jobs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .is_some_and(|s| s.send(job).is_ok());
-    if !sent {
-        server.metrics.dequeued();
-        let e = ApiError::new(503, "unavailable_error", "the server is shutting down");
-        return send_error(&mut w, &e, false).map(|_| 503);
-    }
+    let (rx, _submitted) =
+        match super::submit(server, c.prompt.clone(), c.params.clone(), c.extra.clone()) {
+            Ok(s) => s,
+            Err((e, keep_open)) => return send_error(&mut w, &e, keep && keep_open).map(|_| 503),
+        };
     // As the OpenAI endpoints wait: the client is checked after each event and meanwhile
     // (a response not yet begun asks a client that sent a FIN whether it left).
     let mut watch = http::PeerWatch::new(req);
