@@ -8,47 +8,15 @@ mod server;
 
 use std::io::{Read, Write};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use server::{read_response, request, text_of, tokens_of, Json, Server};
+use server::{
+    json, read_response, request, run_text, text_of, tokens_of, wait_for, Json, Server, PATIENCE,
+};
 
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const SMOL_KQ: &str = "SmolLM2-135M-Instruct.Q4_K_M.gguf";
 const QUESTION: &str = "What is the capital of France? Answer in one sentence.";
-
-/// How long a wait for an event may last: far beyond what any of them needs, so a loaded
-/// machine never fails a test, while one that never comes fails it instead of blocking the run.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// Polls `done` every 20 ms; fails naming `what` after [`PATIENCE`].
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `locus run`'s stdout for these arguments.
-fn run_text(model: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_locus"))
-        .arg("run")
-        .arg("-m")
-        .arg(model)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn json(s: &str) -> String {
-    Json::str(s).to_string()
-}
 
 #[test]
 fn chat_and_completions_give_the_text_of_locus_run() {

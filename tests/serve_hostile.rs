@@ -10,21 +10,9 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use server::{read_response, request, text_of, Json, Server};
+use server::{read_response, request, text_of, wait_for, Json, Server, PATIENCE};
 
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/// How long a wait for an event may last (far beyond what any needs on a loaded machine).
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// Polls `done` every 20 ms; fails naming `what` after [`PATIENCE`].
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Reads until the peer closes or `limit` passes; the bytes, and whether the peer closed.
 fn read_all(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {

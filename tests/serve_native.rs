@@ -9,34 +9,11 @@ mod common;
 #[path = "common/server.rs"]
 mod server;
 
-use std::process::Command;
-
-use server::{request, text_of, Json, Server};
+use server::{json, request, run_text, text_of, Json, Server};
 
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const PROMPT: &str = "The capital of Germany is";
 const QUESTION: &str = "What is the capital of France? Answer in one sentence.";
-
-/// `locus run`'s stdout for these arguments.
-fn run_text(model: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_locus"))
-        .arg("run")
-        .arg("-m")
-        .arg(model)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn json(s: &str) -> String {
-    Json::str(s).to_string()
-}
 
 fn num(j: &Json, path: &[&str]) -> f64 {
     text_of(j, path)

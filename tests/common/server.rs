@@ -266,3 +266,38 @@ pub fn tokens_of(j: &Json) -> Vec<u32> {
         _ => panic!("no tokens in {j}"),
     }
 }
+
+/// How long a wait for an event may last: far beyond what any of them needs, so a loaded
+/// machine never fails a test, while one that never comes fails it instead of blocking the run.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `done` every 20 ms; fails naming `what` after [`PATIENCE`].
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `locus run`'s stdout for these arguments.
+pub fn run_text(model: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_locus"))
+        .arg("run")
+        .arg("-m")
+        .arg(model)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `s` as a JSON string literal.
+pub fn json(s: &str) -> String {
+    Json::str(s).to_string()
+}
