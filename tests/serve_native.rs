@@ -502,6 +502,41 @@ fn props_slots_models_cors_and_chat_as_llama_server_has_them() {
         assert_eq!(c.get("timings").is_some(), i > 0, "{c}");
     }
 
+    // A text-completion stream ends as llama-server's does: one chunk with the finish reason
+    // and the usage together, asked for or not, and no separate usage chunk.
+    let r = srv.post_raw(
+        "/v1/completions",
+        r#"{"prompt":"Hello","max_tokens":4,"ignore_eos":true,"stream":true}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    let events = r.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Json> = events[..events.len() - 1]
+        .iter()
+        .map(|e| Json::parse(e.as_bytes()).unwrap())
+        .collect();
+    let (last, texts) = chunks.split_last().unwrap();
+    assert_eq!(text_of(last, &["choices", "0", "finish_reason"]), "length");
+    assert_eq!(num(last, &["usage", "completion_tokens"]), 4.0, "{last}");
+    for c in texts {
+        assert!(c.get("usage").is_none(), "usage before the end: {c}");
+    }
+
+    // Slot actions (save, restore, erase) need --slot-save-path, which locus refuses: 501 with
+    // llama-server's words, whatever the action.
+    for action in ["save", "restore", "erase"] {
+        let (status, e) = srv.post(
+            &format!("/slots/0?action={action}"),
+            r#"{"filename":"a.bin"}"#,
+        );
+        assert_eq!(status, 501, "{e}");
+        assert_eq!(text_of(&e, &["error", "type"]), "not_supported_error");
+        assert!(
+            text_of(&e, &["error", "message"]).contains("--slot-save-path"),
+            "{e}"
+        );
+    }
+
     // Assistant prefill: a conversation ending with the assistant's words continues them,
     // exactly as /completion continues the prompt /apply-template writes.
     let msgs = format!(

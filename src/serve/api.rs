@@ -664,7 +664,15 @@ impl Envelope<'_> {
         self.wrap(true, Json::Obj(choice), None)
     }
 
-    /// The usage chunk a stream with `include_usage` ends with (no choices).
+    /// `chunk` with the usage added, as a text-completion stream's last chunk has it.
+    pub fn with_usage(&self, mut chunk: Json, usage: Json) -> Json {
+        if let Json::Obj(m) = &mut chunk {
+            m.push(("usage".to_string(), usage));
+        }
+        chunk
+    }
+
+    /// The usage chunk a chat stream with `include_usage` ends with (no choices).
     pub fn usage_chunk(&self, usage: Json) -> Json {
         let mut j = self.wrap(true, Json::Null, Some(usage));
         if let Json::Obj(m) = &mut j {

@@ -961,8 +961,15 @@ fn stream_events(
                 if !opened {
                     out.send(&out_send(&env.role_chunk()))?;
                 }
-                let mut last = vec![env.chunk(None, Some(finish), None)];
-                if g.stream_usage {
+                let end = env.chunk(None, Some(finish), None);
+                // llama-server's text-completion stream ends with one chunk that carries the
+                // finish and the usage together, asked for or not.
+                let mut last = if chat {
+                    vec![end]
+                } else {
+                    vec![env.with_usage(end, api::usage(usage))]
+                };
+                if chat && g.stream_usage {
                     last.push(env.usage_chunk(api::usage(usage)));
                 }
                 // The timings ride on the stream's last chunk (the usage chunk where there is

@@ -81,6 +81,7 @@ pub(super) fn route(
         "/completion" | "/completions" => ("/completion", true),
         "/props" => ("/props", req.method == "POST"),
         "/slots" => ("/slots", false),
+        p if p.starts_with("/slots/") => ("/slots/{id}", true),
         "/apply-template" => ("/apply-template", true),
         p if p.starts_with("/v1/models/") || p.starts_with("/models/") => {
             ("/v1/models/{id}", false)
@@ -118,6 +119,15 @@ pub(super) fn route(
             501,
             "not_supported_error",
             "changing global properties (POST /props) is not served",
+        );
+        return Some(fail(&mut w, e));
+    }
+    if endpoint == "/slots/{id}" {
+        // Saving, restoring and erasing a slot need a save path, which locus does not take.
+        let e = ApiError::new(
+            501,
+            "not_supported_error",
+            "This server does not support slots action. Start it with `--slot-save-path`",
         );
         return Some(fail(&mut w, e));
     }
