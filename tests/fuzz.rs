@@ -1490,6 +1490,14 @@ const HTTP_SNIPPETS: &[&[u8]] = &[
     b"HTTP/2",
     b"POST /v1/completions ",
     b"GET /health ",
+    b"POST /completion ",
+    b"OPTIONS /completion ",
+    b"HEAD /props ",
+    b"GET /slots?fail_on_no_slot=1 ",
+    b"POST /slots/0?action=save ",
+    b"GET /v1/models/%ff%00 ",
+    b"POST /apply-template ",
+    b"Origin: http://a",
     b":",
     b" ",
     b"\0",
@@ -1529,6 +1537,16 @@ const JSON_SNIPPETS: &[&[u8]] = &[
     b"\"model\":\"x\"",
     b"<|im_start|>",
     b"\xff",
+    b"\"n_predict\":",
+    b"\"n_probs\":5",
+    b"\"id_slot\":-1",
+    b"\"cache_prompt\":true",
+    b"\"return_tokens\":true",
+    b"\"timings_per_token\":true",
+    b"\"samplers\":[\"top_k\",\"dry\"]",
+    b"\"logit_bias\":[[1,false],[\"a\",-1e9]]",
+    b"\"prompt\":[\"a\",[1],{\"x\":1}]",
+    b"{\"role\":\"assistant\",\"content\":\"The\"}",
 ];
 
 fn http_seeds() -> Vec<Vec<u8>> {
@@ -1536,6 +1554,7 @@ fn http_seeds() -> Vec<Vec<u8>> {
         &b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n"[..],
         b"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET / HTTP/1.0\n\n",
         b"POST /v1/chat/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        b"OPTIONS /completion HTTP/1.1\r\nOrigin: http://ui\r\nAccess-Control-Request-Method: POST\r\n\r\nPOST /completion HTTP/1.1\r\nContent-Length: 15\r\n\r\n{\"prompt\":\"Hi\"}GET /slots?fail_on_no_slot=1 HTTP/1.1\r\n\r\n",
     ]
     .iter()
     .map(|s| s.to_vec())
@@ -1550,6 +1569,7 @@ fn json_seeds() -> Vec<Vec<u8>> {
         br#"[1,-2.5e3,"\u00e9\ud83d\ude00",{"a":{"b":[null,true,false]}}]"#,
         br#"{"prompt":[1,"Hi",2],"n_predict":-1,"id_slot":1,"cache_prompt":false,"logit_bias":[[1,false],["Hi",-2.5]],"samplers":["penalties","top_k","top_p","min_p","temperature"]}"#,
         br#"{"prompt":"x","logit_bias":{"3":1.5,"word":false},"repeat_last_n":-1,"typical_p":1,"timings_per_token":true}"#,
+        br#"{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"The"}],"n_probs":3,"stream":true,"stream_options":{"include_usage":false}}"#,
     ]
     .iter()
     .map(|s| s.to_vec())
