@@ -341,6 +341,18 @@ serve_check() {{
 }}
 for m in {serve_modes}; do serve_check /small.gguf $m; done
 serve_check /deepseek2.gguf mirror _latent
+# The kernel mappings of a shard server of 1 and of 9 slots (256 cells each), under
+# `== serve_maps NP`: a slot's cache must not split its mapping head by head.
+for np in 1 9; do
+  locus serve -m /small.gguf --numa shard --poll 0 -t {threads} -np $np -c $((np*256)) --port 8081 2>/tmp/maps.err &
+  pid=$!
+  i=0; while ! wget -q -O /dev/null http://127.0.0.1:8081/health 2>/dev/null; do
+    i=$((i+1)); [ $i -gt 300 ] && break; sleep 1
+  done
+  wget -q -O /dev/null --post-data '{serve_body}' http://127.0.0.1:8081/v1/completions
+  echo "== serve_maps $np"; wc -l < /proc/$pid/maps
+  kill -TERM $pid; wait $pid
+done
 echo "== end"
 "#,
         serve_modes = SERVE_MODES.join(" "),
@@ -680,6 +692,26 @@ fn check_topology(name: &str, topo: &Topo) {
             "vm {name}: serve{tag} --numa {m}: {copies} cache copies? /metrics says {metrics}"
         );
     }
+    check_slot_mappings(name, get("serve_maps 1"), get("serve_maps 9"));
+}
+
+/// A slot takes a few kernel mappings on a host of several nodes too: its cache is placed by
+/// first touch, not bound head block by head block (which split the mapping at every block,
+/// hundreds a slot).
+fn check_slot_mappings(name: &str, at_one: &str, at_nine: &str) {
+    let count = |v: &str, np: u32| -> usize {
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("vm {name}: serve -np {np}: mappings {v:?}"))
+    };
+    let (one, nine) = (count(at_one, 1), count(at_nine, 9));
+    let per_slot = nine.saturating_sub(one) / 8;
+    eprintln!("vm {name}: {one} mappings at -np 1, {nine} at -np 9: {per_slot} a slot");
+    // Bound per head block before (two layers of two KV heads: sixteen mappings a slot here).
+    assert!(
+        per_slot <= 2,
+        "vm {name}: {one} mappings at -np 1, {nine} at -np 9: {per_slot} a slot"
+    );
 }
 
 /// The placement modes the VM tests serve in.

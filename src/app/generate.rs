@@ -147,7 +147,7 @@ pub fn generate(
 ) -> Result<RunReport, AppError> {
     let n_ctx = context_size(l, opts.ctx);
     // The cache first: a context no memory holds fails here, before a prompt file sized by it
-    // is read. Each head's block is bound to the node of the threads that write it.
+    // is read. Each head's block lands on the node of the threads that write it first.
     let mut state = l.model.try_new_state(n_ctx, pool, opts.kv_type)?;
     let kv_regions = crate::runtime::place_cache(placement, state.kv_head_blocks(&l.model, pool));
     if opts.verbose {

@@ -440,8 +440,8 @@ Places the model and a KV cache exactly as `locus run` would and evaluates one t
 reports per tensor and copy the pages on each node (move_pages, or /proc/self/numa_maps where
 that is refused), totals per node, how much of the model file is still in the page cache, and
 locality: the share of the weight bytes each thread reads per token that sit on its own node.
-Last, the KV cache: each KV head's block is bound to the node of the threads that compute that
-head; its written pages per node, the bytes not yet written, and the share of written pages on
+Last, the KV cache: each KV head's block is placed, by first touch, on the node of the threads
+that compute that head; its written pages per node, the bytes not yet written, and the share of written pages on
 their writers' node.
 
 Options:

@@ -51,6 +51,58 @@ pub(crate) fn try_zeroed<T: ZeroIsValid>(len: usize) -> Option<Vec<T>> {
     Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// `len` zeroed elements in an anonymous mapping of their own: no page is touched before its
+/// first write, so the thread that writes a page first decides its node (the cache's
+/// placement, `placement::cache`), and next to the caches of other layers and slots the
+/// mapping merges into one kernel mapping (no per-buffer entry against `vm.max_map_count`).
+pub(crate) struct Pages<T> {
+    map: Option<memmap2::MmapMut>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: ZeroIsValid> Pages<T> {
+    /// `None` where the mapping is refused (no address space, a memory limit).
+    pub(crate) fn try_zeroed(len: usize) -> Option<Pages<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>())?;
+        let map = if bytes == 0 {
+            None
+        } else {
+            Some(memmap2::MmapMut::map_anon(bytes).ok()?)
+        };
+        Some(Pages {
+            map,
+            len,
+            _t: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<T> std::ops::Deref for Pages<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.map {
+            // SAFETY: the mapping holds `len` elements' bytes, zeroed by the kernel (a valid
+            // `T` by `ZeroIsValid`), and is page-aligned, so aligned for `T`; it lives as long
+            // as `self`, which the slice borrows.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<T>(), self.len) },
+            None => &[],
+        }
+    }
+}
+
+impl<T> std::ops::DerefMut for Pages<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.map {
+            // SAFETY: as for `deref`; `&mut self` makes this the only access.
+            Some(m) => unsafe {
+                std::slice::from_raw_parts_mut(m.as_mut_ptr().cast::<T>(), self.len)
+            },
+            None => &mut [],
+        }
+    }
+}
+
 impl KvType {
     /// Names as `-ctk`/`-ctv` take them.
     pub const NAMES: [&'static str; 3] = ["f16", "f32", "q8_0"];
@@ -172,13 +224,13 @@ impl KvWriter<'_> {
 
 /// One layer's keys or values.
 pub(crate) enum KvBuf {
-    F16(Vec<u16>),
-    F32(Vec<f32>),
+    F16(Pages<u16>),
+    F32(Pages<f32>),
     /// Rows of `row` bytes in blocks of `ty` (see the module).
     Quant {
         ty: GgmlType,
         row: usize,
-        bytes: Vec<u8>,
+        bytes: Pages<u8>,
     },
 }
 
@@ -195,15 +247,15 @@ impl KvBuf {
     /// runs out.
     pub(crate) fn try_new(ty: KvType, len: usize, row_len: usize) -> Option<KvBuf> {
         Some(match ty {
-            KvType::F16 => KvBuf::F16(try_zeroed(len)?),
-            KvType::F32 => KvBuf::F32(try_zeroed(len)?),
+            KvType::F16 => KvBuf::F16(Pages::try_zeroed(len)?),
+            KvType::F32 => KvBuf::F32(Pages::try_zeroed(len)?),
             KvType::Q8_0 => {
                 let t = ty.block_type()?;
                 let row = t.row_bytes(row_len);
                 KvBuf::Quant {
                     ty: t,
                     row,
-                    bytes: try_zeroed(len / row_len * row)?,
+                    bytes: Pages::try_zeroed(len / row_len * row)?,
                 }
             }
         })

@@ -1,19 +1,24 @@
-//! Caches the pool's threads write (a sequence's keys and values): each block is bound to the
-//! node of the threads that write it, and audited where its pages are.
+//! Caches the pool's threads write (a sequence's keys and values): each block's pages are
+//! placed on the node of the threads that write it, and audited where they are.
 //!
-//! Placing: `mbind(MPOL_PREFERRED, MPOL_MF_MOVE)` on the whole pages inside each block, so
-//! pages already present (a small buffer from a reused heap page) move and later faults land
-//! on the node, without failing where that node runs short. Where `mbind` is refused
-//! (seccomp), first touch by the writing threads places them, as before. Pages straddling two
-//! blocks of different nodes are left to first touch and not audited.
+//! Placing is by first touch: the cache's buffers are fresh anonymous mappings
+//! (`model::kv::Pages`), no page of which exists before its first write, and each block is
+//! written first (and only) by the pinned threads of its group, so the kernel's default local
+//! allocation puts its pages on their node. No `mbind` is made: a policy on each head's block
+//! would split the mapping at every block (hundreds of kernel mappings a slot, against
+//! `vm.max_map_count`), while first touch leaves the caches of every layer and slot in a few.
+//! Where the host has several nodes, transparent huge pages are turned off for the cache
+//! (`MADV_NOHUGEPAGE` on whole buffers, which keeps them mergeable), since one huge page faulted
+//! by one group would take in its neighbours' heads. Pages straddling two blocks of different
+//! nodes go to whichever group writes first and are not audited.
 //!
 //! Auditing reads page locations by address with `move_pages` status queries, which only
 //! look the pages up, so it may run while other threads write the cache.
 
 use std::collections::BTreeMap;
 
-use crate::sys::mempolicy::{self, PageStatus, MPOL_MF_MOVE, MPOL_PREFERRED};
-use crate::sys::{memory, NodeId, NodeMask, SysError};
+use crate::sys::mempolicy::{self, PageStatus};
+use crate::sys::{memory, NodeId, SysError};
 
 /// One block's whole pages and the node its writers run on.
 #[derive(Clone, Copy, Debug)]
@@ -36,29 +41,23 @@ fn region_of(block: &[u8], node: Option<NodeId>) -> Option<CacheRegion> {
     })
 }
 
-/// Binds each block's whole pages to its node; returns the regions for [`audit`]. The first
-/// refusal is returned as the error (the rest are not tried), with the regions still usable.
+/// Prepares each block for placement by first touch (on a host of `several_nodes`, no
+/// transparent huge pages on its pages, rounded out to whole pages) and returns the regions
+/// for [`audit`]: each block's whole pages with its node. The first refusal is returned as the
+/// error (the rest are not tried), with the regions still usable.
 pub fn place(
     blocks: &[(&[u8], Option<NodeId>)],
     several_nodes: bool,
 ) -> (Vec<CacheRegion>, Option<SysError>) {
-    let page = memory::page_size();
     let mut regions = Vec::with_capacity(blocks.len());
     let mut err = None;
     for &(b, node) in blocks {
-        let Some(r) = region_of(b, node) else {
-            continue;
-        };
-        if let (Some(n), None, true) = (node, err, several_nodes) {
-            let off = r.addr - b.as_ptr() as usize;
-            let whole = &b[off..off + r.len];
-            debug_assert_eq!(whole.as_ptr() as usize % page, 0);
-            let mask: NodeMask = std::iter::once(n).collect();
-            if let Err(e) = mempolicy::mbind(whole, MPOL_PREFERRED, Some(&mask), MPOL_MF_MOVE) {
-                err = Some(e);
-            }
+        if let (true, None, false) = (several_nodes, &err, b.is_empty()) {
+            err = memory::madvise(b, memory::MADV_NOHUGEPAGE).err();
         }
-        regions.push(r);
+        if let Some(r) = region_of(b, node) {
+            regions.push(r);
+        }
     }
     (regions, err)
 }

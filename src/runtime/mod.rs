@@ -176,10 +176,9 @@ pub fn place(
     Ok(p)
 }
 
-/// Binds a sequence cache's blocks (each with the pool group whose threads write it, as
-/// [`crate::model::forward::State::kv_head_blocks`] gives them) to that group's node, and
-/// returns the regions for [`crate::placement::cache::audit`]. Where binding is refused on a
-/// host with several nodes it says so once: first touch by the pinned writers places the pages.
+/// Prepares a sequence cache's blocks (each with the pool group whose threads write it, as
+/// [`crate::model::forward::State::kv_head_blocks`] gives them) for placement on that group's
+/// node by first touch, and returns the regions for [`crate::placement::cache::audit`].
 pub fn place_cache(
     p: &Placement,
     blocks: Vec<(&[u8], usize)>,
@@ -189,14 +188,10 @@ pub fn place_cache(
         .into_iter()
         .map(|(b, g)| (b, nodes.get(g).copied().flatten()))
         .collect();
-    // On a host of one node there is nothing to choose between, and each bound block
-    // would split its heap mapping from its neighbours' (hundreds of mappings a slot against
-    // the kernel's vm.max_map_count); with several nodes every block is bound, even where all
-    // lie on one node, because the threads that first touch a page may run on another.
     let several_nodes = p.topo.nodes.len() > 1;
     let (regions, refused) = crate::placement::cache::place(&blocks, several_nodes);
     if let (Some(e), true) = (refused, nodes.iter().flatten().count() > 1) {
-        crate::diagln!("locus: warning: the KV cache cannot be bound to its nodes ({e}); its pages are placed by first touch from the pinned threads");
+        crate::diagln!("locus: warning: transparent huge pages cannot be turned off for the KV cache ({e}); a huge page may hold heads of other nodes");
     }
     regions
 }
