@@ -245,10 +245,10 @@ Options:
                       256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
-                      IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M (default: Q4_0; --dim and
-                      --ffn must be whole blocks of it: 256 for the K-quants and the IQ types
-                      but IQ4_NL; with no importance matrix, where ggml's quantizer needs one
-                      (IQ2_XXS, IQ2_XS, IQ1_S) every weight counts 1)
+                      IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
+                      --dim and --ffn must be whole blocks of it: 256 for the K-quants and
+                      the IQ types but IQ4_NL; with no importance matrix, where ggml's
+                      quantizer needs one (IQ2_XXS, IQ2_XS, IQ1_S) every weight counts 1)
       --dim N         embedding length
       --layers N      number of blocks
       --ffn N         feed-forward length
