@@ -897,6 +897,7 @@ fn semantic_mutation(rng: &mut Rng, b: &mut Vec<u8>) {
                             GgmlType::Iq4Xs,
                             GgmlType::Iq2Xxs,
                             GgmlType::Iq1S,
+                            GgmlType::Mxfp4,
                             GgmlType::Tq1_0,
                         ])
                     }

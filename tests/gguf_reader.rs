@@ -257,8 +257,8 @@ fn error_messages_name_field_and_offset() {
     assert!(msg.contains("offset 24"), "{msg}");
 }
 
-/// K-quant and IQ4 tensors whose rows are not whole 256-element super-blocks (or 32-element
-/// blocks), or whose data is cut short, are typed errors; through the command line each is one
+/// K-quant, IQ4 and MXFP4 tensors whose rows are not whole 256-element super-blocks (or
+/// 32-element blocks), or whose data is cut short, are typed errors; through the command line each is one
 /// line naming the tensor, and exit 2.
 #[test]
 fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
@@ -311,7 +311,12 @@ fn k_quant_tensors_of_bad_shape_or_short_data_are_refused() {
         let cut = ty.block_bytes() / 2;
         cases.push(short_data(ty, "blk.0.ffn_down.weight", 256, cut));
     }
-    for ty in [GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Iq4Nl] {
+    for ty in [
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Iq4Nl,
+        GgmlType::Mxfp4,
+    ] {
         let b = tiny_with(|w| {
             w.add_tensor(
                 "blk.0.attn_q.weight",

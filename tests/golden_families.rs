@@ -320,6 +320,15 @@ const HALF_MODELS: [(&str, &str, u64); 2] = [
     ("qwen2", "BF16", 0xa1d606e6580fe0fb),
 ];
 
+/// Models of MXFP4 weights (every matrix, embeddings and output included, as `gen-model
+/// --type MXFP4` writes them), as [`MODELS`]: llama.cpp repacks the matrices of 8k rows (the
+/// experts among them) and sums them in its repacked gemv/gemm order, the others (the
+/// 1001-row output) in its `vec_dot` order; tinyBLAS has no MXFP4.
+const MXFP4_MODELS: [(&str, &str, u64); 2] = [
+    ("qwen2", "MXFP4", 0x92da4193f5ccdc33),
+    ("qwen3moe", "MXFP4", 0xc008cbd491df03a1),
+];
+
 /// The giant mixtures' models (shared experts, leading dense layers, sigmoid routing with a
 /// selection bias, expert groups), as [`MODELS`].
 const GIANT_MODELS: [(&str, &str, u64); 5] = [
@@ -532,6 +541,11 @@ fn every_family_gives_llama_cpp_logits_and_greedy_tokens() {
 #[test]
 fn half_precision_weights_give_llama_cpp_logits_and_greedy_tokens() {
     check_models(&HALF_MODELS, |_| true);
+}
+
+#[test]
+fn mxfp4_weights_give_llama_cpp_logits_and_greedy_tokens() {
+    check_models(&MXFP4_MODELS, |_| true);
 }
 
 #[test]

@@ -13,7 +13,7 @@ mod common;
 #[path = "common/qc.rs"]
 mod qc;
 
-use locus::kernels::blocks::{BlockQ8K, QK_K};
+use locus::kernels::blocks::{BlockQ8K, QK, QK_K};
 use locus::kernels::dequantize::quantize_act_q8_k;
 use locus::kernels::entries::{Variant, SCALAR};
 use locus::kernels::{pack, ActRow, ActType, GgmlType, Kernels, Layout, SumOrder, Tier, PACK_ROWS};
@@ -128,6 +128,18 @@ fn sane_f16(g: &mut Gen) -> [u8; 2] {
     (bits as u16).to_le_bytes()
 }
 
+/// An MXFP4 scale code: mostly 100..140 (scales 2⁻²⁸ ..< 2¹²), now and then 0..4, whose
+/// halved scales (2⁻¹²⁸ ..) are subnormal and whose products with the activation's scale
+/// underflow. (Codes near 255 would overflow the sums to infinities, where NaN payloads tell
+/// nothing about the order of the sums.)
+fn sane_e8m0(g: &mut Gen) -> u8 {
+    let r = u8::arbitrary(g);
+    match r % 8 {
+        0 => r % 4,
+        _ => 100 + r % 40,
+    }
+}
+
 /// How a test's weight rows are made.
 #[derive(Clone, Copy, Debug)]
 enum WeightBytes {
@@ -169,6 +181,10 @@ fn weight_row(g: &mut Gen, ty: GgmlType, values: &[f32], how: WeightBytes) -> Ve
         Fill(b) => vec![b; size],
     };
     for blk in bytes.chunks_exact_mut(ty.block_bytes()) {
+        if ty == GgmlType::Mxfp4 {
+            blk[0] = sane_e8m0(g);
+            continue;
+        }
         if ty == GgmlType::Iq1M {
             set_iq1_m_scale(blk, sane_f16(g));
             continue;
@@ -261,6 +277,11 @@ fn check_case_with(c: &Case, edit: impl Fn(&mut ActRow)) -> bool {
     all.extend(simd.iter().copied());
     let mut g = Gen::from_size_and_seed(100, c.seed);
     for ty in entry_types() {
+        // Rows of odd block counts ([`odd_block_counts_equal_the_scalar_oracles`]) are only
+        // whole blocks of the 32-element types.
+        if !c.w[0].len().is_multiple_of(ty.block_size()) {
+            continue;
+        }
         let Some(weights) = weight_rows(&mut g, ty, &c.w, c.bytes) else {
             continue;
         };
@@ -416,6 +437,42 @@ fn every_token_count_equals_the_scalar_oracles() {
             assert!(
                 check_case(&c),
                 "{n_rows} rows × {n_tokens} tokens, weights {bytes:?}"
+            );
+        }
+    }
+}
+
+/// Rows of 1, 3, 5 and 7 blocks of 32 (the 32-element types' odd last block: IQ4_NL's and
+/// MXFP4's `vec_dot` adds it after the two accumulators' sum) over odd row and token counts,
+/// random, filled and quantized weights.
+#[test]
+fn odd_block_counts_equal_the_scalar_oracles() {
+    let mut g = qc::gen("odd_block_counts_equal_the_scalar_oracles", 100);
+    let row = |g: &mut Gen, blocks: usize| {
+        let mut v = Vec::new();
+        while v.len() < blocks * QK {
+            gen_block(g, &mut v);
+        }
+        v
+    };
+    for blocks in [1, 3, 5, 7] {
+        for (n_rows, n_tokens, bytes) in [
+            (1, 1, Random),
+            (3, 5, Quantized),
+            (5, 3, Fill(0xff)),
+            (9, 2, Random),
+            (8, 4, Quantized),
+            (7, 9, Fill(0)),
+        ] {
+            let c = Case {
+                w: (0..n_rows).map(|_| row(&mut g, blocks)).collect(),
+                x: (0..n_tokens).map(|_| row(&mut g, blocks)).collect(),
+                bytes,
+                seed: u64::arbitrary(&mut g),
+            };
+            assert!(
+                check_case(&c),
+                "{blocks} blocks, {n_rows} rows × {n_tokens} tokens, weights {bytes:?}"
             );
         }
     }

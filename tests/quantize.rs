@@ -364,6 +364,74 @@ fn imatrix_metadata_and_plan_match_llama_quantize_byte_for_byte() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// sha256 of llama-quantize's output (llama.cpp 0c1e57098) for the qwen3moe model `gen_model`
+/// writes with IMATRIX_MOE (4 experts, sha256 6cbdd455…):
+///   llama-quantize --allow-requantize moe.gguf out.gguf MXFP4_MOE
+///   llama-quantize --allow-requantize --pure moe.gguf out.gguf MXFP4_MOE
+///   llama-quantize --allow-requantize --tensor-type _exps=mxfp4 moe.gguf out.gguf Q4_K_M
+/// (MXFP4 experts and Q8_0 elsewhere; MXFP4 throughout; Q4_K_M with MXFP4 experts), and for
+/// the dense untied model of IMATRIX_DENSE (sha256 59527579…), where MXFP4_MOE is all Q8_0:
+///   llama-quantize --allow-requantize dense.gguf out.gguf MXFP4_MOE
+///   llama-quantize --allow-requantize --output-tensor-type q4_0 dense.gguf out.gguf MXFP4_MOE
+const MXFP4_RUNS: [(&[&str], &str, &str); 3] = [
+    (
+        &[],
+        "MXFP4_MOE",
+        "55d19b25510de9c85de8ca9c335e97c7b5fa22cc88724b510498c27033231119",
+    ),
+    (
+        &["--pure"],
+        "MXFP4_MOE",
+        "c3e6100e0ecb8e13dcf6ad0da85579825333f8c1c1944017b655a6e2aadd01c7",
+    ),
+    (
+        &["--tensor-type", "_exps=mxfp4"],
+        "Q4_K_M",
+        "3ed681a42332027920a5755e195c0724c74e3f8b920e3027845ff13704365540",
+    ),
+];
+const MXFP4_DENSE_RUNS: [(&[&str], &str, &str); 2] = [
+    (
+        &[],
+        "MXFP4_MOE",
+        "9ee034e2bfcc269481f82cf0dec80cd193aaad5a7502fc2b5618df68f366bcf8",
+    ),
+    (
+        &["--output-tensor-type", "q4_0"],
+        "MXFP4_MOE",
+        "af2afc941a79d898473f1f3d688d97d6855f92c607f62f993f283f5ddd520050",
+    ),
+];
+
+#[test]
+fn mxfp4_moe_and_mxfp4_experts_match_llama_quantize_byte_for_byte() {
+    let dir = common::temp_dir("quant-mxfp4");
+    let moe = gen_model(&dir, "moe.gguf", &IMATRIX_MOE);
+    let dense = gen_model(&dir, "dense.gguf", &IMATRIX_DENSE);
+    for (src, (input, _, _)) in [&moe, &dense].iter().zip(IMATRIX_Q8_0.iter().rev()) {
+        assert_eq!(
+            sha256::sha256_hex(&std::fs::read(src).unwrap()),
+            *input,
+            "`locus gen-model` no longer writes the model the hashes were made from"
+        );
+    }
+    let out = dir.join("out.gguf");
+    let runs = MXFP4_RUNS.iter().map(|r| (&moe, r));
+    for (src, &(flags, ty, want)) in runs.chain(MXFP4_DENSE_RUNS.iter().map(|r| (&dense, r))) {
+        let mut args = vec!["quantize"];
+        args.extend(flags);
+        args.extend([src.to_str().unwrap(), out.to_str().unwrap(), ty]);
+        let r = common::locus(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(
+            sha256::sha256_hex(&std::fs::read(&out).unwrap()),
+            want,
+            "{flags:?} {ty}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Every refusal of `quantize` with an importance matrix or a type override is one line, exit
 /// 2, and leaves no output file behind.
 #[test]

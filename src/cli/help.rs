@@ -245,10 +245,10 @@ Options:
                       256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
-                      IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M (default: Q4_0; --dim and
-                      --ffn must be whole blocks of it: 256 for the K-quants and the IQ types
-                      but IQ4_NL; with no importance matrix, where ggml's quantizer needs one
-                      (IQ2_XXS, IQ2_XS, IQ1_S) every weight counts 1)
+                      IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
+                      --dim and --ffn must be whole blocks of it: 256 for the K-quants and
+                      the IQ types but IQ4_NL; with no importance matrix, where ggml's
+                      quantizer needs one (IQ2_XXS, IQ2_XS, IQ1_S) every weight counts 1)
       --dim N         embedding length
       --layers N      number of blocks
       --ffn N         feed-forward length
@@ -359,6 +359,7 @@ OUTPUT is written atomically, after every check.
 TYPE, in any case (or its number; Q3_K, Q4_K and Q5_K mean the _M mixes):
    2  Q4_0    4.5 bits per weight: 4-bit values in blocks of 32, one scale each
    3  Q4_1    5.0 bpw: 4-bit values in blocks of 32, a scale and a minimum each
+  38  MXFP4_MOE MXFP4 experts (4.25 bpw: E2M1 values, a power-of-two scale per 32), the rest Q8_0
    8  Q5_0    5.5 bpw: 5-bit values in blocks of 32, one scale each
    9  Q5_1    6.0 bpw: 5-bit values in blocks of 32, a scale and a minimum each
   19  IQ2_XXS 2.06 bpw *; attn_v Q2_K (Q4_K if GQA >= 4), first 1/8 ffn_down Q2_K

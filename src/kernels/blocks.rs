@@ -1,5 +1,5 @@
 //! Every quantized block layout locus reads (bit-compatible with ggml: the 32-element blocks of
-//! Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and their Q8_0/Q8_1 activations, the 256-element super-blocks
+//! Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 and their Q8_0/Q8_1 activations, the 256-element super-blocks
 //! of the K-quants, IQ4_XS and the IQ2 and IQ3 types and their Q8_K activations), and the (de)quantizers
 //! of Q4_0, Q4_1 and Q8_0/Q8_1 (those of the other types are in `dequantize` and `quantize_ref`).
 //!
@@ -106,6 +106,13 @@ block_layout! {
 block_layout! {
     /// IQ4_NL: 32 weights `d × KVALUES_IQ4NL[q]`, q a nibble (low nibbles elements 0..16).
     BlockIq4Nl, 18 { d: [u8; 2], qs: [u8; QK / 2] }
+}
+
+block_layout! {
+    /// MXFP4: 32 weights `2^(e − 128) × KVALUES_MXFP4[q]` (an E8M0 scale byte `e`, halved
+    /// because the table holds the E2M1 values doubled; `mxfp4::e8m0_to_f32_half`), q a nibble
+    /// (low nibbles elements 0..16).
+    BlockMxfp4, 17 { e: [u8; 1], qs: [u8; QK / 2] }
 }
 
 block_layout! {
@@ -682,6 +689,10 @@ pub const Q8K_MAX: f32 = 127.0;
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
+
+/// The sixteen values an MXFP4 nibble stands for: the E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6
+/// and their negatives) doubled, as ggml's `kvalues_mxfp4`.
+pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 const _: () = assert!(std::mem::size_of::<BlockQ8K>() == 292);
 

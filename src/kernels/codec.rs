@@ -6,7 +6,8 @@
 use super::blocks::{self, block_bytes, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use super::blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
-    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
+    BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    QK_K,
 };
 use super::{dequantize, f32_row, half, quantize_ref, u16_row};
 
@@ -119,6 +120,13 @@ pub const IQ4_NL: Codec = block_codec!(
     dequantize::dequantize_iq4_nl,
     quantize_ref::quantize_iq4_nl
 );
+/// MXFP4: ggml's `quantize_mxfp4` ignores importance weights.
+pub const MXFP4: Codec = block_codec!(
+    BlockMxfp4,
+    QK,
+    super::mxfp4::dequantize_mxfp4,
+    ignores_weights super::mxfp4::quantize_mxfp4
+);
 pub const Q2_K: Codec = block_codec!(
     BlockQ2K,
     QK_K,
@@ -201,12 +209,13 @@ mod tests {
     /// The codecs of the types whose ggml quantizer takes importance weights, and Q8_0's, which
     /// ignores them, with the FNV-1a 64 of llama.cpp's output for the eight known-answer rows
     /// with importance weights and without (see [`kat_hash`]).
-    const KAT: [(&str, Codec, u64, u64); 14] = [
+    const KAT: [(&str, Codec, u64, u64); 15] = [
         ("q4_0", Q4_0, 0x96f6_4175_8f94_c2e9, 0xcacf_8c3b_8c44_1453),
         ("q4_1", Q4_1, 0xcb7b_6af0_ac2a_9724, 0x4181_6a4b_310e_925d),
         ("q5_0", Q5_0, 0xee77_8f88_ef8d_d045, 0x62b1_2485_ba00_5834),
         ("q5_1", Q5_1, 0x168e_88c1_64d1_4d31, 0x93a1_a3eb_f1ec_478d),
         ("q8_0", Q8_0, 0x4d51_02ef_5f23_ceaa, 0x4d51_02ef_5f23_ceaa),
+        ("mxfp4", MXFP4, 0x81b3_2ae7_6d10_450b, 0x81b3_2ae7_6d10_450b),
         ("q2_K", Q2_K, 0x4958_5273_2cbd_fdc1, 0xaade_6941_215a_22a7),
         ("q3_K", Q3_K, 0xac85_5dea_6ac0_22e5, 0x501c_1488_6136_b317),
         ("q4_K", Q4_K, 0x3792_211b_4fe4_415e, 0xe6d5_defc_3108_d9cc),

@@ -16,14 +16,14 @@
 //! for decode's runs of rows and for prompt tiles.
 
 use super::blocks::{Block, BlockQ8_0, BlockQ8_1};
-use super::blocks::{BlockIq1M, BlockIq1S};
+use super::blocks::{BlockIq1M, BlockIq1S, BlockMxfp4};
 use super::blocks::{
     BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K,
     BlockQ3K, BlockQ4K, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
 };
 use super::{
-    legacy_rows, oracle_iq1, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow, GgmlType,
-    SumOrder,
+    legacy_rows, oracle_iq1, oracle_mxfp4, oracle_repacked, oracle_tiled, oracle_vec_dot, ActRow,
+    GgmlType, SumOrder,
 };
 
 /// A row · activation dot product over the row's bytes. The activation must be of the row's
@@ -282,7 +282,7 @@ macro_rules! tiled_row {
 }
 
 /// The oracle rows, one per weight type with kernels.
-pub const SCALAR: [Entry; 22] = [
+pub const SCALAR: [Entry; 23] = [
     legacy_rows::Q4_0_SCALAR,
     legacy_rows::Q4_1_SCALAR,
     legacy_rows::Q8_0_SCALAR,
@@ -313,6 +313,19 @@ pub const SCALAR: [Entry; 22] = [
         ..Entry::of(
             GgmlType::Iq4Nl,
             row_dot!(oracle_vec_dot::dot_iq4_nl_q8_0, BlockIq4Nl, q8_0),
+        )
+    },
+    // llama.cpp repacks MXFP4 as IQ4_NL (matmul and expert weights of 8k rows); tinyBLAS has
+    // no MXFP4, so its other matmuls take `vec_dot` whatever the batch.
+    Entry {
+        dot_repacked: Some(row_dot!(
+            oracle_mxfp4::dot_mxfp4_q8_0_repacked,
+            BlockMxfp4,
+            q8_0
+        )),
+        ..Entry::of(
+            GgmlType::Mxfp4,
+            row_dot!(oracle_mxfp4::dot_mxfp4_q8_0, BlockMxfp4, q8_0),
         )
     },
     tiled_row! { Q2K, BlockQ2K, oracle_vec_dot::dot_q2_k_q8_k, oracle_tiled::dot_q2_k_q8_k_tiled,

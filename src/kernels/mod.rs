@@ -5,8 +5,9 @@
 //! chosen from the best tier the CPU supports. `LOCUS_KERNELS=scalar|avx2|avx512` forces a tier
 //! (a tier the CPU lacks is an error, not a silent downgrade). Every tier is tested against the
 //! scalar oracles: `scalar.rs` for Q4_0, Q4_1, Q8_0 and the float types, and for the other
-//! types (Q5_0, Q5_1, IQ4_NL, the K-quants, IQ4_XS) the oracles in `oracle_vec_dot.rs` (llama.cpp's
-//! `vec_dot` order), `oracle_repacked.rs` (its repacked kernels) and `oracle_tiled.rs` (its tiled K-quant
+//! types (Q5_0, Q5_1, IQ4_NL, the K-quants, IQ4_XS, MXFP4) the oracles in `oracle_vec_dot.rs` and
+//! `oracle_mxfp4.rs` (llama.cpp's `vec_dot` order), `oracle_repacked.rs` and `oracle_mxfp4.rs` (its
+//! repacked kernels) and `oracle_tiled.rs` (its tiled K-quant
 //! matmul). Every weight type is one row of the table ([`entries`], indexed by its ggml id),
 //! and the dispatch (`dispatch.rs`) reads the row with no case for any type. Which of llama.cpp's kernels
 //! computes an output — and so which order — depends on how it holds the weight and on where the
@@ -50,8 +51,10 @@ mod iq_grid_maps;
 pub mod iq_grids;
 pub mod iq_signs;
 mod legacy_rows;
+pub mod mxfp4;
 pub mod ops;
 pub mod oracle_iq1;
+pub mod oracle_mxfp4;
 pub mod oracle_repacked;
 pub mod oracle_tiled;
 pub mod oracle_vec_dot;

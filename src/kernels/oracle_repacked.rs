@@ -4,7 +4,8 @@
 //! [`REPACK_ROWS`] into an extra buffer where each group of eight rows is interleaved, and from
 //! then on multiplies them with its own gemv/gemm kernels (`ggml/src/ggml-cpu/arch/x86/repack.cpp`)
 //! instead of the plain `vec_dot`. On x86 that is Q4_0 (`q4_0_8x8_q8_0`), Q4_K (`q4_K_8x8_q8_K`),
-//! IQ4_NL (`iq4_nl_8x8_q8_0`) and, when built with AVX-512, Q2_K (`q2_K_8x8_q8_K`); see
+//! IQ4_NL (`iq4_nl_8x8_q8_0`), MXFP4 (`mxfp4_8x8_q8_0`, `oracle_mxfp4.rs`) and, when built
+//! with AVX-512, Q2_K (`q2_K_8x8_q8_K`); see
 //! [`repacked_in_llama`]. Their float order differs from `vec_dot`'s: one scalar f32 chain per
 //! output, no eight-lane accumulators and no horizontal sum. The functions here reproduce each
 //! output bit for bit, one weight row · one activation row at a time.
@@ -58,7 +59,7 @@ pub const GEMM_TOKENS: usize = 4;
 pub fn repacked_in_llama(ty: GgmlType, n_rows: usize) -> bool {
     matches!(
         ty,
-        GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::Q2K | GgmlType::Iq4Nl
+        GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::Q2K | GgmlType::Iq4Nl | GgmlType::Mxfp4
     ) && n_rows.is_multiple_of(REPACK_ROWS)
 }
 

@@ -79,7 +79,7 @@ pub(super) fn fma_lanes(acc: &mut [f32; LANES], d: f32, v: [i32; LANES]) {
 
 /// Element `e` (0..32) of a 32-element block's nibbles: low nibbles are 0..16, high 16..32.
 #[inline]
-fn nibble32(qs: &[u8; QK / 2], e: usize) -> u8 {
+pub(super) fn nibble32(qs: &[u8; QK / 2], e: usize) -> u8 {
     (qs[e % (QK / 2)] >> (4 * (e / (QK / 2)))) & 0x0f
 }
 

@@ -139,7 +139,7 @@ static TYPES: [Option<TypeRow>; N_IDS] = {
     t[30] = kernels(Bf16, "BF16", (1, 2), ActType::Bf16, codec::BF16);
     t[34] = named(Tq1_0, "TQ1_0", B256, 54);
     t[35] = named(Tq2_0, "TQ2_0", B256, 66);
-    t[39] = named(Mxfp4, "MXFP4", B32, 17);
+    t[39] = kernels(Mxfp4, "MXFP4", (B32, 17), ActType::Q8_0, codec::MXFP4);
     t
 };
 
@@ -252,7 +252,7 @@ mod tests {
     fn the_supported_types_are_those_with_an_activation() {
         assert_eq!(
             GgmlType::supported_names(),
-            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, BF16"
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, BF16, MXFP4"
         );
     }
 }

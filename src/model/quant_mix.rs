@@ -52,12 +52,16 @@
 //!   Q4_K_S, Q4_K_M, IQ3_S, IQ3_M and IQ4_XS; else Q2_K → Q3_K, IQ3_XXS → IQ3_S, Q3_K_M →
 //!   Q4_K, Q3_K_L → Q5_K, IQ3_M → Q4_K.
 //! - `ffn_gate`, `ffn_up`: IQ3_XS → IQ3_XXS for n/8 ≤ i < 7n/8.
+//! - MXFP4_MOE: `output` (and tied `token_embd`) Q8_0 unless `--output-tensor-type`; every
+//!   other tensor, before the rules above, MXFP4 if it is 3-D with more than one expert
+//!   (`ne[2] > 1`), else Q8_0. (llama.cpp limits the experts of `bailingmoe3` to the FFN
+//!   tensors, an architecture locus does not run.)
 //!
 //! [`MixPlan::requires_imatrix`] says which tensors llama-quantize refuses to write without
 //! an importance matrix (`tensor_requires_imatrix`): those planned as IQ1_S, IQ1_M, IQ2_XXS,
 //! IQ2_XS, IQ2_S or IQ3_XXS, and Q2_K under Q2_K_S, except `token_embd` and `output`.
 //!
-//! Not reproduced: the TQ, Q1_0/Q2_0 and MXFP4 presets (locus makes none of their types), the
+//! Not reproduced: the TQ and Q1_0/Q2_0 presets (locus makes none of their types), the
 //! Falcon and GLM5-next branches (every arm here is the others' one), `--prune-layers`,
 //! `--keep-split` and `--override-kv`.
 
@@ -75,6 +79,7 @@ use rules::mixture_type;
 pub enum Preset {
     Q4_0,
     Q4_1,
+    Mxfp4Moe,
     Q5_0,
     Q5_1,
     Q8_0,
@@ -112,12 +117,13 @@ struct PresetInfo {
 }
 
 /// How many presets there are.
-const N_PRESETS: usize = 27;
+const N_PRESETS: usize = 28;
 
 /// Every preset, in llama-quantize's listing order.
 const PRESETS: [PresetInfo; N_PRESETS] = [
     info(Preset::Q4_0, "Q4_0", 2, GgmlType::Q4_0),
     info(Preset::Q4_1, "Q4_1", 3, GgmlType::Q4_1),
+    info(Preset::Mxfp4Moe, "MXFP4_MOE", 38, GgmlType::Mxfp4),
     info(Preset::Q5_0, "Q5_0", 8, GgmlType::Q5_0),
     info(Preset::Q5_1, "Q5_1", 9, GgmlType::Q5_1),
     info(Preset::Iq2Xxs, "IQ2_XXS", 19, GgmlType::Iq2Xxs),
@@ -745,17 +751,7 @@ mod tests {
         );
         assert_eq!(Preset::parse("21"), Some(Preset::Q2KS));
         // Presets of types locus does not know, and non-presets, are refused.
-        for s in [
-            "TQ1_0",
-            "TQ2_0",
-            "MXFP4_MOE",
-            "Q1_0",
-            "F16",
-            "",
-            "Q4",
-            "1",
-            "32",
-        ] {
+        for s in ["TQ1_0", "TQ2_0", "Q1_0", "F16", "", "Q4", "1", "32"] {
             assert_eq!(Preset::parse(s), None, "{s:?}");
         }
     }

@@ -104,10 +104,37 @@ const FLOATS: [(GgmlType, u32); 3] = [(GgmlType::F16, 1), (GgmlType::Bf16, 32), 
 
 /// Every name `TYPE` may be (in any case), in llama-quantize's listing order; the aliases
 /// `Q3_K`, `Q4_K`, `Q5_K` (= their `_M` mixture) and the `llama_ftype` numbers are taken too.
-pub const TARGETS: [&str; 30] = [
-    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M",
-    "Q2_K", "Q2_K_S", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ3_XS", "Q3_K_S", "Q3_K_M", "Q3_K_L",
-    "IQ4_NL", "IQ4_XS", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "F16", "BF16",
+pub const TARGETS: [&str; 31] = [
+    "Q4_0",
+    "Q4_1",
+    "MXFP4_MOE",
+    "Q5_0",
+    "Q5_1",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ2_S",
+    "IQ2_M",
+    "IQ1_S",
+    "IQ1_M",
+    "Q2_K",
+    "Q2_K_S",
+    "IQ3_XXS",
+    "IQ3_S",
+    "IQ3_M",
+    "IQ3_XS",
+    "Q3_K_S",
+    "Q3_K_M",
+    "Q3_K_L",
+    "IQ4_NL",
+    "IQ4_XS",
+    "Q4_K_S",
+    "Q4_K_M",
+    "Q5_K_S",
+    "Q5_K_M",
+    "Q6_K",
+    "Q8_0",
+    "F16",
+    "BF16",
     "F32",
 ];
 
@@ -546,16 +573,7 @@ mod tests {
             Some(GgmlType::Iq2S)
         );
         assert_eq!(Target::parse("22").map(Target::name), Some("IQ3_XS"));
-        for bad in [
-            "Q9_9",
-            "TQ1_0",
-            "MXFP4_MOE",
-            "Q8_K",
-            "F64",
-            "",
-            "COPY",
-            "99",
-        ] {
+        for bad in ["Q9_9", "TQ1_0", "Q8_K", "F64", "", "COPY", "99"] {
             assert_eq!(Target::parse(bad), None, "{bad:?}");
         }
     }

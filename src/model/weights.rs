@@ -16,8 +16,9 @@ use crate::kernels::{GgmlType, Layout, SumOrder};
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor<'a> {
     pub ty: GgmlType,
-    /// How its dot products sum: llama.cpp repacks Q4_0, Q4_K, Q2_K and IQ4_NL matmul weights
-    /// whose row count is a multiple of 8 and then sums them in its repacked kernels' order.
+    /// How its dot products sum: llama.cpp repacks Q4_0, Q4_K, Q2_K, IQ4_NL and MXFP4 matmul
+    /// weights whose row count is a multiple of 8 and then sums them in its repacked kernels'
+    /// order.
     pub order: SumOrder,
     /// How `data` stores the rows: the file's layout, or packed for the kernels (a copy
     /// placement made; see `kernels::pack`).

@@ -88,7 +88,7 @@ mod iq1 {
     super::super::iq1_kernels::iq1_kernels!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
 }
 
-/// This tier's kernels of Q5_0, Q5_1 and IQ4_NL over the primitives above.
+/// This tier's kernels of Q5_0, Q5_1, IQ4_NL and MXFP4 over the primitives above.
 mod wide {
     super::super::kwide_kernels::wide_kernels!(
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"

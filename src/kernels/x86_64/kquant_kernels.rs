@@ -1,6 +1,6 @@
 //! The kernels of the K-quants and IQ4_XS, written once as a macro ([`k_quant_kernels`]) and
 //! expanded by each tier over its own integer primitives (`avx2_kquant.rs`: AVX2;
-//! `avx512_kquant.rs`: AVX-512 VNNI). Q5_0, Q5_1 and IQ4_NL are in `kwide_kernels.rs`, which
+//! `avx512_kquant.rs`: AVX-512 VNNI). Q5_0, Q5_1, IQ4_NL and MXFP4 are in `kwide_kernels.rs`, which
 //! runs its `vec_dot` kernels through this macro's `lanes_rows` driver.
 //! The unpacking, scale and chain helpers the kernels share are in `kquant_rows.rs`, which
 //! describes the scheme; the kernels' shape (rows × tokens) is in `passes.rs`.

@@ -1,9 +1,10 @@
-//! The kernels of Q5_0, Q5_1 and IQ4_NL, written once as a macro ([`wide_kernels`]) and
+//! The kernels of Q5_0, Q5_1, IQ4_NL and MXFP4, written once as a macro ([`wide_kernels`]) and
 //! expanded by each tier over its own primitives (`avx2_kquant.rs`: AVX2; `avx512_kquant.rs`:
 //! AVX-512 VNNI), beside that tier's `k_quant_kernels!`, whose `lanes_rows` runs the `vec_dot`
 //! kernels without mins of both. The kernels' shape (rows × tokens) is in `passes.rs`.
 
-/// The kernels of Q5_0, Q5_1 and IQ4_NL (Q8_0/Q8_1 activations; `oracle_vec_dot.rs`, `oracle_repacked.rs`), their
+/// The kernels of Q5_0, Q5_1, IQ4_NL and MXFP4 (Q8_0/Q8_1 activations; `oracle_vec_dot.rs`,
+/// `oracle_repacked.rs`, `oracle_mxfp4.rs`), their
 /// safe wrappers, tile kernels and `fill`, compiled with the target features `$feat` over the
 /// primitives `dot_us8` (four-sums of u8 × i8, no pair of which reaches the i16 limit here) and
 /// `bytes_from_bits_32` of the module that expands it (its parent, `super`), and the drivers of
@@ -16,11 +17,12 @@ macro_rules! wide_kernels {
         use super::{bytes_from_bits_32, dot_us8};
         use crate::kernels::blocks::{BlockQ8_0, BlockQ8_1};
         use crate::kernels::entries::{row_dot, TileDot};
-        use crate::kernels::blocks::{BlockIq4Nl, BlockQ5_0, BlockQ5_1};
+        use crate::kernels::blocks::{BlockIq4Nl, BlockMxfp4, BlockQ5_0, BlockQ5_1};
+        use crate::kernels::mxfp4::e8m0_to_f32_half;
         use crate::kernels::x86_64::vec256::{bytes_from_nibbles_32, hsum_float_8, scale8};
         use crate::kernels::x86_64::passes::{
-            array_of, f16, f16_rows, hsum_i32, hsum_i32_rows, hsums, iq4_values, iq4nl_table,
-            load32, pass, rows_kernel, store_rows, tile_fn, PASS_ROWS, PASS_TOKENS,
+            array_of, e8m0_rows, f16, f16_rows, hsum_i32, hsum_i32_rows, hsums, iq4_values,
+            iq4nl_table, load32, mxfp4_table, pass, rows_kernel, store_rows, tile_fn, PASS_ROWS, PASS_TOKENS,
         };
         use crate::kernels::{Entry, GgmlType};
 
@@ -166,6 +168,66 @@ macro_rules! wide_kernels {
                 }
             });
 
+        // MXFP4·Q8_0 (`oracle_mxfp4::dot_mxfp4_q8_0`): IQ4_NL's shape with the MXFP4 table and
+        // the block scale `f16(y.d) × e8m0_half(x.e)`.
+        rows_kernel!($feat, mxfp4_rows, dot_mxfp4_q8_0, BlockMxfp4, BlockQ8_0, |w, y, out| {
+            let (n, w, y, pf) = pass(w, y);
+            let table = mxfp4_table();
+            let mut acc = [[[_mm256_setzero_ps(); 2]; R]; T];
+            let pairs = n / 2;
+            for i in 0..2 * pairs {
+                pf.at(i);
+                let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
+                let dx: [f32; R] = array_of!(R, |r| e8m0_to_f32_half(w[r][i].e[0]));
+                for t in 0..T {
+                    let b = &y[t][i];
+                    let (qy, dy) = (load32(&b.qs), f16(b.d));
+                    for r in 0..R {
+                        let d = _mm256_set1_ps(dy * dx[r]);
+                        let q = _mm256_cvtepi32_ps(dot_sign_trick(x[r], qy));
+                        acc[t][r][i % 2] = _mm256_fmadd_ps(d, q, acc[t][r][i % 2]);
+                    }
+                }
+            }
+            for t in 0..T {
+                for r in 0..R {
+                    let mut sumf = hsum_float_8(_mm256_add_ps(acc[t][r][0], acc[t][r][1]));
+                    if let (Some(a), Some(b)) = (w[r].get(2 * pairs), y[t].get(2 * pairs)) {
+                        let d = f16(b.d) * e8m0_to_f32_half(a.e[0]);
+                        let sumi = hsum_i32(dot_true(iq4_values(table, &a.qs), load32(&b.qs)));
+                        sumf += d * sumi as f32;
+                    }
+                    out[t][r] = sumf;
+                }
+            }
+        });
+
+        // MXFP4·Q8_0 as the repacked kernels compute it (`oracle_mxfp4::dot_mxfp4_q8_0_repacked`):
+        // per block the exact Σ v·y, `acc = fma(isum, e8m0_half(x.e)·f16(y.d), acc)`; a pass's
+        // rows' chains in the lanes of one vector per token.
+        rows_kernel!($feat, mxfp4_repacked_rows, dot_mxfp4_q8_0_repacked, BlockMxfp4,
+            BlockQ8_0, |w, y, out| {
+                let (n, w, y, pf) = pass(w, y);
+                let table = mxfp4_table();
+                let mut acc = [_mm256_setzero_ps(); T];
+                for i in 0..n {
+                    pf.at(i);
+                    let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
+                    let dx = e8m0_rows::<R>(std::array::from_fn(|r| w[r][i].e[0]));
+                    for t in 0..T {
+                        let b = &y[t][i];
+                        let qy = load32(&b.qs);
+                        let sums: [__m256i; R] = array_of!(R, |r| dot_true(x[r], qy));
+                        let d = _mm256_mul_ps(dx, scale8(b.d));
+                        let s = _mm256_cvtepi32_ps(hsum_i32_rows(&sums));
+                        acc[t] = _mm256_fmadd_ps(s, d, acc[t]);
+                    }
+                }
+                for t in 0..T {
+                    store_rows(acc[t], &mut out[t]);
+                }
+            });
+
         tile_fn!(tile_q5_0, BlockQ5_0, q8_0, PASS_ROWS, PASS_TOKENS, { Dot => q5_0_rows });
         tile_fn!(tile_q5_1, BlockQ5_1, q8_1, PASS_ROWS, PASS_TOKENS, { Dot => q5_1_rows });
         tile_fn!(tile_iq4_nl, BlockIq4Nl, q8_0, PASS_ROWS, PASS_TOKENS, {
@@ -173,8 +235,12 @@ macro_rules! wide_kernels {
             Repacked => iq4_nl_repacked_rows,
             Batch => iq4_nl_tinyblas_rows,
         });
+        tile_fn!(tile_mxfp4, BlockMxfp4, q8_0, PASS_ROWS, PASS_TOKENS, {
+            Dot => mxfp4_rows,
+            Repacked => mxfp4_repacked_rows,
+        });
 
-        /// Puts these kernels in `e` (a copy of the oracle's row) for Q5_0, Q5_1 and IQ4_NL and
+        /// Puts these kernels in `e` (a copy of the oracle's row) for Q5_0, Q5_1, IQ4_NL and MXFP4 and
         /// returns the type's tile kernel; `None` for other types.
         pub(in crate::kernels) fn fill(e: &mut Entry) -> Option<TileDot> {
             Some(match e.ty {
@@ -191,6 +257,11 @@ macro_rules! wide_kernels {
                     e.dot_repacked = Some(row_dot!(dot_iq4_nl_q8_0_repacked, BlockIq4Nl, q8_0));
                     e.dot_batch = Some(row_dot!(dot_iq4_nl_q8_0_tinyblas, BlockIq4Nl, q8_0));
                     tile_iq4_nl
+                }
+                GgmlType::Mxfp4 => {
+                    e.dot = row_dot!(dot_mxfp4_q8_0, BlockMxfp4, q8_0);
+                    e.dot_repacked = Some(row_dot!(dot_mxfp4_q8_0_repacked, BlockMxfp4, q8_0));
+                    tile_mxfp4
                 }
                 _ => return None,
             })

@@ -6,7 +6,7 @@
 //! The files, by what they hold:
 //! - written once, expanded by each tier over its own primitives (its four-product integer
 //!   sums and the codes they take): `legacy_tiles.rs` (Q4_0/Q4_1/Q8_0 tiles and rows),
-//!   `kquant_kernels.rs` (K-quants, IQ4_XS), `kwide_kernels.rs` (Q5_0, Q5_1, IQ4_NL),
+//!   `kquant_kernels.rs` (K-quants, IQ4_XS), `kwide_kernels.rs` (Q5_0, Q5_1, IQ4_NL, MXFP4),
 //!   `packed_kernels.rs` (what the packed-copy kernels share), `entry_points.rs` (the safe
 //!   wrappers and their argument checks);
 //! - tier-neutral helpers on 256-bit vectors: `vec256.rs`, `prefetch.rs`, `passes.rs` (the

@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 use super::prefetch::Prefetch;
 use super::vec256::{add_halves, hsum_float_8, lanes};
 use crate::kernels::blocks::Block;
-use crate::kernels::blocks::{BlockQ8K, KVALUES_IQ4NL};
+use crate::kernels::blocks::{BlockQ8K, KVALUES_IQ4NL, KVALUES_MXFP4};
 use crate::kernels::entries;
 use crate::kernels::ActRow;
 
@@ -459,4 +459,27 @@ pub(super) fn iq4_values(table: __m128i, qs: &[u8]) -> __m256i {
     let lo = _mm_shuffle_epi8(table, _mm_and_si128(bits, m4));
     let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(bits), m4));
     _mm256_set_m128i(hi, lo)
+}
+
+// ---- MXFP4 values and scales ----------------------------------------------------------------
+
+/// The MXFP4 lookup table as sixteen bytes (for [`iq4_values`]: the two types store their
+/// nibbles alike).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn mxfp4_table() -> __m128i {
+    load16(&KVALUES_MXFP4)
+}
+
+/// The halved E8M0 scale of one code per row (`mxfp4::e8m0_to_f32_half`), row r in lane r
+/// (lanes past `R` zero).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) fn e8m0_rows<const R: usize>(e: [u8; R]) -> __m256 {
+    const { assert!(R <= LANES) };
+    let mut v = [0f32; LANES];
+    for (o, e) in v.iter_mut().zip(e) {
+        *o = crate::kernels::mxfp4::e8m0_to_f32_half(e);
+    }
+    _mm256_castsi256_ps(load32(&v))
 }

@@ -23,6 +23,8 @@ fn ffn_layer(counter: i64, shape: &ModelShape, name: &str) -> Result<i64, MixErr
     Ok(layer)
 }
 
+/// The GGUF dimension that counts the experts of a 3-D expert tensor (`ne[2]`).
+const EXPERT_DIM: usize = 2;
 /// Experts of the models (Mixtral 8x7B/8x22B) llama.cpp gives special treatment.
 const EIGHT_EXPERTS: u32 = 8;
 /// `n_head / n_head_kv` from which `attn_v` gets more bits in the low-bit presets.
@@ -49,6 +51,13 @@ pub(super) fn mixture_type(
     let iq2s_or_m = matches!(preset, P::Iq2S | P::Iq2M);
     let ty = if category == C::Output || (c.tied_embeddings && category == C::TokenEmbd) {
         output_type(preset, opts, dims)
+    } else if preset == P::Mxfp4Moe {
+        // The experts (3-D tensors) in MXFP4, everything else in Q8_0, before any other rule
+        // (so no counter moves).
+        match dims.get(EXPERT_DIM) {
+            Some(&n) if n > 1 => T::Mxfp4,
+            _ => T::Q8_0,
+        }
     } else if category == C::TokenEmbd {
         match (opts.token_embedding_type, preset) {
             // (Decided before the rules, except for a per_layer_token_embd a pattern names.)
@@ -208,7 +217,7 @@ fn output_type(preset: Preset, opts: &MixOptions, dims: &[u64]) -> GgmlType {
     let ncols = dims.first().copied().unwrap_or(1);
     if let Some(ty) = opts.output_tensor_type {
         ty
-    } else if !ncols.is_multiple_of(default.block_size() as u64) {
+    } else if preset == Preset::Mxfp4Moe || !ncols.is_multiple_of(default.block_size() as u64) {
         T::Q8_0
     } else if preset.is_iq1_iq2() || preset == Preset::Iq3Xxs {
         T::Q5K
