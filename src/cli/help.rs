@@ -392,7 +392,7 @@ TYPE, in any case (or its number; Q3_K, Q4_K and Q5_K mean the _M mixes):
 (or Q2_K under Q2_K_S), as llama-quantize refuses it; the token embedding and the output
 never need one. A type locus does not make yet is refused by name. Every quantized TYPE but
 Q8_0 puts the output head (or the token embedding it shares) in Q6_K (Q5_K for IQ1/IQ2 and
-IQ3_XXS). A row length that is not a multiple of a type's block falls back as in
+IQ3_XXS; Q8_0 for MXFP4_MOE). A row length that is not a multiple of a type's block falls back as in
 llama-quantize: the IQ types to IQ4_NL, Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K
 to Q8_0, else F16. An importance matrix also changes some mixes (IQ3_XXS, IQ4_NL, IQ4_XS,
 Q4_0, Q5_0), as in llama-quantize.
