@@ -18,6 +18,7 @@ use std::arch::x86_64::*;
 
 use super::avx512_iq::{grid_dot, grid_lanes, grid_tile, WideGrid};
 use super::avx512_iq1::iq1_dot;
+use super::avx512_iq_vbmi::grid_lanes_vbmi;
 use super::avx512_panel::join;
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
@@ -233,8 +234,9 @@ fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32
     super::avx512_panel::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
 }
 /// `vec_dot` of an IQ grid type (`R` rows × `T` tokens): the lanes of `avx512_iq`'s 512-bit
-/// steps through the float chain of the 256-bit kernels (`kernels::iq_grid_dot`).
-pub(super) fn iq_grid_rows<B: WideGrid, const R: usize, const T: usize>(
+/// steps through the float chain of the 256-bit kernels (`kernels::iq_grid_dot`); with `VBMI`,
+/// their grid values looked up in vectors (`avx512_iq_vbmi`), for a CPU that has AVX-512 VBMI.
+pub(super) fn iq_grid_rows<B: WideGrid, const VBMI: bool, const R: usize, const T: usize>(
     w: &[&[B]; R],
     y: &[&[BlockQ8K]; T],
     out: &mut [[f32; R]; T],
@@ -247,43 +249,107 @@ pub(super) fn iq_grid_rows<B: WideGrid, const R: usize, const T: usize>(
     ) {
         kernels::iq_grid_dot(w, y, out, |a, b| grid_lanes(a, b))
     }
-    // SAFETY: only reachable through this tier's table, built after every feature the body
-    // enables was detected.
-    unsafe { imp::<B, R, T>(w, y, out) }
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+    fn vbmi<B: WideGrid, const R: usize, const T: usize>(
+        w: &[&[B]; R],
+        y: &[&[BlockQ8K]; T],
+        out: &mut [[f32; R]; T],
+    ) {
+        kernels::iq_grid_dot(w, y, out, |a, b| grid_lanes_vbmi(a, b))
+    }
+    if VBMI {
+        // SAFETY: only reachable through this tier's table, built after every feature the
+        // body enables was detected, AVX-512 VBMI included for the `VBMI` tiles.
+        unsafe { vbmi::<B, R, T>(w, y, out) }
+    } else {
+        // SAFETY: only reachable through this tier's table, built after every feature the body
+        // enables was detected.
+        unsafe { imp::<B, R, T>(w, y, out) }
+    }
 }
 
 /// The IQ2 and IQ3 types' tiles: sixteen rows at a time in the tiled order
 /// (`avx512_packed_tile::iq_grid_rows`), `vec_dot`'s order in 512-bit steps (`avx512_iq`), the
 /// eight-row tiled passes of `kernels` otherwise.
-fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, iq3_xxs_rest)
+fn tile_iq3_xxs16<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, iq3_xxs_rest::<VBMI>)
 }
-fn iq3_xxs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    grid_tile::<BlockIq3Xxs>(rows, acts, variant, out, kernels::tile_iq3_xxs)
+fn iq3_xxs_rest<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    grid_tile::<BlockIq3Xxs, VBMI>(rows, acts, variant, out, kernels::tile_iq3_xxs)
 }
-fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, iq3_s_rest)
+fn tile_iq3_s16<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, iq3_s_rest::<VBMI>)
 }
-fn iq3_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    grid_tile::<BlockIq3S>(rows, acts, variant, out, kernels::tile_iq3_s)
+fn iq3_s_rest<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    grid_tile::<BlockIq3S, VBMI>(rows, acts, variant, out, kernels::tile_iq3_s)
 }
-fn tile_iq2_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, iq2_xxs_rest)
+fn tile_iq2_xxs16<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, iq2_xxs_rest::<VBMI>)
 }
-fn iq2_xxs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    grid_tile::<BlockIq2Xxs>(rows, acts, variant, out, kernels::tile_iq2_xxs)
+fn iq2_xxs_rest<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    grid_tile::<BlockIq2Xxs, VBMI>(rows, acts, variant, out, kernels::tile_iq2_xxs)
 }
-fn tile_iq2_xs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, iq2_xs_rest)
+fn tile_iq2_xs16<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, iq2_xs_rest::<VBMI>)
 }
-fn iq2_xs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    grid_tile::<BlockIq2Xs>(rows, acts, variant, out, kernels::tile_iq2_xs)
+fn iq2_xs_rest<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    grid_tile::<BlockIq2Xs, VBMI>(rows, acts, variant, out, kernels::tile_iq2_xs)
 }
-fn tile_iq2_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, iq2_s_rest)
+fn tile_iq2_s16<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, iq2_s_rest::<VBMI>)
 }
-fn iq2_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
-    grid_tile::<BlockIq2S>(rows, acts, variant, out, kernels::tile_iq2_s)
+fn iq2_s_rest<const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    variant: Variant,
+    out: &mut [f32],
+) -> bool {
+    grid_tile::<BlockIq2S, VBMI>(rows, acts, variant, out, kernels::tile_iq2_s)
 }
 
 /// The IQ1 types' tiles: sixteen rows at a time in the tiled order
@@ -308,6 +374,7 @@ fn iq1_m_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]
 /// every dot product and a tile kernel for every type.
 pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
     let mut rows = SCALAR;
+    let vbmi = vbmi_detected();
     for e in &mut rows {
         let tile = wide::fill(e).or_else(|| kernels::fill(e));
         if let Some(tile) = tile.or_else(|| iq1::fill(e)) {
@@ -326,28 +393,74 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
                 e.dot = row_dot!(iq1_dot::<BlockIq1M>, BlockIq1M, q8_k);
             }
             GgmlType::Iq3Xxs => {
-                e.tile = Some(tile_iq3_xxs16);
-                e.dot = row_dot!(grid_dot::<BlockIq3Xxs>, BlockIq3Xxs, q8_k);
+                e.tile = Some(if vbmi {
+                    tile_iq3_xxs16::<true>
+                } else {
+                    tile_iq3_xxs16::<false>
+                });
+                e.dot = if vbmi {
+                    row_dot!(grid_dot::<BlockIq3Xxs, true>, BlockIq3Xxs, q8_k)
+                } else {
+                    row_dot!(grid_dot::<BlockIq3Xxs, false>, BlockIq3Xxs, q8_k)
+                };
             }
             GgmlType::Iq3S => {
-                e.tile = Some(tile_iq3_s16);
-                e.dot = row_dot!(grid_dot::<BlockIq3S>, BlockIq3S, q8_k);
+                e.tile = Some(if vbmi {
+                    tile_iq3_s16::<true>
+                } else {
+                    tile_iq3_s16::<false>
+                });
+                e.dot = if vbmi {
+                    row_dot!(grid_dot::<BlockIq3S, true>, BlockIq3S, q8_k)
+                } else {
+                    row_dot!(grid_dot::<BlockIq3S, false>, BlockIq3S, q8_k)
+                };
             }
             GgmlType::Iq2Xxs => {
-                e.tile = Some(tile_iq2_xxs16);
-                e.dot = row_dot!(grid_dot::<BlockIq2Xxs>, BlockIq2Xxs, q8_k);
+                e.tile = Some(if vbmi {
+                    tile_iq2_xxs16::<true>
+                } else {
+                    tile_iq2_xxs16::<false>
+                });
+                e.dot = if vbmi {
+                    row_dot!(grid_dot::<BlockIq2Xxs, true>, BlockIq2Xxs, q8_k)
+                } else {
+                    row_dot!(grid_dot::<BlockIq2Xxs, false>, BlockIq2Xxs, q8_k)
+                };
             }
             GgmlType::Iq2Xs => {
-                e.tile = Some(tile_iq2_xs16);
-                e.dot = row_dot!(grid_dot::<BlockIq2Xs>, BlockIq2Xs, q8_k);
+                e.tile = Some(if vbmi {
+                    tile_iq2_xs16::<true>
+                } else {
+                    tile_iq2_xs16::<false>
+                });
+                e.dot = if vbmi {
+                    row_dot!(grid_dot::<BlockIq2Xs, true>, BlockIq2Xs, q8_k)
+                } else {
+                    row_dot!(grid_dot::<BlockIq2Xs, false>, BlockIq2Xs, q8_k)
+                };
             }
             GgmlType::Iq2S => {
-                e.tile = Some(tile_iq2_s16);
-                e.dot = row_dot!(grid_dot::<BlockIq2S>, BlockIq2S, q8_k);
+                e.tile = Some(if vbmi {
+                    tile_iq2_s16::<true>
+                } else {
+                    tile_iq2_s16::<false>
+                });
+                e.dot = if vbmi {
+                    row_dot!(grid_dot::<BlockIq2S, true>, BlockIq2S, q8_k)
+                } else {
+                    row_dot!(grid_dot::<BlockIq2S, false>, BlockIq2S, q8_k)
+                };
             }
             _ => {}
         }
         e.packed = super::avx512_packed::packed(e.ty);
     }
     rows
+}
+
+/// Whether this CPU has AVX-512 VBMI, for the IQ grid types' in-vector lookups
+/// (`avx512_iq_vbmi`); without it they load their grid entries from the tables.
+pub(in crate::kernels) fn vbmi_detected() -> bool {
+    is_x86_feature_detected!("avx512vbmi")
 }
