@@ -527,15 +527,20 @@ pub(super) fn halves(acc: __m512i) -> __m256i {
 }
 
 /// One row's dot product with one token (the table's `dot`).
-pub(super) fn grid_dot<B: WideGrid, const VBMI: bool>(x: &[B], y: &[BlockQ8K]) -> f32 {
+pub(super) fn grid_dot<B: WideGrid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    use super::avx512_kquant::{iq_grid_rows, vbmi_detected};
     let mut o = [[0f32; 1]; 1];
-    super::avx512_kquant::iq_grid_rows::<B, VBMI, 1, 1>(&[x], &[y], &mut o);
+    if vbmi_detected() {
+        iq_grid_rows::<B, true, 1, 1>(&[x], &[y], &mut o);
+    } else {
+        iq_grid_rows::<B, false, 1, 1>(&[x], &[y], &mut o);
+    }
     o[0][0]
 }
 
 /// The tile of an IQ grid type: `vec_dot`'s order ([`Variant::Dot`]) here, in passes of rows
 /// and tokens; the other variants (the tiled matmul's panels) by `rest`.
-pub(super) fn grid_tile<B: WideGrid, const VBMI: bool>(
+pub(super) fn grid_tile<B: WideGrid>(
     rows: &[&[u8]],
     acts: &[ActRow],
     variant: Variant,
@@ -545,6 +550,17 @@ pub(super) fn grid_tile<B: WideGrid, const VBMI: bool>(
     if variant != Variant::Dot {
         return rest(rows, acts, variant, out);
     }
+    if super::avx512_kquant::vbmi_detected() {
+        grid_passes::<B, true>(rows, acts, out);
+    } else {
+        grid_passes::<B, false>(rows, acts, out);
+    }
+    true
+}
+
+/// `vec_dot`'s order in passes of rows and tokens (`VBMI`: the grid values looked up in
+/// vectors, `avx512_iq_vbmi`).
+fn grid_passes<B: WideGrid, const VBMI: bool>(rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) {
     use super::avx512_kquant::iq_grid_rows;
     super::passes::drive::<B, _, PASS_ROWS, PASS_TOKENS>(
         rows,
@@ -559,5 +575,4 @@ pub(super) fn grid_tile<B: WideGrid, const VBMI: bool>(
             iq_grid_rows::<B, VBMI, 1, 1>,
         ),
     );
-    true
 }

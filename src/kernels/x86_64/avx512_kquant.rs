@@ -259,7 +259,7 @@ pub(super) fn iq_grid_rows<B: WideGrid, const VBMI: bool, const R: usize, const 
     }
     if VBMI {
         // SAFETY: only reachable through this tier's table, built after every feature the
-        // body enables was detected, AVX-512 VBMI included for the `VBMI` tiles.
+        // body enables was detected, and with `VBMI` only where `vbmi_detected` found VBMI.
         unsafe { vbmi::<B, R, T>(w, y, out) }
     } else {
         // SAFETY: only reachable through this tier's table, built after every feature the body
@@ -271,85 +271,35 @@ pub(super) fn iq_grid_rows<B: WideGrid, const VBMI: bool, const R: usize, const 
 /// The IQ2 and IQ3 types' tiles: sixteen rows at a time in the tiled order
 /// (`avx512_packed_tile::iq_grid_rows`), `vec_dot`'s order in 512-bit steps (`avx512_iq`), the
 /// eight-row tiled passes of `kernels` otherwise.
-fn tile_iq3_xxs16<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, iq3_xxs_rest::<VBMI>)
+fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, iq3_xxs_rest)
 }
-fn iq3_xxs_rest<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    grid_tile::<BlockIq3Xxs, VBMI>(rows, acts, variant, out, kernels::tile_iq3_xxs)
+fn iq3_xxs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq3Xxs>(rows, acts, variant, out, kernels::tile_iq3_xxs)
 }
-fn tile_iq3_s16<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, iq3_s_rest::<VBMI>)
+fn tile_iq3_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq3_s(rows, acts, variant, out, iq3_s_rest)
 }
-fn iq3_s_rest<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    grid_tile::<BlockIq3S, VBMI>(rows, acts, variant, out, kernels::tile_iq3_s)
+fn iq3_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq3S>(rows, acts, variant, out, kernels::tile_iq3_s)
 }
-fn tile_iq2_xxs16<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, iq2_xxs_rest::<VBMI>)
+fn tile_iq2_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq2_xxs(rows, acts, variant, out, iq2_xxs_rest)
 }
-fn iq2_xxs_rest<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    grid_tile::<BlockIq2Xxs, VBMI>(rows, acts, variant, out, kernels::tile_iq2_xxs)
+fn iq2_xxs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq2Xxs>(rows, acts, variant, out, kernels::tile_iq2_xxs)
 }
-fn tile_iq2_xs16<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, iq2_xs_rest::<VBMI>)
+fn tile_iq2_xs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq2_xs(rows, acts, variant, out, iq2_xs_rest)
 }
-fn iq2_xs_rest<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    grid_tile::<BlockIq2Xs, VBMI>(rows, acts, variant, out, kernels::tile_iq2_xs)
+fn iq2_xs_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq2Xs>(rows, acts, variant, out, kernels::tile_iq2_xs)
 }
-fn tile_iq2_s16<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, iq2_s_rest::<VBMI>)
+fn tile_iq2_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    super::avx512_panel::tile_iq2_s(rows, acts, variant, out, iq2_s_rest)
 }
-fn iq2_s_rest<const VBMI: bool>(
-    rows: &[&[u8]],
-    acts: &[ActRow],
-    variant: Variant,
-    out: &mut [f32],
-) -> bool {
-    grid_tile::<BlockIq2S, VBMI>(rows, acts, variant, out, kernels::tile_iq2_s)
+fn iq2_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    grid_tile::<BlockIq2S>(rows, acts, variant, out, kernels::tile_iq2_s)
 }
 
 /// The IQ1 types' tiles: sixteen rows at a time in the tiled order
@@ -374,7 +324,6 @@ fn iq1_m_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]
 /// every dot product and a tile kernel for every type.
 pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
     let mut rows = SCALAR;
-    let vbmi = vbmi_detected();
     for e in &mut rows {
         let tile = wide::fill(e).or_else(|| kernels::fill(e));
         if let Some(tile) = tile.or_else(|| iq1::fill(e)) {
@@ -393,64 +342,24 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
                 e.dot = row_dot!(iq1_dot::<BlockIq1M>, BlockIq1M, q8_k);
             }
             GgmlType::Iq3Xxs => {
-                e.tile = Some(if vbmi {
-                    tile_iq3_xxs16::<true>
-                } else {
-                    tile_iq3_xxs16::<false>
-                });
-                e.dot = if vbmi {
-                    row_dot!(grid_dot::<BlockIq3Xxs, true>, BlockIq3Xxs, q8_k)
-                } else {
-                    row_dot!(grid_dot::<BlockIq3Xxs, false>, BlockIq3Xxs, q8_k)
-                };
+                e.tile = Some(tile_iq3_xxs16);
+                e.dot = row_dot!(grid_dot::<BlockIq3Xxs>, BlockIq3Xxs, q8_k);
             }
             GgmlType::Iq3S => {
-                e.tile = Some(if vbmi {
-                    tile_iq3_s16::<true>
-                } else {
-                    tile_iq3_s16::<false>
-                });
-                e.dot = if vbmi {
-                    row_dot!(grid_dot::<BlockIq3S, true>, BlockIq3S, q8_k)
-                } else {
-                    row_dot!(grid_dot::<BlockIq3S, false>, BlockIq3S, q8_k)
-                };
+                e.tile = Some(tile_iq3_s16);
+                e.dot = row_dot!(grid_dot::<BlockIq3S>, BlockIq3S, q8_k);
             }
             GgmlType::Iq2Xxs => {
-                e.tile = Some(if vbmi {
-                    tile_iq2_xxs16::<true>
-                } else {
-                    tile_iq2_xxs16::<false>
-                });
-                e.dot = if vbmi {
-                    row_dot!(grid_dot::<BlockIq2Xxs, true>, BlockIq2Xxs, q8_k)
-                } else {
-                    row_dot!(grid_dot::<BlockIq2Xxs, false>, BlockIq2Xxs, q8_k)
-                };
+                e.tile = Some(tile_iq2_xxs16);
+                e.dot = row_dot!(grid_dot::<BlockIq2Xxs>, BlockIq2Xxs, q8_k);
             }
             GgmlType::Iq2Xs => {
-                e.tile = Some(if vbmi {
-                    tile_iq2_xs16::<true>
-                } else {
-                    tile_iq2_xs16::<false>
-                });
-                e.dot = if vbmi {
-                    row_dot!(grid_dot::<BlockIq2Xs, true>, BlockIq2Xs, q8_k)
-                } else {
-                    row_dot!(grid_dot::<BlockIq2Xs, false>, BlockIq2Xs, q8_k)
-                };
+                e.tile = Some(tile_iq2_xs16);
+                e.dot = row_dot!(grid_dot::<BlockIq2Xs>, BlockIq2Xs, q8_k);
             }
             GgmlType::Iq2S => {
-                e.tile = Some(if vbmi {
-                    tile_iq2_s16::<true>
-                } else {
-                    tile_iq2_s16::<false>
-                });
-                e.dot = if vbmi {
-                    row_dot!(grid_dot::<BlockIq2S, true>, BlockIq2S, q8_k)
-                } else {
-                    row_dot!(grid_dot::<BlockIq2S, false>, BlockIq2S, q8_k)
-                };
+                e.tile = Some(tile_iq2_s16);
+                e.dot = row_dot!(grid_dot::<BlockIq2S>, BlockIq2S, q8_k);
             }
             _ => {}
         }
@@ -460,7 +369,8 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
 }
 
 /// Whether this CPU has AVX-512 VBMI, for the IQ grid types' in-vector lookups
-/// (`avx512_iq_vbmi`); without it they load their grid entries from the tables.
-pub(in crate::kernels) fn vbmi_detected() -> bool {
+/// (`avx512_iq_vbmi`); without it they load their grid entries from the tables. (std caches
+/// the detection: a load and a bit test a call.)
+pub(super) fn vbmi_detected() -> bool {
     is_x86_feature_detected!("avx512vbmi")
 }
