@@ -560,7 +560,11 @@ pub(super) fn grid_tile<B: WideGrid>(
 
 /// `vec_dot`'s order in passes of rows and tokens (`VBMI`: the grid values looked up in
 /// vectors, `avx512_iq_vbmi`).
-fn grid_passes<B: WideGrid, const VBMI: bool>(rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) {
+pub(super) fn grid_passes<B: WideGrid, const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    out: &mut [f32],
+) {
     use super::avx512_kquant::iq_grid_rows;
     super::passes::drive::<B, _, PASS_ROWS, PASS_TOKENS>(
         rows,

@@ -284,12 +284,13 @@ pub(super) fn grid_lanes_vbmi<B: WideGrid>(a: &B, b: &BlockQ8K) -> __m256i {
 
 #[cfg(test)]
 mod tests {
-    use super::super::avx512_iq::grid_lanes;
+    use super::super::avx512_iq::{grid_lanes, grid_passes};
     use super::*;
     use crate::kernels::blocks::QK_K;
     use crate::kernels::blocks::{
         as_blocks, Block, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs,
     };
+    use crate::kernels::{ActRow, GgmlType};
     use crate::test_support::skip::skip;
 
     /// Seeded bytes (a 64-bit LCG's high bytes).
@@ -356,6 +357,60 @@ mod tests {
         lookups_equal_loads::<BlockIq2S>();
         lookups_equal_loads::<BlockIq3Xxs>();
         lookups_equal_loads::<BlockIq3S>();
+    }
+
+    /// Rows of random blocks (f16 scale 1.0) against one and three tokens: the passes with the
+    /// lookups and with the loads give the same bits (the tier tests hold the ones this CPU
+    /// runs to the oracles; this runs the others here too).
+    fn passes_agree<B: WideGrid + Block>(ty: GgmlType) {
+        /// Rows: two passes of four and a row left over.
+        const ROWS: usize = 9;
+        const BLOCKS: usize = 3;
+        /// f16 1.0, little-endian: each block's leading scale `d`.
+        const ONE: [u8; 2] = [0x00, 0x3C];
+        let size = std::mem::size_of::<B>();
+        let rows: Vec<Vec<u8>> = (0..ROWS)
+            .map(|r| {
+                let mut w = bytes(BLOCKS * size, 100 + r as u64);
+                for b in w.chunks_mut(size) {
+                    b[..2].copy_from_slice(&ONE);
+                }
+                w
+            })
+            .collect();
+        let rows: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        for tokens in [1, 3] {
+            let acts: Vec<ActRow> = (0..tokens)
+                .map(|t| {
+                    let x: Vec<f32> = bytes(BLOCKS * QK_K, 500 + t as u64)
+                        .iter()
+                        .map(|&b| f32::from(b as i8) / 64.0)
+                        .collect();
+                    let mut a = ActRow::new_for(ty);
+                    a.set(&x);
+                    a
+                })
+                .collect();
+            let mut loads = vec![0f32; ROWS * tokens];
+            let mut lookups = vec![f32::NAN; ROWS * tokens];
+            grid_passes::<B, false>(&rows, &acts, &mut loads);
+            grid_passes::<B, true>(&rows, &acts, &mut lookups);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&lookups), bits(&loads), "{ty:?}, {tokens} tokens");
+        }
+    }
+
+    #[test]
+    fn passes_with_lookups_and_with_loads_agree() {
+        if !vbmi_and_tier() {
+            skip("no AVX-512 VBMI (or no AVX-512 VNNI tier): the grid lookups in vectors are untested here");
+            return;
+        }
+        passes_agree::<BlockIq2Xxs>(GgmlType::Iq2Xxs);
+        passes_agree::<BlockIq2Xs>(GgmlType::Iq2Xs);
+        passes_agree::<BlockIq2S>(GgmlType::Iq2S);
+        passes_agree::<BlockIq3Xxs>(GgmlType::Iq3Xxs);
+        passes_agree::<BlockIq3S>(GgmlType::Iq3S);
     }
 
     /// Each code, its values read back from the value lists, is its grid entry.
