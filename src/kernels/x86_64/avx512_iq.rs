@@ -13,6 +13,9 @@
 //! (`kquant_kernels::iq_grid_lanes`), and the float chain is the 256-bit kernels' own
 //! (`kquant_kernels::iq_grid_dot`, run by `avx512_kquant::iq_grid_rows`).
 //!
+//! On a CPU with AVX-512 VBMI the steps take their grid values from `avx512_iq_vbmi`'s lookups
+//! in vectors instead of the table loads here (the table picks the tiles at detection).
+//!
 //! The `#[target_feature]` functions are private to the tier; the table hands out the tiles
 //! only after AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
 
@@ -30,9 +33,9 @@ use crate::kernels::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ
 use crate::kernels::ActRow;
 
 /// Values a 512-bit step takes: two runs.
-const STEP: usize = 2 * RUN;
+pub(super) const STEP: usize = 2 * RUN;
 /// 512-bit steps a super-block.
-const STEPS: usize = RUNS / 2;
+pub(super) const STEPS: usize = RUNS / 2;
 /// IQ2 grid entries (groups of eight values) a step.
 const IQ2_STEP_ENTRIES: usize = STEP / 8;
 /// IQ3 grid entries (four values) a step.
@@ -171,10 +174,8 @@ fn byte_words(bytes: &[u8], at: usize) -> [u64; IQ3_STEP_ENTRIES / BYTES_PER_WOR
     })
 }
 
-/// A super-block decoded for the steps.
-struct Decoded {
-    /// Grid indices (IQ2_XS, IQ2_S: 32; IQ3_S: 64), where they are not bytes of the block.
-    idx: Indices,
+/// A super-block's signs and scales, decoded for the steps.
+pub(super) struct Decoded {
     /// Each step's 64 sign bits (bit `j` set: value `STEP·h + j` negative).
     signs: [u64; STEPS],
     /// The odd scales `2·ls + 1`, scale group `s` in byte `s`.
@@ -275,11 +276,11 @@ fn stored_signs(signs: &[u8; 32]) -> [u64; STEPS] {
     std::array::from_fn(|h| u64::from_le_bytes(signs[8 * h..8 * h + 8].try_into().expect("eight")))
 }
 
-/// A block's grid indices, signs and scales.
+/// A block's signs and scales; its grid indices, where they are not plain bytes of the block
+/// (IQ2_XS, IQ2_S: 32; IQ3_S: 64), go to `keep` as vectors of 32 u16 (`keep(part, v)`).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn decode(view: &View<'_>) -> Decoded {
-    let mut idx = Indices([0; MAX_ENTRIES]);
+pub(super) fn decode(view: &View<'_>, mut keep: impl FnMut(usize, __m512i)) -> Decoded {
     let (signs, scales) = match *view {
         View::Iq2Xxs(a) => {
             // SAFETY: `qs` holds 64 bytes: eight sub-blocks, the word of sub-block s at i32 lane 2s + 1.
@@ -301,7 +302,7 @@ fn decode(view: &View<'_>) -> Decoded {
             // SAFETY: `qs` holds 64 bytes, the 32 words.
             let w = unsafe { _mm512_loadu_si512(a.qs.as_ptr().cast()) };
             let index = _mm512_and_si512(w, _mm512_set1_epi16(IQ2XS_INDEX_MASK as i16));
-            idx.store(0, index);
+            keep(0, index);
             let x = _mm512_srli_epi16::<{ IQ2XS_INDEX_BITS }>(w);
             // SAFETY: ODD_PARITY holds sixteen bytes.
             let table =
@@ -365,7 +366,7 @@ fn decode(view: &View<'_>) -> Decoded {
             );
             let high = _mm512_and_si512(high, _mm512_set1_epi16(i16::from(IQ2S_QH_MASK)));
             let index = _mm512_or_si512(lo, _mm512_slli_epi16::<{ IQ2S_QS_BITS }>(high));
-            idx.store(0, index);
+            keep(0, index);
             (
                 stored_signs(&a.signs),
                 nibble_scales(u64::from_le_bytes(a.scales)),
@@ -381,13 +382,13 @@ fn decode(view: &View<'_>) -> Decoded {
                 });
                 let k = (qh >> (32 * half)) as __mmask32;
                 let index = _mm512_mask_add_epi16(lo, k, lo, top);
-                idx.store(half, index);
+                keep(half, index);
             }
             let scales = u64::from(u32::from_le_bytes(a.scales));
             (stored_signs(&a.signs), nibble_scales(scales))
         }
     };
-    Decoded { idx, signs, scales }
+    Decoded { signs, scales }
 }
 
 /// Step `h`'s eight IQ2 groups, group `g` read by `entry(g)`.
@@ -485,18 +486,40 @@ fn step_scales(bytes: __m512i, h: usize, per_step: usize) -> __m512i {
 #[inline]
 pub(super) fn grid_lanes<B: WideGrid>(a: &B, b: &BlockQ8K) -> __m256i {
     let view = a.view();
-    let d = decode(&view);
-    let scales = _mm512_broadcast_i32x4(d.scales);
-    let zero = _mm512_setzero_si512();
-    let mut acc = zero;
+    let mut idx = Indices([0; MAX_ENTRIES]);
+    let d = decode(&view, |part, v| idx.store(part, v));
+    let mut acc = _mm512_setzero_si512();
     for h in 0..STEPS {
-        let v = grid_step!(&view, d.idx, h);
-        // SAFETY: `b.qs` holds 256 bytes; the step's 64 start at STEP·h ≤ 192.
-        let q8 = unsafe { _mm512_loadu_si512(b.qs[STEP * h..].as_ptr().cast()) };
-        let q8 = _mm512_mask_sub_epi8(q8, d.signs[h], zero, q8);
-        let ls = step_scales(scales, h, STEP / B::SCALE_GROUP);
-        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v, q8), ls);
+        let v = grid_step!(&view, idx, h);
+        acc = step_dot::<B>(acc, v, b, &d, h);
     }
+    halves(acc)
+}
+
+/// `acc` plus step `h`'s grid values `v` against the token's activations signed by the step's
+/// sign bits, times their scales.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn step_dot<B: IqGrid>(
+    acc: __m512i,
+    v: __m512i,
+    b: &BlockQ8K,
+    d: &Decoded,
+    h: usize,
+) -> __m512i {
+    let zero = _mm512_setzero_si512();
+    let scales = _mm512_broadcast_i32x4(d.scales);
+    // SAFETY: `b.qs` holds 256 bytes; the step's 64 start at STEP·h ≤ 192.
+    let q8 = unsafe { _mm512_loadu_si512(b.qs[STEP * h..].as_ptr().cast()) };
+    let q8 = _mm512_mask_sub_epi8(q8, d.signs[h], zero, q8);
+    let ls = step_scales(scales, h, STEP / B::SCALE_GROUP);
+    _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v, q8), ls)
+}
+
+/// The sum of the two 256-bit halves' lanes: run 2h's with run 2h + 1's.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn halves(acc: __m512i) -> __m256i {
     _mm256_add_epi32(
         _mm512_castsi512_si256(acc),
         _mm512_extracti64x4_epi64::<1>(acc),
@@ -505,8 +528,13 @@ pub(super) fn grid_lanes<B: WideGrid>(a: &B, b: &BlockQ8K) -> __m256i {
 
 /// One row's dot product with one token (the table's `dot`).
 pub(super) fn grid_dot<B: WideGrid>(x: &[B], y: &[BlockQ8K]) -> f32 {
+    use super::avx512_kquant::{iq_grid_rows, vbmi_detected};
     let mut o = [[0f32; 1]; 1];
-    super::avx512_kquant::iq_grid_rows::<B, 1, 1>(&[x], &[y], &mut o);
+    if vbmi_detected() {
+        iq_grid_rows::<B, true, 1, 1>(&[x], &[y], &mut o);
+    } else {
+        iq_grid_rows::<B, false, 1, 1>(&[x], &[y], &mut o);
+    }
     o[0][0]
 }
 
@@ -522,6 +550,21 @@ pub(super) fn grid_tile<B: WideGrid>(
     if variant != Variant::Dot {
         return rest(rows, acts, variant, out);
     }
+    if super::avx512_kquant::vbmi_detected() {
+        grid_passes::<B, true>(rows, acts, out);
+    } else {
+        grid_passes::<B, false>(rows, acts, out);
+    }
+    true
+}
+
+/// `vec_dot`'s order in passes of rows and tokens (`VBMI`: the grid values looked up in
+/// vectors, `avx512_iq_vbmi`).
+pub(super) fn grid_passes<B: WideGrid, const VBMI: bool>(
+    rows: &[&[u8]],
+    acts: &[ActRow],
+    out: &mut [f32],
+) {
     use super::avx512_kquant::iq_grid_rows;
     super::passes::drive::<B, _, PASS_ROWS, PASS_TOKENS>(
         rows,
@@ -530,11 +573,10 @@ pub(super) fn grid_tile<B: WideGrid>(
         out,
         0,
         (
-            iq_grid_rows::<B, PASS_ROWS, PASS_TOKENS>,
-            iq_grid_rows::<B, PASS_ROWS, 1>,
-            iq_grid_rows::<B, 1, PASS_TOKENS>,
-            iq_grid_rows::<B, 1, 1>,
+            iq_grid_rows::<B, VBMI, PASS_ROWS, PASS_TOKENS>,
+            iq_grid_rows::<B, VBMI, PASS_ROWS, 1>,
+            iq_grid_rows::<B, VBMI, 1, PASS_TOKENS>,
+            iq_grid_rows::<B, VBMI, 1, 1>,
         ),
     );
-    true
 }

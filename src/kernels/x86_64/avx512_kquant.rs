@@ -18,6 +18,7 @@ use std::arch::x86_64::*;
 
 use super::avx512_iq::{grid_dot, grid_lanes, grid_tile, WideGrid};
 use super::avx512_iq1::iq1_dot;
+use super::avx512_iq_vbmi::grid_lanes_vbmi;
 use super::avx512_panel::join;
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{drive, f16, load32, pass, PASS_TOKENS};
@@ -233,8 +234,9 @@ fn tile_q3_k16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32
     super::avx512_panel::tile_q3_k(rows, acts, variant, out, kernels::tile_q3_k_panels)
 }
 /// `vec_dot` of an IQ grid type (`R` rows × `T` tokens): the lanes of `avx512_iq`'s 512-bit
-/// steps through the float chain of the 256-bit kernels (`kernels::iq_grid_dot`).
-pub(super) fn iq_grid_rows<B: WideGrid, const R: usize, const T: usize>(
+/// steps through the float chain of the 256-bit kernels (`kernels::iq_grid_dot`); with `VBMI`,
+/// their grid values looked up in vectors (`avx512_iq_vbmi`), for a CPU that has AVX-512 VBMI.
+pub(super) fn iq_grid_rows<B: WideGrid, const VBMI: bool, const R: usize, const T: usize>(
     w: &[&[B]; R],
     y: &[&[BlockQ8K]; T],
     out: &mut [[f32; R]; T],
@@ -247,9 +249,23 @@ pub(super) fn iq_grid_rows<B: WideGrid, const R: usize, const T: usize>(
     ) {
         kernels::iq_grid_dot(w, y, out, |a, b| grid_lanes(a, b))
     }
-    // SAFETY: only reachable through this tier's table, built after every feature the body
-    // enables was detected.
-    unsafe { imp::<B, R, T>(w, y, out) }
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")]
+    fn vbmi<B: WideGrid, const R: usize, const T: usize>(
+        w: &[&[B]; R],
+        y: &[&[BlockQ8K]; T],
+        out: &mut [[f32; R]; T],
+    ) {
+        kernels::iq_grid_dot(w, y, out, |a, b| grid_lanes_vbmi(a, b))
+    }
+    if VBMI {
+        // SAFETY: only reachable through this tier's table, built after every feature the
+        // body enables was detected, and with `VBMI` only where `vbmi_detected` found VBMI.
+        unsafe { vbmi::<B, R, T>(w, y, out) }
+    } else {
+        // SAFETY: only reachable through this tier's table, built after every feature the body
+        // enables was detected.
+        unsafe { imp::<B, R, T>(w, y, out) }
+    }
 }
 
 /// The IQ2 and IQ3 types' tiles: sixteen rows at a time in the tiled order
@@ -350,4 +366,11 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         e.packed = super::avx512_packed::packed(e.ty);
     }
     rows
+}
+
+/// Whether this CPU has AVX-512 VBMI, for the IQ grid types' in-vector lookups
+/// (`avx512_iq_vbmi`); without it they load their grid entries from the tables. (std caches
+/// the detection: a load and a bit test a call.)
+pub(super) fn vbmi_detected() -> bool {
+    is_x86_feature_detected!("avx512vbmi")
 }
