@@ -104,6 +104,8 @@ pub(super) fn iq1_rows<B: Iq1Grid, const G: usize>(
 /// first ([`pass`]).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
+// `i` is the super-block of every row and every token, not a place in one of them.
+#[allow(clippy::needless_range_loop)]
 fn file_rows<B, const NSUB: usize, const G: usize>(
     w: [&[&[B]; PACK_ROWS]; G],
     ys: &[&[BlockQ8K]],
@@ -199,9 +201,9 @@ fn unpack<B, const NSUB: usize>(
     let ones = _mm512_set1_epi8(1);
     let per = GROUPS / NSUB;
     let mut corr = _mm512_setzero_si512();
-    for s in 0..NSUB {
-        // SAFETY: `sc[s]` is sixteen i32, 64 bytes; the load is unaligned.
-        st.sc[s] = unsafe { _mm512_loadu_si512(sc[s].as_ptr().cast()) };
+    for (s, scs) in sc.iter().enumerate().take(NSUB) {
+        // SAFETY: `scs` is sixteen i32, 64 bytes; the load is unaligned.
+        st.sc[s] = unsafe { _mm512_loadu_si512(scs.as_ptr().cast()) };
         let sum = st.codes[s * per..(s + 1) * per]
             .iter()
             .fold(_mm512_setzero_si512(), |a, &c| {
