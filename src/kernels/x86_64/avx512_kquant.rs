@@ -269,7 +269,7 @@ pub(super) fn iq_grid_rows<B: WideGrid, const VBMI: bool, const R: usize, const 
 }
 
 /// The IQ2 and IQ3 types' tiles: sixteen rows at a time in the tiled order
-/// (`avx512_packed_tile::iq_grid_rows`), `vec_dot`'s order in 512-bit steps (`avx512_iq`), the
+/// (`avx512_iq_tile::iq_grid_rows`), `vec_dot`'s order in 512-bit steps (`avx512_iq`), the
 /// eight-row tiled passes of `kernels` otherwise.
 fn tile_iq3_xxs16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_iq3_xxs(rows, acts, variant, out, iq3_xxs_rest)
@@ -303,7 +303,7 @@ fn iq2_s_rest(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]
 }
 
 /// The IQ1 types' tiles: sixteen rows at a time in the tiled order
-/// (`avx512_packed_tile::iq1_rows`), `iq1`'s tiles otherwise.
+/// (`avx512_iq_tile::iq1_rows`), `iq1`'s tiles otherwise.
 fn tile_iq1_s16(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
     super::avx512_panel::tile_iq1_s(rows, acts, variant, out, iq1_s_rest)
 }

@@ -31,7 +31,7 @@ use super::packed_kernels::{
     bsum_pairs, packed_tile, prefetch_steps, token_passes, Place, GROUP, K_GROUPS as GROUPS,
     MAX_SUBS, MAX_TOKENS, Q6_BIAS, SUB, SUBS,
 };
-use crate::kernels::blocks::{BlockQ3K, BlockQ8K, Iq1Grid, IqGrid, KVALUES_IQ4NL};
+use crate::kernels::blocks::{BlockQ3K, BlockQ8K, KVALUES_IQ4NL};
 use crate::kernels::entries::Variant;
 use crate::kernels::pack::{K_DMIN_AT, K_QS_AT, K_SCALES_AT, PACK_ROWS, Q6_K_D_AT};
 use crate::kernels::{ActRow, Layout};
@@ -166,7 +166,7 @@ fn tile_g<const G: usize>(
 /// every token, at `place` in `out`: per step each group is unpacked once, then each token's
 /// activation broadcast feeds all `G` groups' `vpdpbusd`. (Two groups read 6–13% faster than
 /// one at a time for Q5_K, Q6_K and IQ4_XS prompts, and 2–8% for the IQ2, IQ3 and IQ1 panels
-/// of [`iq_grid_rows`] and [`iq1_rows`]: 64 tokens, `iq_tile_throughput` in `kernels_k`.)
+/// when they ran these passes: 64 tokens, `iq_tile_throughput` in `kernels_k`.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn tile_steps<const S: usize, const GEMM: bool, const G: usize>(
@@ -223,57 +223,6 @@ pub(super) fn q3_k_rows(
     file_rows::<_, MAX_SUBS, 1>([w], ys, out.as_flattened_mut(), rows)
 }
 
-/// `G` groups of sixteen rows (one or two) of an IQ2 or IQ3 type in the file's layout against every token, in the tiled
-/// matmul's order (`oracle_tiled::dot_iq_grid_q8_k_tiled`): codes the signed grid values plus
-/// [`IQ_GRID_BIAS`] (so unsigned, at most 126), its `NSUB` scales `2·ls + 1` a super-block
-/// (sixteen for IQ2_XS and IQ2_S, else eight), `d` times the type's factor (IQ2's eighth,
-/// IQ3_XXS's quarter, exact) as the oracle scales it. `out[t·16G + 16j + r]` is row r of
-/// group j against token t; two groups share each activation broadcast ([`tile_steps`]).
-/// Panics as [`q3_k_rows`], or if `out` is shorter than `16G` a token.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn iq_grid_rows<B: IqGrid, const NSUB: usize, const G: usize>(
-    w: [&[&[B]; PACK_ROWS]; G],
-    ys: &[&[BlockQ8K]],
-    out: &mut [f32],
-) {
-    use super::kquant_rows::iq_grid_panel_row;
-    let rows = FileRows {
-        unpack: |a: &B| iq_grid_panel_row::<B, NSUB>(a, IQ_GRID_BIAS),
-        d: |a: &B| a.d(),
-        d_mul: B::SUM_SCALE,
-        bias: i32::from(IQ_GRID_BIAS),
-    };
-    file_rows::<_, NSUB, G>(w, ys, out, rows)
-}
-
-/// Sixteen rows of an IQ1 type in the file's layout against every token, in the tiled
-/// matmul's order (`oracle_tiled::dot_iq1_q8_k_tiled`): codes `8·grid ± 1` plus [`IQ1_BIAS`],
-/// scales per half of 16, `d` times an eighth; `G` groups and `out` as [`iq_grid_rows`]'s.
-/// Panics as [`iq_grid_rows`].
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn iq1_rows<B: Iq1Grid, const G: usize>(
-    w: [&[&[B]; PACK_ROWS]; G],
-    ys: &[&[BlockQ8K]],
-    out: &mut [f32],
-) {
-    use super::kquant_rows::iq1_panel_row;
-    use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
-    let rows = FileRows {
-        unpack: |a: &B| iq1_panel_row(a, IQ1_BIAS),
-        d: |a: &B| a.d(),
-        d_mul: Some(1.0 / IQ1_CODE_SCALE as f32),
-        bias: i32::from(IQ1_BIAS),
-    };
-    file_rows::<_, MAX_SUBS, G>(w, ys, out, rows)
-}
-
-/// The bias on IQ1 codes (±9 at most): unsigned bytes for `vpdpbusd`.
-const IQ1_BIAS: i8 = 16;
-
-/// The bias on IQ2/IQ3 codes: the grid values (±62 at most) plus 64 are unsigned bytes for
-/// `vpdpbusd`, and `64·bsum_s` comes off each scale group's sum again.
-const IQ_GRID_BIAS: u8 = 64;
-
 /// How a type's super-blocks in the file's layout become a step of sixteen rows: `unpack`
 /// gives one row's unsigned codes and `NSUB` scales, `d` its f16 scale (times `d_mul`, where
 /// the type scales its `d`), and `bias` is the codes' offset.
@@ -287,7 +236,8 @@ struct FileRows<U, D> {
 /// `G` groups of sixteen rows in the file's layout against every token (`out[t·16G + 16j +
 /// r]`: row r of group j), each super-block of the rows unpacked ([`FileRows`]) and transposed
 /// once, then the packed types' passes in the tiled order (no mins), each activation
-/// broadcast feeding every group. Panics as [`iq_grid_rows`].
+/// broadcast feeding every group. Panics as [`q3_k_rows`], or if `out` is shorter than `16G`
+/// a token.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn file_rows<B, const NSUB: usize, const G: usize>(

@@ -10,9 +10,10 @@
 //! Q3_K's (tiled order only) run the packed types' `vpdpbusd` passes of `avx512_packed_tile.rs` on
 //! its super-blocks unpacked and transposed, and read 22% faster than this panel did (Q3_K_M
 //! pp128, one and two threads): its `maddubs` and i16 adds were two instructions per group
-//! and token where `vpdpbusd` is one. The IQ2, IQ3 and IQ1 types' run the same passes, two
-//! groups of sixteen rows at a time where a call has 32 rows (`Kernels::tile_step_rows` asks
-//! the prompt steps for them), so each activation broadcast feeds both groups.
+//! and token where `vpdpbusd` is one. The IQ2, IQ3 and IQ1 types' run like passes with signed
+//! codes and biased activations (`avx512_iq_tile.rs`), two groups of sixteen rows at a time
+//! where a call has 32 rows (`Kernels::tile_step_rows` asks the prompt steps for them), so
+//! each activation broadcast feeds both groups.
 //!
 //! The `#[target_feature]` functions are private; the table hands out the tiles only after
 //! AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI were detected.
@@ -252,10 +253,10 @@ fn q3_k_tiled(w: &[&[BlockQ3K]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     unsafe { super::avx512_packed_tile::q3_k_rows(w, y, out) }
 }
 
-/// The IQ2 and IQ3 types', through the packed types' passes (`NSUB` scales a super-block;
+/// The IQ2 and IQ3 types', through `avx512_iq_tile`'s passes (`NSUB` scales a super-block;
 /// safe as [`q2_k_chain`]).
 fn iq_grid_tiled<B: IqGrid, const NSUB: usize>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
-    use super::avx512_packed_tile::iq_grid_rows;
+    use super::avx512_iq_tile::iq_grid_rows;
     // SAFETY: as above.
     unsafe { iq_grid_rows::<B, NSUB, 1>([w], y, out.as_flattened_mut()) }
 }
@@ -265,20 +266,20 @@ fn iq_grid_pair<B: IqGrid, const NSUB: usize>(
     y: &[&[BlockQ8K]],
     out: &mut Out32,
 ) {
-    use super::avx512_packed_tile::iq_grid_rows;
+    use super::avx512_iq_tile::iq_grid_rows;
     // SAFETY: as above.
     unsafe { iq_grid_rows::<B, NSUB, 2>(w, y, out.as_flattened_mut()) }
 }
 
-/// The IQ1 types', through the packed types' passes (safe as [`q2_k_chain`]).
+/// The IQ1 types', through `avx512_iq_tile`'s passes (safe as [`q2_k_chain`]).
 fn iq1_tiled<B: Iq1Grid>(w: &[&[B]; ROWS], y: &[&[BlockQ8K]], out: &mut Out) {
     // SAFETY: as above.
-    unsafe { super::avx512_packed_tile::iq1_rows::<B, 1>([w], y, out.as_flattened_mut()) }
+    unsafe { super::avx512_iq_tile::iq1_rows::<B, 1>([w], y, out.as_flattened_mut()) }
 }
 /// [`iq1_tiled`] of two groups at once (safe as [`q2_k_chain`]).
 fn iq1_pair<B: Iq1Grid>(w: [&[&[B]; ROWS]; 2], y: &[&[BlockQ8K]], out: &mut Out32) {
     // SAFETY: as above.
-    unsafe { super::avx512_packed_tile::iq1_rows::<B, 2>(w, y, out.as_flattened_mut()) }
+    unsafe { super::avx512_iq_tile::iq1_rows::<B, 2>(w, y, out.as_flattened_mut()) }
 }
 
 /// Runs `panel` over every whole group of sixteen rows against every token
@@ -386,7 +387,7 @@ panel_tiles! {
         (variant == Variant::Batch).then_some((q3_k_tiled as Panel16<_>, PANEL_MIN_TOKENS))
     };
     /// IQ3_XXS's tile on this tier: sixteen rows at a time through
-    /// `avx512_packed_tile::iq_grid_rows` in the tiled order.
+    /// `avx512_iq_tile::iq_grid_rows` in the tiled order.
     tile_iq3_xxs: BlockIq3Xxs = |variant| {
         let panel = iq_grid_tiled::<BlockIq3Xxs, RUNS> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
@@ -411,7 +412,7 @@ panel_tiles! {
         let panel = iq_grid_tiled::<BlockIq2S, SUB16S> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))
     }, pair iq_grid_pair::<BlockIq2S, SUB16S>;
-    /// IQ1_S's: sixteen rows at a time through `avx512_packed_tile::iq1_rows`.
+    /// IQ1_S's: sixteen rows at a time through `avx512_iq_tile::iq1_rows`.
     tile_iq1_s: BlockIq1S = |variant| {
         let panel = iq1_tiled::<BlockIq1S> as Panel16<_>;
         (variant == Variant::Batch).then_some((panel, PANEL_MIN_TOKENS))

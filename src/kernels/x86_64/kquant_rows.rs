@@ -406,8 +406,9 @@ pub(super) fn iq_grid_row<B: IqGrid>(a: &B) -> XsRow {
 
 // ---- panels: a super-block of PANEL_ROWS rows, the rows in the lanes ---------------------------
 
-/// A row's super-block as the panel kernels take it: its eight runs of codes (unsigned, element
-/// `32c + b` at byte b of run c) and its `NSUB` sub-block scales and mins.
+/// A row's super-block as the panel kernels take it: its eight runs of codes (element `32c + b`
+/// at byte b of run c; unsigned, but for the IQ2, IQ3 and IQ1 types' signed codes) and its
+/// `NSUB` sub-block scales and mins.
 #[derive(Clone, Copy)]
 pub(super) struct PanelRow<const NSUB: usize> {
     pub codes: [__m256i; RUNS],
@@ -458,31 +459,30 @@ pub(super) fn q3_k_panel_row(a: &BlockQ3K) -> PanelRow<SUB16S> {
     }
 }
 
-/// An IQ2 or IQ3 super-block for the panels: the signed grid values of [`iq_grid_row`] plus
-/// `bias` (unsigned: the values are ±62 at most), its `NSUB` scales `2·ls + 1` (one a scale
-/// group: `NSUB · SCALE_GROUP` is the super-block).
+/// An IQ2 or IQ3 super-block for the panels: the signed grid values of [`iq_grid_row`] (±62
+/// at most), its `NSUB` scales `2·ls + 1` (one a scale group: `NSUB · SCALE_GROUP` is the
+/// super-block).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn iq_grid_panel_row<B: IqGrid, const NSUB: usize>(a: &B, bias: u8) -> PanelRow<NSUB> {
+pub(super) fn iq_grid_panel_row<B: IqGrid, const NSUB: usize>(a: &B) -> PanelRow<NSUB> {
     const {
         assert!(
             NSUB * B::SCALE_GROUP == RUN * RUNS,
             "one scale a scale group"
         )
     };
-    let b = _mm256_set1_epi8(bias as i8);
     PanelRow {
-        codes: iq_grid_row(a).x.map(|x| _mm256_add_epi8(x, b)),
+        codes: iq_grid_row(a).x,
         sc: std::array::from_fn(|s| a.odd_scale(s)),
         mins: [0; NSUB],
     }
 }
 
 /// An IQ1 super-block for the panels: the tiled matmul's codes `8·grid ± 1` (the group's delta
-/// sign) plus `bias` (unsigned: the codes are ±9 at most), a scale `2·ls + 1` per half of 16.
+/// sign; signed, ±9 at most), a scale `2·ls + 1` per half of 16.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-pub(super) fn iq1_panel_row<B: Iq1Grid>(a: &B, bias: i8) -> PanelRow<SUB16S> {
+pub(super) fn iq1_panel_row<B: Iq1Grid>(a: &B) -> PanelRow<SUB16S> {
     use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
     /// Groups of eight values a run of 32.
     const GROUPS: usize = RUN / 8;
@@ -490,7 +490,7 @@ pub(super) fn iq1_panel_row<B: Iq1Grid>(a: &B, bias: i8) -> PanelRow<SUB16S> {
     const BYTES: u64 = 0x0101_0101_0101_0101;
     let scale = _mm256_set1_epi8(IQ1_CODE_SCALE as i8);
     let grid = |k: usize| a.entry(k) as i64;
-    let delta = |k: usize| (u64::from((a.delta_sign(k) + bias) as u8) * BYTES) as i64;
+    let delta = |k: usize| (u64::from(a.delta_sign(k) as u8) * BYTES) as i64;
     PanelRow {
         codes: array_of!(RUNS, |c| {
             let k = GROUPS * c;

@@ -26,6 +26,7 @@ pub(super) mod avx2_steps;
 pub(super) mod avx512;
 pub(super) mod avx512_iq;
 pub(super) mod avx512_iq1;
+pub(super) mod avx512_iq_tile;
 pub(super) mod avx512_iq_vbmi;
 pub(super) mod avx512_kquant;
 pub(super) mod avx512_packed;
