@@ -2,13 +2,13 @@
 """Writes tests/data/quant_mix fixtures: the type llama-quantize chose for every tensor.
 
 Run from a directory holding the input models and their imatrix files (see README.md there):
-    python3 gen_plans.py LLAMA_QUANTIZE OUTDIR
-Each plan comes from `llama-quantize --dry-run` (the same choice as a real run, without the
+    python3 gen_plans.py LLAMA_QUANTIZE OUTDIR [PRESET…]
+(naming presets remakes only their plain plans, without the overrides and refusals). Each plan comes from `llama-quantize --dry-run` (the same choice as a real run, without the
 quantization); a plan llama-quantize refuses for want of an importance matrix is recorded in
 OUTDIR/refusals.txt with the tensor and type its error names."""
 import re, shlex, subprocess, sys
 
-LQ, OUT = sys.argv[1], sys.argv[2]
+LQ, OUT, ONLY = sys.argv[1], sys.argv[2], sys.argv[3:]
 sys.path.insert(0, LQ.rsplit('/build/', 1)[0] + '/gguf-py')
 import gguf
 
@@ -23,6 +23,8 @@ NEW = ['IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ2_M', 'IQ1_S', 'IQ1_M', 'Q2_K_S', 'IQ3_X
 OLD = ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q2_K', 'Q3_K_S', 'Q3_K_M', 'Q3_K_L', 'IQ4_NL', 'IQ4_XS',
        'Q4_K_S', 'Q4_K_M', 'Q5_K_S', 'Q5_K_M', 'Q6_K', 'Q8_0']
 IMATRIX_RULES = ['Q4_0', 'Q5_0', 'IQ4_NL', 'IQ4_XS']
+# Presets planned on every model, without an importance matrix.
+PLAIN = ['MXFP4_MOE']
 LINE = re.compile(r'^\[\s*\d+/\s*\d+\]\s+(\S+)\s+- \[([\d,\s]+)\], type =\s+(\S+), size =.*?(?:\((\S+)\))?$')
 
 def shape(path):
@@ -61,7 +63,7 @@ def run(model, preset, flags, tag, refusals):
     ft = {'IQ2_XXS': 19, 'IQ2_XS': 20, 'Q2_K_S': 21, 'IQ3_XS': 22, 'IQ3_XXS': 23, 'IQ1_S': 24, 'IQ4_NL': 25,
           'IQ3_S': 26, 'IQ3_M': 27, 'IQ2_S': 28, 'IQ2_M': 29, 'IQ4_XS': 30, 'IQ1_M': 31, 'Q4_0': 2, 'Q4_1': 3,
           'Q5_0': 8, 'Q5_1': 9, 'Q2_K': 10, 'Q3_K_S': 11, 'Q3_K_M': 12, 'Q3_K_L': 13, 'Q4_K_S': 14, 'Q4_K_M': 15,
-          'Q5_K_S': 16, 'Q5_K_M': 17, 'Q6_K': 18, 'Q8_0': 7}[preset]
+          'Q5_K_S': 16, 'Q5_K_M': 17, 'Q6_K': 18, 'Q8_0': 7, 'MXFP4_MOE': 38}[preset]
     head = ["# Produced by llama.cpp's llama-quantize (vendored in llama_cpp_python 0.3.36) with:",
             f'#   {shown}']
     if gen:
@@ -75,7 +77,14 @@ def run(model, preset, flags, tag, refusals):
         f.write('\n'.join(head + rows) + '\n')
 
 refusals = []
+if ONLY:
+    for model in MODELS:
+        for p in ONLY:
+            run(model, p, [], '', refusals)
+    sys.exit(0)
 for model in MODELS:
+    for p in PLAIN:
+        run(model, p, [], '', refusals)
     imx = ['--imatrix', MODELS[model][0][:-5] + '.imatrix.gguf']
     for p in NEW:
         run(model, p, imx, '-imatrix', refusals)
