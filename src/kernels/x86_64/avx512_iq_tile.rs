@@ -21,16 +21,13 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512_panel::join;
-use super::kquant_rows::{iq1_panel_row, iq_grid_panel_row, transpose8, PanelRow, RUNS, SUB16S};
+use super::kquant_rows::{iq1_panel_row, iq_grid_panel_row, PanelRow, SUB16S};
 use super::packed_kernels::{GROUP, K_GROUPS as GROUPS, MAX_SUBS, MAX_TOKENS, SUBS};
 use crate::kernels::blocks::{BlockQ8K, Iq1Grid, IqGrid, QK_K};
 use crate::kernels::pack::PACK_ROWS;
 
 /// Tokens per pass over an unpacked step (their sums stay in registers).
 const PASS: usize = 8;
-/// Rows of each 256-bit half of a step's vectors.
-const HALF: usize = PACK_ROWS / 2;
 /// Most groups of four values sharing a scale (scale groups of 32).
 const MAX_PER: usize = GROUPS / SUBS;
 /// The activations are taken as `q + 128` (unsigned for `vpdpbusd`): 128 = 1 << this.
@@ -179,24 +176,7 @@ fn unpack<B, const NSUB: usize>(
     rows: &Rows<impl Fn(&B) -> PanelRow<NSUB>, impl Fn(&B) -> [u8; 2]>,
     st: &mut Step,
 ) {
-    let mut codes = [[[_mm256_setzero_si256(); HALF]; RUNS]; 2];
-    let mut sc = [[0i32; PACK_ROWS]; MAX_SUBS];
-    for r in 0..PACK_ROWS {
-        let row = (rows.unpack)(&w[r][i]);
-        for (c, code) in row.codes.iter().enumerate() {
-            codes[r / HALF][c][r % HALF] = *code;
-        }
-        for (s, sc) in sc.iter_mut().take(NSUB).enumerate() {
-            sc[r] = row.sc[s];
-        }
-    }
-    // Run c's dword m of every row is group 8c + m: lane r of `codes[8c + m]`.
-    for (c, groups) in st.codes.chunks_exact_mut(HALF).enumerate() {
-        let (lo, hi) = (transpose8(codes[0][c]), transpose8(codes[1][c]));
-        for (m, g) in groups.iter_mut().enumerate() {
-            *g = join(lo[m], hi[m]);
-        }
-    }
+    let sc = super::avx512_packed_tile::unpack_transposed(w, i, &rows.unpack, &mut st.codes);
     // Σ of each scale group's codes per row (lane), times its scale, summed: the row term.
     let ones = _mm512_set1_epi8(1);
     let per = GROUPS / NSUB;

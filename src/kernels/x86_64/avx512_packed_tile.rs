@@ -233,6 +233,40 @@ struct FileRows<U, D> {
     bias: i32,
 }
 
+/// Super-block `i` of sixteen rows unpacked by `unpack` and transposed into `groups`: run c's
+/// dword m of every row is group 8c + m, row r in lane r of `groups[8c + m]`. Returns the rows'
+/// scales, scale group s's of row r at `[s][r]` (the first `NSUB` groups).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn unpack_transposed<B, const NSUB: usize>(
+    w: &[&[B]; PACK_ROWS],
+    i: usize,
+    unpack: &impl Fn(&B) -> PanelRow<NSUB>,
+    groups: &mut [__m512i; GROUPS],
+) -> [[i32; PACK_ROWS]; MAX_SUBS] {
+    use super::avx512_panel::join;
+    use super::kquant_rows::{transpose8, RUNS};
+    const HALF: usize = PACK_ROWS / 2;
+    let mut codes = [[[_mm256_setzero_si256(); HALF]; RUNS]; 2];
+    let mut sc = [[0i32; PACK_ROWS]; MAX_SUBS];
+    for r in 0..PACK_ROWS {
+        let row = unpack(&w[r][i]);
+        for (c, code) in row.codes.iter().enumerate() {
+            codes[r / HALF][c][r % HALF] = *code;
+        }
+        for (s, sc) in sc.iter_mut().take(NSUB).enumerate() {
+            sc[r] = row.sc[s];
+        }
+    }
+    for (c, run) in groups.chunks_exact_mut(HALF).enumerate() {
+        let (lo, hi) = (transpose8(codes[0][c]), transpose8(codes[1][c]));
+        for (m, g) in run.iter_mut().enumerate() {
+            *g = join(lo[m], hi[m]);
+        }
+    }
+    sc
+}
+
 /// `G` groups of sixteen rows in the file's layout against every token (`out[t·16G + 16j +
 /// r]`: row r of group j), each super-block of the rows unpacked ([`FileRows`]) and transposed
 /// once, then the packed types' passes in the tiled order (no mins), each activation
@@ -246,9 +280,6 @@ fn file_rows<B, const NSUB: usize, const G: usize>(
     out: &mut [f32],
     rows: FileRows<impl Fn(&B) -> PanelRow<NSUB>, impl Fn(&B) -> [u8; 2]>,
 ) {
-    use super::avx512_panel::join;
-    use super::kquant_rows::{transpose8, RUNS};
-    const HALF: usize = PACK_ROWS / 2;
     let n = ys.first().map_or(0, |y| y.len());
     assert!(ys.len() <= MAX_TOKENS, "a tile of {} tokens", ys.len());
     assert!(
@@ -267,24 +298,7 @@ fn file_rows<B, const NSUB: usize, const G: usize>(
     };
     let fill = |j: usize, i: usize, u: &mut Unpacked| {
         let w = w[j];
-        let mut codes = [[[_mm256_setzero_si256(); HALF]; RUNS]; 2];
-        let mut sc = [[0i32; PACK_ROWS]; MAX_SUBS];
-        for r in 0..PACK_ROWS {
-            let row = (rows.unpack)(&w[r][i]);
-            for (c, code) in row.codes.iter().enumerate() {
-                codes[r / HALF][c][r % HALF] = *code;
-            }
-            for (s, sc) in sc.iter_mut().take(NSUB).enumerate() {
-                sc[r] = row.sc[s];
-            }
-        }
-        // Run c's dword m of every row is group 8c + m: lane r of `codes[8c + m]`.
-        for (c, groups) in u.codes.chunks_exact_mut(HALF).enumerate() {
-            let (lo, hi) = (transpose8(codes[0][c]), transpose8(codes[1][c]));
-            for (m, g) in groups.iter_mut().enumerate() {
-                *g = join(lo[m], hi[m]);
-            }
-        }
+        let sc = unpack_transposed(w, i, &rows.unpack, &mut u.codes);
         // SAFETY: each `s` is sixteen i32, 64 bytes; the load is unaligned.
         let sc = sc.map(|s| unsafe { _mm512_loadu_si512(s.as_ptr().cast()) });
         let h: [u16; PACK_ROWS] = std::array::from_fn(|r| u16::from_le_bytes((rows.d)(&w[r][i])));
