@@ -796,41 +796,6 @@ fn submit(
 /// How often a waiting connection checks that its client is still there.
 const PEER_CHECK: Duration = Duration::from_millis(200);
 
-/// The job's next event, checking that the client is still there after each one (a generation
-/// step) and meanwhile: a response not yet `begun` asks a client that sent a FIN whether it
-/// left ([`http::PeerWatch`]); a begun one's own writes tell. A client gone is an error; an
-/// engine that stopped is a refusal.
-fn next_event(
-    rx: &mpsc::Receiver<engine::Event>,
-    watch: &mut http::PeerWatch,
-    stream: &TcpStream,
-    begun: bool,
-) -> io::Result<engine::Event> {
-    loop {
-        let ev = rx.recv_timeout(PEER_CHECK);
-        let mut gone = || {
-            if begun {
-                http::peer_closed(stream)
-            } else {
-                watch.gone(stream)
-            }
-        };
-        if !matches!(ev, Err(RecvTimeoutError::Disconnected)) && gone() {
-            return Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "client gone",
-            ));
-        }
-        match ev {
-            Ok(ev) => return Ok(ev),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                return Ok(engine::Event::Refused("the engine stopped".into()));
-            }
-        }
-    }
-}
-
 /// One server-sent event carrying `j`.
 fn out_send(j: &Json) -> Vec<u8> {
     format!("data: {j}\n\n").into_bytes()
@@ -887,7 +852,29 @@ fn generate(
     // generation step) and meanwhile: a response not yet begun asks a client that sent a FIN
     // whether it left ([`http::PeerWatch`]); a stream's own writes tell.
     let mut watch = http::PeerWatch::new(req);
-    let mut next = |begun: bool| next_event(&rx, &mut watch, stream, begun);
+    let mut next = |begun: bool| loop {
+        let gone = |watch: &mut http::PeerWatch| {
+            if begun {
+                http::peer_closed(stream)
+            } else {
+                watch.gone(stream)
+            }
+        };
+        let ev = rx.recv_timeout(PEER_CHECK);
+        if !matches!(ev, Err(RecvTimeoutError::Disconnected)) && gone(&mut watch) {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "client gone",
+            ));
+        }
+        match ev {
+            Ok(ev) => return Ok(ev),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Ok(Event::Refused("the engine stopped".into()));
+            }
+        }
+    };
     if !g.stream {
         let (mut text, mut tokens) = (String::new(), Vec::new());
         loop {

@@ -6,12 +6,13 @@
 
 use std::io;
 use std::net::TcpStream;
+use std::sync::mpsc::RecvTimeoutError;
 
 use super::api::{self, ApiError, Context, FINGERPRINT};
 use super::engine::{Event, Finish, TokenProbs};
 use super::llamacpp::{Detail, SlotView, Timings};
 use super::native_req::{settings_json, Completion};
-use super::{http, send_error, send_json, Ready, ServeError, Server};
+use super::{http, send_error, send_json, Ready, ServeError, Server, PEER_CHECK};
 use crate::json::Json;
 use crate::model::sampler::SamplerConfig;
 
@@ -412,7 +413,27 @@ fn completion(
     // As the OpenAI endpoints wait: the client is checked after each event and meanwhile
     // (a response not yet begun asks a client that sent a FIN whether it left).
     let mut watch = http::PeerWatch::new(req);
-    let mut next = |begun: bool| super::next_event(&rx, &mut watch, stream, begun);
+    let mut next = |begun: bool| loop {
+        let ev = rx.recv_timeout(PEER_CHECK);
+        let gone = if begun {
+            http::peer_closed(stream)
+        } else {
+            watch.gone(stream)
+        };
+        if !matches!(ev, Err(RecvTimeoutError::Disconnected)) && gone {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "client gone",
+            ));
+        }
+        match ev {
+            Ok(ev) => return Ok(ev),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Ok(Event::Refused("the engine stopped".into()));
+            }
+        }
+    };
     let n_prompt = c.prompt.len();
     let last = |content: &str, tokens: &[u32], finish: Finish, d: &Detail, probs: &[TokenProbs]| {
         let mut j = vec![
