@@ -339,35 +339,7 @@ impl Generate {
             None | Some(-1) => crate::model::sampler::random_seed(),
             Some(s) => s as u64,
         };
-        let stop = match field(&body, "stop") {
-            None => Vec::new(),
-            Some(Json::Str(s)) => vec![s.clone()],
-            Some(Json::Arr(a)) if a.len() <= MAX_STOPS => a
-                .iter()
-                .map(|v| match v {
-                    Json::Str(s) => Ok(s.clone()),
-                    v => Err(ApiError::bad(
-                        "stop",
-                        format!("stop must hold strings, not {}", v.kind()),
-                    )),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(Json::Arr(_)) => {
-                return Err(ApiError::bad(
-                    "stop",
-                    format!("at most {MAX_STOPS} stop strings"),
-                ))
-            }
-            Some(v) => {
-                return Err(ApiError::bad(
-                    "stop",
-                    format!(
-                        "stop must be a string or an array of strings, not {}",
-                        v.kind()
-                    ),
-                ))
-            }
-        };
+        let stop = stop_strings(&body)?;
         let stream_usage = match field(&body, "stream_options") {
             None => false,
             Some(o @ Json::Obj(_)) => boolean(o, "include_usage").map_err(|_| {
@@ -552,6 +524,39 @@ pub struct Envelope<'a> {
 
 /// `system_fingerprint`: the build that answered (llama-server gives its build info).
 pub const FINGERPRINT: &str = concat!("locus-", env!("CARGO_PKG_VERSION"));
+
+/// `stop`: a string or an array of at most [`MAX_STOPS`] strings (OpenAI's and llama-server's).
+pub(super) fn stop_strings(body: &Json) -> Result<Vec<String>, ApiError> {
+    Ok(match field(body, "stop") {
+        None => Vec::new(),
+        Some(Json::Str(s)) => vec![s.clone()],
+        Some(Json::Arr(a)) if a.len() <= MAX_STOPS => a
+            .iter()
+            .map(|v| match v {
+                Json::Str(s) => Ok(s.clone()),
+                v => Err(ApiError::bad(
+                    "stop",
+                    format!("stop must hold strings, not {}", v.kind()),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(Json::Arr(_)) => {
+            return Err(ApiError::bad(
+                "stop",
+                format!("at most {MAX_STOPS} stop strings"),
+            ))
+        }
+        Some(v) => {
+            return Err(ApiError::bad(
+                "stop",
+                format!(
+                    "stop must be a string or an array of strings, not {}",
+                    v.kind()
+                ),
+            ))
+        }
+    })
+}
 
 /// OpenAI's `usage` object.
 pub fn usage(u: Usage) -> Json {

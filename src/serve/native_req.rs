@@ -3,7 +3,7 @@
 //! `--seed`) that also fill the OpenAI endpoints' unset fields. Field names, types and defaults
 //! are llama-server's (tools/server/README.md); a field locus cannot honour is refused by name.
 
-use super::api::{boolean, field, integer, number, ApiError, Generate, MAX_STOPS};
+use super::api::{boolean, field, integer, number, ApiError, Generate};
 use super::engine::Params;
 use super::llamacpp::JobExtra;
 use crate::json::Json;
@@ -311,7 +311,7 @@ impl Completion {
                     seed,
                 },
                 max_tokens,
-                stop: stop_strings(&body)?,
+                stop: super::api::stop_strings(&body)?,
                 ignore_eos: boolean(&body, "ignore_eos")?,
             },
             extra: JobExtra {
@@ -326,36 +326,6 @@ impl Completion {
             n_predict: max_tokens.map_or(-1, |m| m as i64),
         })
     }
-}
-
-/// `stop`: an array of strings (a lone string is taken too).
-fn stop_strings(body: &Json) -> Result<Vec<String>, ApiError> {
-    let list = match field(body, "stop") {
-        None => return Ok(Vec::new()),
-        Some(Json::Str(s)) => return Ok(vec![s.clone()]),
-        Some(Json::Arr(a)) if a.len() <= MAX_STOPS => a,
-        Some(Json::Arr(_)) => {
-            return Err(ApiError::bad(
-                "stop",
-                format!("at most {MAX_STOPS} stop strings"),
-            ))
-        }
-        Some(v) => {
-            return Err(ApiError::bad(
-                "stop",
-                format!("stop must be an array of strings, not {}", v.kind()),
-            ))
-        }
-    };
-    list.iter()
-        .map(|v| match v {
-            Json::Str(s) => Ok(s.clone()),
-            v => Err(ApiError::bad(
-                "stop",
-                format!("stop must hold strings, not {}", v.kind()),
-            )),
-        })
-        .collect()
 }
 
 fn token_id(v: &Json, tok: &Tokenizer, name: &str) -> Result<u32, ApiError> {
