@@ -108,77 +108,30 @@ macro_rules! wide_kernels {
             }
         });
 
-        // IQ4_NL·Q8_0 (`oracle_vec_dot::dot_iq4_nl_q8_0`): blocks in pairs on two accumulators (sign
-        // trick), `hsum_float_8(acc1 + acc2)`, an odd last block added as
-        // `sumf + (Σ true products)·d`.
-        rows_kernel!($feat, iq4_nl_rows, dot_iq4_nl_q8_0, BlockIq4Nl, BlockQ8_0, |w, y, out| {
+        // The 4-bit lookup types, IQ4_NL and MXFP4: 32 nibble codes into a sixteen-entry table
+        // and one scale per block; their kernels differ only in the table and the scale.
+
+        /// IQ4_NL·Q8_0 (`oracle_vec_dot::dot_iq4_nl_q8_0`) and MXFP4·Q8_0
+        /// (`oracle_mxfp4::dot_mxfp4_q8_0`): blocks in pairs on two accumulators (sign trick),
+        /// `hsum_float_8(acc1 + acc2)`, an odd last block added as `sumf + (Σ true products)·d`,
+        /// where a block's `d` is `f16(y.d) × scale(x)`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn lookup_rows<B, const R: usize, const T: usize>(
+            w: &[&[B]; R],
+            y: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+            table: __m128i,
+            codes: impl Fn(&B) -> [u8; 16],
+            scale: impl Fn(&B) -> f32,
+        ) {
             let (n, w, y, pf) = pass(w, y);
-            let table = iq4nl_table();
             let mut acc = [[[_mm256_setzero_ps(); 2]; R]; T];
             let pairs = n / 2;
             for i in 0..2 * pairs {
                 pf.at(i);
-                let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
-                for t in 0..T {
-                    let b = &y[t][i];
-                    let (qy, dy) = (load32(&b.qs), f16(b.d));
-                    for r in 0..R {
-                        let d = _mm256_set1_ps(dy * f16(w[r][i].d));
-                        let q = _mm256_cvtepi32_ps(dot_sign_trick(x[r], qy));
-                        acc[t][r][i % 2] = _mm256_fmadd_ps(d, q, acc[t][r][i % 2]);
-                    }
-                }
-            }
-            for t in 0..T {
-                for r in 0..R {
-                    let mut sumf = hsum_float_8(_mm256_add_ps(acc[t][r][0], acc[t][r][1]));
-                    if let (Some(a), Some(b)) = (w[r].get(2 * pairs), y[t].get(2 * pairs)) {
-                        let d = f16(b.d) * f16(a.d);
-                        let sumi = hsum_i32(dot_true(iq4_values(table, &a.qs), load32(&b.qs)));
-                        sumf += sumi as f32 * d;
-                    }
-                    out[t][r] = sumf;
-                }
-            }
-        });
-
-        // IQ4_NL·Q8_0 as the repacked kernels compute it (`oracle_repacked::dot_iq4_nl_q8_0_repacked`):
-        // per block the exact Σ v·y (true products), `acc = fma(isum, d_x·d_y, acc)`; a pass's
-        // rows' chains in the lanes of one vector per token.
-        rows_kernel!($feat, iq4_nl_repacked_rows, dot_iq4_nl_q8_0_repacked, BlockIq4Nl,
-            BlockQ8_0, |w, y, out| {
-                let (n, w, y, pf) = pass(w, y);
-                let table = iq4nl_table();
-                let mut acc = [_mm256_setzero_ps(); T];
-                for i in 0..n {
-                    pf.at(i);
-                    let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
-                    let dx = f16_rows::<R>(std::array::from_fn(|r| w[r][i].d));
-                    for t in 0..T {
-                        let b = &y[t][i];
-                        let qy = load32(&b.qs);
-                        let sums: [__m256i; R] = array_of!(R, |r| dot_true(x[r], qy));
-                        let d = _mm256_mul_ps(dx, scale8(b.d));
-                        let s = _mm256_cvtepi32_ps(hsum_i32_rows(&sums));
-                        acc[t] = _mm256_fmadd_ps(s, d, acc[t]);
-                    }
-                }
-                for t in 0..T {
-                    store_rows(acc[t], &mut out[t]);
-                }
-            });
-
-        // MXFP4·Q8_0 (`oracle_mxfp4::dot_mxfp4_q8_0`): IQ4_NL's shape with the MXFP4 table and
-        // the block scale `f16(y.d) × e8m0_half(x.e)`.
-        rows_kernel!($feat, mxfp4_rows, dot_mxfp4_q8_0, BlockMxfp4, BlockQ8_0, |w, y, out| {
-            let (n, w, y, pf) = pass(w, y);
-            let table = mxfp4_table();
-            let mut acc = [[[_mm256_setzero_ps(); 2]; R]; T];
-            let pairs = n / 2;
-            for i in 0..2 * pairs {
-                pf.at(i);
-                let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
-                let dx: [f32; R] = array_of!(R, |r| e8m0_to_f32_half(w[r][i].e[0]));
+                let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &codes(&w[r][i])));
+                let dx: [f32; R] = array_of!(R, |r| scale(&w[r][i]));
                 for t in 0..T {
                     let b = &y[t][i];
                     let (qy, dy) = (load32(&b.qs), f16(b.d));
@@ -193,39 +146,69 @@ macro_rules! wide_kernels {
                 for r in 0..R {
                     let mut sumf = hsum_float_8(_mm256_add_ps(acc[t][r][0], acc[t][r][1]));
                     if let (Some(a), Some(b)) = (w[r].get(2 * pairs), y[t].get(2 * pairs)) {
-                        let d = f16(b.d) * e8m0_to_f32_half(a.e[0]);
-                        let sumi = hsum_i32(dot_true(iq4_values(table, &a.qs), load32(&b.qs)));
-                        sumf += d * sumi as f32;
+                        let d = f16(b.d) * scale(a);
+                        let sumi = hsum_i32(dot_true(iq4_values(table, &codes(a)), load32(&b.qs)));
+                        sumf += sumi as f32 * d;
                     }
                     out[t][r] = sumf;
                 }
             }
-        });
+        }
 
-        // MXFP4·Q8_0 as the repacked kernels compute it (`oracle_mxfp4::dot_mxfp4_q8_0_repacked`):
-        // per block the exact Σ v·y, `acc = fma(isum, e8m0_half(x.e)·f16(y.d), acc)`; a pass's
-        // rows' chains in the lanes of one vector per token.
+        /// IQ4_NL·Q8_0 and MXFP4·Q8_0 as the repacked kernels compute them
+        /// (`oracle_repacked::dot_iq4_nl_q8_0_repacked`, `oracle_mxfp4::dot_mxfp4_q8_0_repacked`):
+        /// per block the exact Σ v·y (true products), `acc = fma(isum, scale(x)·f16(y.d), acc)`; a
+        /// pass's rows' chains in the lanes of one vector per token (`scales(w, i)`: block `i`'s
+        /// scale of row r in lane r).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn lookup_repacked_rows<B, const R: usize, const T: usize>(
+            w: &[&[B]; R],
+            y: &[&[BlockQ8_0]; T],
+            out: &mut [[f32; R]; T],
+            table: __m128i,
+            codes: impl Fn(&B) -> [u8; 16],
+            scales: impl Fn(&[&[B]; R], usize) -> __m256,
+        ) {
+            let (n, w, y, pf) = pass(w, y);
+            let mut acc = [_mm256_setzero_ps(); T];
+            for i in 0..n {
+                pf.at(i);
+                let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &codes(&w[r][i])));
+                let dx = scales(&w, i);
+                for t in 0..T {
+                    let b = &y[t][i];
+                    let qy = load32(&b.qs);
+                    let sums: [__m256i; R] = array_of!(R, |r| dot_true(x[r], qy));
+                    let d = _mm256_mul_ps(dx, scale8(b.d));
+                    let s = _mm256_cvtepi32_ps(hsum_i32_rows(&sums));
+                    acc[t] = _mm256_fmadd_ps(s, d, acc[t]);
+                }
+            }
+            for t in 0..T {
+                store_rows(acc[t], &mut out[t]);
+            }
+        }
+
+        rows_kernel!($feat, iq4_nl_rows, dot_iq4_nl_q8_0, BlockIq4Nl, BlockQ8_0, |w, y, out| {
+            lookup_rows(w, y, out, iq4nl_table(), |a| a.qs, |a| f16(a.d))
+        });
+        rows_kernel!($feat, iq4_nl_repacked_rows, dot_iq4_nl_q8_0_repacked, BlockIq4Nl,
+            BlockQ8_0, |w, y, out| {
+                let scales = |w: &[&[BlockIq4Nl]; R], i: usize| {
+                    f16_rows::<R>(std::array::from_fn(|r| w[r][i].d))
+                };
+                lookup_repacked_rows(w, y, out, iq4nl_table(), |a| a.qs, scales)
+            });
+        rows_kernel!($feat, mxfp4_rows, dot_mxfp4_q8_0, BlockMxfp4, BlockQ8_0, |w, y, out| {
+            lookup_rows(w, y, out, mxfp4_table(), |a| a.qs, |a| e8m0_to_f32_half(a.e[0]))
+        });
         rows_kernel!($feat, mxfp4_repacked_rows, dot_mxfp4_q8_0_repacked, BlockMxfp4,
             BlockQ8_0, |w, y, out| {
-                let (n, w, y, pf) = pass(w, y);
-                let table = mxfp4_table();
-                let mut acc = [_mm256_setzero_ps(); T];
-                for i in 0..n {
-                    pf.at(i);
-                    let x: [__m256i; R] = array_of!(R, |r| iq4_values(table, &w[r][i].qs));
-                    let dx = e8m0_rows::<R>(std::array::from_fn(|r| w[r][i].e[0]));
-                    for t in 0..T {
-                        let b = &y[t][i];
-                        let qy = load32(&b.qs);
-                        let sums: [__m256i; R] = array_of!(R, |r| dot_true(x[r], qy));
-                        let d = _mm256_mul_ps(dx, scale8(b.d));
-                        let s = _mm256_cvtepi32_ps(hsum_i32_rows(&sums));
-                        acc[t] = _mm256_fmadd_ps(s, d, acc[t]);
-                    }
-                }
-                for t in 0..T {
-                    store_rows(acc[t], &mut out[t]);
-                }
+                let scales = |w: &[&[BlockMxfp4]; R], i: usize| {
+                    e8m0_rows::<R>(std::array::from_fn(|r| w[r][i].e[0]))
+                };
+                lookup_repacked_rows(w, y, out, mxfp4_table(), |a| a.qs, scales)
             });
 
         tile_fn!(tile_q5_0, BlockQ5_0, q8_0, PASS_ROWS, PASS_TOKENS, { Dot => q5_0_rows });
