@@ -108,3 +108,95 @@ pub(crate) fn yarn(g: &Gguf, freq_scale: f32, n_ctx_train: usize) -> Result<Yarn
         log_mul: 0.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::GgmlType;
+    use crate::model::config::Config;
+    use crate::model::gguf_write::MetaValue;
+    use crate::model::synth::{synth_model, SynthMla, SynthSpec};
+
+    fn spec() -> SynthSpec {
+        SynthSpec {
+            arch: super::super::Arch::GptOss,
+            n_layer: 4,
+            n_expert: 4,
+            n_expert_used: 2,
+            n_ff_exp: 64,
+            sliding_window: 8,
+            n_ctx_train: 4096,
+            mla: SynthMla {
+                yarn_factor: 32.0,
+                ..SynthMla::default()
+            },
+            ..SynthSpec::tiny(GgmlType::F32)
+        }
+    }
+
+    fn config(w: &crate::model::gguf_write::GgufWriter) -> Config {
+        let bytes = w.to_bytes();
+        Config::from_gguf(&Gguf::parse(&bytes).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_recipe_is_llama_cpp_s_openai_moe() {
+        let c = config(&synth_model(&spec()));
+        let r = &c.recipe;
+        assert_eq!(
+            (r.tensors.sinks, r.tensors.out_bias),
+            (Need::Yes, Need::Yes)
+        );
+        assert_eq!(r.tensors.ffn_norm, "post_attention_norm.weight");
+        assert_eq!(r.rope, RopeStyle::Neox);
+        assert!(r.last_ffn_all_tokens);
+        let moe = c.moe.expect("experts in every layer");
+        assert_eq!(moe.routing.gating, Gating::SoftmaxWeight);
+        assert!(!moe.routing.norm_weights);
+        assert_eq!(r.moe.biases, Need::Yes);
+        assert_eq!(
+            r.moe.act,
+            ExpertAct::SwigluOai {
+                alpha: 1.702,
+                limit: 7.0
+            }
+        );
+        // Layers 0 and 2 local, with the full layers' YaRN scale.
+        let swa = r.swa.clone().unwrap();
+        assert_eq!(
+            (swa.window, &swa.local[..]),
+            (8, &[true, false, true, false][..])
+        );
+        assert_eq!(
+            (swa.freq_scale, c.rope_freq_scale),
+            (1.0 / 32.0, 1.0 / 32.0)
+        );
+        assert_eq!(swa.freq_base, c.rope_freq_base);
+        // YaRN: the original context 4096 / 32, ggml's betas, and llama_context's attention
+        // factor: get_mscale(32, 1) · 1/(1 + 0.1 ln 32), each step rounded to f32.
+        let y = c.yarn.expect("YaRN");
+        assert_eq!(y.rope.n_ctx_orig, 128);
+        assert_eq!(
+            (y.rope.ext_factor, y.rope.beta_fast, y.rope.beta_slow),
+            (1.0, 32.0, 1.0)
+        );
+        let l = 32f32.ln();
+        let mscale = 0.1 * 1.0 * l + 1.0;
+        assert_eq!(y.rope.attn_factor, mscale * (1.0 / (1.0 + 0.1 * l)));
+        assert_eq!(y.log_mul, 0.0);
+    }
+
+    #[test]
+    fn a_pattern_key_and_a_local_base_are_read() {
+        let mut w = synth_model(&spec());
+        w.set(
+            "gpt-oss.attention.sliding_window_pattern",
+            MetaValue::U32(3),
+        );
+        w.set("gpt-oss.rope.freq_base_swa", MetaValue::F32(1000.0));
+        let c = config(&w);
+        let swa = c.recipe.swa.unwrap();
+        assert_eq!(swa.local, [true, true, false, true]);
+        assert_eq!(swa.freq_base, 1000.0);
+    }
+}
