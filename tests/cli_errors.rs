@@ -686,3 +686,77 @@ fn bad_environment_values_name_the_variable() {
         );
     }
 }
+
+/// A small gpt-oss model (4 experts of width 64, 2 per token, a window of 8, YaRN by 4) as a
+/// GGUF image.
+fn tiny_gpt_oss() -> GgufWriter {
+    synth_model(&SynthSpec {
+        arch: locus::model::arch::Arch::GptOss,
+        n_expert: 4,
+        n_expert_used: 2,
+        n_ff_exp: 64,
+        sliding_window: 8,
+        mla: locus::model::synth::SynthMla {
+            yarn_factor: 4.0,
+            ..Default::default()
+        },
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    })
+}
+
+#[test]
+fn bad_gpt_oss_files_are_one_line_errors() {
+    let dir = common::temp_dir("cli-gpt-oss");
+    // The model itself runs.
+    let ok = write(&dir, "ok.gguf", &tiny_gpt_oss());
+    assert!(common::locus(&greedy_run(&ok, "2")).status.success());
+    let resize = |w: &mut GgufWriter, name: &str, dims: Vec<u64>| {
+        let t = w.tensors.iter_mut().find(|t| t.name == name).unwrap();
+        t.data = vec![0; dims.iter().product::<u64>() as usize * 4];
+        t.dims = dims;
+    };
+    type Change<'a> = Box<dyn Fn(&mut GgufWriter) + 'a>;
+    let cases: [(&str, Change, &[&str]); 6] = [
+        (
+            "a sink per head and one more",
+            Box::new(|w| resize(w, "blk.0.attn_sinks.weight", vec![5])),
+            &["blk.0.attn_sinks.weight", "shape"],
+        ),
+        (
+            "no sinks",
+            Box::new(|w| w.tensors.retain(|t| t.name != "blk.1.attn_sinks.weight")),
+            &["blk.1.attn_sinks.weight", "missing"],
+        ),
+        (
+            "a window of 0",
+            Box::new(|w| w.set("gpt-oss.attention.sliding_window", MetaValue::U32(0))),
+            &["gpt-oss.attention.sliding_window", "0"],
+        ),
+        (
+            "no window",
+            Box::new(|w| {
+                w.metadata
+                    .retain(|(k, _)| k != "gpt-oss.attention.sliding_window")
+            }),
+            &["gpt-oss.attention.sliding_window"],
+        ),
+        (
+            "expert biases for another width",
+            Box::new(|w| resize(w, "blk.0.ffn_up_exps.bias", vec![32, 4])),
+            &["blk.0.ffn_up_exps.bias", "shape"],
+        ),
+        (
+            "no router bias",
+            Box::new(|w| w.tensors.retain(|t| t.name != "blk.1.ffn_gate_inp.bias")),
+            &["blk.1.ffn_gate_inp.bias", "missing"],
+        ),
+    ];
+    for (what, change, names) in cases {
+        let mut w = tiny_gpt_oss();
+        change(&mut w);
+        let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
+        for n in names {
+            assert!(e.contains(n), "{what}: the error names {n}: {e}");
+        }
+    }
+}

@@ -57,9 +57,9 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if !spec.head_dim().is_multiple_of(2) {
         return bad(format!("--head-dim {} must be even", spec.head_dim));
     }
-    if spec.sliding_window > 0 && spec.arch != Arch::Gemma3 {
+    if spec.sliding_window > 0 && !matches!(spec.arch, Arch::Gemma3 | Arch::GptOss) {
         return bad(format!(
-            "--window is for --arch gemma3, not {}",
+            "--window is for --arch gemma3 or gpt-oss, not {}",
             spec.arch.name()
         ));
     }
@@ -120,10 +120,10 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if spec.n_expert > 0 {
         if !matches!(
             spec.arch,
-            Arch::Llama | Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2
+            Arch::Llama | Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2 | Arch::GptOss
         ) {
             return bad(format!(
-                "--experts is for --arch qwen3moe, glm4moe, deepseek2 or mixtral, not {}",
+                "--experts is for --arch qwen3moe, glm4moe, deepseek2, gpt-oss or mixtral, not {}",
                 spec.arch.name()
             ));
         }
@@ -163,7 +163,7 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             ));
         }
         validate_moe_knobs(spec)?;
-    } else if matches!(spec.arch, Arch::Qwen3Moe | Arch::Glm4Moe) {
+    } else if matches!(spec.arch, Arch::Qwen3Moe | Arch::Glm4Moe | Arch::GptOss) {
         return bad(format!("--arch {} needs --experts", spec.arch.name()));
     }
     if spec.n_rot() > spec.head_dim() || !spec.n_rot().is_multiple_of(2) {

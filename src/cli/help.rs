@@ -230,7 +230,10 @@ Options:
                       gemma3 (head norms, post-norms, GELU, sliding-window layers), qwen3moe
                       (qwen3 with a mixture of experts in every layer), mixtral (llama with
                       one), glm4moe (Q/K/V biases, NEOX RoPE, experts with sigmoid routing, a
-                      selection bias and a shared expert)
+                      selection bias and a shared expert), gpt-oss (attention sinks,
+                      every other layer in a sliding window, YaRN, biases everywhere,
+                      experts with swiglu_oai; --type MXFP4 writes MXFP4 experts and Q8_0
+                      for the other matrices, as gpt-oss ships)
       --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
                       with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,
@@ -243,6 +246,9 @@ Options:
                       of 1408, 6 per token, 2 shared) or v3 (DeepSeek-V3's proportions at
                       dim 2048: 6 layers, 2 dense, query rank 512, latent 512, 256 experts of
                       256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
+                      or gpt-oss-120b (gpt-oss-120b's layer: gpt-oss, dim 2880, 4 of its 36
+                      layers, 64 heads of 64, 8 KV heads, 32 of its 128 experts of 2880,
+                      4 per token, window 128, YaRN by 32; about 2 GiB with --type MXFP4)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
                       IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
@@ -257,10 +263,11 @@ Options:
       --vocab N       vocabulary size (at least 259)
       --ctx N         training context length written to the metadata
       --head-dim N    values per attention head (default: --dim / --heads)
-      --window N      gemma3: sliding window in tokens (default: none, all layers global)
+      --window N      gemma3, gpt-oss: sliding window in tokens (default: gemma3 none, all
+                      layers global; gpt-oss 128)
       --swa-pattern N gemma3: of every N layers the first N-1 are local (default: not
                       written, which llama.cpp reads as 6)
-      --experts N     experts per layer, for qwen3moe and mixtral (default 8)
+      --experts N     experts per layer, for qwen3moe, gpt-oss and mixtral (default 8)
       --experts-used N
                       experts per token (default 2)
       --expert-ffn N  one expert's feed-forward length (default: the --ffn value, which
@@ -270,7 +277,8 @@ Options:
       --v-head-dim N  deepseek2: a head's output values (default: --head-dim − --rope-dim)
       --unabsorbed    deepseek2: the older unabsorbed form (one attn_kv_b a layer, a KV
                       head per query head), as files converted before attn_k_b/attn_v_b
-      --yarn F        deepseek2: YaRN RoPE scaling by factor F (default: none)
+      --yarn F        deepseek2, gpt-oss: YaRN RoPE scaling by factor F (default: deepseek2
+                      none; gpt-oss 32, over an original context of --ctx / F)
       --yarn-log-mul M
                       deepseek2: rope.scaling.yarn_log_multiplier (default 0.1, V3's)
       --shared-experts N   shared experts every token runs (glm4moe; default 1)

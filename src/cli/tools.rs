@@ -189,9 +189,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     "glm45-air" => SynthSpec::glm45_air(ty),
                     "v2-lite" => SynthSpec::v2_lite(ty),
                     "v3" => SynthSpec::v3(ty),
+                    "gpt-oss-120b" => SynthSpec::gpt_oss_120b(ty),
                     other => {
                         return err(format!(
-                            "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air, v2-lite, v3)",
+                            "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air, v2-lite, v3, \
+                             gpt-oss-120b)",
                             super::quote(other)
                         ))
                     }
@@ -296,8 +298,9 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     if untied {
         spec.tied = false;
     }
+    let gpt_oss = spec.arch == locus::model::arch::Arch::GptOss;
     // A mixture of experts: 8 experts, 2 per token, each as wide as --ffn, unless told.
-    if mixtral || spec.arch == locus::model::arch::Arch::Qwen3Moe || spec.n_expert > 0 {
+    if mixtral || spec.arch == locus::model::arch::Arch::Qwen3Moe || gpt_oss || spec.n_expert > 0 {
         if spec.n_expert == 0 {
             spec.n_expert = 8;
         }
@@ -327,8 +330,15 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             None if spec.mla.yarn_log_mul == 0.0 => spec.mla.yarn_log_mul = 0.1,
             None => {}
         }
+    } else if gpt_oss {
+        if yarn.1.is_some() {
+            return err("gen-model: --yarn-log-mul is for --arch deepseek2");
+        }
+        gpt_oss_defaults(&mut spec, yarn.0);
     } else if yarn.0.is_some() || yarn.1.is_some() {
-        return err("gen-model: --yarn and --yarn-log-mul are for --arch deepseek2");
+        return err(
+            "gen-model: --yarn is for --arch deepseek2 and gpt-oss, --yarn-log-mul for deepseek2",
+        );
     } else if spec.mla.unabsorbed {
         return err("gen-model: --unabsorbed is for --arch deepseek2");
     }
@@ -337,6 +347,22 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
     })?;
     app::genmodel::run(&app::genmodel::GenModelOptions { out, spec })?;
     Ok(())
+}
+
+/// A gpt-oss model's keys where not given, as gpt-oss-120b has them: a window of 128, RoPE
+/// base 150000, YaRN by 32 (`--yarn 0`: none).
+fn gpt_oss_defaults(spec: &mut locus::model::synth::SynthSpec, yarn: Option<f32>) {
+    if spec.sliding_window == 0 {
+        spec.sliding_window = 128;
+    }
+    if spec.rope_freq_base == 10000.0 {
+        spec.rope_freq_base = 150000.0;
+    }
+    match yarn {
+        Some(f) => spec.mla.yarn_factor = f,
+        None if spec.mla.yarn_factor == 0.0 => spec.mla.yarn_factor = 32.0,
+        None => {}
+    }
 }
 
 /// A deepseek2 model's latent sizes where not given, in DeepSeek-V2's proportions: a third of

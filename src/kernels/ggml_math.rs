@@ -226,6 +226,54 @@ pub fn softmax(x: &mut [f32], scale: f32) {
     }
 }
 
+/// [`softmax`] with an attention sink (ggml's `soft_max_ext` with `src2`, gpt-oss): the row's
+/// maximum is raised to `sink` where it is larger, and `expf(sink − max)` (libm) is added to the
+/// f64 sum after the blocks, as if the sink were one more score whose probability is dropped.
+#[inline(always)]
+pub fn softmax_sink(x: &mut [f32], scale: f32, sink: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    // ggml's `MAX(max, sk)`: `max > sk ? max : sk`.
+    let max = if max > sink { max } else { sink };
+    let mut sum = 0f64;
+    for block in x.chunks_mut(16) {
+        let mut lanes = [0f32; 16];
+        for (l, v) in block.iter_mut().enumerate() {
+            *v = expf(*v - max);
+            lanes[l] = *v;
+        }
+        sum += reduce16(&lanes) as f64;
+    }
+    sum += (sink - max).exp() as f64;
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// ggml's `swiglu_oai` of one row (gpt-oss's experts), element by element with libm's `expf`:
+/// `x = min(gate, limit)`, `y = clamp(up, −limit, limit)`, `gate = x / (1 + expf(alpha · −x)) ·
+/// (y + 1)`.
+#[inline]
+pub fn swiglu_oai(gate: &mut [f32], up: &[f32], alpha: f32, limit: f32) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        // std::min(g, limit) and std::clamp(u, -limit, limit).
+        let x = if limit < *g { limit } else { *g };
+        let y = if u < -limit {
+            -limit
+        } else if limit < u {
+            limit
+        } else {
+            u
+        };
+        let glu = x / (1.0 + (alpha * -x).exp());
+        *g = glu * (y + 1.0);
+    }
+}
+
 /// Rounds to f16 and back (ggml converts an f32 operand to the f16 cache type).
 #[inline]
 pub fn round_f16(v: f32) -> f32 {
@@ -383,5 +431,50 @@ mod tests {
         softmax(&mut x, 0.125);
         let s: f64 = x.iter().map(|&v| v as f64).sum();
         assert!((s - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_sink_takes_its_share_and_may_raise_the_maximum() {
+        let x: Vec<f32> = (0..37).map(|i| (i as f32 * 0.7).sin() * 5.0).collect();
+        // A sink of −∞ adds nothing: the plain softmax's bits.
+        let (mut a, mut b) = (x.clone(), x.clone());
+        softmax(&mut a, 0.125);
+        softmax_sink(&mut b, 0.125, f32::NEG_INFINITY);
+        assert_eq!(a, b);
+        for sink in [-1.0f32, 0.3, 4.0] {
+            let mut p = x.clone();
+            softmax_sink(&mut p, 0.125, sink);
+            // The row's maximum, raised to the sink where it is larger, as ggml's MAX.
+            let max = x
+                .iter()
+                .map(|v| v * 0.125)
+                .fold(f32::NEG_INFINITY, f32::max);
+            let max = if max > sink { max } else { sink };
+            let dropped = (sink - max).exp() as f64;
+            let kept: f64 = x.iter().map(|&v| expf(v * 0.125 - max) as f64).sum();
+            let total: f64 = p.iter().map(|&v| v as f64).sum();
+            assert!(
+                (total - kept / (kept + dropped)).abs() < 1e-6,
+                "sink {sink}: the scores keep all but the sink's share"
+            );
+            assert!(total < 1.0);
+        }
+    }
+
+    #[test]
+    fn swiglu_oai_clamps_the_gate_above_and_the_up_both_ways() {
+        let (alpha, limit) = (1.702f32, 7.0f32);
+        let gate = [-20.0f32, -1.0, 0.0, 0.5, 7.0, 9.0, 30.0];
+        let up = [-9.0f32, -7.5, 0.25, 3.0, 8.0, -2.0, 100.0];
+        let mut g = gate;
+        swiglu_oai(&mut g, &up, alpha, limit);
+        for i in 0..gate.len() {
+            let x = gate[i].min(limit);
+            let y = up[i].clamp(-limit, limit);
+            let want = x / (1.0 + (alpha * -x).exp()) * (y + 1.0);
+            assert_eq!(g[i].to_bits(), want.to_bits(), "element {i}");
+        }
+        // Past the limit the gate is the limit's: 9 and 30 give 7's value.
+        assert_eq!(g[5] / (-2.0 + 1.0), g[4] / (7.0 + 1.0));
     }
 }

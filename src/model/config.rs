@@ -39,7 +39,7 @@ pub struct Config {
     pub moe: Option<MoeShape>,
     /// The ranks of latent attention, for a family whose recipe attends so.
     pub mla: Option<Mla>,
-    /// YaRN's RoPE scaling (`rope.scaling.type = yarn`; latent attention's families only).
+    /// YaRN's RoPE scaling (`rope.scaling.type = yarn`; latent attention's families and gpt-oss).
     pub yarn: Option<Yarn>,
 }
 
@@ -420,7 +420,7 @@ impl Config {
                 }
                 // Llama-3 frequency scaling is carried by the `rope_freqs.weight` tensor.
                 "llama3" => {}
-                "yarn" if latent => {
+                "yarn" if latent || arch == Arch::GptOss => {
                     if factor <= 0.0 {
                         return Err(ModelError::BadKey {
                             key: k("rope.scaling.factor"),
@@ -429,15 +429,17 @@ impl Config {
                     }
                     rope_freq_scale = 1.0 / factor;
                     let n_ctx_train = req_u64(g, &k("context_length"))? as usize;
-                    yarn = Some(super::mla::yarn(
-                        g,
-                        arch.name(),
-                        rope_freq_scale,
-                        n_ctx_train,
-                    )?);
+                    yarn = Some(match arch {
+                        Arch::GptOss => super::arch::gpt_oss_yarn(g, rope_freq_scale, n_ctx_train)?,
+                        _ => super::mla::yarn(g, arch.name(), rope_freq_scale, n_ctx_train)?,
+                    });
                 }
                 other => {
-                    let also = if latent { ", yarn" } else { "" };
+                    let also = if latent || arch == Arch::GptOss {
+                        ", yarn"
+                    } else {
+                        ""
+                    };
                     return Err(ModelError::BadKey {
                         key: k("rope.scaling.type"),
                         why: format!(
@@ -476,7 +478,12 @@ impl Config {
             n_layer,
             head_dim,
         };
-        let recipe = arch.recipe(g, &shape)?;
+        let mut recipe = arch.recipe(g, &shape)?;
+        if let (Arch::GptOss, Some(swa)) = (arch, recipe.swa.as_mut()) {
+            // gpt-oss's local layers scale positions as the full ones do (llama.cpp copies
+            // `rope_freq_scale_train`).
+            swa.freq_scale = rope_freq_scale;
+        }
         let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
         let mla = match recipe.attention {
             AttentionKind::Gqa => None,

@@ -284,13 +284,20 @@ impl<'a> Model<'a> {
                 &y.rope,
             ),
         };
-        let rope_local = config.recipe.swa.as_ref().map(|w| {
-            Rope::new(
+        // The local layers take the same YaRN where the family has it (gpt-oss).
+        let rope_local = config.recipe.swa.as_ref().map(|w| match &config.yarn {
+            None => Rope::new(
                 config.n_rot,
                 w.freq_base,
                 w.freq_scale,
                 weights.rope_freqs.clone(),
-            )
+            ),
+            Some(y) => Rope::with_yarn(
+                config.n_rot,
+                (w.freq_base, w.freq_scale),
+                weights.rope_freqs.clone(),
+                &y.rope,
+            ),
         });
         Model {
             config,
@@ -742,8 +749,10 @@ impl<'a> Model<'a> {
             if s.stopped {
                 return;
             }
-            // As llama.cpp does, the last layer's FFN runs only for the tokens with logits.
-            let rows = match li + 1 == layers.len() {
+            // As llama.cpp does, the last layer's FFN runs only for the tokens with logits
+            // (but in the families whose graph picks them after the last layer).
+            let last = li + 1 == layers.len() && !self.config.recipe.last_ffn_all_tokens;
+            let rows = match last {
                 false => step.all_rows(),
                 true => step.output_rows(s, self.config.n_embd),
             };

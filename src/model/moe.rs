@@ -11,6 +11,7 @@
 //!          keep their experts' s, every other expert's s becomes −∞
 //! sel    = argsort(s, descending)[..k] libstdc++'s std::sort on the indices (its ties)
 //! w[i]   = p[sel[i]]                   the unbiased probabilities
+//! w      = soft_max(w)                 gating softmax-weight: p are the logits (gpt-oss)
 //! w[i]  /= max((f32) Σ (f64) w, 2⁻¹⁴)  norm_weights: renormalised (Qwen3-MoE, Mixtral)
 //! w[i]  *= scale                       where the scale is neither 0 nor 1
 //! ```
@@ -80,6 +81,8 @@ pub fn route(
     match r.gating {
         Gating::Softmax => softmax_row(probs),
         Gating::Sigmoid => probs.iter_mut().for_each(|v| *v = sigmoid(*v)),
+        // The logits choose and weigh (their softmax over the chosen, below).
+        Gating::SoftmaxWeight => {}
     }
     let p = &*probs;
     let RouteScratch {
@@ -102,6 +105,9 @@ pub fn route(
     sel.copy_from_slice(&order[..sel.len()]);
     for (wi, &e) in w.iter_mut().zip(sel.iter()) {
         *wi = p[e];
+    }
+    if r.gating == Gating::SoftmaxWeight {
+        softmax_row(w);
     }
     if r.norm_weights {
         let mut sum = 0f64;
@@ -396,6 +402,7 @@ mod tests {
                     *p = 1.0 / (1.0 + (-*p).exp());
                 }
             }
+            Gating::SoftmaxWeight => {}
         }
         let mut selection: Vec<f32> = match bias {
             Some(b) => (0..n).map(|i| probs[i] + b[i]).collect(),
@@ -425,6 +432,18 @@ mod tests {
         }
         let sel = argsort(&selection)[..k].to_vec();
         let mut w: Vec<f32> = sel.iter().map(|&e| probs[e]).collect();
+        if r.gating == Gating::SoftmaxWeight {
+            // ggml_soft_max of the k chosen logits (fewer than a 16-lane block: libm's expf,
+            // an f64 sum, one reciprocal).
+            let max = w.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let mut sum = 0f64;
+            for v in w.iter_mut() {
+                *v = (*v - max).exp();
+                sum += *v as f64;
+            }
+            let inv = (1.0 / sum) as f32;
+            w.iter_mut().for_each(|v| *v *= inv);
+        }
         if r.norm_weights {
             let sum = w.iter().fold(0f64, |s, &v| s + v as f64) as f32;
             // ggml_clamp to the smallest normal f16, 2⁻¹⁴.
@@ -462,7 +481,7 @@ mod tests {
                 // scores) are common: the ties must fall as llama.cpp's sorts leave them.
                 let logits: Vec<f32> = (0..n).map(|_| (next() % 5) as f32 * 0.5 - 1.0).collect();
                 let bias: Vec<f32> = (0..n).map(|_| (next() % 3) as f32 * 0.25).collect();
-                for gating in [Gating::Softmax, Gating::Sigmoid] {
+                for gating in [Gating::Softmax, Gating::Sigmoid, Gating::SoftmaxWeight] {
                     let r = Routing {
                         groups: groups.map(|(count, used)| ExpertGroups { count, used }),
                         scale: [0.0, 1.0, 2.5][case % 3],
@@ -486,7 +505,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 2000);
+        assert_eq!(checked, 3000);
     }
 
     #[test]

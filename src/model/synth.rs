@@ -2,6 +2,9 @@
 //! working byte-level BPE vocabulary, so tests and benchmarks need no downloads (`locus
 //! gen-model`).
 
+#[path = "synth_gptoss.rs"]
+mod gptoss;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -382,6 +385,8 @@ fn random_row(rng: &mut Rng, row: &mut [f32], scale: f32) {
 enum Kind {
     /// A random matrix in the weight type, values in `[-scale, scale)`.
     Matrix(f32),
+    /// A random matrix in a type of its own (gpt-oss's Q8_0 beside MXFP4 experts).
+    Typed(f32, GgmlType),
     /// A router's matrix, F32 as converters write it, values in `[-scale, scale)`.
     Router(f32),
     /// An F32 norm weight vector near 1.
@@ -408,16 +413,19 @@ impl Planned {
             Kind::Matrix(_) => {
                 fallback(spec.weight_type, self.cols as u64).unwrap_or(spec.weight_type)
             }
+            Kind::Typed(_, ty) => ty,
             Kind::Router(_) | Kind::Norm | Kind::Bias(_) => GgmlType::F32,
         }
     }
 
     fn dims(&self) -> Vec<u64> {
         match self.kind {
-            Kind::Matrix(_) if self.slabs > 1 => {
+            Kind::Matrix(_) | Kind::Typed(..) if self.slabs > 1 => {
                 vec![self.cols as u64, self.rows as u64, self.slabs as u64]
             }
-            Kind::Matrix(_) | Kind::Router(_) => vec![self.cols as u64, self.rows as u64],
+            Kind::Matrix(_) | Kind::Typed(..) | Kind::Router(_) => {
+                vec![self.cols as u64, self.rows as u64]
+            }
             Kind::Norm | Kind::Bias(_) => vec![self.cols as u64],
         }
     }
@@ -433,7 +441,7 @@ impl Planned {
     ) -> Result<(), E> {
         let mut row = vec![0f32; self.cols];
         match self.kind {
-            Kind::Matrix(scale) => {
+            Kind::Matrix(scale) | Kind::Typed(scale, _) => {
                 let ty = self.ty(spec);
                 for _ in 0..self.rows * self.slabs {
                     random_row(rng, &mut row, scale);
@@ -494,6 +502,9 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
         kind: Kind::Bias(BIAS_SCALE),
         slabs: 1,
     };
+    if s.arch == Arch::GptOss {
+        return gptoss::plan(s);
+    }
     let mut p = vec![
         mat("token_embd.weight".into(), s.n_vocab, s.n_embd, 1.0),
         norm("output_norm.weight".into(), s.n_embd),
@@ -693,7 +704,10 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
             &k("expert_used_count"),
             MetaValue::U32(s.n_expert_used as u32),
         );
-        if matches!(s.arch, Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2) {
+        if matches!(
+            s.arch,
+            Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2 | Arch::GptOss
+        ) {
             w.set(
                 &k("expert_feed_forward_length"),
                 MetaValue::U32(s.n_ff_exp as u32),
@@ -708,6 +722,9 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
     };
     w.set(&k("rope.dimension_count"), MetaValue::U32(rot as u32));
     w.set(&k("vocab_size"), MetaValue::U32(s.n_vocab as u32));
+    if s.arch == Arch::GptOss {
+        gptoss::metadata(s, &mut w);
+    }
     let (tokens, types, merges) = synth_vocab(s.n_vocab);
     w.set("tokenizer.ggml.model", MetaValue::str("gpt2"));
     w.set("tokenizer.ggml.pre", MetaValue::str("gpt-2"));
@@ -786,6 +803,7 @@ fn moe_metadata(w: &mut GgufWriter, s: &SynthSpec) {
         let code = match g {
             Gating::Softmax => 1,
             Gating::Sigmoid => 2,
+            Gating::SoftmaxWeight => 3,
         };
         w.set(&k("expert_gating_func"), MetaValue::U32(code));
     }

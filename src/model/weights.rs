@@ -218,6 +218,8 @@ pub struct Gqa<'a> {
     pub bo: Option<Vec<f32>>,
     /// RMSNorm weights of every query head and every key head (`head_dim` each).
     pub qk_norm: Option<[Vec<f32>; 2]>,
+    /// `attn_sinks.weight`: one logit per query head joined to its softmax (gpt-oss).
+    pub sinks: Option<Vec<f32>>,
 }
 
 impl<'a> Attention<'a> {
@@ -287,6 +289,17 @@ pub struct Experts<'a> {
     /// The shared experts' FFN (`ffn_{gate,up,down}_shexp`), which every token runs, its
     /// output added to the routed experts'.
     pub shared: Option<Box<Shared<'a>>>,
+    /// The router's and the experts' biases (gpt-oss).
+    pub biases: Option<Box<ExpertBiases>>,
+}
+
+/// A mixture's biases: on the router's logits, and per expert on its gate, up and down
+/// projections' outputs (`ffn_{gate,up,down}_exps.bias`, a row per expert).
+pub struct ExpertBiases {
+    pub router: Vec<f32>,
+    pub gate: Vec<Vec<f32>>,
+    pub up: Vec<Vec<f32>>,
+    pub down: Vec<Vec<f32>>,
 }
 
 /// The shared experts of a mixture: one gated FFN, `expert_shared_count` experts wide.
@@ -594,6 +607,10 @@ impl<'a> Reader<'_, 'a> {
                     vec("attn_k_norm.weight", hd)?,
                 ]),
             },
+            sinks: match opt(spec.sinks, "attn_sinks.weight")? {
+                false => None,
+                true => Some(vec("attn_sinks.weight", c.n_head)?),
+            },
         }))
     }
 
@@ -713,7 +730,25 @@ impl<'a> Reader<'_, 'a> {
                 down: self.matrix(&n("ffn_down_shexp"), sf, e)?,
             })),
         };
+        let biases =
+            match self.optional(c.recipe.moe.biases, &format!("blk.{i}.ffn_gate_inp.bias"))? {
+                false => None,
+                true => {
+                    let b = |s: &str| format!("blk.{i}.{s}.bias");
+                    let rows = |name: &str, len: usize| -> Result<Vec<Vec<f32>>, ModelError> {
+                        let t = self.tensor(&b(name), len, moe.n_expert)?;
+                        Ok(t.to_f32().chunks_exact(len).map(<[f32]>::to_vec).collect())
+                    };
+                    Some(Box::new(ExpertBiases {
+                        router: self.vector(&b("ffn_gate_inp"), moe.n_expert)?,
+                        gate: rows("ffn_gate_exps", ff)?,
+                        up: rows("ffn_up_exps", ff)?,
+                        down: rows("ffn_down_exps", e)?,
+                    }))
+                }
+            };
         Ok(Ffn::Moe(Experts {
+            biases,
             router: self.matrix(&n("ffn_gate_inp"), e, moe.n_expert)?,
             gate: self.experts(&n("ffn_gate_exps"), e, ff, moe.n_expert)?,
             up: self.experts(&n("ffn_up_exps"), e, ff, moe.n_expert)?,

@@ -7,6 +7,7 @@
 mod deepseek2;
 mod gemma3;
 mod glm4moe;
+mod gpt_oss;
 mod llama;
 mod qwen2;
 mod qwen3;
@@ -15,6 +16,7 @@ mod qwen3moe;
 use super::config::opt_f32;
 use super::error::ModelError;
 use super::gguf::Gguf;
+pub(crate) use gpt_oss::yarn as gpt_oss_yarn;
 
 /// A supported architecture (`general.architecture`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,10 +28,11 @@ pub enum Arch {
     Qwen3Moe,
     Deepseek2,
     Glm4Moe,
+    GptOss,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 7] = [
+    pub const ALL: [Arch; 8] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
@@ -37,6 +40,7 @@ impl Arch {
         Arch::Qwen3Moe,
         Arch::Deepseek2,
         Arch::Glm4Moe,
+        Arch::GptOss,
     ];
 
     /// The name GGUF files give it.
@@ -49,6 +53,7 @@ impl Arch {
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Deepseek2 => "deepseek2",
             Arch::Glm4Moe => "glm4moe",
+            Arch::GptOss => "gpt-oss",
         }
     }
 
@@ -56,7 +61,8 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe" (for messages and help).
+    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe, gpt-oss" (for messages and
+    /// help).
     pub fn names() -> String {
         Arch::ALL.map(Arch::name).join(", ")
     }
@@ -80,6 +86,7 @@ impl Arch {
             Arch::Qwen3Moe => Ok(qwen3moe::recipe()),
             Arch::Deepseek2 => deepseek2::recipe(g, shape.n_layer),
             Arch::Glm4Moe => glm4moe::recipe(g),
+            Arch::GptOss => gpt_oss::recipe(g, shape),
         }
     }
 }
@@ -120,6 +127,9 @@ pub struct LayerTensors {
     /// The name of the RMSNorm weights before the FFN: `ffn_norm.weight`, or GLM-4.5's
     /// `post_attention_norm.weight` (which its graph applies to the FFN's input).
     pub ffn_norm: &'static str,
+    /// `attn_sinks.weight`: one learned logit per query head, joined to every softmax of the
+    /// head's scores (gpt-oss).
+    pub sinks: Need,
 }
 
 /// How RoPE pairs a head's dimensions.
@@ -161,6 +171,21 @@ pub struct Moe {
     /// Whether the family reads `leading_dense_block_count`: the first layers then have a
     /// dense FFN of `feed_forward_length`, the rest the experts.
     pub dense_lead: bool,
+    /// Biases on the router's logits (`ffn_gate_inp.bias`) and on every expert's projections
+    /// (`ffn_{gate,up,down}_exps.bias`, one row per expert), added after each matmul (gpt-oss).
+    pub biases: Need,
+    /// The experts' activation of the gate and up projections.
+    pub act: ExpertAct,
+}
+
+/// How an expert combines its gate and up projections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExpertAct {
+    /// SwiGLU, as a dense FFN's.
+    Silu,
+    /// ggml's `swiglu_oai` (gpt-oss): `min(g, limit) · σ(alpha · min(g, limit)) ·
+    /// (clamp(u, ±limit) + 1)`.
+    SwigluOai { alpha: f32, limit: f32 },
 }
 
 /// Where the file says how wide one expert's FFN is.
@@ -276,6 +301,9 @@ pub enum Gating {
     Softmax,
     /// ggml's sigmoid of each logit, `1 / (1 + expf(−x))` (DeepSeek-V3, GLM-4.5).
     Sigmoid,
+    /// The logits themselves choose; the chosen experts' weights are the softmax of their
+    /// logits (llama.cpp's `SOFTMAX_WEIGHT`, gpt-oss).
+    SoftmaxWeight,
 }
 
 /// Sliding-window (local) attention layers.
@@ -315,6 +343,9 @@ pub struct Recipe {
     pub q_scale: Option<f32>,
     pub swa: Option<Swa>,
     pub moe: Moe,
+    /// Whether the last layer's FFN runs for every token of a step (gpt-oss's graph picks the
+    /// rows with logits only after the last layer), not only for those with logits.
+    pub last_ffn_all_tokens: bool,
 }
 
 impl Recipe {
@@ -329,6 +360,7 @@ impl Recipe {
                 post_norms: Need::No,
                 rope_freqs: Need::Optional,
                 ffn_norm: "ffn_norm.weight",
+                sinks: Need::No,
             },
             rope: RopeStyle::Normal,
             ffn: FfnAct::Silu,
@@ -343,7 +375,10 @@ impl Recipe {
                 probs_bias: Need::No,
                 shared: Need::No,
                 dense_lead: false,
+                biases: Need::No,
+                act: ExpertAct::Silu,
             },
+            last_ffn_all_tokens: false,
         }
     }
 

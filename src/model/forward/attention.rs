@@ -278,6 +278,14 @@ impl Model<'_> {
 }
 
 impl Model<'_> {
+    /// Layer `layer`'s attention sinks (one per query head), where its family has them.
+    fn sinks(&self, layer: usize) -> Option<&[f32]> {
+        match &self.weights.layers[layer].attn {
+            Attention::Gqa(a) => a.sinks.as_deref(),
+            Attention::Latent(_) => None,
+        }
+    }
+
     /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
     /// node's threads store (first touch: on their node) and read their heads' cache.
     pub(super) fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
@@ -411,6 +419,7 @@ impl Model<'_> {
         let group = c.n_head / c.n_head_kv;
         let scale = self.kq_scale();
         let ty = s.kv_type.block_type().expect("a quantized cache");
+        let sinks = self.sinks(layer);
         let rows = &s.rows[usize::from(local)];
         let cap = rows.cap;
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
@@ -437,7 +446,7 @@ impl Model<'_> {
                     let keys = kc.quant_rows(g * cap + lo, hi - lo);
                     kernels.gemv(ty, SumOrder::Lanes, keys, &act, &mut sc[lo..hi]);
                 }
-                kernels.softmax(sc, scale);
+                softmax_head(kernels, sc, scale, sinks.map(|s| s[h]));
                 let at = (b0 + b) * att_dim + h * vd;
                 // SAFETY: output (b, h) belongs to this thread's items alone.
                 let out = unsafe { att.slice(at, at + vd) };
@@ -474,6 +483,7 @@ impl Model<'_> {
         let rows = &s.rows[usize::from(local)];
         let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
         let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
+        let sinks = self.sinks(layer);
         // tinyBLAS needs rows of whole 16-lane steps; otherwise ggml falls back to vector dots.
         let kq_arith = if hd.is_multiple_of(16) {
             arith
@@ -533,7 +543,13 @@ impl Model<'_> {
                     (false, Some(k), Some(v)) => SetCache::Decode(k, v),
                     _ => unreachable!("an f16 cache holds f16 rows"),
                 };
-                let heads = HeadSets { n, set, cells, b0 };
+                let heads = HeadSets {
+                    n,
+                    set,
+                    cells,
+                    b0,
+                    layer,
+                };
                 return self.attend_sets(kernels, heads, rows, (cache, q), &it, mine, &att);
             }
             let (sc, rest) = mine.split_at_mut(cells);
@@ -574,7 +590,7 @@ impl Model<'_> {
                         kc.dots(kernels, kq_arith, keys, q16, hd, &mut sc[lo..hi]);
                     }
                 }
-                kernels.softmax(sc, scale);
+                softmax_head(kernels, sc, scale, sinks.map(|s| s[h]));
                 for p in sc.iter_mut() {
                     *p = kv_type.round(*p);
                 }
@@ -613,6 +629,7 @@ struct HeadSets {
     set: usize,
     cells: usize,
     b0: usize,
+    layer: usize,
 }
 
 /// A set of query heads' start: its queries rounded to f16 into `q16` (from `src`), and its
@@ -634,17 +651,26 @@ pub(super) fn start_set(
     }
 }
 
-/// A set's score rows softmaxed at `scale`, their probabilities rounded to f16.
+/// A set's score rows softmaxed at `scale` (each with its head's sink, where the layer has
+/// sinks: `sinks` are the set's), their probabilities rounded to f16.
 pub(super) fn finish_set(
     kernels: &Kernels,
     scores: &mut [f32],
     (set, cells, len): (usize, usize, usize),
-    scale: f32,
+    (scale, sinks): (f32, Option<&[f32]>),
 ) {
     for j in 0..set {
         let sc = &mut scores[j * cells..j * cells + len];
-        kernels.softmax(sc, scale);
+        softmax_head(kernels, sc, scale, sinks.map(|s| s[j]));
         kernels.round_f16(sc);
+    }
+}
+
+/// One head's softmax of its scores at `scale`, with its attention sink where it has one.
+fn softmax_head(kernels: &Kernels, sc: &mut [f32], scale: f32, sink: Option<f32>) {
+    match sink {
+        None => kernels.softmax(sc, scale),
+        Some(sink) => crate::kernels::ggml_math::softmax_sink(sc, scale, sink),
     }
 }
 
@@ -742,7 +768,8 @@ impl Model<'_> {
                     (SetCache::Wide(..), None) => unreachable!("a micro-batch widens its cells"),
                 }
             }
-            finish_set(kernels, scores, (set, cells, len), scale);
+            let set_sinks = self.sinks(hs.layer).map(|s| &s[h0..h0 + set]);
+            finish_set(kernels, scores, (set, cells, len), (scale, set_sinks));
             let out0 = (hs.b0 + b) * att_dim + h0 * vd;
             // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
             let out = unsafe { att.slice(out0, out0 + set * vd) };

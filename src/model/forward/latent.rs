@@ -741,7 +741,7 @@ impl Model<'_> {
                         ),
                     }
                 }
-                finish_set(kernels, scores, (set, cap, len), scale);
+                finish_set(kernels, scores, (set, cap, len), (scale, None));
                 let at = ((hs.b0 + b) * h + h0) * m.kv_lora;
                 // SAFETY: outputs (b, h0..h0 + set) belong to this thread's items alone.
                 let out = unsafe { att.slice(at, at + set * m.kv_lora) };

@@ -4,13 +4,16 @@
 //! chosen experts, and every node works on each of them); each token's outputs are weighted
 //! and added in its slot order, as llama.cpp adds them. Where the layer has shared experts,
 //! their dense FFN's output is then added to the routed experts' (`routed + shared`, as
-//! llama.cpp's GLM-4.5 and DeepSeek-2 graphs add them).
+//! llama.cpp's GLM-4.5 and DeepSeek-2 graphs add them). Where the family has biases (gpt-oss),
+//! the router's is added to its logits and each expert's to its gate, up and down outputs, and
+//! the experts' activation is the family's ([`ExpertAct`]).
 
 use super::parallel::{claim_rows, group_share, per_token, token_order};
 use super::parallel::{At, BatchActs, Claims, Out, MAX_JOBS};
 use super::{Model, State, MAX_BATCH};
+use crate::kernels::ggml_math::swiglu_oai;
 use crate::kernels::ActType;
-use crate::model::arch::FfnAct;
+use crate::model::arch::{ExpertAct, FfnAct};
 use crate::model::config::MoeShape;
 use crate::model::moe::{route, RouteScratch};
 use crate::model::weights::{Experts, Matrix, Tensor};
@@ -109,6 +112,12 @@ impl Model<'_> {
             ),
         }
         let routing = &c.moe.as_ref().expect("a mixture-of-experts model").routing;
+        if let Some(bias) = &x.biases {
+            // ggml_add of the router's bias to its logits.
+            for row in bufs.probs[..n * ne].chunks_exact_mut(ne) {
+                add_bias(row, &bias.router);
+            }
+        }
         for b in 0..n {
             route(
                 routing,
@@ -208,12 +217,18 @@ impl Model<'_> {
                 (m, at),
                 [(&x.gate[ex], &mut s.gate), (&x.up[ex], &mut s.up)],
             );
+            if let Some(bias) = &x.biases {
+                for j in 0..m {
+                    add_bias(&mut s.gate[j * ff..(j + 1) * ff], &bias.gate[ex]);
+                    add_bias(&mut s.up[j * ff..(j + 1) * ff], &bias.up[ex]);
+                }
+            }
             {
-                let (up, gate, kernels) = (&s.up, Out::new(&mut s.gate), &self.kernels);
+                let (up, gate, this) = (&s.up, Out::new(&mut s.gate), self);
                 per_token(pool, m, &|j| {
                     // SAFETY: row j of gate is touched by this call alone.
                     let g = unsafe { gate.slice(j * ff, (j + 1) * ff) };
-                    kernels.swiglu(g, &up[j * ff..(j + 1) * ff]);
+                    this.expert_act(g, &up[j * ff..(j + 1) * ff]);
                 });
             }
             if let Some(tap) = s.acts.tap.as_deref_mut() {
@@ -226,6 +241,11 @@ impl Model<'_> {
                 (m, at),
                 [(&x.down[ex], &mut bufs.down)],
             );
+            if let Some(bias) = &x.biases {
+                for row in bufs.down[..m * e].chunks_exact_mut(e) {
+                    add_bias(row, &bias.down[ex]);
+                }
+            }
             for (j, &(b, slot)) in bufs.routed.iter().enumerate() {
                 let wt = bufs.w[b * k + slot];
                 let y = &mut bufs.ys[(b * k + slot) * e..(b * k + slot + 1) * e];
@@ -279,9 +299,15 @@ impl Model<'_> {
                 .collect();
             self.gemvs(pool, &mut s.acts, &jobs);
         }
+        if let Some(bias) = &x.biases {
+            for (i, &ex) in sel.iter().enumerate() {
+                add_bias(&mut s.gate[i * ff..(i + 1) * ff], &bias.gate[ex]);
+                add_bias(&mut s.up[i * ff..(i + 1) * ff], &bias.up[ex]);
+            }
+        }
         // On this thread: a lone token's experts' activations are too few for a parallel step.
         for (g, u) in (s.gate[..k * ff].chunks_exact_mut(ff)).zip(s.up.chunks_exact(ff)) {
-            self.kernels.swiglu(g, u);
+            self.expert_act(g, u);
         }
         if let Some(tap) = s.acts.tap.as_deref_mut() {
             let routed: Vec<(usize, usize)> = (0..k).map(|slot| (0, slot)).collect();
@@ -295,6 +321,11 @@ impl Model<'_> {
             let jobs: Vec<Gemv> = (0..k).map(|i| (down_of(i), i, &down, i * e)).collect();
             self.gemvs(pool, &mut s.acts, &jobs);
         }
+        if let Some(bias) = &x.biases {
+            for (i, &ex) in sel.iter().enumerate() {
+                add_bias(&mut bufs.down[i * e..(i + 1) * e], &bias.down[ex]);
+            }
+        }
         let out = &mut s.tmp[..e];
         for (slot, &wt) in bufs.w[..k].iter().enumerate() {
             let d = &bufs.down[slot * e..(slot + 1) * e];
@@ -304,6 +335,16 @@ impl Model<'_> {
                 // Each slot's weighted output, then added: ((y0 + y1) + y2) + …
                 out.iter_mut().zip(d).for_each(|(o, &v)| *o += v * wt);
             }
+        }
+    }
+
+    /// An expert's activation of one token's gate row `g` (in place) and up row `u`: the
+    /// family's ([`ExpertAct`]).
+    fn expert_act(&self, g: &mut [f32], u: &[f32]) {
+        let moe = self.config.moe.as_ref().map(|_| self.config.recipe.moe.act);
+        match moe.unwrap_or(ExpertAct::Silu) {
+            ExpertAct::Silu => self.kernels.swiglu(g, u),
+            ExpertAct::SwigluOai { alpha, limit } => swiglu_oai(g, u, alpha, limit),
         }
     }
 
@@ -339,6 +380,13 @@ impl Model<'_> {
                 kernels.gemv_in(t.layout, t.ty, order, t.rows_bytes(c0, c1), act, o);
             });
         });
+    }
+}
+
+/// `row += bias` (ggml's `add` / `add_id` of a bias row).
+fn add_bias(row: &mut [f32], bias: &[f32]) {
+    for (r, &b) in row.iter_mut().zip(bias) {
+        *r += b;
     }
 }
 
