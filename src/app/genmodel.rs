@@ -57,9 +57,17 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if !spec.head_dim().is_multiple_of(2) {
         return bad(format!("--head-dim {} must be even", spec.head_dim));
     }
-    if spec.sliding_window > 0 && spec.arch != Arch::Gemma3 {
+    if spec.sliding_window > 0 && !matches!(spec.arch, Arch::Gemma3 | Arch::Gemma4) {
         return bad(format!(
-            "--window is for --arch gemma3, not {}",
+            "--window is for --arch gemma3 or gemma4, not {}",
+            spec.arch.name()
+        ));
+    }
+    if spec.arch == Arch::Gemma4 {
+        validate_gemma4(spec)?;
+    } else if spec.g4 != Default::default() {
+        return bad(format!(
+            "--global-head-dim, --global-kv-heads, --global-rope-dims and --softcap are for              --arch gemma4, not {}",
             spec.arch.name()
         ));
     }
@@ -198,6 +206,48 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             "--heads × --head-dim = {q_dim} must be a multiple of {} for {}",
             ty.block_size(),
             ty.name()
+        ));
+    }
+    Ok(())
+}
+
+/// A gemma4 spec: a window, and global layers whose heads divide the query heads, whose
+/// rotated dimensions are even and within the head, and whose matrices are whole blocks.
+fn validate_gemma4(spec: &SynthSpec) -> Result<(), AppError> {
+    let bad = |m: String| Err(AppError::Usage(format!("gen-model: {m}")));
+    let ty = spec.weight_type;
+    if spec.sliding_window == 0 {
+        return bad("--arch gemma4 needs --window (its sliding-window layers')".into());
+    }
+    if spec.n_expert > 0 {
+        return bad("--experts: Gemma 4's mixture of experts is not supported yet".into());
+    }
+    let (hd, kv, rot) = spec.g4.global(spec);
+    if kv == 0 || !spec.n_head.is_multiple_of(kv) {
+        return bad(format!(
+            "--global-kv-heads {kv} must divide --heads {}",
+            spec.n_head
+        ));
+    }
+    if hd == 0 || hd % 2 != 0 || hd > MAX_DIM || rot > hd || rot % 2 != 0 {
+        return bad(format!(
+            "--global-head-dim {hd} must be even and --global-rope-dims {rot} even and at most it"
+        ));
+    }
+    let q_dim = spec.n_head as u64 * hd as u64;
+    if q_dim > MAX_TENSOR_ELEMENTS / spec.n_embd as u64
+        || !(q_dim as usize).is_multiple_of(ty.block_size())
+    {
+        return bad(format!(
+            "--heads × --global-head-dim = {q_dim} must be a multiple of {} for {}",
+            ty.block_size(),
+            ty.name()
+        ));
+    }
+    if !spec.g4.softcap.is_finite() || spec.g4.softcap < 0.0 {
+        return bad(format!(
+            "--softcap {} must be a non-negative number",
+            spec.g4.softcap
         ));
     }
     Ok(())

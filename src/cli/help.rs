@@ -230,7 +230,10 @@ Options:
                       gemma3 (head norms, post-norms, GELU, sliding-window layers), qwen3moe
                       (qwen3 with a mixture of experts in every layer), mixtral (llama with
                       one), glm4moe (Q/K/V biases, NEOX RoPE, experts with sigmoid routing, a
-                      selection bias and a shared expert)
+                      selection bias and a shared expert), gemma4 (gemma3's layer with its own
+                      shape for the global layers: --global-head-dim, --global-kv-heads,
+                      --global-rope-dims; values from the keys there, value norms, a scalar
+                      per layer, logits capped at --softcap; --window is required)
       --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
                       with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,
@@ -243,6 +246,10 @@ Options:
                       of 1408, 6 per token, 2 shared) or v3 (DeepSeek-V3's proportions at
                       dim 2048: 6 layers, 2 dense, query rank 512, latent 512, 256 experts of
                       256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
+                      or gemma4-31b (Gemma 4 31B's layers: dim 5376, FFN 21504, 32 heads;
+                      local layers 16 KV heads of 256, window 1024; global layers 4 KV heads
+                      of 512 with RoPE on 128; 6 of its 60 layers, five local to one global,
+                      vocabulary 32000, tied; logits capped at 30)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
                       IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
@@ -257,9 +264,15 @@ Options:
       --vocab N       vocabulary size (at least 259)
       --ctx N         training context length written to the metadata
       --head-dim N    values per attention head (default: --dim / --heads)
-      --window N      gemma3: sliding window in tokens (default: none, all layers global)
-      --swa-pattern N gemma3: of every N layers the first N-1 are local (default: not
-                      written, which llama.cpp reads as 6)
+      --window N      gemma3, gemma4: sliding window in tokens (gemma3 default: none, all
+                      layers global; gemma4: required)
+      --swa-pattern N gemma3, gemma4: of every N layers the first N-1 are local (default: not
+                      written, which llama.cpp reads as 6; gemma4 writes the per-layer list)
+      --global-head-dim N, --global-kv-heads N, --global-rope-dims N
+                      gemma4: the global layers' head size, KV heads and rotated dimensions
+                      (default: the local layers' --head-dim and --kv-heads, the whole head;
+                      --head-dim and --kv-heads are the sliding-window layers')
+      --softcap X     gemma4: final_logit_softcapping (default: not written, llama.cpp's 30)
       --experts N     experts per layer, for qwen3moe and mixtral (default 8)
       --experts-used N
                       experts per token (default 2)

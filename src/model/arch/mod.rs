@@ -6,6 +6,7 @@
 
 mod deepseek2;
 mod gemma3;
+mod gemma4;
 mod glm4moe;
 mod llama;
 mod qwen2;
@@ -26,10 +27,11 @@ pub enum Arch {
     Qwen3Moe,
     Deepseek2,
     Glm4Moe,
+    Gemma4,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 7] = [
+    pub const ALL: [Arch; 8] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
@@ -37,6 +39,7 @@ impl Arch {
         Arch::Qwen3Moe,
         Arch::Deepseek2,
         Arch::Glm4Moe,
+        Arch::Gemma4,
     ];
 
     /// The name GGUF files give it.
@@ -49,6 +52,7 @@ impl Arch {
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Deepseek2 => "deepseek2",
             Arch::Glm4Moe => "glm4moe",
+            Arch::Gemma4 => "gemma4",
         }
     }
 
@@ -56,7 +60,8 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe" (for messages and help).
+    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe, gemma4" (for messages and
+    /// help).
     pub fn names() -> String {
         Arch::ALL.map(Arch::name).join(", ")
     }
@@ -80,6 +85,7 @@ impl Arch {
             Arch::Qwen3Moe => Ok(qwen3moe::recipe()),
             Arch::Deepseek2 => deepseek2::recipe(g, shape.n_layer),
             Arch::Glm4Moe => glm4moe::recipe(g),
+            Arch::Gemma4 => gemma4::recipe(g, shape),
         }
     }
 }
@@ -117,6 +123,11 @@ pub struct LayerTensors {
     pub post_norms: Need,
     /// `rope_freqs.weight` (Llama 3 frequency divisors).
     pub rope_freqs: Need,
+    /// `attn_v.weight`: [`Need::Optional`] where a layer without one takes its values from
+    /// the key projection (Gemma 4's full layers, before the keys' norm and RoPE).
+    pub v_proj: Need,
+    /// `layer_output_scale.weight`: one scalar multiplying the layer's output (Gemma 4).
+    pub out_scale: Need,
     /// The name of the RMSNorm weights before the FFN: `ffn_norm.weight`, or GLM-4.5's
     /// `post_attention_norm.weight` (which its graph applies to the FFN's input).
     pub ffn_norm: &'static str,
@@ -315,6 +326,30 @@ pub struct Recipe {
     pub q_scale: Option<f32>,
     pub swa: Option<Swa>,
     pub moe: Moe,
+    /// The sliding-window layers' own attention shape, where it differs from the global
+    /// layers' (Gemma 4); the config's head sizes are then the global layers'.
+    pub local_shape: Option<LocalShape>,
+    /// An RMSNorm without weights on every value head before it is cached (Gemma 4).
+    pub v_norm: bool,
+    /// `final_logit_softcapping`: the logits become `cap · tanh(logits / cap)` (Gemma 4).
+    pub logit_softcap: Option<f32>,
+    /// Whether the last layer runs for every token (Gemma 4's graph picks the rows with
+    /// logits only after the final norm), not only for those with logits (llama.cpp's
+    /// `inp_out_ids` before the last FFN), which changes the last FFN's matmul shapes.
+    pub full_last_layer: bool,
+}
+
+/// A family whose sliding-window layers attend with other head sizes than its global layers
+/// (Gemma 4: local heads of 256 values, many KV heads, whole-head RoPE; global heads of 512, few
+/// KV heads, RoPE on a quarter): the local layers' sizes, and the global layers' KV heads where
+/// the file gives the counts per layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalShape {
+    pub head_dim: usize,
+    pub n_head_kv: usize,
+    pub n_rot: usize,
+    /// The global layers' KV heads (the config's `n_head_kv`).
+    pub global_kv_heads: usize,
 }
 
 impl Recipe {
@@ -328,6 +363,8 @@ impl Recipe {
                 qk_norm: Need::No,
                 post_norms: Need::No,
                 rope_freqs: Need::Optional,
+                v_proj: Need::Yes,
+                out_scale: Need::No,
                 ffn_norm: "ffn_norm.weight",
             },
             rope: RopeStyle::Normal,
@@ -344,6 +381,10 @@ impl Recipe {
                 shared: Need::No,
                 dense_lead: false,
             },
+            local_shape: None,
+            v_norm: false,
+            logit_softcap: None,
+            full_last_layer: false,
         }
     }
 
