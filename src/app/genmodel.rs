@@ -440,6 +440,30 @@ mod tests {
     }
 
     #[test]
+    fn the_gemma4_31b_preset_is_a_valid_gemma4_31b_layer_set() {
+        let s = SynthSpec::gemma4_31b(GgmlType::Q4_0);
+        assert!(validate(&s).is_ok());
+        assert_eq!(s.arch, Arch::Gemma4);
+        assert_eq!((s.n_embd, s.n_ff, s.n_head), (5376, 21504, 32));
+        assert_eq!(
+            (s.head_dim(), s.n_head_kv, s.sliding_window),
+            (256, 16, 1024)
+        );
+        assert_eq!(s.g4.global(&s), (512, 4, 128));
+        // Without a window, or with experts, gemma4 is refused; the global knobs are its own.
+        assert!(validate(&SynthSpec {
+            sliding_window: 0,
+            ..s.clone()
+        })
+        .is_err());
+        let q3 = SynthSpec {
+            arch: Arch::Qwen3,
+            ..SynthSpec::tiny(GgmlType::F32)
+        };
+        assert!(validate(&SynthSpec { g4: s.g4, ..q3 }).is_err());
+    }
+
+    #[test]
     fn the_glm45_air_preset_keeps_its_proportions() {
         let s = SynthSpec::glm45_air(GgmlType::Q4_0);
         assert!(validate(&s).is_ok(), "{:?}", validate(&s).err());

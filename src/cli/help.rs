@@ -231,9 +231,8 @@ Options:
                       (qwen3 with a mixture of experts in every layer), mixtral (llama with
                       one), glm4moe (Q/K/V biases, NEOX RoPE, experts with sigmoid routing, a
                       selection bias and a shared expert), gemma4 (gemma3's layer with its own
-                      shape for the global layers: --global-head-dim, --global-kv-heads,
-                      --global-rope-dims; values from the keys there, value norms, a scalar
-                      per layer, logits capped at --softcap; --window is required)
+                      shape for the global layers, whose values are their keys' projection;
+                      value norms, a scalar per layer, capped logits; needs --window)
       --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
                       with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,
