@@ -31,6 +31,19 @@ fn spec(arch: Arch, ty: GgmlType, kv: KvType) -> SynthSpec {
         s.sliding_window = 8;
         s.swa_pattern = 2;
     }
+    if arch == Arch::Gemma4 {
+        // Gemma 4's two attention shapes (local heads of 16 with 2 KV heads, global heads of
+        // 32 with 1, RoPE on 8 of them), values from the keys in the global layers, and the
+        // last layer run for every token.
+        s.sliding_window = 8;
+        s.swa_pattern = 2;
+        s.g4 = locus::model::synth::SynthGemma4 {
+            head_dim: 32,
+            n_head_kv: 1,
+            n_rot: 8,
+            softcap: 0.0,
+        };
+    }
     if arch == Arch::Deepseek2 {
         // Latent attention (a low-rank query, YaRN) and V3's mixture: a dense first layer,
         // then 4 experts in 2 groups of which 1 holds a token's 2, a shared expert, sigmoid
@@ -264,6 +277,7 @@ fn shared_decode_steps_give_each_sequence_its_own_bits() {
         (Arch::Qwen2, GgmlType::Q5K),
         (Arch::Llama, GgmlType::Iq4Xs),
         (Arch::Gemma3, GgmlType::Q8_0),
+        (Arch::Gemma4, GgmlType::Q8_0),
         (Arch::Qwen3Moe, GgmlType::Q4K),
         (Arch::Deepseek2, GgmlType::Q8_0),
         (Arch::Deepseek2, GgmlType::Q4K),

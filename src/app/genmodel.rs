@@ -57,9 +57,19 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if !spec.head_dim().is_multiple_of(2) {
         return bad(format!("--head-dim {} must be even", spec.head_dim));
     }
-    if spec.sliding_window > 0 && !matches!(spec.arch, Arch::Gemma3 | Arch::GptOss) {
+    if spec.sliding_window > 0 && !matches!(spec.arch, Arch::Gemma3 | Arch::Gemma4 | Arch::GptOss)
+    {
         return bad(format!(
-            "--window is for --arch gemma3 or gpt-oss, not {}",
+            "--window is for --arch gemma3, gemma4 or gpt-oss, not {}",
+            spec.arch.name()
+        ));
+    }
+    if spec.arch == Arch::Gemma4 {
+        validate_gemma4(spec)?;
+    } else if spec.g4 != Default::default() {
+        return bad(format!(
+            "--global-head-dim, --global-kv-heads, --global-rope-dims and --softcap are for \
+             --arch gemma4, not {}",
             spec.arch.name()
         ));
     }
@@ -198,6 +208,48 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
             "--heads × --head-dim = {q_dim} must be a multiple of {} for {}",
             ty.block_size(),
             ty.name()
+        ));
+    }
+    Ok(())
+}
+
+/// A gemma4 spec: a window, and global layers whose heads divide the query heads, whose
+/// rotated dimensions are even and within the head, and whose matrices are whole blocks.
+fn validate_gemma4(spec: &SynthSpec) -> Result<(), AppError> {
+    let bad = |m: String| Err(AppError::Usage(format!("gen-model: {m}")));
+    let ty = spec.weight_type;
+    if spec.sliding_window == 0 {
+        return bad("--arch gemma4 needs --window (its sliding-window layers')".into());
+    }
+    if spec.n_expert > 0 {
+        return bad("--experts: Gemma 4's mixture of experts is not supported yet".into());
+    }
+    let (hd, kv, rot) = spec.g4.global(spec);
+    if kv == 0 || !spec.n_head.is_multiple_of(kv) {
+        return bad(format!(
+            "--global-kv-heads {kv} must divide --heads {}",
+            spec.n_head
+        ));
+    }
+    if hd == 0 || hd % 2 != 0 || hd > MAX_DIM || rot > hd || rot % 2 != 0 {
+        return bad(format!(
+            "--global-head-dim {hd} must be even and --global-rope-dims {rot} even and at most it"
+        ));
+    }
+    let q_dim = spec.n_head as u64 * hd as u64;
+    if q_dim > MAX_TENSOR_ELEMENTS / spec.n_embd as u64
+        || !(q_dim as usize).is_multiple_of(ty.block_size())
+    {
+        return bad(format!(
+            "--heads × --global-head-dim = {q_dim} must be a multiple of {} for {}",
+            ty.block_size(),
+            ty.name()
+        ));
+    }
+    if !spec.g4.softcap.is_finite() || spec.g4.softcap < 0.0 {
+        return bad(format!(
+            "--softcap {} must be a non-negative number",
+            spec.g4.softcap
         ));
     }
     Ok(())
@@ -387,6 +439,30 @@ mod tests {
         // About 4 GiB, almost all of it experts.
         let gib = estimated_bytes(&s) as f64 / (1u64 << 30) as f64;
         assert!((3.5..4.5).contains(&gib), "{gib} GiB");
+    }
+
+    #[test]
+    fn the_gemma4_31b_preset_is_a_valid_gemma4_31b_layer_set() {
+        let s = SynthSpec::gemma4_31b(GgmlType::Q4_0);
+        assert!(validate(&s).is_ok());
+        assert_eq!(s.arch, Arch::Gemma4);
+        assert_eq!((s.n_embd, s.n_ff, s.n_head), (5376, 21504, 32));
+        assert_eq!(
+            (s.head_dim(), s.n_head_kv, s.sliding_window),
+            (256, 16, 1024)
+        );
+        assert_eq!(s.g4.global(&s), (512, 4, 128));
+        // Without a window, or with experts, gemma4 is refused; the global knobs are its own.
+        assert!(validate(&SynthSpec {
+            sliding_window: 0,
+            ..s.clone()
+        })
+        .is_err());
+        let q3 = SynthSpec {
+            arch: Arch::Qwen3,
+            ..SynthSpec::tiny(GgmlType::F32)
+        };
+        assert!(validate(&SynthSpec { g4: s.g4, ..q3 }).is_err());
     }
 
     #[test]

@@ -233,7 +233,10 @@ Options:
                       selection bias and a shared expert), gpt-oss (attention sinks,
                       every other layer in a sliding window, YaRN, biases everywhere,
                       experts with swiglu_oai; --type MXFP4 writes MXFP4 experts and Q8_0
-                      for the other matrices, as gpt-oss ships)
+                      for the other matrices, as gpt-oss ships), gemma4 (gemma3's layer with
+                      its own shape for the global layers, whose values are their keys'
+                      projection; value norms, a scalar per layer, capped logits; needs
+                      --window)
       --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
                       with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,
@@ -245,10 +248,14 @@ Options:
                       the first dense, 16 heads of 128 + 64 rotated, latent 512, 64 experts
                       of 1408, 6 per token, 2 shared) or v3 (DeepSeek-V3's proportions at
                       dim 2048: 6 layers, 2 dense, query rank 512, latent 512, 256 experts of
-                      256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN)
-                      or gpt-oss-120b (gpt-oss-120b's layer: gpt-oss, dim 2880, 4 of its 36
+                      256, 8 per token from 4 of 8 groups, 1 shared, sigmoid with bias, YaRN),
+                      gpt-oss-120b (gpt-oss-120b's layer: gpt-oss, dim 2880, 4 of its 36
                       layers, 64 heads of 64, 8 KV heads, 32 of its 128 experts of 2880,
                       4 per token, window 128, YaRN by 32; about 2 GiB with --type MXFP4)
+                      or gemma4-31b (Gemma 4 31B's layers: dim 5376, FFN 21504, 32 heads;
+                      local layers 16 KV heads of 256, window 1024; global layers 4 KV heads
+                      of 512 with RoPE on 128; 6 of its 60 layers, five local to one global,
+                      vocabulary 32000, tied; logits capped at 30)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
                       IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
@@ -263,10 +270,15 @@ Options:
       --vocab N       vocabulary size (at least 259)
       --ctx N         training context length written to the metadata
       --head-dim N    values per attention head (default: --dim / --heads)
-      --window N      gemma3, gpt-oss: sliding window in tokens (default: gemma3 none, all
-                      layers global; gpt-oss 128)
-      --swa-pattern N gemma3: of every N layers the first N-1 are local (default: not
-                      written, which llama.cpp reads as 6)
+      --window N      gemma3, gemma4, gpt-oss: sliding window in tokens (default: gemma3
+                      none, all layers global; gpt-oss 128; gemma4: required)
+      --swa-pattern N gemma3, gemma4: of every N layers the first N-1 are local (default: not
+                      written, which llama.cpp reads as 6; gemma4 writes the per-layer list)
+      --global-head-dim N, --global-kv-heads N, --global-rope-dims N
+                      gemma4: the global layers' head size, KV heads and rotated dimensions
+                      (default: the local layers' --head-dim and --kv-heads, the whole head;
+                      --head-dim and --kv-heads are the sliding-window layers')
+      --softcap X     gemma4: final_logit_softcapping (default: not written, llama.cpp's 30)
       --experts N     experts per layer, for qwen3moe, gpt-oss and mixtral (default 8)
       --experts-used N
                       experts per token (default 2)

@@ -190,10 +190,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     "v2-lite" => SynthSpec::v2_lite(ty),
                     "v3" => SynthSpec::v3(ty),
                     "gpt-oss-120b" => SynthSpec::gpt_oss_120b(ty),
+                    "gemma4-31b" => SynthSpec::gemma4_31b(ty),
                     other => {
                         return err(format!(
                             "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air, v2-lite, v3, \
-                             gpt-oss-120b)",
+                             gpt-oss-120b, gemma4-31b)",
                             super::quote(other)
                         ))
                     }
@@ -220,12 +221,13 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             }
             "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx"
             | "--head-dim" | "--window" | "--swa-pattern" | "--experts" | "--experts-used"
-            | "--expert-ffn" | "--kv-lora" | "--q-lora" | "--v-head-dim" => {
+            | "--expert-ffn" | "--kv-lora" | "--q-lora" | "--v-head-dim" | "--global-head-dim"
+            | "--global-kv-heads" | "--global-rope-dims" => {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
             }
-            "--yarn" | "--yarn-log-mul" => {
+            "--yarn" | "--yarn-log-mul" | "--softcap" => {
                 let v = a.value(f, inline)?;
                 let x: f32 = v
                     .parse()
@@ -238,6 +240,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                         ))
                     })?;
                 match f {
+                    "--softcap" => spec.g4.softcap = x,
                     "--yarn" => yarn.0 = Some(x),
                     _ => yarn.1 = Some(x),
                 }
@@ -286,6 +289,9 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--kv-lora" => spec.mla.kv_lora = v,
             "--q-lora" => spec.mla.q_lora = v,
             "--v-head-dim" => spec.mla.v_head = v,
+            "--global-head-dim" => spec.g4.head_dim = v,
+            "--global-kv-heads" => spec.g4.n_head_kv = v,
+            "--global-rope-dims" => spec.g4.n_rot = v,
             _ => spec.n_ctx_train = v,
         }
     }

@@ -355,6 +355,8 @@ impl Config {
         let n_embd = req_u64(g, &k("embedding_length"))? as usize;
         let n_head = req_u64(g, &k("attention.head_count"))? as usize;
         let n_head_kv = match g.get(&k("attention.head_count_kv")) {
+            // One count per layer (Gemma 4): its recipe reads them, below.
+            Some(v) if v.as_array().is_some() && arch == Arch::Gemma4 => n_head,
             Some(_) => req_u64(g, &k("attention.head_count_kv"))? as usize,
             None => n_head,
         };
@@ -484,6 +486,20 @@ impl Config {
             // `rope_freq_scale_train`).
             swa.freq_scale = rope_freq_scale;
         }
+        let n_head_kv = match &recipe.local_shape {
+            None => n_head_kv,
+            Some(l) => {
+                for kv in [l.global_kv_heads, l.n_head_kv] {
+                    if kv == 0 || !n_head.is_multiple_of(kv) {
+                        return Err(ModelError::BadKey {
+                            key: k("attention.head_count_kv"),
+                            why: format!("= {kv} does not divide the head count {n_head}"),
+                        });
+                    }
+                }
+                l.global_kv_heads
+            }
+        };
         let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
         let mla = match recipe.attention {
             AttentionKind::Gqa => None,
@@ -520,6 +536,20 @@ impl Config {
             moe,
             mla,
             yarn,
+        })
+    }
+
+    /// The config as the sliding-window layers see it where their attention has its own
+    /// shape ([`Recipe::local_shape`]: head size, KV heads, rotated dimensions); `None` where
+    /// every layer attends alike.
+    pub fn local_view(&self) -> Option<Config> {
+        let l = self.recipe.local_shape?;
+        Some(Config {
+            head_dim: l.head_dim,
+            head_dim_v: l.head_dim,
+            n_head_kv: l.n_head_kv,
+            n_rot: l.n_rot,
+            ..self.clone()
         })
     }
 

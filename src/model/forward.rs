@@ -70,6 +70,9 @@ pub struct Model<'a> {
     /// RoPE of the global layers, and of the sliding-window layers where the family has them.
     rope: Rope,
     rope_local: Option<Rope>,
+    /// The config as the sliding-window layers see it, where their attention has its own
+    /// shape (Gemma 4: [`Config::local_view`]).
+    config_local: Option<Config>,
 }
 
 /// Who runs a state's steps: the threads (each with its scratch) and the pool's groups, one
@@ -198,19 +201,21 @@ impl State {
                 .filter(|(b, _)| !b.is_empty())
                 .collect();
         }
-        let heads = model.config.n_head_kv;
-        let owner: Vec<usize> = (0..heads)
-            .map(|h| {
-                (0..pool.groups().len())
-                    .find(|&g| {
-                        let (a, b) = model.kv_heads_of_group(pool, g);
-                        (a..b).contains(&h)
-                    })
-                    .unwrap_or(0)
-            })
-            .collect();
+        let n_layer = model.config.n_layer.max(1);
         let mut out = Vec::new();
-        for buf in self.k.iter().chain(&self.v) {
+        for (i, buf) in self.k.iter().chain(&self.v).enumerate() {
+            let local = model.config.recipe.is_local(i % n_layer);
+            let heads = model.lc(local).n_head_kv;
+            let owner: Vec<usize> = (0..heads)
+                .map(|h| {
+                    (0..pool.groups().len())
+                        .find(|&g| {
+                            let (a, b) = model.kv_heads_of_group(pool, g, local);
+                            (a..b).contains(&h)
+                        })
+                        .unwrap_or(0)
+                })
+                .collect();
             let bytes = buf.as_bytes();
             if bytes.is_empty() {
                 continue;
@@ -284,15 +289,20 @@ impl<'a> Model<'a> {
                 &y.rope,
             ),
         };
-        // The local layers take the same YaRN where the family has it (gpt-oss).
-        let rope_local = config.recipe.swa.as_ref().map(|w| match &config.yarn {
-            None => Rope::new(
+        // Gemma 4's sliding-window layers have a shape of their own; gpt-oss's take the same
+        // YaRN as its full layers.
+        let config_local = config.local_view();
+        let rope_local = config.recipe.swa.as_ref().map(|w| match (&config_local, &config.yarn) {
+            // Gemma 4's sliding-window layers: their own rotated dimensions, and the frequency
+            // divisors are the global layers' alone (llama.cpp passes them to those only).
+            (Some(l), _) => Rope::new(l.n_rot, w.freq_base, w.freq_scale, None),
+            (None, None) => Rope::new(
                 config.n_rot,
                 w.freq_base,
                 w.freq_scale,
                 weights.rope_freqs.clone(),
             ),
-            Some(y) => Rope::with_yarn(
+            (None, Some(y)) => Rope::with_yarn(
                 config.n_rot,
                 (w.freq_base, w.freq_scale),
                 weights.rope_freqs.clone(),
@@ -305,7 +315,22 @@ impl<'a> Model<'a> {
             kernels,
             rope,
             rope_local,
+            config_local,
         }
+    }
+
+    /// The config a layer's attention reads: the sliding-window layers' own view where they
+    /// have one (`local`), else the model's.
+    pub(super) fn lc(&self, local: bool) -> &Config {
+        match (&self.config_local, local) {
+            (Some(l), true) => l,
+            _ => &self.config,
+        }
+    }
+
+    /// The largest of the two attention shapes' sizes (`f` of each view).
+    fn widest(&self, f: impl Fn(&Config) -> usize) -> usize {
+        f(&self.config).max(self.config_local.as_ref().map_or(0, f))
     }
 
     /// The softmax's scale of the attention scores: 1/√head_dim, or 1 where the family scales
@@ -323,7 +348,7 @@ impl<'a> Model<'a> {
     /// rounded query (head_dim), and one KV head's keys and values widened to f32 (cells ×
     /// head_dim each; only a batch's reach is touched). `None` on overflow.
     fn scratch_stride(&self, cells: usize) -> Option<usize> {
-        let (hd, vd) = (self.config.head_dim, self.config.head_dim_v);
+        let (hd, vd) = (self.widest(|c| c.head_dim), self.widest(|c| c.head_dim_v));
         if self.config.latent_cache().is_some() {
             // Latent attention widens nothing in the scratch: scores and a rounded query for
             // each head of a decode step's set.
@@ -364,15 +389,17 @@ impl<'a> Model<'a> {
         let Lanes { threads, groups } = lanes.into();
         let c = &self.config;
         let copies = self.kv_copies(groups);
-        let row = |d: usize| (c.n_head_kv as u64).checked_mul(kv_type.row_bytes(d) as u64);
-        // Latent attention reads its values out of the keys' cells: no V cache.
-        let v_row = match c.latent_cache() {
-            Some(_) => 0,
-            None => row(c.head_dim_v)?,
-        };
+        let row =
+            |c: &Config, d: usize| (c.n_head_kv as u64).checked_mul(kv_type.row_bytes(d) as u64);
         let mut kv = 0u64;
-        for cells in self.layer_cells(n_ctx) {
-            let (k, v) = (cells as u64 * row(c.head_dim)?, cells as u64 * v_row);
+        for (il, cells) in self.layer_cells(n_ctx).enumerate() {
+            let lc = self.lc(c.recipe.is_local(il));
+            // Latent attention reads its values out of the keys' cells: no V cache.
+            let v_row = match c.latent_cache() {
+                Some(_) => 0,
+                None => row(lc, lc.head_dim_v)?,
+            };
+            let (k, v) = (cells as u64 * row(lc, lc.head_dim)?, cells as u64 * v_row);
             // Every buffer must also be addressable.
             if k.max(v) > isize::MAX as u64 {
                 return None;
@@ -460,7 +487,9 @@ impl<'a> Model<'a> {
             bytes,
             n_ctx_train: c.n_ctx_train,
         };
-        if kv_type.block_type().is_some() && !c.head_dim.is_multiple_of(crate::kernels::QK) {
+        let odd = |c: &Config| !c.head_dim.is_multiple_of(crate::kernels::QK);
+        if kv_type.block_type().is_some() && (odd(c) || self.config_local.as_ref().is_some_and(odd))
+        {
             return Err(super::ModelError::KvType {
                 ty: kv_type.name(),
                 why: format!(
@@ -492,11 +521,15 @@ impl<'a> Model<'a> {
             });
         }
         // Copy-major: copy `i`'s layers are `k[i * n_layer..]`.
-        for cells in (0..copies).flat_map(|_| self.layer_cells(n_ctx)) {
-            let (len, hd, vd) = (cells * c.kv_dim(), c.head_dim, c.head_dim_v);
+        for (i, cells) in (0..copies)
+            .flat_map(|_| self.layer_cells(n_ctx))
+            .enumerate()
+        {
+            let lc = self.lc(c.recipe.is_local(i % c.n_layer.max(1)));
+            let (len, hd, vd) = (cells * lc.kv_dim(), lc.head_dim, lc.head_dim_v);
             let v_len = match c.latent_cache() {
                 Some(_) => 0,
-                None => cells * c.v_dim(),
+                None => cells * lc.v_dim(),
             };
             k.push(KvBuf::try_new(kv_type, len, hd).ok_or(too_big(Some(sizes.total())))?);
             v.push(KvBuf::try_new(kv_type, v_len, vd).ok_or(too_big(Some(sizes.total())))?);
@@ -533,10 +566,10 @@ impl<'a> Model<'a> {
             },
             x: vec![0.0; b * c.n_embd],
             xn: vec![0.0; b * c.n_embd],
-            q: vec![0.0; b * c.q_dim()],
-            kcur: vec![0.0; b * c.kv_dim()],
-            vcur: vec![0.0; b * c.kv_dim().max(c.v_dim())],
-            att: vec![0.0; b * c.q_dim().max(c.att_dim())],
+            q: vec![0.0; b * self.widest(Config::q_dim)],
+            kcur: vec![0.0; b * self.widest(Config::kv_dim)],
+            vcur: vec![0.0; b * self.widest(|c| c.kv_dim().max(c.v_dim()))],
+            att: vec![0.0; b * self.widest(|c| c.q_dim().max(c.att_dim()))],
             gate: vec![0.0; b * ff_width],
             up: vec![0.0; b * ff_width],
             tmp: vec![0.0; b * c.n_embd],
@@ -749,16 +782,20 @@ impl<'a> Model<'a> {
             if s.stopped {
                 return;
             }
-            // As llama.cpp does, the last layer's FFN runs only for the tokens with logits
-            // (but in the families whose graph picks them after the last layer).
-            let last = li + 1 == layers.len() && !self.config.recipe.last_ffn_all_tokens;
-            let rows = match last {
+            // As llama.cpp does, the last layer's FFN runs only for the tokens with logits.
+            let last = li + 1 == layers.len();
+            let rows = match last && !self.config.recipe.full_last_layer {
                 false => step.all_rows(),
                 true => step.output_rows(s, self.config.n_embd),
             };
             self.ffn_block(pool, s, (li, layer), rows, n);
             if s.stopped {
                 return;
+            }
+            if last && self.config.recipe.full_last_layer {
+                // Every row ran the last layer; the head reads those with logits where the
+                // step keeps them.
+                step.output_rows(s, self.config.n_embd);
             }
         }
         let first = step.advance(s);

@@ -18,6 +18,7 @@ pub mod quantize;
 pub mod sampler;
 mod swa;
 pub mod synth;
+mod synth_gemma4;
 pub mod tensor_regex;
 pub mod tokenizer;
 pub mod weights;

@@ -14,6 +14,7 @@ use super::gguf_write::{GgufStream, GgufWriter, MetaValue, TensorEntry};
 use super::quant_mix::fallback;
 use super::quantize::{file_type_code, quantize_row};
 use super::sampler::Rng;
+pub use super::synth_gemma4::SynthGemma4;
 use crate::kernels::GgmlType;
 
 /// The shape and type of a synthetic model.
@@ -59,6 +60,9 @@ pub struct SynthSpec {
     /// NextN layers written past the trunk (`nextn_predict_layers`; 0: none), which the
     /// forward pass must load past.
     pub n_nextn: usize,
+    /// Gemma 4's global layers' attention shape and its logit cap (`head_dim`, `n_head_kv`,
+    /// `sliding_window` and `swa_pattern` are its sliding-window layers').
+    pub g4: SynthGemma4,
 }
 
 /// A synthetic deepseek2 model's latent attention sizes.
@@ -127,6 +131,7 @@ impl SynthSpec {
             moe: SynthMoe::default(),
             n_rot: 0,
             n_nextn: 0,
+            g4: SynthGemma4::default(),
         }
     }
 
@@ -280,6 +285,7 @@ impl SynthSpec {
             moe: SynthMoe::default(),
             n_rot: 0,
             n_nextn: 0,
+            g4: SynthGemma4::default(),
         }
     }
 
@@ -382,7 +388,7 @@ fn random_row(rng: &mut Rng, row: &mut [f32], scale: f32) {
 
 /// What a planned tensor holds.
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     /// A random matrix in the weight type, values in `[-scale, scale)`.
     Matrix(f32),
     /// A random matrix in a type of its own (gpt-oss's Q8_0 beside MXFP4 experts).
@@ -393,16 +399,18 @@ enum Kind {
     Norm,
     /// An F32 bias vector of random values in `[-scale, scale)`.
     Bias(f32),
+    /// Gemma 4's `rope_freqs`: 1 for the first `n` pairs, 1e30 (unturned) for the rest.
+    RopeFreqs(usize),
 }
 
 /// One tensor of a synthetic model, in file order.
-struct Planned {
-    name: String,
-    rows: usize,
-    cols: usize,
-    kind: Kind,
+pub(super) struct Planned {
+    pub(super) name: String,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) kind: Kind,
     /// Experts stacked along a third dimension (1: a 2-D matrix).
-    slabs: usize,
+    pub(super) slabs: usize,
 }
 
 impl Planned {
@@ -414,7 +422,7 @@ impl Planned {
                 fallback(spec.weight_type, self.cols as u64).unwrap_or(spec.weight_type)
             }
             Kind::Typed(_, ty) => ty,
-            Kind::Router(_) | Kind::Norm | Kind::Bias(_) => GgmlType::F32,
+            Kind::Router(_) | Kind::Norm | Kind::Bias(_) | Kind::RopeFreqs(_) => GgmlType::F32,
         }
     }
 
@@ -426,7 +434,7 @@ impl Planned {
             Kind::Matrix(_) | Kind::Typed(..) | Kind::Router(_) => {
                 vec![self.cols as u64, self.rows as u64]
             }
-            Kind::Norm | Kind::Bias(_) => vec![self.cols as u64],
+            Kind::Norm | Kind::Bias(_) | Kind::RopeFreqs(_) => vec![self.cols as u64],
         }
     }
 
@@ -458,6 +466,12 @@ impl Planned {
                 random_row(rng, &mut row, scale);
                 sink(&quantize_row(GgmlType::F32, &row))?;
             }
+            Kind::RopeFreqs(n) => {
+                for (i, v) in row.iter_mut().enumerate() {
+                    *v = if i < n { 1.0 } else { UNTURNED_FREQ };
+                }
+                sink(&quantize_row(GgmlType::F32, &row))?;
+            }
             Kind::Norm => {
                 for (i, v) in row.iter_mut().enumerate() {
                     *v = 1.0 + 0.1 * ((i * 7 % 11) as f32 / 11.0 - 0.5);
@@ -469,8 +483,14 @@ impl Planned {
     }
 }
 
+/// The divisor of a RoPE pair Gemma 4's converter leaves unturned.
+const UNTURNED_FREQ: f32 = 1e30;
+
 /// The tensors of `spec`'s model, in file order.
 fn plan(s: &SynthSpec) -> Vec<Planned> {
+    if s.arch == Arch::Gemma4 {
+        return super::synth_gemma4::plan(s);
+    }
     let head_dim = s.head_dim();
     let (q_dim, kv_dim) = (s.n_head * head_dim, s.n_head_kv * head_dim);
     let wscale = 1.0 / (s.n_embd as f32).sqrt();
@@ -684,7 +704,11 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
             MetaValue::U32(head_dim as u32),
         );
     }
-    let eps = if s.arch == Arch::Gemma3 { 1e-6 } else { 1e-5 };
+    let eps = if matches!(s.arch, Arch::Gemma3 | Arch::Gemma4) {
+        1e-6
+    } else {
+        1e-5
+    };
     w.set(&k("attention.layer_norm_rms_epsilon"), MetaValue::F32(eps));
     if s.sliding_window > 0 {
         w.set(
@@ -734,6 +758,9 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
     w.set("tokenizer.ggml.bos_token_id", MetaValue::U32(0));
     w.set("tokenizer.ggml.eos_token_id", MetaValue::U32(2));
     w.set("tokenizer.ggml.add_bos_token", MetaValue::Bool(false));
+    if s.arch == Arch::Gemma4 {
+        super::synth_gemma4::metadata(s, &mut w);
+    }
     w.set(
         "tokenizer.chat_template",
         MetaValue::str("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),

@@ -162,6 +162,8 @@ pub struct Layer<'a> {
     pub post_norms: Option<[Vec<f32>; 2]>,
     pub ffn_norm: Vec<f32>,
     pub ffn: Ffn<'a>,
+    /// `layer_output_scale`: multiplies the layer's output (Gemma 4).
+    pub out_scale: Option<f32>,
 }
 
 /// A layer's attention block: how it projects a token to queries, keys and values, what its
@@ -210,7 +212,8 @@ pub enum LatentQuery<'a> {
 pub struct Gqa<'a> {
     pub wq: Matrix<'a>,
     pub wk: Matrix<'a>,
-    pub wv: Matrix<'a>,
+    /// `None` where the layer's values are its key projection (Gemma 4's global layers).
+    pub wv: Option<Matrix<'a>>,
     pub wo: Matrix<'a>,
     /// Biases of the Q, K and V projections (all three or none).
     pub qkv_bias: Option<[Vec<f32>; 3]>,
@@ -226,7 +229,12 @@ impl<'a> Attention<'a> {
     /// Its matrices, in the order a token reads them.
     pub fn matrices(&self) -> Vec<&Matrix<'a>> {
         match self {
-            Attention::Gqa(a) => vec![&a.wq, &a.wk, &a.wv, &a.wo],
+            Attention::Gqa(a) => {
+                let mut v = vec![&a.wq, &a.wk];
+                v.extend(&a.wv);
+                v.push(&a.wo);
+                v
+            }
             Attention::Latent(a) => {
                 let mut v = match &a.q {
                     LatentQuery::Full(q) => vec![q],
@@ -244,7 +252,12 @@ impl<'a> Attention<'a> {
 
     fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
         match self {
-            Attention::Gqa(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            Attention::Gqa(a) => {
+                let mut v = vec![&mut a.wq, &mut a.wk];
+                v.extend(&mut a.wv);
+                v.push(&mut a.wo);
+                v
+            }
             Attention::Latent(a) => {
                 let mut v = match &mut a.q {
                     LatentQuery::Full(q) => vec![q],
@@ -506,14 +519,20 @@ impl<'a> Weights<'a> {
             Matrix::new(embd, as_matmul_weight(token_embd.file))
         };
         let e = c.n_embd;
+        let local_view = c.local_view();
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
             let vec = |s: &str, len| r.vector(&n(s), len);
             let opt = |need, first: &str| r.optional(need, &n(first));
+            // A sliding-window layer of its own attention shape reads its tensors at it.
+            let lc = match &local_view {
+                Some(l) if c.recipe.is_local(i) => l,
+                _ => c,
+            };
             layers.push(Layer {
                 attn_norm: vec("attn_norm.weight", e)?,
-                attn: r.attention(c, i)?,
+                attn: r.attention(lc, i)?,
                 post_norms: match opt(spec.post_norms, "post_attention_norm.weight")? {
                     false => None,
                     true => Some([
@@ -523,6 +542,10 @@ impl<'a> Weights<'a> {
                 },
                 ffn_norm: vec(spec.ffn_norm, e)?,
                 ffn: r.ffn(c, i)?,
+                out_scale: match opt(spec.out_scale, "layer_output_scale.weight")? {
+                    false => None,
+                    true => Some(vec("layer_output_scale.weight", 1)?[0]),
+                },
             });
         }
         let freqs = "rope_freqs.weight";
@@ -586,7 +609,10 @@ impl<'a> Reader<'_, 'a> {
         Ok(Attention::Gqa(Gqa {
             wq: mat("attn_q.weight", e, qd)?,
             wk: mat("attn_k.weight", e, kvd)?,
-            wv: mat("attn_v.weight", e, kvd)?,
+            wv: match opt(spec.v_proj, "attn_v.weight")? {
+                false => None,
+                true => Some(mat("attn_v.weight", e, kvd)?),
+            },
             wo: mat("attn_output.weight", qd, e)?,
             qkv_bias: match opt(spec.qkv_bias, "attn_q.bias")? {
                 false => None,

@@ -44,7 +44,7 @@ pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
         alpha: SWIGLU_OAI_ALPHA,
         limit: SWIGLU_OAI_LIMIT,
     };
-    r.last_ffn_all_tokens = true;
+    r.full_last_layer = true;
     // llama.cpp requires the window (`get_key` without a default).
     let wkey = k("attention.sliding_window");
     let window = match g.get(&wkey).map(|v| v.as_u64()) {
@@ -149,7 +149,7 @@ mod tests {
         );
         assert_eq!(r.tensors.ffn_norm, "post_attention_norm.weight");
         assert_eq!(r.rope, RopeStyle::Neox);
-        assert!(r.last_ffn_all_tokens);
+        assert!(r.full_last_layer);
         let moe = c.moe.expect("experts in every layer");
         assert_eq!(moe.routing.gating, Gating::SoftmaxWeight);
         assert!(!moe.routing.norm_weights);

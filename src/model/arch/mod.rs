@@ -6,6 +6,7 @@
 
 mod deepseek2;
 mod gemma3;
+mod gemma4;
 mod glm4moe;
 mod gpt_oss;
 mod llama;
@@ -29,6 +30,7 @@ pub enum Arch {
     Deepseek2,
     Glm4Moe,
     GptOss,
+    Gemma4,
 }
 
 impl Arch {
@@ -41,6 +43,7 @@ impl Arch {
         Arch::Deepseek2,
         Arch::Glm4Moe,
         Arch::GptOss,
+        Arch::Gemma4,
     ];
 
     /// The name GGUF files give it.
@@ -54,6 +57,7 @@ impl Arch {
             Arch::Deepseek2 => "deepseek2",
             Arch::Glm4Moe => "glm4moe",
             Arch::GptOss => "gpt-oss",
+            Arch::Gemma4 => "gemma4",
         }
     }
 
@@ -61,7 +65,7 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe, gpt-oss" (for messages and
+    /// "llama, qwen2, qwen3, gemma3, qwen3moe, deepseek2, glm4moe, gpt-oss, gemma4" (for messages and
     /// help).
     pub fn names() -> String {
         Arch::ALL.map(Arch::name).join(", ")
@@ -87,6 +91,7 @@ impl Arch {
             Arch::Deepseek2 => deepseek2::recipe(g, shape.n_layer),
             Arch::Glm4Moe => glm4moe::recipe(g),
             Arch::GptOss => gpt_oss::recipe(g, shape),
+            Arch::Gemma4 => gemma4::recipe(g, shape),
         }
     }
 }
@@ -124,6 +129,11 @@ pub struct LayerTensors {
     pub post_norms: Need,
     /// `rope_freqs.weight` (Llama 3 frequency divisors).
     pub rope_freqs: Need,
+    /// `attn_v.weight`: [`Need::Optional`] where a layer without one takes its values from
+    /// the key projection (Gemma 4's full layers, before the keys' norm and RoPE).
+    pub v_proj: Need,
+    /// `layer_output_scale.weight`: one scalar multiplying the layer's output (Gemma 4).
+    pub out_scale: Need,
     /// The name of the RMSNorm weights before the FFN: `ffn_norm.weight`, or GLM-4.5's
     /// `post_attention_norm.weight` (which its graph applies to the FFN's input).
     pub ffn_norm: &'static str,
@@ -343,9 +353,31 @@ pub struct Recipe {
     pub q_scale: Option<f32>,
     pub swa: Option<Swa>,
     pub moe: Moe,
-    /// Whether the last layer's FFN runs for every token of a step (gpt-oss's graph picks the
-    /// rows with logits only after the last layer), not only for those with logits.
-    pub last_ffn_all_tokens: bool,
+    /// The sliding-window layers' own attention shape, where it differs from the global
+    /// layers' (Gemma 4); the config's head sizes are then the global layers'.
+    pub local_shape: Option<LocalShape>,
+    /// An RMSNorm without weights on every value head before it is cached (Gemma 4).
+    pub v_norm: bool,
+    /// `final_logit_softcapping`: the logits become `cap · tanh(logits / cap)` (Gemma 4).
+    pub logit_softcap: Option<f32>,
+    /// Whether the last layer runs for every token (Gemma 4's graph picks the rows with
+    /// logits only after the final norm, gpt-oss's after the last layer), not only for those
+    /// with logits (llama.cpp's
+    /// `inp_out_ids` before the last FFN), which changes the last FFN's matmul shapes.
+    pub full_last_layer: bool,
+}
+
+/// A family whose sliding-window layers attend with other head sizes than its global layers
+/// (Gemma 4: local heads of 256 values, many KV heads, whole-head RoPE; global heads of 512, few
+/// KV heads, RoPE on a quarter): the local layers' sizes, and the global layers' KV heads where
+/// the file gives the counts per layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalShape {
+    pub head_dim: usize,
+    pub n_head_kv: usize,
+    pub n_rot: usize,
+    /// The global layers' KV heads (the config's `n_head_kv`).
+    pub global_kv_heads: usize,
 }
 
 impl Recipe {
@@ -359,6 +391,8 @@ impl Recipe {
                 qk_norm: Need::No,
                 post_norms: Need::No,
                 rope_freqs: Need::Optional,
+                v_proj: Need::Yes,
+                out_scale: Need::No,
                 ffn_norm: "ffn_norm.weight",
                 sinks: Need::No,
             },
@@ -378,7 +412,10 @@ impl Recipe {
                 biases: Need::No,
                 act: ExpertAct::Silu,
             },
-            last_ffn_all_tokens: false,
+            local_shape: None,
+            v_norm: false,
+            logit_softcap: None,
+            full_last_layer: false,
         }
     }
 

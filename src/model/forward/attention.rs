@@ -191,18 +191,28 @@ impl Model<'_> {
     /// projection.
     fn gqa(&self, pool: &Pool, s: &mut State, step: &mut Step, (li, a): (usize, &Gqa)) {
         let n = step.n;
-        self.matmuls(
-            pool,
-            &mut s.acts,
-            &s.xn,
-            (n, step.at()),
-            [
-                (&a.wq, &mut s.q),
-                (&a.wk, &mut s.kcur),
-                (&a.wv, &mut s.vcur),
-            ],
-        );
         let local = self.config.recipe.is_local(li);
+        match &a.wv {
+            Some(wv) => self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.xn,
+                (n, step.at()),
+                [(&a.wq, &mut s.q), (&a.wk, &mut s.kcur), (wv, &mut s.vcur)],
+            ),
+            None => {
+                // The values are the key projection (Gemma 4's global layers).
+                self.matmuls(
+                    pool,
+                    &mut s.acts,
+                    &s.xn,
+                    (n, step.at()),
+                    [(&a.wq, &mut s.q), (&a.wk, &mut s.kcur)],
+                );
+                let kvd = self.lc(local).kv_dim();
+                s.vcur[..n * kvd].copy_from_slice(&s.kcur[..n * kvd]);
+            }
+        }
         self.qkv_steps(pool, s, a, local, n);
         step.per_sequence(s, |s, rows, micro| {
             self.store_kv(pool, s, li, rows, local);
@@ -223,7 +233,7 @@ impl Model<'_> {
     /// What the family does to each token's fresh queries and keys before attention: biases,
     /// per-head RMSNorm, RoPE (the layer's: local layers have their own base), query scaling.
     fn qkv_steps(&self, pool: &Pool, s: &mut State, a: &Gqa, local: bool, n: usize) {
-        let c = &self.config;
+        let c = self.lc(local);
         let (qd, kvd, hd, half) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_rot / 2);
         let kernels = &self.kernels;
         let rc = if local {
@@ -260,6 +270,14 @@ impl Model<'_> {
                     }
                 }
             }
+            if c.recipe.v_norm {
+                // ggml's rms_norm without a weight: times 1.0, exactly.
+                let (mut head, ones) = (vec![0f32; hd], vec![1f32; hd]);
+                for h in v.chunks_exact_mut(hd) {
+                    head.copy_from_slice(h);
+                    ops::rms_norm(&head, &ones, c.rms_eps, h);
+                }
+            }
             match c.recipe.rope {
                 RopeStyle::Normal => {
                     kernels.rope(rc, q, hd);
@@ -288,8 +306,14 @@ impl Model<'_> {
 
     /// The KV heads a pool group owns: its share of the heads by the rows rule, so each
     /// node's threads store (first touch: on their node) and read their heads' cache.
-    pub(super) fn kv_heads_of_group(&self, pool: &Pool, group: usize) -> (usize, usize) {
-        rows_of_group(self.config.n_head_kv, &pool.groups()[group], pool.threads())
+    pub(super) fn kv_heads_of_group(
+        &self,
+        pool: &Pool,
+        group: usize,
+        local: bool,
+    ) -> (usize, usize) {
+        let heads = self.lc(local).n_head_kv;
+        rows_of_group(heads, &pool.groups()[group], pool.threads())
     }
 
     /// Stores the batch's keys and values in their cells (`local`: the sliding-window
@@ -307,7 +331,7 @@ impl Model<'_> {
         if s.kv_type.block_type().is_some() {
             return self.store_kv_rows(pool, s, layer, (b0, n), local);
         }
-        let c = &self.config;
+        let c = self.lc(local);
         let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
         let (v_dim, vd) = (c.v_dim(), c.head_dim_v);
         let rows = &s.rows[usize::from(local)];
@@ -316,7 +340,7 @@ impl Model<'_> {
         let vw = s.v[layer].writer();
         let (kcur, vcur) = (&s.kcur, &s.vcur);
         pool.run(&|tid| {
-            let (h0, c0, c1) = self.kv_share(pool, tid, hd);
+            let (h0, c0, c1) = self.kv_share(pool, tid, hd, local);
             for ch in h0 * hd + c0..h0 * hd + c1 {
                 let (head, d) = (ch / hd, ch % hd);
                 for (b, &cell) in rows.cell[..n].iter().enumerate() {
@@ -325,7 +349,7 @@ impl Model<'_> {
                     unsafe { kw.set((head * cap + cell) * hd + d, kcur[(b0 + b) * kv_dim + ch]) };
                 }
             }
-            let (h0, c0, c1) = self.kv_share(pool, tid, vd);
+            let (h0, c0, c1) = self.kv_share(pool, tid, vd, local);
             for ch in h0 * vd + c0..h0 * vd + c1 {
                 for (b, &cell) in rows.cell[..n].iter().enumerate() {
                     // SAFETY: as for the keys, value channel `ch` is this thread's alone.
@@ -338,9 +362,15 @@ impl Model<'_> {
     /// Thread `tid`'s share of its group's KV heads' items, `per_head` of them per head (a
     /// head's channels, or its rows of the batch): `(first head, start, end)`, the items
     /// counted from the first head's first.
-    fn kv_share(&self, pool: &Pool, tid: usize, per_head: usize) -> (usize, usize, usize) {
+    fn kv_share(
+        &self,
+        pool: &Pool,
+        tid: usize,
+        per_head: usize,
+        local: bool,
+    ) -> (usize, usize, usize) {
         let g = pool.group_of(tid);
-        let (h0, h1) = self.kv_heads_of_group(pool, g);
+        let (h0, h1) = self.kv_heads_of_group(pool, g, local);
         let threads = &pool.groups()[g];
         let (lo, hi) = split((h1 - h0) * per_head, tid - threads.start, threads.len());
         (h0, lo, hi)
@@ -351,9 +381,15 @@ impl Model<'_> {
     /// (a later token attends over more keys, so contiguous shares would leave the first
     /// threads idle); `per_kv` items per token and KV head (its query heads, or sets of them);
     /// `None` when it has none.
-    fn attention_items(&self, pool: &Pool, tid: usize, n: usize, per_kv: usize) -> Option<Items> {
+    fn attention_items(
+        &self,
+        pool: &Pool,
+        tid: usize,
+        (n, per_kv): (usize, usize),
+        local: bool,
+    ) -> Option<Items> {
         let grp = pool.group_of(tid);
-        let (g0, g1) = self.kv_heads_of_group(pool, grp);
+        let (g0, g1) = self.kv_heads_of_group(pool, grp, local);
         let threads = &pool.groups()[grp];
         let count = n * (g1 - g0) * per_kv;
         let first = tid - threads.start;
@@ -376,7 +412,7 @@ impl Model<'_> {
         (b0, n): (usize, usize),
         local: bool,
     ) {
-        let c = &self.config;
+        let c = self.lc(local);
         let (kv_dim, hd) = (c.kv_dim(), c.head_dim);
         let (v_dim, vd) = (c.v_dim(), c.head_dim_v);
         let rows = &s.rows[usize::from(local)];
@@ -385,7 +421,7 @@ impl Model<'_> {
         let vw = s.v[layer].row_writer();
         let (kcur, vcur) = (&s.kcur, &s.vcur);
         pool.run(&|tid| {
-            let (h0, r0, r1) = self.kv_share(pool, tid, n);
+            let (h0, r0, r1) = self.kv_share(pool, tid, n, local);
             for item in r0..r1 {
                 let (head, b) = (h0 + item / n, item % n);
                 let row = head * cap + rows.cell[b];
@@ -413,7 +449,7 @@ impl Model<'_> {
         (b0, n): (usize, usize),
         local: bool,
     ) {
-        let c = &self.config;
+        let c = self.lc(local);
         let (hd, q_dim) = (c.head_dim, c.q_dim());
         let (vd, att_dim) = (c.head_dim_v, c.att_dim());
         let group = c.n_head / c.n_head_kv;
@@ -428,7 +464,7 @@ impl Model<'_> {
         let scratch = Out::new(&mut s.scratch);
         let kernels = &self.kernels;
         pool.run(&|tid| {
-            let Some(it) = self.attention_items(pool, tid, n, group) else {
+            let Some(it) = self.attention_items(pool, tid, (n, group), local) else {
                 return;
             };
             // SAFETY: each thread uses its own scratch row.
@@ -475,7 +511,7 @@ impl Model<'_> {
         if s.kv_type.block_type().is_some() {
             return self.attention_quant(pool, s, layer, (b0, n), local);
         }
-        let c = &self.config;
+        let c = self.lc(local);
         let (hd, vd) = (c.head_dim, c.head_dim_v);
         let group = c.n_head / c.n_head_kv;
         let scale = self.kq_scale();
@@ -499,7 +535,7 @@ impl Model<'_> {
         // rows together, each row widened once for a set of them (`set_of`).
         let sets = arith == Arith::Single && kq_arith == Arith::Single && kv_type == KvType::F16;
         let set_of = |grp: usize| {
-            let (g0, g1) = self.kv_heads_of_group(pool, grp);
+            let (g0, g1) = self.kv_heads_of_group(pool, grp, local);
             let threads = pool.groups()[grp].len();
             // The sets' scores and queries must fit the thread's scratch.
             let fits = |k: usize| (k - 1) * (cells + hd) <= cells * (hd + vd);
@@ -516,7 +552,7 @@ impl Model<'_> {
         let batch_sets =
             arith == Arith::Batch && kq_arith == Arith::Batch && kv_type == KvType::F16;
         let batch_set_of = |grp: usize| {
-            let (g0, g1) = self.kv_heads_of_group(pool, grp);
+            let (g0, g1) = self.kv_heads_of_group(pool, grp, local);
             let threads = pool.groups()[grp].len();
             let fits = |k: usize| cells * (hd + vd) + k * (cells + hd) <= stride;
             let busiest = |k: usize| (n * (g1 - g0) * (group / k)).div_ceil(threads) * k;
@@ -532,7 +568,7 @@ impl Model<'_> {
                 (false, true) => batch_set_of(pool.group_of(tid)),
                 (false, false) => 1,
             };
-            let Some(it) = self.attention_items(pool, tid, n, group / set) else {
+            let Some(it) = self.attention_items(pool, tid, (n, group / set), local) else {
                 return;
             };
             // SAFETY: each thread uses its own scratch row.
@@ -549,6 +585,7 @@ impl Model<'_> {
                     cells,
                     b0,
                     layer,
+                    local,
                 };
                 return self.attend_sets(kernels, heads, rows, (cache, q), &it, mine, &att);
             }
@@ -630,6 +667,8 @@ struct HeadSets {
     cells: usize,
     b0: usize,
     layer: usize,
+    /// Whether the layer is a sliding-window one (its attention shape, where it has its own).
+    local: bool,
 }
 
 /// A set of query heads' start: its queries rounded to f16 into `q16` (from `src`), and its
@@ -697,7 +736,7 @@ impl Model<'_> {
         mine: &mut [f32],
         att: &Out,
     ) {
-        let c = &self.config;
+        let c = self.lc(hs.local);
         let (hd, q_dim, group) = (c.head_dim, c.q_dim(), c.n_head / c.n_head_kv);
         let (vd, att_dim) = (c.head_dim_v, c.att_dim());
         let (set, cells, scale) = (hs.set, hs.cells, self.kq_scale());

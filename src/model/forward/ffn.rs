@@ -33,6 +33,13 @@ impl Model<'_> {
             return;
         }
         self.ffn_residual(pool, s, layer, b0, nf, n);
+        if let Some(scale) = layer.out_scale {
+            // Gemma 4's `layer_output_scale`: ggml_mul by a one-value tensor.
+            let e = self.config.n_embd;
+            s.x[b0 * e..(b0 + nf) * e]
+                .iter_mut()
+                .for_each(|v| *v *= scale);
+        }
     }
 
     /// `s.tmp[b]` = down · (act(gate · xn) ⊙ (up · xn)) for the rows `s.xn[b0 + b]`, b < `nf`,

@@ -36,5 +36,13 @@ impl Model<'_> {
             (m, at),
             [(&w.output, &mut s.logits)],
         );
+        if let Some(cap) = c.recipe.logit_softcap {
+            // ggml_scale by 1/cap, ggml_tanh (tanhf), ggml_scale by cap.
+            let inv = 1.0 / cap;
+            let nv = c.n_vocab;
+            for v in &mut s.logits[..m * nv] {
+                *v = (*v * inv).tanh() * cap;
+            }
+        }
     }
 }

@@ -1,0 +1,191 @@
+//! Synthetic Gemma 4 models (`locus gen-model --arch gemma4`): the tensors and keys llama.cpp's
+//! `gemma4` loader reads, for a dense model whose sliding-window and global layers have their
+//! own attention shapes, as Gemma 4's converter writes them (a per-layer `head_count_kv` and
+//! `sliding_window_pattern`, the global layers without `attn_v`, `rope_freqs` for their
+//! proportional RoPE, a `layer_output_scale` per layer).
+
+use super::arch::Arch;
+use super::gguf::ValueType;
+use super::gguf_write::{GgufWriter, MetaValue};
+use super::synth::{Kind, Planned, SynthSpec};
+
+/// Gemma 4's global layers and logit cap; the sliding-window layers' shape is the spec's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SynthGemma4 {
+    /// A global layer's head size (`key_length`; 0: the sliding-window layers').
+    pub head_dim: usize,
+    /// A global layer's KV heads (0: the sliding-window layers').
+    pub n_head_kv: usize,
+    /// The global heads' dimensions RoPE turns (the first pairs of `rope_freqs` are 1, the
+    /// rest 1e30; 0: the whole head). Gemma 4's "proportional" RoPE turns a quarter.
+    pub n_rot: usize,
+    /// `final_logit_softcapping` (0: not written, llama.cpp's default of 30).
+    pub softcap: f32,
+}
+
+/// The local layers' default pattern: five local layers to one global (Gemma 4's dense and
+/// MoE models).
+const DEFAULT_PATTERN: usize = 6;
+
+/// llama.cpp's `rope.freq_base_swa` default, which Gemma 4's converter writes.
+const SWA_FREQ_BASE: f32 = 10000.0;
+
+/// Per layer: whether it is a sliding-window layer (of every `swa_pattern` layers, the first
+/// `swa_pattern − 1`; 6 when unset).
+pub(super) fn local_layers(s: &SynthSpec) -> Vec<bool> {
+    let n = match s.swa_pattern {
+        0 => DEFAULT_PATTERN,
+        p => p as usize,
+    };
+    (0..s.n_layer).map(|il| il % n < n - 1).collect()
+}
+
+impl SynthGemma4 {
+    /// The global layers' head size, KV heads and rotated dimensions for `s`.
+    pub fn global(&self, s: &SynthSpec) -> (usize, usize, usize) {
+        let hd = if self.head_dim == 0 {
+            s.head_dim()
+        } else {
+            self.head_dim
+        };
+        let kv = if self.n_head_kv == 0 {
+            s.n_head_kv
+        } else {
+            self.n_head_kv
+        };
+        let rot = if self.n_rot == 0 { hd } else { self.n_rot };
+        (hd, kv, rot)
+    }
+}
+
+/// The tensors of a Gemma 4 model, in file order.
+pub(super) fn plan(s: &SynthSpec) -> Vec<Planned> {
+    let local = local_layers(s);
+    let (ghd, gkv, grot) = s.g4.global(s);
+    let wscale = 1.0 / (s.n_embd as f32).sqrt();
+    let mat = |name: String, rows, cols, scale| Planned {
+        name,
+        rows,
+        cols,
+        kind: Kind::Matrix(scale),
+        slabs: 1,
+    };
+    let norm = |name: String, n| Planned {
+        name,
+        rows: 1,
+        cols: n,
+        kind: Kind::Norm,
+        slabs: 1,
+    };
+    let mut p = vec![
+        mat("token_embd.weight".into(), s.n_vocab, s.n_embd, 1.0),
+        norm("output_norm.weight".into(), s.n_embd),
+    ];
+    if !s.tied {
+        p.push(mat("output.weight".into(), s.n_vocab, s.n_embd, wscale));
+    }
+    if local.iter().any(|&l| !l) {
+        p.push(Planned {
+            name: "rope_freqs.weight".into(),
+            rows: 1,
+            cols: ghd / 2,
+            kind: Kind::RopeFreqs(grot / 2),
+            slabs: 1,
+        });
+    }
+    for (l, &is_local) in local.iter().enumerate() {
+        let n = |t: &str| format!("blk.{l}.{t}.weight");
+        let (hd, kv) = match is_local {
+            true => (s.head_dim(), s.n_head_kv),
+            false => (ghd, gkv),
+        };
+        let (q_dim, kv_dim) = (s.n_head * hd, kv * hd);
+        p.push(norm(n("attn_norm"), s.n_embd));
+        p.push(mat(n("attn_q"), q_dim, s.n_embd, wscale));
+        p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
+        // The global layers take their values from the key projection (`attention_k_eq_v`).
+        if is_local {
+            p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
+        }
+        p.push(norm(n("attn_q_norm"), hd));
+        p.push(norm(n("attn_k_norm"), hd));
+        let oscale = 1.0 / (q_dim as f32).sqrt();
+        p.push(mat(n("attn_output"), s.n_embd, q_dim, oscale));
+        p.push(norm(n("post_attention_norm"), s.n_embd));
+        p.push(norm(n("ffn_norm"), s.n_embd));
+        p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
+        p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
+        let down = 1.0 / (s.n_ff as f32).sqrt();
+        p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+        p.push(norm(n("post_ffw_norm"), s.n_embd));
+        p.push(norm(n("layer_output_scale"), 1));
+    }
+    p
+}
+
+/// The keys of a Gemma 4 model beyond the shared ones (which they override where both write).
+pub(super) fn metadata(s: &SynthSpec, w: &mut GgufWriter) {
+    debug_assert_eq!(s.arch, Arch::Gemma4);
+    let k = |key: &str| format!("gemma4.{key}");
+    let u = |v: usize| MetaValue::U32(v as u32);
+    let local = local_layers(s);
+    let (ghd, gkv, _) = s.g4.global(s);
+    let (hd, rot) = (s.head_dim(), s.n_rot());
+    let kv: Vec<MetaValue> = local
+        .iter()
+        .map(|&l| u(if l { s.n_head_kv } else { gkv }))
+        .collect();
+    w.set(
+        &k("attention.head_count_kv"),
+        MetaValue::Array(ValueType::U32, kv),
+    );
+    w.set(&k("attention.key_length"), u(ghd));
+    w.set(&k("attention.value_length"), u(ghd));
+    w.set(&k("attention.key_length_swa"), u(hd));
+    w.set(&k("attention.value_length_swa"), u(hd));
+    w.set(&k("rope.dimension_count"), u(ghd));
+    w.set(&k("rope.dimension_count_swa"), u(rot));
+    w.set(&k("rope.freq_base_swa"), MetaValue::F32(SWA_FREQ_BASE));
+    w.set(&k("attention.sliding_window"), u(s.sliding_window));
+    let pattern = local.iter().map(|&l| MetaValue::Bool(l)).collect();
+    w.set(
+        &k("attention.sliding_window_pattern"),
+        MetaValue::Array(ValueType::Bool, pattern),
+    );
+    w.set(&k("attention.shared_kv_layers"), u(0));
+    w.set(&k("embedding_length_per_layer_input"), u(0));
+    if s.g4.softcap != 0.0 {
+        w.set(&k("final_logit_softcapping"), MetaValue::F32(s.g4.softcap));
+    }
+}
+
+impl SynthSpec {
+    /// Gemma 4 31B's layers (dim 5376, FFN 21504, 32 query heads; sliding-window layers with
+    /// 16 KV heads of 256 and a 1024-token window, global layers with 4 KV heads of 512,
+    /// RoPE on a quarter of each (base 1e6), values from the keys; five local layers to one
+    /// global; logits capped at 30) with one period of six of its 60 layers and a 32000-token
+    /// vocabulary, tied as Gemma's: about 2 GiB at Q4_0.
+    pub fn gemma4_31b(ty: crate::kernels::GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: Arch::Gemma4,
+            n_embd: 5376,
+            n_layer: 6,
+            n_ff: 21504,
+            n_head: 32,
+            n_head_kv: 16,
+            head_dim: 256,
+            n_ctx_train: 8192,
+            tied: true,
+            rope_freq_base: 1_000_000.0,
+            sliding_window: 1024,
+            swa_pattern: DEFAULT_PATTERN as u32,
+            g4: SynthGemma4 {
+                head_dim: 512,
+                n_head_kv: 4,
+                n_rot: 128,
+                softcap: 30.0,
+            },
+            ..SynthSpec::one_b(ty)
+        }
+    }
+}
