@@ -235,8 +235,8 @@ Options:
                       experts with swiglu_oai; --type MXFP4 writes MXFP4 experts and Q8_0
                       for the other matrices, as gpt-oss ships), gemma4 (gemma3's layer with
                       its own shape for the global layers, whose values are their keys'
-                      projection; value norms, a scalar per layer, capped logits; needs
-                      --window)
+                      projection; value norms, a scalar per layer, capped logits; a
+                      window must be given)
       --preset NAME   starting shape: tiny (default), 1b (dim 2048, 16 layers, FFN 5632,
                       32 heads, 4 KV heads, vocabulary 32000) or a3b (Qwen3-30B-A3B's layer
                       with a quarter of its 48 layers and a 32000-token vocabulary: qwen3moe,

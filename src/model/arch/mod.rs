@@ -34,7 +34,7 @@ pub enum Arch {
 }
 
 impl Arch {
-    pub const ALL: [Arch; 8] = [
+    pub const ALL: [Arch; 9] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
