@@ -435,13 +435,14 @@ pub(super) fn chat_prompt(
         let at = format!("messages[{i}]");
         let role = match m.get("role") {
             Some(Json::Str(r)) => match r.as_str() {
-                "system" | "developer" => Role::System,
+                "system" => Role::System,
+                "developer" => Role::Developer,
                 "user" => Role::User,
                 "assistant" => Role::Assistant,
                 r => {
                     return Err(ApiError::bad(
                         &format!("{at}.role"),
-                        format!("unknown role {r:?} (system, user, assistant)"),
+                        format!("unknown role {r:?} (system, developer, user, assistant)"),
                     ))
                 }
             },
