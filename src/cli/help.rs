@@ -130,7 +130,9 @@ Options:
       --metrics           accepted for llama-server's scripts: /metrics is always served
       --jinja             refused: locus writes the chat formats it knows (--chat-template)
       --slot-save-path P  refused: slots are not saved or restored yet
-      --chat-template NAME  chat format instead of the model's template (names as for run)
+      --chat-template NAME  chat format instead of the model's template (names as for run);
+                          with gpt-oss (harmony) the analysis channel is answered as
+                          reasoning_content, the final channel as content
       --parse-special-in-messages  control tokens written in a chat message's text become
                           those tokens, as llama-server reads them (default: message text is
                           text; only the template writes control tokens)
