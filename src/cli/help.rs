@@ -79,8 +79,8 @@ Options:
       --chat-template NAME  use this template instead (implies --chat): chatml, qwen, llama2,
                           llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1, mistral-v3,
                           mistral-v3-tekken, mistral-v7, mistral-v7-tekken, llama3, gemma,
-                          deepseek2, deepseek3, chatglm4, kimi-k2, gpt-oss (harmony) or
-                          gemma4
+                          deepseek2, deepseek3, chatglm4, kimi-k2, gpt-oss (harmony: the
+                          final channel on stdout, the analysis on stderr) or gemma4
   -sys, --system TEXT     system message for --chat (default: the model template's, if any)
 ",
     numa_options_help!(),
