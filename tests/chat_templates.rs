@@ -148,10 +148,23 @@ fn help_lists_every_template() {
 /// included.
 #[test]
 fn builtin_templates_write_llama_cpp_text() {
+    check_golden_text("chat_builtin_text.jsonl", "tests/data/chat_templates");
+}
+
+/// Gemma 4's own template (llama.cpp has no built-in for it), as `gen_chat_jinja.py` renders
+/// it with jinja2: locus recognises it as `gemma4` and writes the same prompt.
+#[test]
+fn gemma4_template_writes_its_jinja_text() {
+    check_golden_text("chat_jinja_text.jsonl", "tests/data/chat_templates_jinja");
+}
+
+/// Each golden line's conversation, rendered by locus for its source (a format name or a
+/// template file of `templates`), equals the line's text; every file has lines.
+fn check_golden_text(golden_name: &str, templates: &str) {
     use locus::json::Json;
     use locus::model::chat::{ChatTemplate, Role};
-    let golden = common::skip::golden_file("chat_builtin_text.jsonl");
-    let dir = common::repo_path("tests/data/chat_templates");
+    let golden = common::skip::golden_file(golden_name);
+    let dir = common::repo_path(templates);
     let mut seen_files = std::collections::BTreeSet::new();
     let mut n = 0;
     for line in golden.lines().filter(|l| !l.is_empty()) {
@@ -167,6 +180,7 @@ fn builtin_templates_write_llama_cpp_text() {
                 let pair = m.as_array().expect("a message is [role, content]");
                 let role = match pair[0].as_str() {
                     Some("system") => Role::System,
+                    Some("developer") => Role::Developer,
                     Some("user") => Role::User,
                     Some("assistant") => Role::Assistant,
                     other => panic!("unknown role {other:?}"),

@@ -124,6 +124,67 @@ fn chat_and_completions_give_the_text_of_locus_run() {
     assert!(metrics.contains("locus_placement_locality"), "{metrics}");
 }
 
+/// With the harmony format (`--chat-template gpt-oss`) the answer goes through the
+/// analysis/final split (`locus::model::harmony`, unit-tested on llama.cpp's strings). SmolLM2
+/// writes no harmony channels, so all of its text is the content, whole and streamed (the
+/// stream's held-back tail included), with no `reasoning_content`: as `locus run` writes it.
+#[test]
+fn a_harmony_chat_without_channels_is_all_content() {
+    let Some(model) = common::model_path(SMOL) else {
+        return;
+    };
+    let srv = Server::start(&model, &["-t", "2", "--chat-template", "gpt-oss"]);
+    let want = run_text(
+        &model,
+        &[
+            "--chat-template",
+            "gpt-oss",
+            "-p",
+            QUESTION,
+            "-n",
+            "24",
+            "--temp",
+            "0",
+        ],
+    );
+    assert!(!want.is_empty());
+    let body = format!(
+        r#"{{"messages":[{{"role":"user","content":{}}}],"max_tokens":24,"temperature":0}}"#,
+        json(QUESTION)
+    );
+    let (status, j) = srv.post("/v1/chat/completions", &body);
+    assert_eq!(status, 200, "{j}");
+    assert_eq!(text_of(&j, &["choices", "0", "message", "content"]), want);
+    let message = j
+        .get("choices")
+        .and_then(|c| match c {
+            Json::Arr(a) => a.first(),
+            _ => None,
+        })
+        .and_then(|c| c.get("message"))
+        .expect("a message");
+    assert!(message.get("reasoning_content").is_none(), "{j}");
+    let body = body.replace("\"temperature\":0", "\"temperature\":0,\"stream\":true");
+    let r = srv.post_raw("/v1/chat/completions", &body);
+    assert_eq!(r.status, 200);
+    let events = r.events();
+    let mut streamed = String::new();
+    for e in &events[..events.len() - 1] {
+        let j = Json::parse(e.as_bytes()).unwrap();
+        assert!(!e.contains("reasoning_content"), "{e}");
+        if let Some(Json::Arr(c)) = j.get("choices") {
+            if let Some(Json::Str(t)) = c
+                .first()
+                .and_then(|c| c.get("delta"))
+                .and_then(|d| d.get("content"))
+            {
+                streamed.push_str(t);
+            }
+        }
+    }
+    assert_eq!(streamed, want);
+}
+
 /// One request's tokens: a completion (streamed or not) with `return_tokens`.
 fn tokens(srv: &Server, prompt: &str, n: usize, stream: bool, sampling: &str) -> Vec<u32> {
     let body = format!(

@@ -1,4 +1,5 @@
-//! The pre-tokenizers of the DeepSeek, Kimi-K2 and GLM families against `llama-tokenize`.
+//! The pre-tokenizers of the DeepSeek, Kimi-K2, GLM and GPT-4o (o200k) families against
+//! `llama-tokenize`.
 //!
 //! No small model ships these vocabularies, so each check takes SmolLM2's byte-level BPE
 //! vocabulary (49,152 tokens, 48,900 merges) and only renames its pre-tokenizer
@@ -222,6 +223,32 @@ fn glm4_matches_llama_cpp() {
 #[test]
 fn chatglm_bpe_matches_llama_cpp() {
     check("chatglm-bpe", Merges::Kept, "tokenize_pre_chatglm-bpe.txt");
+}
+
+/// gpt-oss, Llama 4 and the others llama.cpp maps to `LLAMA_VOCAB_PRE_TYPE_GPT4O`.
+#[test]
+fn gpt_4o_matches_llama_cpp() {
+    check("gpt-4o", Merges::Kept, "tokenize_pre_gpt-4o.txt");
+}
+
+/// GPT-4o's expression with marks as letters; llama.cpp also looks whole words up first.
+#[test]
+fn granite_embed_multi_matches_llama_cpp() {
+    check(
+        "granite-embed-multi-97m",
+        Merges::Kept,
+        "tokenize_pre_granite-embed-multi-97m.txt",
+    );
+}
+
+#[test]
+fn gpt_4o_groups_numbers_as_llama_cpp() {
+    check_digits("gpt-4o");
+}
+
+#[test]
+fn granite_embed_multi_groups_numbers_as_llama_cpp() {
+    check_digits("granite-embed-multi-97m");
 }
 
 #[test]

@@ -229,6 +229,23 @@ pub fn generate(
         }
     };
     let mut out_ok = true;
+    // Harmony (gpt-oss): the final channel is the answer on stdout, the analysis channel the
+    // reasoning on stderr, split as `locus serve` splits them.
+    let harmony = opts.chat
+        && ChatTemplate::choose(opts.chat_template, l.tokenizer.chat_template())
+            .is_ok_and(|t| t.format == ChatFormat::GptOss);
+    let (mut answer, mut channels) = (String::new(), crate::model::harmony::Stream::default());
+    let mut write_text = |out: &mut dyn Write, text: &str, done: bool| -> Result<bool, AppError> {
+        if !harmony {
+            return write(out, text.as_bytes());
+        }
+        answer.push_str(text);
+        let (reasoning, content) = channels.update(&answer, done);
+        if !reasoning.is_empty() {
+            crate::diag!("{reasoning}");
+        }
+        write(out, content.as_bytes())
+    };
     let limit = opts.n_predict.unwrap_or(usize::MAX);
     if limit > 0 {
         loop {
@@ -240,7 +257,7 @@ pub fn generate(
             report.stopped_by_eog = finish == Some(Finish::Stop);
             if let Some((text, _)) = seq.output(finish.is_some()) {
                 if !text.is_empty() {
-                    out_ok = write(out, text.as_bytes())?;
+                    out_ok = write_text(out, &text, finish.is_some())?;
                 }
             }
             if !out_ok || finish.is_some() {
@@ -263,8 +280,12 @@ pub fn generate(
     report.kv_audit = Some(crate::placement::cache::audit(&kv_regions));
     if out_ok && report.interrupted {
         if let Some((text, _)) = seq.output(true) {
-            write(out, text.as_bytes())?;
+            write_text(out, &text, true)?;
         }
+    }
+    if harmony && out_ok {
+        // What was held back in case a marker was being cut.
+        write_text(out, "", true)?;
     }
     report.gen_ms = t1.elapsed().as_secs_f64() * 1e3;
     Ok(report)

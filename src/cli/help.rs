@@ -79,7 +79,8 @@ Options:
       --chat-template NAME  use this template instead (implies --chat): chatml, qwen, llama2,
                           llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1, mistral-v3,
                           mistral-v3-tekken, mistral-v7, mistral-v7-tekken, llama3, gemma,
-                          deepseek2, deepseek3, chatglm4 or kimi-k2
+                          deepseek2, deepseek3, chatglm4, kimi-k2, gpt-oss (harmony: the
+                          final channel on stdout, the analysis on stderr) or gemma4
   -sys, --system TEXT     system message for --chat (default: the model template's, if any)
 ",
     numa_options_help!(),
@@ -129,7 +130,9 @@ Options:
       --metrics           accepted for llama-server's scripts: /metrics is always served
       --jinja             refused: locus writes the chat formats it knows (--chat-template)
       --slot-save-path P  refused: slots are not saved or restored yet
-      --chat-template NAME  chat format instead of the model's template (names as for run)
+      --chat-template NAME  chat format instead of the model's template (names as for run);
+                          with gpt-oss (harmony) the analysis channel is answered as
+                          reasoning_content, the final channel as content
       --parse-special-in-messages  control tokens written in a chat message's text become
                           those tokens, as llama-server reads them (default: message text is
                           text; only the template writes control tokens)

@@ -55,6 +55,14 @@ pub enum ChatFormat {
     ChatGlm4,
     /// `<|im_user|>user<|im_middle|>content<|im_end|>` (Kimi-K2).
     KimiK2,
+    /// `<|start|>role<|message|>content<|end|>`, the assistant's turn opened as
+    /// `<|start|>assistant` (gpt-oss's harmony format, llama.cpp's `gpt-oss`): system and
+    /// developer messages are turns of their own, an assistant's ends with `<|return|>`.
+    GptOss,
+    /// `<|turn>role\ncontent<turn|>\n`, the model's turn opened with an empty thought channel
+    /// (Gemma 4's own template; llama.cpp has no built-in for it): see [`ChatFormat::Gemma4`]'s
+    /// writer for the rules.
+    Gemma4,
 }
 
 /// The system message of Qwen2.5's template when the conversation has none.
@@ -63,7 +71,7 @@ pub const QWEN_DEFAULT_SYSTEM: &str =
 
 impl ChatFormat {
     /// Every format, in the order [`ChatFormat::NAMES`] lists them.
-    pub const ALL: [ChatFormat; 17] = [
+    pub const ALL: [ChatFormat; 19] = [
         ChatFormat::ChatMl,
         ChatFormat::Qwen,
         ChatFormat::Llama2,
@@ -81,9 +89,11 @@ impl ChatFormat {
         ChatFormat::DeepSeek3,
         ChatFormat::ChatGlm4,
         ChatFormat::KimiK2,
+        ChatFormat::GptOss,
+        ChatFormat::Gemma4,
     ];
 
-    /// The names `--chat-template` accepts (llama.cpp's names, and `qwen`).
+    /// The names `--chat-template` accepts (llama.cpp's names, `qwen` and `gemma4`).
     pub const NAMES: [&'static str; ChatFormat::ALL.len()] = {
         let mut names = [""; ChatFormat::ALL.len()];
         let mut i = 0;
@@ -113,6 +123,8 @@ impl ChatFormat {
             ChatFormat::DeepSeek3 => "deepseek3",
             ChatFormat::ChatGlm4 => "chatglm4",
             ChatFormat::KimiK2 => "kimi-k2",
+            ChatFormat::GptOss => "gpt-oss",
+            ChatFormat::Gemma4 => "gemma4",
         }
     }
 
@@ -229,10 +241,17 @@ impl ChatFormat {
                 ));
                 s
             }
+            ChatFormat::Gemma4 => {
+                let mut turns = Vec::with_capacity(2);
+                turns.extend(system.map(|s| (Role::System, s)));
+                turns.push((Role::User, user));
+                gemma4(&turns)
+            }
             ChatFormat::DeepSeek2
             | ChatFormat::DeepSeek3
             | ChatFormat::ChatGlm4
-            | ChatFormat::KimiK2 => {
+            | ChatFormat::KimiK2
+            | ChatFormat::GptOss => {
                 let mut turns = Vec::with_capacity(2);
                 turns.extend(system.map(|s| (Role::System, s)));
                 turns.push((Role::User, user));
@@ -278,6 +297,13 @@ impl ChatFormat {
                 assistant: ("<|im_assistant|>assistant<|im_middle|>", "<|im_end|>"),
                 open: "<|im_assistant|>assistant<|im_middle|>",
             },
+            ChatFormat::GptOss => TurnWriter {
+                start: "",
+                system: ("<|start|>system<|message|>", "<|end|>"),
+                user: ("<|start|>user<|message|>", "<|end|>"),
+                assistant: ("<|start|>assistant<|message|>", "<|return|>"),
+                open: "<|start|>assistant",
+            },
             _ => return None,
         })
     }
@@ -300,6 +326,8 @@ impl TurnWriter {
         for &(role, text) in turns {
             let (before, after) = match role {
                 Role::System => self.system,
+                // Only harmony keeps the developer's role ([`ChatTemplate::render_messages`]).
+                Role::Developer => ("<|start|>developer<|message|>", "<|end|>"),
                 Role::User => self.user,
                 Role::Assistant => self.assistant,
             };
@@ -310,6 +338,49 @@ impl TurnWriter {
         s.push_str(self.open);
         s
     }
+}
+
+/// Gemma 4's template (`google-gemma-4-31B-it.jinja`) for plain text turns, as llama.cpp's
+/// Jinja runtime renders it: a first system (or developer) message becomes a `system` turn,
+/// every message's text is trimmed (the runtime's `trim` is C's `isspace`), an assistant's
+/// (`model`) loses what lies between `<|channel>` and `<channel|>` (its earlier reasoning) before
+/// the trim, an assistant message after an assistant continues its turn, and the model's turn
+/// opens with an empty thought channel (thinking off). The template's leading `bos_token` is
+/// the tokenizer's, as for the other formats.
+fn gemma4(turns: &[(Role, &str)]) -> String {
+    const OPEN: &str = "<|turn>model\n<|channel>thought\n<channel|>";
+    let mut s = String::new();
+    let mut rest = turns;
+    if let Some(((Role::System | Role::Developer, sys), after)) = turns.split_first() {
+        s.push_str(&format!("<|turn>system\n{}<turn|>\n", c_trim(sys)));
+        rest = after;
+    }
+    let mut prev = None;
+    for &(role, text) in rest {
+        let (name, body) = match role {
+            Role::Assistant => ("model", strip_thinking(text)),
+            Role::User => ("user", c_trim(text).to_string()),
+            Role::System | Role::Developer => ("system", c_trim(text).to_string()),
+        };
+        if !(role == Role::Assistant && prev == Some(Role::Assistant)) {
+            s.push_str(&format!("<|turn>{name}\n"));
+        }
+        s.push_str(&body);
+        s.push_str("<turn|>\n");
+        prev = Some(role);
+    }
+    s.push_str(OPEN);
+    s
+}
+
+/// Gemma 4's `strip_thinking`: of each part before a `<channel|>`, what precedes its
+/// `<|channel>` (or all of it when it has none), joined and trimmed.
+fn strip_thinking(text: &str) -> String {
+    let mut kept = String::new();
+    for part in text.split("<channel|>") {
+        kept.push_str(part.split("<|channel>").next().unwrap_or(""));
+    }
+    c_trim(&kept).to_string()
 }
 
 /// Trims what C's `isspace` calls white space (llama.cpp's `trim`): ASCII only, so a
@@ -402,20 +473,34 @@ fn classify(t: &str) -> Option<Result<ChatFormat, &'static str>> {
     } else if has("<｜Assistant｜>") && has("<｜User｜>") && has("<｜end▁of▁sentence｜>")
     {
         Ok(ChatFormat::DeepSeek3)
-    } else if let Some(builtin) = classify_late(t) {
-        Err(builtin)
+    } else if let Some(late) = classify_late(t) {
+        late
     } else if has("<|im_assistant|>assistant<|im_middle|>") {
         Ok(ChatFormat::KimiK2)
+    } else if has("<|turn>") && has("<turn|>") {
+        // Gemma 4: llama.cpp recognises no built-in template in it (its Jinja path renders it).
+        Ok(ChatFormat::Gemma4)
     } else {
         return None;
     };
     Some(r)
 }
 
-/// llama.cpp's detection between DeepSeek-V3 and Kimi-K2 (the last format locus renders): the
-/// name of the built-in template locus does not render that llama.cpp would pick, in its order,
-/// or `None` where none matches.
-fn classify_late(t: &str) -> Option<&'static str> {
+/// llama.cpp's detection between DeepSeek-V3 and Kimi-K2, in its order: harmony (`gpt-oss`),
+/// which locus renders, or the name of a built-in template locus does not render; `None` where
+/// none matches.
+fn classify_late(t: &str) -> Option<Result<ChatFormat, &'static str>> {
+    let has = |marker: &str| t.contains(marker);
+    if has("<|start|>") && has("<|channel|>") && classify_before_harmony(t).is_none() {
+        return Some(Ok(ChatFormat::GptOss));
+    }
+    classify_before_harmony(t)
+        .or_else(|| classify_after_harmony(t))
+        .map(Err)
+}
+
+/// The built-in templates llama.cpp tests after DeepSeek-V3 and before harmony.
+fn classify_before_harmony(t: &str) -> Option<&'static str> {
     let has = |marker: &str| t.contains(marker);
     Some(
         if has("[|system|]") && has("[|assistant|]") && has("[|endofturn|]") {
@@ -454,9 +539,17 @@ fn classify_late(t: &str) -> Option<&'static str> {
             "dots1"
         } else if has("<|extra_0|>") && has("<|extra_4|>") {
             "hunyuan-moe"
-        } else if has("<|start|>") && has("<|channel|>") {
-            "gpt-oss"
-        } else if has("<｜hy_Assistant｜>") && has("<｜hy_begin▁of▁sentence｜>") {
+        } else {
+            return None;
+        },
+    )
+}
+
+/// The built-in templates llama.cpp tests after harmony and before Kimi-K2.
+fn classify_after_harmony(t: &str) -> Option<&'static str> {
+    let has = |marker: &str| t.contains(marker);
+    Some(
+        if has("<｜hy_Assistant｜>") && has("<｜hy_begin▁of▁sentence｜>") {
             "hunyuan-vl"
         } else if has("<｜hy_Assistant｜>") && has("<｜hy_place▁holder▁no▁3｜>") {
             "hunyuan-dense"
@@ -584,6 +677,8 @@ impl ChatTemplate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     System,
+    /// OpenAI's `developer`: a turn of its own in harmony, a system message elsewhere.
+    Developer,
     User,
     Assistant,
 }
@@ -595,6 +690,18 @@ impl ChatTemplate {
     /// ChatML, Llama 3 and Gemma formats as their templates write them, and refused by the
     /// others, whose multi-turn forms locus does not write.
     pub fn render_messages(&self, msgs: &[(Role, &str)]) -> Result<String, String> {
+        if self.format == ChatFormat::GptOss {
+            return harmony_messages(msgs);
+        }
+        // A developer message is a system message outside harmony.
+        let as_system: Vec<(Role, &str)> = msgs
+            .iter()
+            .map(|&(r, t)| match r {
+                Role::Developer => (Role::System, t),
+                r => (r, t),
+            })
+            .collect();
+        let msgs = as_system.as_slice();
         let (system, rest) = match msgs.split_first() {
             Some(((Role::System, s), rest)) => (Some(*s), rest),
             _ => (None, msgs),
@@ -670,6 +777,12 @@ impl ChatTemplate {
                 }
                 s.push_str("<start_of_turn>model\n");
             }
+            ChatFormat::Gemma4 => {
+                let mut turns = Vec::with_capacity(msgs.len());
+                turns.extend(system.map(|s| (Role::System, s)));
+                turns.extend(rest.iter().copied());
+                s = gemma4(&turns);
+            }
             f => {
                 let Some(w) = f.turn_writer() else {
                     return Err(format!(
@@ -686,6 +799,31 @@ impl ChatTemplate {
         }
         Ok(s)
     }
+}
+
+/// A harmony conversation as llama.cpp's built-in `gpt-oss` template writes it: system and
+/// developer messages first (empty ones left out, as an empty system message is elsewhere),
+/// each message a turn of its own role, the last one the user's.
+fn harmony_messages(msgs: &[(Role, &str)]) -> Result<String, String> {
+    let is_instruction = |r: Role| matches!(r, Role::System | Role::Developer);
+    let lead = msgs.iter().take_while(|(r, _)| is_instruction(*r)).count();
+    if msgs[lead..].iter().any(|(r, _)| is_instruction(*r)) {
+        return Err("system and developer messages are taken only before the others".into());
+    }
+    match msgs.last() {
+        Some((Role::User, _)) => {}
+        Some(_) if lead < msgs.len() => return Err("the last message must be the user's".into()),
+        _ => return Err("the conversation has no user message".into()),
+    }
+    let turns: Vec<(Role, &str)> = msgs
+        .iter()
+        .copied()
+        .filter(|&(r, t)| !(is_instruction(r) && t.is_empty()))
+        .collect();
+    let writer = ChatFormat::GptOss
+        .turn_writer()
+        .ok_or("harmony has a turn writer")?;
+    Ok(writer.write(&turns))
 }
 
 /// Marks where message `i`'s content goes while a conversation is rendered to find it
@@ -923,6 +1061,78 @@ mod tests {
     }
 
     #[test]
+    fn renders_harmony() {
+        let t = ChatTemplate::choose(Some(ChatFormat::GptOss), None).unwrap();
+        let (with, without) = both(ChatFormat::GptOss);
+        assert_eq!(
+            with,
+            "<|start|>system<|message|>Be brief.<|end|><|start|>user<|message|>Hi there<|end|>\
+             <|start|>assistant"
+        );
+        assert_eq!(
+            without,
+            "<|start|>user<|message|>Hi there<|end|><|start|>assistant"
+        );
+        // The developer keeps its role; nothing is trimmed; empty instructions are left out.
+        let conv = [
+            (Role::System, ""),
+            (Role::Developer, " Be French. "),
+            (Role::User, "Hi"),
+            (Role::Assistant, "Salut."),
+            (Role::User, "Ok"),
+        ];
+        assert_eq!(
+            t.render_messages(&conv).unwrap(),
+            "<|start|>developer<|message|> Be French. <|end|><|start|>user<|message|>Hi<|end|>\
+             <|start|>assistant<|message|>Salut.<|return|><|start|>user<|message|>Ok<|end|>\
+             <|start|>assistant"
+        );
+        for bad in [
+            &[(Role::User, "a"), (Role::Developer, "b"), (Role::User, "c")][..],
+            &[(Role::Developer, "b")][..],
+            &[(Role::User, "a"), (Role::Assistant, "b")][..],
+        ] {
+            assert!(t.render_messages(bad).is_err(), "{bad:?}");
+        }
+        // Elsewhere a developer message is a system message.
+        let chatml = ChatTemplate::choose(Some(ChatFormat::ChatMl), None).unwrap();
+        assert_eq!(
+            chatml
+                .render_messages(&[(Role::Developer, "D"), (Role::User, "U")])
+                .unwrap(),
+            ChatFormat::ChatMl.render(Some("D"), "U")
+        );
+    }
+
+    #[test]
+    fn renders_gemma4() {
+        let t = ChatTemplate::choose(Some(ChatFormat::Gemma4), None).unwrap();
+        let (with, without) = both(ChatFormat::Gemma4);
+        assert_eq!(
+            with,
+            "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi there<turn|>\n\
+             <|turn>model\n<|channel>thought\n<channel|>"
+        );
+        assert_eq!(
+            without,
+            "<|turn>user\nHi there<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+        );
+        // C's isspace trims: a no-break space stays. Reasoning in an assistant's text goes, and
+        // a second assistant message continues the model's turn.
+        let conv = [
+            (Role::User, "\u{a0}Hi \n"),
+            (Role::Assistant, "A<|channel>thought\nx<channel|> B "),
+            (Role::Assistant, "C"),
+            (Role::User, "D"),
+        ];
+        assert_eq!(
+            t.render_messages(&conv).unwrap(),
+            "<|turn>user\n\u{a0}Hi<turn|>\n<|turn>model\nA B<turn|>\nC<turn|>\n\
+             <|turn>user\nD<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+        );
+    }
+
+    #[test]
     fn renders_llama2_variants() {
         let (with, without) = both(ChatFormat::Llama2);
         assert_eq!(with, "[INST] Be brief.\nHi there [/INST]");
@@ -988,7 +1198,7 @@ mod tests {
 
     #[test]
     fn detects_in_llama_cpp_order() {
-        let cases: [(&str, Option<Result<ChatFormat, &str>>); 24] = [
+        let cases: [(&str, Option<Result<ChatFormat, &str>>); 29] = [
             (
                 "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'}}",
                 Some(Ok(ChatFormat::ChatMl)),
@@ -1040,8 +1250,21 @@ mod tests {
             // Every built-in between DeepSeek-V3 and Kimi-K2 comes first, e.g. gpt-oss.
             (
                 "<|start|><|channel|><|im_assistant|>assistant<|im_middle|>",
-                Some(Err("gpt-oss")),
+                Some(Ok(ChatFormat::GptOss)),
             ),
+            // Those before harmony come before it, those after it after.
+            ("<|start|><|channel|><|extra_0|><|extra_4|>", Some(Err("hunyuan-moe"))),
+            (
+                "<|start|><|channel|><｜hy_Assistant｜><｜hy_begin▁of▁sentence｜>",
+                Some(Ok(ChatFormat::GptOss)),
+            ),
+            (
+                "<｜hy_Assistant｜><｜hy_begin▁of▁sentence｜>",
+                Some(Err("hunyuan-vl")),
+            ),
+            // Gemma 4, which llama.cpp does not recognise, after all of them.
+            ("{{ '<|turn>' + role }}{{ '<turn|>' }}", Some(Ok(ChatFormat::Gemma4))),
+            ("<|turn><turn|><start_of_turn>", Some(Ok(ChatFormat::Gemma))),
             // `qwen` is a locus name, not llama.cpp's: as a template text it is nothing.
             ("qwen", None),
         ];

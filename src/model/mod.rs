@@ -8,6 +8,7 @@ pub mod forward;
 pub mod generation;
 pub mod gguf;
 pub mod gguf_write;
+pub mod harmony;
 pub mod imatrix;
 pub mod imatrix_collect;
 pub mod kv;

@@ -435,13 +435,14 @@ pub(super) fn chat_prompt(
         let at = format!("messages[{i}]");
         let role = match m.get("role") {
             Some(Json::Str(r)) => match r.as_str() {
-                "system" | "developer" => Role::System,
+                "system" => Role::System,
+                "developer" => Role::Developer,
                 "user" => Role::User,
                 "assistant" => Role::Assistant,
                 r => {
                     return Err(ApiError::bad(
                         &format!("{at}.role"),
-                        format!("unknown role {r:?} (system, user, assistant)"),
+                        format!("unknown role {r:?} (system, developer, user, assistant)"),
                     ))
                 }
             },
@@ -520,6 +521,9 @@ pub struct Envelope<'a> {
     pub created: u64,
     pub model: &'a str,
     pub kind: Kind,
+    /// A chat in gpt-oss's harmony format: the `analysis` channel is answered as
+    /// `reasoning_content`, the `final` one as `content` ([`crate::model::harmony`]).
+    pub harmony: bool,
 }
 
 /// `system_fingerprint`: the build that answered (llama-server gives its build info).
@@ -609,16 +613,24 @@ impl Envelope<'_> {
                 ("index".to_string(), Json::num(0)),
                 ("logprobs".to_string(), Json::Null),
             ],
-            Kind::Chat => vec![
-                ("index".to_string(), Json::num(0)),
-                (
-                    "message".to_string(),
-                    Json::obj([
-                        ("role", Json::str("assistant")),
-                        ("content", Json::str(text)),
-                    ]),
-                ),
-            ],
+            Kind::Chat => {
+                let mut message = vec![("role".to_string(), Json::str("assistant"))];
+                if self.harmony {
+                    // llama-server's message: `reasoning_content` only when there is some.
+                    let split = crate::model::harmony::split(text, false);
+                    message.push(("content".to_string(), Json::str(&split.content)));
+                    if !split.reasoning.is_empty() {
+                        message
+                            .push(("reasoning_content".to_string(), Json::str(&split.reasoning)));
+                    }
+                } else {
+                    message.push(("content".to_string(), Json::str(text)));
+                }
+                vec![
+                    ("index".to_string(), Json::num(0)),
+                    ("message".to_string(), Json::Obj(message)),
+                ]
+            }
         };
         choice.push(("finish_reason".to_string(), Json::str(finish.name())));
         if let Some(t) = tokens {
@@ -663,6 +675,27 @@ impl Envelope<'_> {
             }
         };
         choice.push(("finish_reason".to_string(), reason));
+        if let Some(t) = tokens {
+            choice.push(("tokens".to_string(), token_list(t)));
+        }
+        self.wrap(true, Json::Obj(choice), None)
+    }
+
+    /// A harmony chat's stream chunk: what is new in the reasoning and in the content
+    /// (llama-server sends each field's delta as it grows; an empty one is left out).
+    pub fn harmony_chunk(&self, reasoning: &str, content: &str, tokens: Option<&[u32]>) -> Json {
+        let mut delta = Vec::new();
+        if !reasoning.is_empty() {
+            delta.push(("reasoning_content".to_string(), Json::str(reasoning)));
+        }
+        if !content.is_empty() {
+            delta.push(("content".to_string(), Json::str(content)));
+        }
+        let mut choice = vec![
+            ("index".to_string(), Json::num(0)),
+            ("delta".to_string(), Json::Obj(delta)),
+            ("finish_reason".to_string(), Json::Null),
+        ];
         if let Some(t) = tokens {
             choice.push(("tokens".to_string(), token_list(t)));
         }

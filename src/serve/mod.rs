@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use crate::json::Json;
 use crate::model::chat::{ChatFormat, ChatTemplate};
 use crate::model::forward::KvType;
+use crate::model::harmony;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::{ModelError, ModelFile};
 use crate::runtime::RuntimeError;
@@ -847,6 +848,8 @@ fn generate(
         created: unix_now(),
         model,
         kind,
+        harmony: kind == Kind::Chat
+            && matches!(&ready.template, Ok(t) if t.format == ChatFormat::GptOss),
     };
     // Waits for the next event, checking that the client is still there after each one (a
     // generation step) and meanwhile: a response not yet begun asks a client that sent a FIN
@@ -930,6 +933,8 @@ fn stream_events(
     let chat = env.kind == Kind::Chat;
     // A chat stream opens with the role alone, as llama-server's does (with its first token).
     let mut opened = !chat;
+    // Harmony: the whole answer so far, split anew at each step.
+    let (mut answer, mut harmony) = (String::new(), harmony::Stream::default());
     loop {
         match next()? {
             Event::Text {
@@ -940,10 +945,18 @@ fn stream_events(
             } => {
                 let role = (!opened).then(|| env.role_chunk());
                 opened = true;
+                let ids = g.return_tokens.then_some(&tokens[..]);
                 // A chat delta says what is new in the message: nothing new, no chunk (as
                 // there), unless the tokens were asked for.
-                let content = (!chat || !text.is_empty() || g.return_tokens)
-                    .then(|| env.chunk(Some(&text), None, g.return_tokens.then_some(&tokens[..])));
+                let content = if env.harmony {
+                    answer.push_str(&text);
+                    let (r, c) = harmony.update(&answer, false);
+                    (!r.is_empty() || !c.is_empty() || g.return_tokens)
+                        .then(|| env.harmony_chunk(&r, &c, ids))
+                } else {
+                    (!chat || !text.is_empty() || g.return_tokens)
+                        .then(|| env.chunk(Some(&text), None, ids))
+                };
                 let mut batch: Vec<Json> = role.into_iter().chain(content).collect();
                 // The timings ride on the last chunk of a token's batch, as there.
                 if let (true, Some(last)) = (g.timings_per_token, batch.last_mut()) {
@@ -960,6 +973,13 @@ fn stream_events(
             } => {
                 if !opened {
                     out.send(&out_send(&env.role_chunk()))?;
+                }
+                if env.harmony {
+                    // What was held back in case a marker was being cut.
+                    let (r, c) = harmony.update(&answer, true);
+                    if !r.is_empty() || !c.is_empty() {
+                        out.send(&out_send(&env.harmony_chunk(&r, &c, None)))?;
+                    }
                 }
                 let end = env.chunk(None, Some(finish), None);
                 // llama-server's text-completion stream ends with one chunk that carries the

@@ -269,6 +269,10 @@ fn pre_config(name: &str) -> Option<PreConfig> {
             cfg(PreSplit::DeepSeek3, false, false, false)
         }
         "kimi-k2" => cfg(PreSplit::KimiK2, false, false, false),
+        "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => {
+            cfg(PreSplit::Gpt4o, false, false, false)
+        }
+        "granite-embed-multi-97m" => cfg(PreSplit::Gpt4oMarks, false, true, false),
         "chatglm-bpe" => glm(false),
         "glm4" | "glm5" => glm(true),
         _ => return None,

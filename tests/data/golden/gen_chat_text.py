@@ -19,7 +19,7 @@ import llama_cpp
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATES = os.path.join(HERE, "..", "chat_templates")
 
-NAMES = ["deepseek2", "deepseek3", "chatglm4", "kimi-k2"]
+NAMES = ["deepseek2", "deepseek3", "chatglm4", "kimi-k2", "gpt-oss"]
 CONVERSATIONS = [
     [["system", "Be brief."], ["user", "Hi there"]],
     [["user", "Hi there"]],
@@ -27,6 +27,12 @@ CONVERSATIONS = [
     [["system", " padded \n"], ["user", "\tpadded user \n"]],
     [["system", "Be brief."], ["user", "Hi"], ["assistant", "Hello."], ["user", "Capital of France?"]],
     [["user", "Hi"], ["assistant", " Hello. "], ["user", "Capital of France?"]],
+]
+# harmony keeps the developer's role: its sources get these too
+HARMONY_CONVERSATIONS = [
+    [["developer", "Answer in French."], ["user", "Hi there"]],
+    [["system", "Be brief."], ["developer", "Answer in French."], ["user", "Hi"],
+     ["assistant", "Bonjour."], ["user", "Capital of France?"]],
 ]
 BUF_SIZE = 1 << 16
 
@@ -53,7 +59,8 @@ def main():
             sources.append(("file:" + f, fh.read()))
     with open(sys.argv[1], "w", encoding="utf-8") as out:
         for source, tmpl in sources:
-            for messages in CONVERSATIONS:
+            extra = HARMONY_CONVERSATIONS if "gpt-oss" in source else []
+            for messages in CONVERSATIONS + extra:
                 line = {"source": source, "messages": messages, "text": apply(tmpl, messages)}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
 

@@ -11,6 +11,7 @@
 //! its end yields [`Class::NONE`], like llama.cpp's out-of-range flags.
 
 mod deepseek;
+mod gpt4o;
 mod kimi;
 
 use super::unicode::{decode_lenient, encode_utf8, encoded_len, Class};
@@ -42,6 +43,13 @@ pub enum PreSplit {
     DeepSeek3,
     /// Kimi-K2 (`kimi-k2`): Han runs, non-Han letter words with their contraction, then as Llama 3.
     KimiK2,
+    /// GPT-4o's o200k expression (`gpt-4o`, `llama4`, gpt-oss, `minimax-m2`, ...): words of an
+    /// upper-case run then a lower-case run (or only upper case), one non-letter before them,
+    /// a contraction after; numbers in threes; punctuation runs with line breaks and slashes.
+    Gpt4o,
+    /// Granite's multilingual embedding expression (`granite-embed-multi-97m`): GPT-4o's with
+    /// combining marks counted as letters of either case.
+    Gpt4oMarks,
 }
 
 /// One splitting pass.
@@ -78,6 +86,8 @@ enum Step {
     DeepSeek3Cjk,
     DeepSeek3,
     KimiK2,
+    /// GPT-4o's expression; `true` counts marks as letters.
+    O200k(bool),
 }
 
 impl PreSplit {
@@ -110,6 +120,8 @@ impl PreSplit {
             ],
             PreSplit::DeepSeek3 => &[Step::NumberTriples, Step::DeepSeek3Cjk, Step::DeepSeek3],
             PreSplit::KimiK2 => &[Step::KimiK2],
+            PreSplit::Gpt4o => &[Step::O200k(false)],
+            PreSplit::Gpt4oMarks => &[Step::O200k(true)],
         }
     }
 }
@@ -222,6 +234,7 @@ pub fn split(pre: PreSplit, text: &[u8], scratch: &mut Scratch, words: &mut Vec<
                 Step::DeepSeek3Cjk => piece.isolate(&mut s.next, Piece::deepseek3_cjk),
                 Step::DeepSeek3 => piece.isolate(&mut s.next, Piece::deepseek3),
                 Step::KimiK2 => piece.kimi_k2(&mut s.next),
+                Step::O200k(marks) => piece.isolate(&mut s.next, |p, at| p.o200k(at, marks)),
             }
             start = end;
         }
@@ -554,7 +567,7 @@ mod tests {
         );
     }
 
-    // The expected splits of the DeepSeek and Kimi tests below were checked against llama.cpp's
+    // The expected splits of the DeepSeek, Kimi and GPT-4o tests below were checked against llama.cpp's
     // own `unicode_regex_split` with these pre-tokenizers' expressions (0c1e57098).
 
     #[test]
@@ -611,6 +624,42 @@ mod tests {
         assert_eq!(w("\u{20000}x 1234"), ["\u{20000}", "x", " ", "123", "4"]);
         assert_eq!(w("'S ok\n\n"), ["'S", " ok", "\n\n"]);
         assert_eq!(w("a  b  "), ["a", " ", " b", "  "]);
+    }
+
+    #[test]
+    fn gpt4o_splits() {
+        let w = |t| words(PreSplit::Gpt4o, t);
+        // Upper-case runs give back their last letter to a lower-case run; a non-ASCII letter
+        // is both cases.
+        assert_eq!(
+            w("HTTPServer's camelCase ÉCOLE straße"),
+            ["HTTPServer's", " camel", "Case", " É", "COLE", " straße"]
+        );
+        assert_eq!(
+            w("Hello  world\n\n 12345 x"),
+            ["Hello", " ", " world", "\n\n", " ", "123", "45", " x"]
+        );
+        assert_eq!(
+            w("// path/to/file//\n\nok"),
+            ["//", " path", "/to", "/file", "//\n\n", "ok"]
+        );
+        assert_eq!(w("I'M they'LL 'S"), ["I'M", " they'LL", " '", "S"]);
+        // Marks are not letters; non-ASCII white space prefixes a word like a space.
+        assert_eq!(
+            w("e\u{301}te x\u{301}y"),
+            ["e", "\u{301}te", " x", "\u{301}y"]
+        );
+        assert_eq!(w("\u{3000}ab 中文ΩA."), ["\u{3000}ab", " 中文Ω", "A", "."]);
+        assert_eq!(w("4\u{301}'ll"), ["4", "\u{301}'", "ll"]);
+    }
+
+    #[test]
+    fn gpt4o_marks_splits() {
+        let w = |t| words(PreSplit::Gpt4oMarks, t);
+        assert_eq!(w("e\u{301}te x\u{301}y"), ["e\u{301}te", " x\u{301}y"]);
+        // A mark the optional prefix took is given back to start the word.
+        assert_eq!(w("4\u{301}'ll"), ["4", "\u{301}'ll"]);
+        assert_eq!(w("camelCase ÉCOLE"), ["camel", "Case", " É", "COLE"]);
     }
 
     #[test]
