@@ -517,6 +517,27 @@ fn check_quantize_act(x: &[f32]) -> bool {
     true
 }
 
+/// Rows longer than a wide tile's run of blocks whose scale products it writes at once (32 on
+/// AVX2): two whole runs and a partial one, for whole groups of tokens, half a group and the
+/// tokens left over.
+#[test]
+fn long_rows_tiles_equal_scalar_single_dots() {
+    let mut g = qc::gen("long_rows_tiles_equal_scalar_single_dots", 100);
+    let blocks = 2 * 32 + 5;
+    let r = TileRows {
+        w: (0..6).map(|_| gen_row(&mut g, blocks)).collect(),
+        x: (0..2 * PANEL_TOKENS + 5)
+            .map(|_| gen_row(&mut g, blocks))
+            .collect(),
+    };
+    for n_tokens in [PANEL_TOKENS, 2 * PANEL_TOKENS + 5] {
+        assert!(
+            check_tile(&r, r.w.len(), n_tokens),
+            "tile of {blocks}-block rows"
+        );
+    }
+}
+
 #[test]
 fn tile_edges_equal_scalar_single_dots() {
     let mut g = qc::gen("tile_edges_equal_scalar_single_dots", 100);

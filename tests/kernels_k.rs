@@ -482,6 +482,23 @@ fn odd_block_counts_equal_the_scalar_oracles() {
 /// calls and their edges) over whole groups of eight rows and a tail, quantized and random
 /// weights; 48 and 65 rows for the panels that take two groups of sixteen at once (a pair, then
 /// one group or a tail), and more tokens than one panel call takes.
+/// Rows of 72 blocks of 32 (nine super-blocks): longer than the run of blocks AVX2's wide
+/// tiles write scale products for at once (32), for whole groups of eight tokens and a tail.
+#[test]
+fn long_rows_equal_the_scalar_oracles() {
+    let mut g = qc::gen("long_rows_equal_the_scalar_oracles", 100);
+    let sb = 9;
+    for bytes in [Quantized, Random] {
+        let c = Case {
+            w: (0..5).map(|_| gen_row(&mut g, sb)).collect(),
+            x: (0..21).map(|_| gen_row(&mut g, sb)).collect(),
+            bytes,
+            seed: u64::arbitrary(&mut g),
+        };
+        assert!(check_case(&c), "{sb} super-blocks, weights {bytes:?}");
+    }
+}
+
 #[test]
 fn panels_equal_the_scalar_oracles() {
     let mut g = qc::gen("panels_equal_the_scalar_oracles", 100);

@@ -7,10 +7,11 @@
 //! runs of [`GEMV_STEP`] rows, then one dot per row. Every kernel gives each output the bits of
 //! the row's single dot in the same order.
 
+use super::blocks::Block;
 use super::entries::{ChainPanel, Packed};
 use super::{
     checked_blocks, pack, q8_0_row, ActRow, Entry, GgmlType, Kernels, Layout, Q8Group, SumOrder,
-    Tier, Variant, Wide, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_ROWS, PANEL_TOKENS, QK, WIDE_ROWS,
+    Tier, Variant, WideOf, MAX_PANEL_TOKENS, PACK_ROWS, PANEL_ROWS, PANEL_TOKENS, QK, WIDE_ROWS,
     WIDE_TOKENS,
 };
 
@@ -363,13 +364,13 @@ fn panel_run(panel: ChainPanel, rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]
     whole
 }
 
-/// `wide` over every row ([`WIDE_ROWS`] at a time, the last padded with copies whose outputs
+/// `wide` (of weight blocks `B`) over every row ([`WIDE_ROWS`] at a time, the last padded with copies whose outputs
 /// are dropped) and the first whole multiple of [`WIDE_TOKENS`] tokens, then `half` over half
 /// a group more where that many are left, laid out as [`Kernels::dot_tile`] does; returns how
 /// many tokens it computed. (Four tokens through `half` cost about half what eight through
 /// `wide` do, and half what the 2 × 4 tiles took for them.)
-fn wide_tiles(
-    (wide, half): (Wide, Wide),
+pub(super) fn wide_tiles<B: Block>(
+    (wide, half): (WideOf<B>, WideOf<B>),
     rows: &[&[u8]],
     acts: &[ActRow],
     out: &mut [f32],

@@ -346,7 +346,9 @@ type Panel = fn(&[&[BlockQ4_0]; PANEL_ROWS], &[Q8Group], usize, &mut [f32]);
 /// [`PACK_ROWS`] rows.
 type PackedGemv = fn(&[BlockQ4_0], &Q8Row, &mut [f32]);
 /// A wide tile: `out[t][r] = dot(w[r], a[t])` for [`WIDE_ROWS`] rows × [`WIDE_TOKENS`] tokens.
-type Wide = fn(&[&[BlockQ8_0]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
+type Wide = WideOf<BlockQ8_0>;
+/// A wide tile of weight blocks `B` against Q8_0 activations (AVX2's Q5_0 has one too).
+type WideOf<B> = fn(&[&[B]; WIDE_ROWS], &Q8Group, &mut [[f32; WIDE_ROWS]; WIDE_TOKENS]);
 
 /// The order in which a quantized dot product sums its blocks. llama.cpp uses two for each
 /// type: that of its `vec_dot` (for most types eight f32 lanes reduced at the end, as tinyBLAS

@@ -11,9 +11,10 @@ use std::arch::x86_64::*;
 
 use super::kquant_rows::{RunPair, Q3_BIAS};
 use super::passes::{array_of, load32, LANES};
-use crate::kernels::blocks::{BlockQ8K, Q8K_MAX, QK_K};
-use crate::kernels::entries::SCALAR;
-use crate::kernels::Entry;
+use crate::kernels::blocks::{BlockQ5_0, BlockQ8K, Q8K_MAX, QK_K};
+use crate::kernels::dispatch::wide_tiles;
+use crate::kernels::entries::{Variant, SCALAR};
+use crate::kernels::{ActRow, Entry, GgmlType};
 
 // ---- the primitives ------------------------------------------------------------------------
 
@@ -93,6 +94,26 @@ mod kernels {
 /// This tier's kernels of IQ1_S and IQ1_M over the primitives above.
 mod iq1 {
     super::super::iq1_kernels::iq1_kernels!("avx2,fma,f16c");
+}
+
+/// Q5_0's signed codes `q − 16` (the wide tile's, `avx2_wide.rs`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn q5_0_codes(a: &BlockQ5_0) -> __m256i {
+    wide::q5_0_values(a)
+}
+
+/// Q5_0's prompt tile: whole groups of tokens in `vec_dot`'s order through the wide tile
+/// (`avx2_wide.rs`), which writes the blocks' scale products ahead of their sums; the other
+/// orders (none today) and the tokens left over through the passes of `kwide_kernels.rs`.
+fn tile_q5_0(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    let token = super::Avx2::detect().expect("the AVX2 table is built where AVX2 runs");
+    let done = match variant {
+        Variant::Dot => wide_tiles(token.wide_q5_0_q8_0(), rows, acts, out),
+        _ => 0,
+    };
+    done == acts.len()
+        || wide::tile_q5_0(rows, &acts[done..], variant, &mut out[done * rows.len()..])
 }
 
 /// This tier's kernels of Q5_0, Q5_1, IQ4_NL and MXFP4 over the primitives above.
@@ -226,6 +247,9 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         let tile = wide::fill(e).or_else(|| kernels::fill(e));
         if let Some(tile) = tile.or_else(|| iq1::fill(e)) {
             e.tile = Some(tile);
+        }
+        if e.ty == GgmlType::Q5_0 {
+            e.tile = Some(tile_q5_0);
         }
         e.packed = super::avx2_packed::packed(e.ty);
     }

@@ -23,6 +23,7 @@ pub(super) mod avx2_packed;
 pub(super) mod avx2_packed_tile;
 pub(super) mod avx2_panel;
 pub(super) mod avx2_steps;
+pub(super) mod avx2_wide;
 pub(super) mod avx512;
 pub(super) mod avx512_iq;
 pub(super) mod avx512_iq1;
