@@ -57,8 +57,7 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if !spec.head_dim().is_multiple_of(2) {
         return bad(format!("--head-dim {} must be even", spec.head_dim));
     }
-    if spec.sliding_window > 0 && !matches!(spec.arch, Arch::Gemma3 | Arch::Gemma4 | Arch::GptOss)
-    {
+    if spec.sliding_window > 0 && !matches!(spec.arch, Arch::Gemma3 | Arch::Gemma4 | Arch::GptOss) {
         return bad(format!(
             "--window is for --arch gemma3, gemma4 or gpt-oss, not {}",
             spec.arch.name()
@@ -130,10 +129,16 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
     if spec.n_expert > 0 {
         if !matches!(
             spec.arch,
-            Arch::Llama | Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2 | Arch::GptOss
+            Arch::Llama
+                | Arch::Qwen3Moe
+                | Arch::Glm4Moe
+                | Arch::Deepseek2
+                | Arch::GptOss
+                | Arch::Gemma4
         ) {
             return bad(format!(
-                "--experts is for --arch qwen3moe, glm4moe, deepseek2, gpt-oss or mixtral, not {}",
+                "--experts is for --arch qwen3moe, glm4moe, deepseek2, gpt-oss, gemma4 or mixtral, \
+                 not {}",
                 spec.arch.name()
             ));
         }
@@ -220,9 +225,6 @@ fn validate_gemma4(spec: &SynthSpec) -> Result<(), AppError> {
     let ty = spec.weight_type;
     if spec.sliding_window == 0 {
         return bad("--arch gemma4 needs --window (its sliding-window layers')".into());
-    }
-    if spec.n_expert > 0 {
-        return bad("--experts: Gemma 4's mixture of experts is not supported yet".into());
     }
     let (hd, kv, rot) = spec.g4.global(spec);
     if kv == 0 || !spec.n_head.is_multiple_of(kv) {
@@ -359,7 +361,11 @@ fn estimated_bytes(s: &SynthSpec) -> u64 {
     let ffn = match s.n_expert {
         0 => gated(s.n_ff) * layers as u64,
         n => {
-            let moe = n as u64 * gated(s.n_ff_exp) + gated(s.moe.n_shared * s.n_ff_exp);
+            let mut moe = n as u64 * gated(s.n_ff_exp) + gated(s.moe.n_shared * s.n_ff_exp);
+            if s.arch == Arch::Gemma4 {
+                // Its dense FFN beside the experts.
+                moe += gated(s.n_ff);
+            }
             dense * gated(s.n_ff) + (layers as u64 - dense) * moe
         }
     };
@@ -452,7 +458,7 @@ mod tests {
             (256, 16, 1024)
         );
         assert_eq!(s.g4.global(&s), (512, 4, 128));
-        // Without a window, or with experts, gemma4 is refused; the global knobs are its own.
+        // Without a window gemma4 is refused; the global knobs are its own.
         assert!(validate(&SynthSpec {
             sliding_window: 0,
             ..s.clone()
@@ -463,6 +469,20 @@ mod tests {
             ..SynthSpec::tiny(GgmlType::F32)
         };
         assert!(validate(&SynthSpec { g4: s.g4, ..q3 }).is_err());
+    }
+
+    #[test]
+    fn the_gemma4_a4b_preset_is_a_valid_gemma4_26b_a4b_layer_set() {
+        let s = SynthSpec::gemma4_a4b(GgmlType::Q4_0);
+        assert!(validate(&s).is_ok(), "{:?}", validate(&s).err());
+        assert_eq!(s.arch, Arch::Gemma4);
+        assert_eq!((s.n_embd, s.n_ff, s.n_head), (2816, 2112, 16));
+        assert_eq!((s.n_expert, s.n_expert_used, s.n_ff_exp), (128, 8, 704));
+        assert_eq!((s.head_dim(), s.n_head_kv), (256, 8));
+        assert_eq!(s.g4.global(&s), (512, 2, 128));
+        // A few GiB, almost all of it experts.
+        let gib = estimated_bytes(&s) as f64 / (1u64 << 30) as f64;
+        assert!((2.0..3.0).contains(&gib), "{gib} GiB");
     }
 
     #[test]

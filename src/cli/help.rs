@@ -255,10 +255,14 @@ Options:
                       gpt-oss-120b (gpt-oss-120b's layer: gpt-oss, dim 2880, 4 of its 36
                       layers, 64 heads of 64, 8 KV heads, 32 of its 128 experts of 2880,
                       4 per token, window 128, YaRN by 32; about 2 GiB with --type MXFP4)
-                      or gemma4-31b (Gemma 4 31B's layers: dim 5376, FFN 21504, 32 heads;
+                      gemma4-31b (Gemma 4 31B's layers: dim 5376, FFN 21504, 32 heads;
                       local layers 16 KV heads of 256, window 1024; global layers 4 KV heads
                       of 512 with RoPE on 128; 6 of its 60 layers, five local to one global,
-                      vocabulary 32000, tied; logits capped at 30)
+                      vocabulary 32000, tied; logits capped at 30) or gemma4-a4b (Gemma 4
+                      26B-A4B's layers: dim 2816, a dense FFN of 2112 beside 128 experts of
+                      704, 8 per token, 16 heads; local layers 8 KV heads of 256, global
+                      layers 2 KV heads of 512; 6 of its 30 layers as gemma4-31b's; about
+                      2.5 GiB at Q4_0)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
                       IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
@@ -282,7 +286,8 @@ Options:
                       (default: the local layers' --head-dim and --kv-heads, the whole head;
                       --head-dim and --kv-heads are the sliding-window layers')
       --softcap X     gemma4: final_logit_softcapping (default: not written, llama.cpp's 30)
-      --experts N     experts per layer, for qwen3moe, gpt-oss and mixtral (default 8)
+      --experts N     experts per layer, for qwen3moe, gpt-oss, gemma4 (beside its dense FFN,
+                      as the 26B-A4B) and mixtral (default 8)
       --experts-used N
                       experts per token (default 2)
       --expert-ffn N  one expert's feed-forward length (default: the --ffn value, which

@@ -191,10 +191,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     "v3" => SynthSpec::v3(ty),
                     "gpt-oss-120b" => SynthSpec::gpt_oss_120b(ty),
                     "gemma4-31b" => SynthSpec::gemma4_31b(ty),
+                    "gemma4-a4b" => SynthSpec::gemma4_a4b(ty),
                     other => {
                         return err(format!(
                             "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air, v2-lite, v3, \
-                             gpt-oss-120b, gemma4-31b)",
+                             gpt-oss-120b, gemma4-31b, gemma4-a4b)",
                             super::quote(other)
                         ))
                     }

@@ -15,6 +15,17 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, y: &mut [f32]) {
     }
 }
 
+/// `y = x / rms(x)`: ggml's `rms_norm` without a weight (the sum of squares in f64, then one
+/// scale), the same arithmetic as [`rms_norm`] with weights of 1.
+pub fn rms_norm_unweighted(x: &[f32], eps: f32, y: &mut [f32]) {
+    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = v * scale;
+    }
+}
+
 /// Precomputed inverse frequencies for RoPE. Pair `i` turns by the cache's angle `i` in either
 /// ordering: "normal" rotates the pairs `(2i, 2i+1)` ([`Rope::apply`]), NEOX the pairs
 /// `(i, i + n_dims/2)` ([`Rope::apply_neox`]).

@@ -292,23 +292,27 @@ impl<'a> Model<'a> {
         // Gemma 4's sliding-window layers have a shape of their own; gpt-oss's take the same
         // YaRN as its full layers.
         let config_local = config.local_view();
-        let rope_local = config.recipe.swa.as_ref().map(|w| match (&config_local, &config.yarn) {
-            // Gemma 4's sliding-window layers: their own rotated dimensions, and the frequency
-            // divisors are the global layers' alone (llama.cpp passes them to those only).
-            (Some(l), _) => Rope::new(l.n_rot, w.freq_base, w.freq_scale, None),
-            (None, None) => Rope::new(
-                config.n_rot,
-                w.freq_base,
-                w.freq_scale,
-                weights.rope_freqs.clone(),
-            ),
-            (None, Some(y)) => Rope::with_yarn(
-                config.n_rot,
-                (w.freq_base, w.freq_scale),
-                weights.rope_freqs.clone(),
-                &y.rope,
-            ),
-        });
+        let rope_local = config
+            .recipe
+            .swa
+            .as_ref()
+            .map(|w| match (&config_local, &config.yarn) {
+                // Gemma 4's sliding-window layers: their own rotated dimensions, and the frequency
+                // divisors are the global layers' alone (llama.cpp passes them to those only).
+                (Some(l), _) => Rope::new(l.n_rot, w.freq_base, w.freq_scale, None),
+                (None, None) => Rope::new(
+                    config.n_rot,
+                    w.freq_base,
+                    w.freq_scale,
+                    weights.rope_freqs.clone(),
+                ),
+                (None, Some(y)) => Rope::with_yarn(
+                    config.n_rot,
+                    (w.freq_base, w.freq_scale),
+                    weights.rope_freqs.clone(),
+                    &y.rope,
+                ),
+            });
         Model {
             config,
             weights,

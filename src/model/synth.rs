@@ -666,7 +666,7 @@ const BIAS_SCALE: f32 = 0.5;
 
 /// The router's weights relative to the other matrices': larger, so that tokens prefer some
 /// experts clearly (random routers of the usual scale give near-uniform probabilities).
-const ROUTER_SCALE: f32 = 4.0;
+pub(super) const ROUTER_SCALE: f32 = 4.0;
 
 /// The metadata of `spec`'s model (no tensors).
 fn metadata(s: &SynthSpec) -> GgufWriter {
@@ -730,7 +730,7 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
         );
         if matches!(
             s.arch,
-            Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2 | Arch::GptOss
+            Arch::Qwen3Moe | Arch::Glm4Moe | Arch::Deepseek2 | Arch::GptOss | Arch::Gemma4
         ) {
             w.set(
                 &k("expert_feed_forward_length"),

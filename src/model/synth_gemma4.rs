@@ -7,7 +7,7 @@
 use super::arch::Arch;
 use super::gguf::ValueType;
 use super::gguf_write::{GgufWriter, MetaValue};
-use super::synth::{Kind, Planned, SynthSpec};
+use super::synth::{Kind, Planned, SynthSpec, ROUTER_SCALE};
 
 /// Gemma 4's global layers and logit cap; the sliding-window layers' shape is the spec's own.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -117,10 +117,55 @@ pub(super) fn plan(s: &SynthSpec) -> Vec<Planned> {
         p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
         let down = 1.0 / (s.n_ff as f32).sqrt();
         p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+        if s.n_expert > 0 {
+            p.extend(experts(s, l));
+        }
         p.push(norm(n("post_ffw_norm"), s.n_embd));
         p.push(norm(n("layer_output_scale"), 1));
     }
     p
+}
+
+/// Layer `l`'s mixture of experts beside its dense MLP (the 26B-A4B's): the router and its input
+/// scale, the experts' norms, the experts (separate gate and up, as llama.cpp's converter writes
+/// them unless fused) and a scale per expert of their down projection's output.
+fn experts(s: &SynthSpec, l: usize) -> Vec<Planned> {
+    let n = |t: &str| format!("blk.{l}.{t}.weight");
+    let vector = |name: String, n| Planned {
+        name,
+        rows: 1,
+        cols: n,
+        kind: Kind::Norm,
+        slabs: 1,
+    };
+    let experts = |name: String, rows, cols, scale| Planned {
+        name,
+        rows,
+        cols,
+        kind: Kind::Matrix(scale),
+        slabs: s.n_expert,
+    };
+    let (e, ff) = (s.n_embd, s.n_ff_exp);
+    let wscale = 1.0 / (e as f32).sqrt();
+    vec![
+        // The router's input has an RMS of 1/√n_embd: weights of ±ROUTER_SCALE make logits
+        // of a few units, so that tokens prefer some experts clearly.
+        Planned {
+            name: n("ffn_gate_inp"),
+            rows: s.n_expert,
+            cols: e,
+            kind: Kind::Router(ROUTER_SCALE),
+            slabs: 1,
+        },
+        vector(format!("blk.{l}.ffn_gate_inp.scale"), e),
+        vector(n("pre_ffw_norm_2"), e),
+        vector(n("post_ffw_norm_1"), e),
+        vector(n("post_ffw_norm_2"), e),
+        experts(n("ffn_gate_exps"), ff, e, wscale),
+        experts(n("ffn_up_exps"), ff, e, wscale),
+        experts(n("ffn_down_exps"), e, ff, 1.0 / (ff as f32).sqrt()),
+        vector(format!("blk.{l}.ffn_down_exps.scale"), s.n_expert),
+    ]
 }
 
 /// The keys of a Gemma 4 model beyond the shared ones (which they override where both write).
@@ -186,6 +231,31 @@ impl SynthSpec {
                 softcap: 30.0,
             },
             ..SynthSpec::one_b(ty)
+        }
+    }
+
+    /// Gemma 4 26B-A4B's layers (dim 2816, a dense MLP of 2112 beside 128 experts of 704 with
+    /// 8 per token; 16 query heads; sliding-window layers with 8 KV heads of 256 and a
+    /// 1024-token window, global layers with 2 KV heads of 512, RoPE on a quarter of each,
+    /// values from the keys; five local layers to one global; logits capped at 30) with one
+    /// period of six of its 30 layers and a 32000-token vocabulary, tied: about 2.5 GiB at
+    /// Q4_0, almost all of it experts.
+    pub fn gemma4_a4b(ty: crate::kernels::GgmlType) -> SynthSpec {
+        SynthSpec {
+            n_embd: 2816,
+            n_ff: 2112,
+            n_head: 16,
+            n_head_kv: 8,
+            n_expert: 128,
+            n_expert_used: 8,
+            n_ff_exp: 704,
+            g4: SynthGemma4 {
+                head_dim: 512,
+                n_head_kv: 2,
+                n_rot: 128,
+                softcap: 30.0,
+            },
+            ..SynthSpec::gemma4_31b(ty)
         }
     }
 }

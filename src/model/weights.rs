@@ -304,6 +304,24 @@ pub struct Experts<'a> {
     pub shared: Option<Box<Shared<'a>>>,
     /// The router's and the experts' biases (gpt-oss).
     pub biases: Option<Box<ExpertBiases>>,
+    /// Gemma 4's dense MLP beside the experts, with the norms and scales around them.
+    pub beside: Option<Box<Beside<'a>>>,
+}
+
+/// Gemma 4's mixture (`Moe::beside_mlp`): the dense MLP (`ffn_{gate,up,down}`, GELU, input
+/// `ffn_norm`) whose output goes through `post_norm_1`, the experts' input norm `pre_norm_2`
+/// and output norm `post_norm_2`, the router's input scale, and per expert a scale of its
+/// down projection's output.
+pub struct Beside<'a> {
+    pub mlp: Shared<'a>,
+    /// `ffn_gate_inp.scale`: multiplies the router's normed input, element by element.
+    pub router_scale: Vec<f32>,
+    /// `pre_ffw_norm_2`, `post_ffw_norm_1`, `post_ffw_norm_2`.
+    pub pre_norm_2: Vec<f32>,
+    pub post_norm_1: Vec<f32>,
+    pub post_norm_2: Vec<f32>,
+    /// `ffn_down_exps.scale`: one factor per expert (optional).
+    pub down_scale: Option<Vec<f32>>,
 }
 
 /// A mixture's biases: on the router's logits, and per expert on its gate, up and down
@@ -338,6 +356,9 @@ impl<'a> Layer<'a> {
                 if let Some(sh) = &x.shared {
                     v.extend([&sh.gate, &sh.up, &sh.down].map(|m| (m, 1.0)));
                 }
+                if let Some(b) = &x.beside {
+                    v.extend([&b.mlp.gate, &b.mlp.up, &b.mlp.down].map(|m| (m, 1.0)));
+                }
                 let share = x.n_used as f64 / x.gate.len() as f64;
                 for e in 0..x.gate.len() {
                     v.extend([&x.gate[e], &x.up[e], &x.down[e]].map(|m| (m, share)));
@@ -355,6 +376,9 @@ impl<'a> Layer<'a> {
                 v.push(&mut x.router);
                 if let Some(sh) = &mut x.shared {
                     v.extend([&mut sh.gate, &mut sh.up, &mut sh.down]);
+                }
+                if let Some(b) = &mut x.beside {
+                    v.extend([&mut b.mlp.gate, &mut b.mlp.up, &mut b.mlp.down]);
                 }
                 for ((g, u), d) in x.gate.iter_mut().zip(&mut x.up).zip(&mut x.down) {
                     v.extend([g, u, d]);
@@ -773,7 +797,29 @@ impl<'a> Reader<'_, 'a> {
                     }))
                 }
             };
+        let beside = match c.recipe.moe.beside_mlp {
+            false => None,
+            true => {
+                let down_scale = format!("blk.{i}.ffn_down_exps.scale");
+                Some(Box::new(Beside {
+                    mlp: Shared {
+                        gate: self.matrix(&n("ffn_gate"), e, c.n_ff)?,
+                        up: self.matrix(&n("ffn_up"), e, c.n_ff)?,
+                        down: self.matrix(&n("ffn_down"), c.n_ff, e)?,
+                    },
+                    router_scale: self.vector(&format!("blk.{i}.ffn_gate_inp.scale"), e)?,
+                    pre_norm_2: self.vector(&n("pre_ffw_norm_2"), e)?,
+                    post_norm_1: self.vector(&n("post_ffw_norm_1"), e)?,
+                    post_norm_2: self.vector(&n("post_ffw_norm_2"), e)?,
+                    down_scale: match self.optional(Need::Optional, &down_scale)? {
+                        false => None,
+                        true => Some(self.vector(&down_scale, moe.n_expert)?),
+                    },
+                }))
+            }
+        };
         Ok(Ffn::Moe(Experts {
+            beside,
             biases,
             router: self.matrix(&n("ffn_gate_inp"), e, moe.n_expert)?,
             gate: self.experts(&n("ffn_gate_exps"), e, ff, moe.n_expert)?,

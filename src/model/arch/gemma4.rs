@@ -12,14 +12,22 @@
 //! - the logits soft-capped, `cap · tanh(logits / cap)` (llama.cpp's default cap is 30 where
 //!   the file does not say; 0 turns it off).
 //!
-//! Not yet here (refused with a clear error): the experts of the 26B-A4B (`expert_count`),
-//! the per-layer embeddings of E2B/E4B (`embedding_length_per_layer_input` > 0) and their
+//! The 26B-A4B's layers (where the file declares `expert_count`) have a mixture of experts
+//! beside the dense MLP: the MLP's output through `post_ffw_norm_1`, the experts' (their input
+//! `pre_ffw_norm_2` of the attention output; the router's the attention output RMS-normed
+//! without weights, scaled by 1/√n_embd and by `ffn_gate_inp.scale`; softmax, top-k,
+//! renormalised; GELU experts; each expert's output times its `ffn_down_exps.scale` where the
+//! file has one) through `post_ffw_norm_2`, their sum then through `post_ffw_norm`. The fused
+//! `ffn_gate_up_exps` is not read (a file with it is refused as having a tensor not read).
+//!
+//! Not yet here (refused with a clear error): the per-layer embeddings of E2B/E4B (`embedding_length_per_layer_input` > 0) and their
 //! shared-KV layers (`attention.shared_kv_layers` > 0).
 
 use super::super::config::{opt_f32, opt_u64};
 use super::super::error::ModelError;
 use super::super::gguf::Gguf;
-use super::{FfnAct, LocalShape, Need, Recipe, RopeStyle, Shape, Swa};
+use super::{ExpertAct, ExpertWidth, FfnAct, Gating, LocalShape, Need, Recipe, RopeStyle, Routing};
+use super::{Shape, Swa};
 
 const ARCH: &str = "gemma4";
 /// The local layers' RoPE base when the file does not say (llama.cpp's default).
@@ -44,13 +52,12 @@ pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
     r.q_scale = Some(1.0);
     r.v_norm = true;
     r.full_last_layer = true;
-    r.moe.layers = Need::No;
-    if count(g, &k("expert_count"))? > 0 {
-        return Err(bad(
-            k("expert_count"),
-            "is set: Gemma 4's mixture of experts (26B-A4B) is not supported yet".into(),
-        ));
-    }
+    // The 26B-A4B: where the file declares experts, every layer has them beside its dense MLP.
+    r.moe.layers = Need::Optional;
+    r.moe.width = ExpertWidth::ExpertKey;
+    r.moe.routing = Routing::new(Gating::Softmax, true);
+    r.moe.act = ExpertAct::Gelu;
+    r.moe.beside_mlp = true;
     let ple = k("embedding_length_per_layer_input");
     match g.get(&ple) {
         None => return Err(ModelError::MissingKey(ple)),
@@ -267,13 +274,25 @@ mod tests {
         let bytes = w.to_bytes();
         let e = Config::from_gguf(&Gguf::parse(&bytes).unwrap()).unwrap_err();
         assert!(e.to_string().contains("per-layer embeddings"), "{e}");
-        let mut w = synth_model(&s);
-        w.set(
-            "gemma4.expert_count",
-            crate::model::gguf_write::MetaValue::U32(8),
+    }
+
+    #[test]
+    fn the_experts_beside_the_mlp_come_from_the_file() {
+        let s = SynthSpec {
+            n_expert: 4,
+            n_expert_used: 2,
+            n_ff_exp: 32,
+            ..spec(0.0)
+        };
+        let c = config(&s);
+        let moe = c.moe.expect("experts");
+        assert_eq!((moe.n_expert, moe.n_used, moe.n_ff), (4, 2, 32));
+        assert!(c.recipe.moe.beside_mlp);
+        assert_eq!(c.recipe.moe.act, super::ExpertAct::Gelu);
+        assert_eq!(
+            c.recipe.moe.routing,
+            super::Routing::new(super::Gating::Softmax, true)
         );
-        let bytes = w.to_bytes();
-        let e = Config::from_gguf(&Gguf::parse(&bytes).unwrap()).unwrap_err();
-        assert!(e.to_string().contains("mixture of experts"), "{e}");
+        assert!(config(&spec(0.0)).moe.is_none());
     }
 }

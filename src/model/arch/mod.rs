@@ -186,6 +186,11 @@ pub struct Moe {
     pub biases: Need,
     /// The experts' activation of the gate and up projections.
     pub act: ExpertAct,
+    /// Gemma 4's mixture (`Experts::beside`): the router reads the attention output (RMS-normed
+    /// without weights, scaled by 1/√n_embd and `ffn_gate_inp.scale`), the experts have their
+    /// own input and output norms, a dense MLP runs beside them, and each expert's output may
+    /// be scaled (`ffn_down_exps.scale`).
+    pub beside_mlp: bool,
 }
 
 /// How an expert combines its gate and up projections.
@@ -196,6 +201,8 @@ pub enum ExpertAct {
     /// ggml's `swiglu_oai` (gpt-oss): `min(g, limit) · σ(alpha · min(g, limit)) ·
     /// (clamp(u, ±limit) + 1)`.
     SwigluOai { alpha: f32, limit: f32 },
+    /// GELU (tanh) of the gate times the up projection, as a dense GELU FFN's (Gemma 4).
+    Gelu,
 }
 
 /// Where the file says how wide one expert's FFN is.
@@ -411,6 +418,7 @@ impl Recipe {
                 dense_lead: false,
                 biases: Need::No,
                 act: ExpertAct::Silu,
+                beside_mlp: false,
             },
             local_shape: None,
             v_norm: false,

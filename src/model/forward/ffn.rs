@@ -27,7 +27,10 @@ impl Model<'_> {
                 let dense = ([gate, up, down], self.config.n_ff, self.config.recipe.ffn);
                 self.gated_ffn(pool, s, dense, (b0, nf, at))
             }
-            Ffn::Moe(x) => self.moe_ffn(pool, s, (li, x), (b0, nf, at)),
+            Ffn::Moe(x) => match &x.beside {
+                Some(mlp) => self.moe_beside_mlp(pool, s, (li, x, mlp), (b0, nf, at)),
+                None => self.moe_ffn(pool, s, (li, x), (b0, nf, at)),
+            },
         }
         if s.stopped {
             return;

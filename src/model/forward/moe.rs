@@ -12,11 +12,12 @@ use super::parallel::{claim_rows, group_share, per_token, token_order};
 use super::parallel::{At, BatchActs, Claims, Out, MAX_JOBS};
 use super::{Model, State, MAX_BATCH};
 use crate::kernels::ggml_math::swiglu_oai;
+use crate::kernels::ops;
 use crate::kernels::ActType;
 use crate::model::arch::{ExpertAct, FfnAct};
 use crate::model::config::MoeShape;
 use crate::model::moe::{route, RouteScratch};
-use crate::model::weights::{Experts, Matrix, Tensor};
+use crate::model::weights::{Beside, Experts, Matrix, Tensor};
 use crate::pool::Pool;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -45,6 +46,9 @@ pub(super) struct MoeBufs {
     /// A lone token's shared-expert gate and up outputs, made in the router's step.
     shared_gate: Vec<f32>,
     shared_up: Vec<f32>,
+    /// Gemma 4: the router's input, then the experts' normed output; the MLP's normed output.
+    router_in: Vec<f32>,
+    mlp: Vec<f32>,
 }
 
 impl MoeBufs {
@@ -69,6 +73,8 @@ impl MoeBufs {
             routed: Vec::with_capacity(MAX_BATCH * m.n_used),
             shared_gate: Vec::new(),
             shared_up: Vec::new(),
+            router_in: Vec::new(),
+            mlp: Vec::new(),
         }
     }
 }
@@ -103,13 +109,15 @@ impl Model<'_> {
                 ];
                 self.matmuls(pool, &mut s.acts, xn, (n, at), jobs);
             }
-            _ => self.matmuls(
-                pool,
-                &mut s.acts,
-                xn,
-                (n, at),
-                [(&x.router, &mut bufs.probs)],
-            ),
+            _ => {
+                // Gemma 4's router reads its own input ([`Model::moe_beside_mlp`]).
+                let input = match x.beside {
+                    Some(_) => &bufs.router_in[..],
+                    None => xn,
+                };
+                let jobs = [(&x.router, &mut bufs.probs[..])];
+                self.matmuls(pool, &mut s.acts, input, (n, at), jobs)
+            }
         }
         let routing = &c.moe.as_ref().expect("a mixture-of-experts model").routing;
         if let Some(bias) = &x.biases {
@@ -143,6 +151,63 @@ impl Model<'_> {
         }
         self.add_shared(pool, s, x, (b0, n, at, one_token), &mut bufs);
         s.moe = Some(bufs);
+    }
+
+    /// Gemma 4's FFN of the rows `b0..b0 + n` (`s.xn`: the attention output `s.x` through
+    /// `ffn_norm`), as llama.cpp's `gemma4` graph computes it: `s.tmp[b]` =
+    /// `post_norm_1(mlp(xn)) + post_norm_2(experts(pre_norm_2(x)))`, the router's logits made from
+    /// `rms_norm(x) · (1/√n_embd) · router_scale`.
+    pub(super) fn moe_beside_mlp(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        (layer, x, b): (usize, &Experts, &Beside),
+        (b0, n, at): (usize, usize, At),
+    ) {
+        let c = &self.config;
+        let (e, eps) = (c.n_embd, c.rms_eps);
+        let mats = [&b.mlp.gate, &b.mlp.up, &b.mlp.down];
+        self.gated_ffn(pool, s, (mats, c.n_ff, FfnAct::GeluTanh), (b0, n, at));
+        if s.stopped {
+            return;
+        }
+        let mut bufs = s.moe.take().expect("a mixture-of-experts state");
+        bufs.mlp.resize(n * e, 0.0);
+        bufs.router_in.resize(n * e, 0.0);
+        // ggml_scale by 1/sqrtf(n_embd).
+        let inv = 1.0 / (e as f32).sqrt();
+        for t in 0..n {
+            let (row, mine) = ((b0 + t) * e, t * e..(t + 1) * e);
+            let attn_out = &s.x[row..row + e];
+            ops::rms_norm(
+                &s.tmp[mine.clone()],
+                &b.post_norm_1,
+                eps,
+                &mut bufs.mlp[mine.clone()],
+            );
+            let r = &mut bufs.router_in[mine];
+            ops::rms_norm_unweighted(attn_out, eps, r);
+            for (v, &sc) in r.iter_mut().zip(&b.router_scale) {
+                *v = *v * inv * sc;
+            }
+            ops::rms_norm(attn_out, &b.pre_norm_2, eps, &mut s.xn[row..row + e]);
+        }
+        s.moe = Some(bufs);
+        self.moe_ffn(pool, s, (layer, x), (b0, n, at));
+        let bufs = s.moe.as_mut().expect("a mixture-of-experts state");
+        for t in 0..n {
+            let mine = t * e..(t + 1) * e;
+            let normed = &mut bufs.router_in[mine.clone()];
+            ops::rms_norm(&s.tmp[mine.clone()], &b.post_norm_2, eps, normed);
+            // ggml_add(mlp, experts).
+            for ((o, &m), &x) in s.tmp[mine.clone()]
+                .iter_mut()
+                .zip(&bufs.mlp[mine])
+                .zip(&*normed)
+            {
+                *o = m + x;
+            }
+        }
     }
 
     /// `s.tmp[b]` += the shared experts' FFN of `s.xn[b0 + b]`, b < `n`, where the layer has
@@ -246,11 +311,12 @@ impl Model<'_> {
                     add_bias(row, &bias.down[ex]);
                 }
             }
+            let sc = down_scale(x, ex);
             for (j, &(b, slot)) in bufs.routed.iter().enumerate() {
                 let wt = bufs.w[b * k + slot];
                 let y = &mut bufs.ys[(b * k + slot) * e..(b * k + slot + 1) * e];
                 for (y, &d) in y.iter_mut().zip(&bufs.down[j * e..(j + 1) * e]) {
-                    *y = d * wt;
+                    *y = d * sc * wt;
                 }
             }
         }
@@ -329,11 +395,12 @@ impl Model<'_> {
         let out = &mut s.tmp[..e];
         for (slot, &wt) in bufs.w[..k].iter().enumerate() {
             let d = &bufs.down[slot * e..(slot + 1) * e];
+            let sc = down_scale(x, sel[slot]);
             if slot == 0 {
-                out.iter_mut().zip(d).for_each(|(o, &v)| *o = v * wt);
+                out.iter_mut().zip(d).for_each(|(o, &v)| *o = v * sc * wt);
             } else {
                 // Each slot's weighted output, then added: ((y0 + y1) + y2) + …
-                out.iter_mut().zip(d).for_each(|(o, &v)| *o += v * wt);
+                out.iter_mut().zip(d).for_each(|(o, &v)| *o += v * sc * wt);
             }
         }
     }
@@ -345,6 +412,7 @@ impl Model<'_> {
         match moe.unwrap_or(ExpertAct::Silu) {
             ExpertAct::Silu => self.kernels.swiglu(g, u),
             ExpertAct::SwigluOai { alpha, limit } => swiglu_oai(g, u, alpha, limit),
+            ExpertAct::Gelu => self.kernels.geglu(g, u),
         }
     }
 
@@ -381,6 +449,15 @@ impl Model<'_> {
             });
         });
     }
+}
+
+/// Expert `ex`'s down-projection scale (Gemma 4's `ffn_down_exps.scale`, ggml_mul before the
+/// weights), else 1 (a product by 1 changes no bit).
+fn down_scale(x: &Experts, ex: usize) -> f32 {
+    x.beside
+        .as_ref()
+        .and_then(|b| b.down_scale.as_ref())
+        .map_or(1.0, |s| s[ex])
 }
 
 /// `row += bias` (ggml's `add` / `add_id` of a bias row).
