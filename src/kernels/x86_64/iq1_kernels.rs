@@ -14,7 +14,7 @@ macro_rules! iq1_kernels {
         use std::arch::x86_64::*;
 
         use super::chunk_dot;
-        use super::kernels::{tiled_rows, Half};
+        use super::kernels::{iq1_panel, tiled_rows, Half};
         use crate::kernels::blocks::{BlockIq1M, BlockIq1S, BlockQ8K, Iq1Grid};
         use crate::kernels::blocks::{IQ1M_DELTA, IQ1S_DELTA};
         use crate::kernels::entries::{row_dot, TileDot};
@@ -22,7 +22,8 @@ macro_rules! iq1_kernels {
         use crate::kernels::x86_64::iq1_rows::{iq1_row, iq1_run, iq1_signed_scales, Iq1Row};
         use crate::kernels::x86_64::kquant_rows::{bsums, RUN, RUNS};
         use crate::kernels::x86_64::passes::{
-            f16, hsum_i32, load32, pass, rows_kernel, tile_fn, PASS_ROWS, PASS_TOKENS,
+            f16, hsum_i32, load32, panel_kernel, pass, rows_kernel, tile_fn, PASS_ROWS,
+            PASS_TOKENS,
         };
         use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::{Entry, GgmlType};
@@ -156,14 +157,18 @@ macro_rules! iq1_kernels {
         rows_kernel!($feat, iq1_m_tiled_rows, dot_iq1_m_q8_k_tiled, BlockIq1M, BlockQ8K,
             |w, y, out| iq1_tiled(w, y, out));
 
+        // The tiled order's panels (`k_quant_kernels`' `iq1_panel`): each row's super-block
+        // unpacked once for all the panel's tokens.
+        panel_kernel!($feat, iq1_s_panel_tiled, BlockIq1S, |w, y, out| iq1_panel(w, y, out));
+        panel_kernel!($feat, iq1_m_panel_tiled, BlockIq1M, |w, y, out| iq1_panel(w, y, out));
         tile_fn!(tile_iq1_s, BlockIq1S, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq1_s_rows,
             Batch => iq1_s_tiled_rows,
-        });
+        }, panels: { Batch => iq1_s_panel_tiled });
         tile_fn!(tile_iq1_m, BlockIq1M, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq1_m_rows,
             Batch => iq1_m_tiled_rows,
-        });
+        }, panels: { Batch => iq1_m_panel_tiled });
 
         /// Puts these kernels in `e` (a copy of the oracle's row) for IQ1_S and IQ1_M and
         /// returns the type's tile kernel; `None` for other types.

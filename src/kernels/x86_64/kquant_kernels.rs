@@ -14,7 +14,7 @@
 
 /// Every kernel of the K-quants and IQ4_XS (passes of rows × tokens for every variant, panels
 /// of eight rows in the lanes for the chain variants of Q4_K, Q5_K and Q2_K and the tiled
-/// order of Q3_K and Q5_K, summing `maddubs` runs in i16), their safe wrappers, tile kernels
+/// order of Q3_K, Q5_K and the IQ2, IQ3 and IQ1 types, summing `maddubs` runs in i16), their safe wrappers, tile kernels
 /// and the `fill` that puts them in a table row, compiled with the target features `$feat`
 /// over the primitives `pair_dot`, `bias4` and `chunk_dot` of the module that expands it (its
 /// parent module, `super`).
@@ -25,11 +25,11 @@ macro_rules! k_quant_kernels {
         use super::{bias4, chunk_dot, pair_dot};
         use crate::kernels::entries::{row_dot, TileDot};
         use crate::kernels::blocks::{
-            BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, IqGrid, QK_K,
+            BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, Iq1Grid, IqGrid, QK_K,
         };
         use crate::kernels::x86_64::vec256::hsum_float_8;
         use crate::kernels::x86_64::kquant_rows::{
-            bsums, hsum_i32_4, iq_grid_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
+            bsums, hsum_i32_4, iq1_panel_row, iq_grid_panel_row, iq_grid_row, iq4_xs_row, k4_min_terms, k4_panel_row, k4_row, k4_vec_dot_mins,
             pair_lanes, part_totals, q2_k_panel_row, q2_k_row, q3_k_panel_row, q3_k_row,
             q6_k_row, row_scales, row_totals, totals4, transpose8, ChainKind, Chains, K4Row,
             PanelRow, Sub16Row, XsRow, PAIR, Q3_BIAS, Q3_BIAS_SHIFT, Q6_BIAS_SHIFT, RUN, RUNS,
@@ -583,7 +583,7 @@ macro_rules! k_quant_kernels {
         #[target_feature(enable = $feat)]
         #[inline]
         #[allow(clippy::too_many_arguments)]
-        fn i16_part<const NSUB: usize, const IRUN: usize>(
+        fn i16_part<const NSUB: usize, const IRUN: usize, const SIGNED: bool>(
             groups: &[[__m256i; PANEL_ROWS]; RUNS],
             b: &BlockQ8K,
             scd: &[__m256i; NSUB],
@@ -605,7 +605,16 @@ macro_rules! k_quant_kernels {
                     let mut a = zero;
                     for g in r0..r0 + IRUN {
                         let (x, y4) = group_at(groups, b, s * sub + GROUP * g);
-                        a = _mm256_add_epi16(a, _mm256_maddubs_epi16(x, y4));
+                        let p = match SIGNED {
+                            // True products: |y| (≤ 128, unsigned) times the code with y's
+                            // sign, so −128 never wraps.
+                            true => _mm256_maddubs_epi16(
+                                _mm256_abs_epi8(y4),
+                                _mm256_sign_epi8(x, y4),
+                            ),
+                            false => _mm256_maddubs_epi16(x, y4),
+                        };
+                        a = _mm256_add_epi16(a, p);
                     }
                     s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(a, scd[s]));
                 }
@@ -641,16 +650,18 @@ macro_rules! k_quant_kernels {
         /// s1[part(s)] += sc_s·(raw − bias·bsum_s);  s2[part(s)] += m_s·bsum_s
         /// ```
         /// (the repacked oracles' `isum`/`imin` per part too, with no bias), then the float
-        /// chains of `kind`, one lane per row, as [`Chains`] does them.
+        /// chains of `kind`, one lane per row, as [`Chains`] does them. `SIGNED`: the IQ
+        /// types' signed codes, taken as true products `maddubs(|y|, sign(c, y))`; `d_mul`: the
+        /// factor on the rows' `d` where the type scales it.
         #[target_feature(enable = $feat)]
         #[inline]
         #[allow(clippy::too_many_arguments)]
-        fn panel_rows<B, const NSUB: usize, const IRUN: usize>(
+        fn panel_rows<B, const NSUB: usize, const IRUN: usize, const SIGNED: bool>(
             w: &[&[B]; PANEL_ROWS],
             y: &[&[BlockQ8K]],
             out: &mut PanelOut,
             unpack: impl Fn(&B) -> PanelRow<NSUB>,
-            d: Half<B>,
+            (d, d_mul): (Half<B>, Option<f32>),
             dmin: Option<Half<B>>,
             bias: i32,
             parts: usize,
@@ -693,7 +704,10 @@ macro_rules! k_quant_kernels {
                     scp[k] = pair16(scv[2 * k], scv[2 * k + 1]);
                     mnp[k] = pair16(mnv[2 * k], mnv[2 * k + 1]);
                 }
-                let dv = f16_rows::<PANEL_ROWS>(std::array::from_fn(|r| d(&w[r][i])));
+                let mut dv = f16_rows::<PANEL_ROWS>(std::array::from_fn(|r| d(&w[r][i])));
+                if let Some(m) = d_mul {
+                    dv = _mm256_mul_ps(dv, _mm256_set1_ps(m));
+                }
                 let dminv = match dmin {
                     Some(m) => f16_rows::<PANEL_ROWS>(std::array::from_fn(|r| m(&w[r][i]))),
                     None => zero_ps,
@@ -704,7 +718,7 @@ macro_rules! k_quant_kernels {
                     let (ds, dms) = (_mm256_mul_ps(dv, dy), _mm256_mul_ps(dminv, dy));
                     // Each part's sub-blocks in turn, its totals in registers.
                     for p in 0..parts {
-                        let (s1, s2) = i16_part::<NSUB, IRUN>(
+                        let (s1, s2) = i16_part::<NSUB, IRUN, SIGNED>(
                             &groups, b, &scd, &scp, &mnp, bias, dmin.is_some(), p, parts,
                         );
                         if kind == ChainKind::Tiled {
@@ -758,7 +772,8 @@ macro_rules! k_quant_kernels {
         panel_kernel!($feat, q5_k_panel_tiled, BlockQ5K, |w, y, out| {
             let unpack = |a: &BlockQ5K| k4_panel_row(&a.scales, &a.qs, Some(&a.qh));
             let (d, dmin) = (Q5K_D.0, Some(Q5K_D.1));
-            panel_rows::<_, RUNS, RUN_Q5_K>(w, y, out, unpack, d, dmin, 0, 1, ChainKind::Tiled)
+            let d = (d, None);
+            panel_rows::<_, RUNS, RUN_Q5_K, false>(w, y, out, unpack, d, dmin, 0, 1, ChainKind::Tiled)
         });
         panel_kernel!($feat, q2_k_panel_repacked, BlockQ2K, |w, y, out| {
             q2_k_panel(w, y, out, 1, ChainKind::Repacked)
@@ -772,7 +787,8 @@ macro_rules! k_quant_kernels {
         panel_kernel!($feat, q3_k_panel_tiled, BlockQ3K, |w, y, out| {
             let (d, unpack): (Half<BlockQ3K>, _) = (|a| a.d, |a: &BlockQ3K| q3_k_panel_row(a));
             let bias = i32::from(Q3_BIAS);
-            panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled)
+            let d = (d, None);
+            panel_rows::<_, SUB16S, RUN_SUB16, false>(w, y, out, unpack, d, None, bias, 1, ChainKind::Tiled)
         });
 
         /// The Q4_K panels.
@@ -787,7 +803,7 @@ macro_rules! k_quant_kernels {
         ) {
             let unpack = |a: &BlockQ4K| k4_panel_row(&a.scales, &a.qs, None);
             let (d, dmin) = (Q4K_D.0, Some(Q4K_D.1));
-            panel_rows::<_, RUNS, RUN_Q4_K>(w, y, out, unpack, d, dmin, 0, parts, kind)
+            panel_rows::<_, RUNS, RUN_Q4_K, false>(w, y, out, unpack, (d, None), dmin, 0, parts, kind)
         }
 
         /// The Q2_K panels.
@@ -802,7 +818,67 @@ macro_rules! k_quant_kernels {
         ) {
             let (d, dmin) = (Q2K_D.0, Some(Q2K_D.1));
             let unpack = |a: &BlockQ2K| q2_k_panel_row(a);
-            panel_rows::<_, SUB16S, RUN_SUB16>(w, y, out, unpack, d, dmin, 0, parts, kind)
+            panel_rows::<_, SUB16S, RUN_SUB16, false>(w, y, out, unpack, (d, None), dmin, 0, parts, kind)
+        }
+
+        /// Groups of four whose true-product `maddubs` pairs the IQ2 and IQ3 panels add up in
+        /// i16: their signed grid values are ±62 at most (within six bits).
+        const RUN_IQ_GRID: usize = 2;
+        const _: () = assert!(i16_run_fits(RUN_IQ_GRID, 6));
+
+        /// The tiled panels of the IQ2 and IQ3 types (`oracle_tiled::dot_iq_grid_q8_k_tiled`):
+        /// each row's super-block unpacked once for all the panel's tokens (where the passes
+        /// unpack it again for every few tokens), its signed grid values as codes (true
+        /// products, no bias), `NSUB` scales `2·ls + 1` (eight a super-block, sixteen for
+        /// IQ2_XS and IQ2_S), `d` times the type's factor as the oracle scales it.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq_grid_panel<B: IqGrid, const NSUB: usize>(
+            w: &PanelRows<B>,
+            y: &[&[BlockQ8K]],
+            out: &mut PanelOut,
+        ) {
+            let unpack = |a: &B| iq_grid_panel_row::<B, NSUB>(a);
+            let d: (Half<B>, _) = (|a| a.d(), B::SUM_SCALE);
+            let kind = ChainKind::Tiled;
+            panel_rows::<_, NSUB, RUN_IQ_GRID, true>(w, y, out, unpack, d, None, 0, 1, kind)
+        }
+        panel_kernel!($feat, iq3_xxs_panel_tiled, BlockIq3Xxs, |w, y, out| {
+            iq_grid_panel::<_, RUNS>(w, y, out)
+        });
+        panel_kernel!($feat, iq3_s_panel_tiled, BlockIq3S, |w, y, out| {
+            iq_grid_panel::<_, RUNS>(w, y, out)
+        });
+        panel_kernel!($feat, iq2_xxs_panel_tiled, BlockIq2Xxs, |w, y, out| {
+            iq_grid_panel::<_, RUNS>(w, y, out)
+        });
+        panel_kernel!($feat, iq2_xs_panel_tiled, BlockIq2Xs, |w, y, out| {
+            iq_grid_panel::<_, SUB16S>(w, y, out)
+        });
+        panel_kernel!($feat, iq2_s_panel_tiled, BlockIq2S, |w, y, out| {
+            iq_grid_panel::<_, SUB16S>(w, y, out)
+        });
+
+        /// Groups of four whose true-product `maddubs` pairs the IQ1 panels add up in i16 (a
+        /// sixteen-value scale group): their codes `8·grid ± 1` are ±9 at most (four bits).
+        const RUN_IQ1: usize = 4;
+        const _: () = assert!(i16_run_fits(RUN_IQ1, 4));
+
+        /// The tiled panels of the IQ1 types (`oracle_tiled::dot_iq1_q8_k_tiled`, for
+        /// `iq1_kernels`' tiles): codes `8·grid ± 1` (signed, true products), a scale
+        /// `2·ls + 1` per half of sixteen, `d` times an eighth.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        pub(super) fn iq1_panel<B: Iq1Grid>(
+            w: &PanelRows<B>,
+            y: &[&[BlockQ8K]],
+            out: &mut PanelOut,
+        ) {
+            use crate::kernels::oracle_tiled::IQ1_CODE_SCALE;
+            let unpack = |a: &B| iq1_panel_row(a);
+            let d: (Half<B>, _) = (|a| a.d(), Some(1.0 / IQ1_CODE_SCALE as f32));
+            let kind = ChainKind::Tiled;
+            panel_rows::<_, SUB16S, RUN_IQ1, true>(w, y, out, unpack, d, None, 0, 1, kind)
         }
 
         tile_fn!(tile_q2_k, BlockQ2K, q8_k, PASS_ROWS, PASS_TOKENS, {
@@ -844,23 +920,23 @@ macro_rules! k_quant_kernels {
         tile_fn!(tile_iq3_xxs, BlockIq3Xxs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq3_xxs_rows,
             Batch => iq3_xxs_tiled_rows,
-        });
+        }, panels: { Batch => iq3_xxs_panel_tiled });
         tile_fn!(tile_iq3_s, BlockIq3S, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq3_s_rows,
             Batch => iq3_s_tiled_rows,
-        });
+        }, panels: { Batch => iq3_s_panel_tiled });
         tile_fn!(tile_iq2_xxs, BlockIq2Xxs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq2_xxs_rows,
             Batch => iq2_xxs_tiled_rows,
-        });
+        }, panels: { Batch => iq2_xxs_panel_tiled });
         tile_fn!(tile_iq2_xs, BlockIq2Xs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq2_xs_rows,
             Batch => iq2_xs_tiled_rows,
-        });
+        }, panels: { Batch => iq2_xs_panel_tiled });
         tile_fn!(tile_iq2_s, BlockIq2S, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq2_s_rows,
             Batch => iq2_s_tiled_rows,
-        });
+        }, panels: { Batch => iq2_s_panel_tiled });
         tile_fn!(tile_iq4_xs, BlockIq4Xs, q8_k, PASS_ROWS, PASS_TOKENS, {
             Dot => iq4_xs_rows,
             Batch => iq4_xs_tiled_rows,
