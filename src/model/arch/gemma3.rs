@@ -17,17 +17,24 @@ const DEFAULT_SWA_FREQ_BASE: f32 = 10000.0;
 /// The 27B model's layer count: it scales queries by the head width n_embd/n_head instead.
 const LAYERS_27B: usize = 62;
 
-pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
-    let k = |s: &str| format!("{ARCH}.{s}");
+/// The layer Gemma 3 and Gemma 4 share: no biases, Q/K head norms, norms after attention and
+/// FFN, NEOX RoPE, tanh-GELU, embeddings scaled by `√n_embd`.
+pub(super) fn gemma_layer(shape: &Shape) -> Recipe {
     let mut r = Recipe::llama();
     r.tensors.qkv_bias = Need::No;
     r.tensors.out_bias = Need::No;
-    r.tensors.rope_freqs = Need::No;
     r.tensors.qk_norm = Need::Yes;
     r.tensors.post_norms = Need::Yes;
     r.rope = RopeStyle::Neox;
     r.ffn = FfnAct::GeluTanh;
     r.embd_scale = Some((shape.n_embd as f32).sqrt());
+    r
+}
+
+pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
+    let k = |s: &str| format!("{ARCH}.{s}");
+    let mut r = gemma_layer(shape);
+    r.tensors.rope_freqs = Need::No;
     if let Some(cap) = opt_f32(g, &k("final_logit_softcapping"))? {
         if cap != 0.0 {
             return Err(ModelError::BadKey {

@@ -26,8 +26,8 @@
 use super::super::config::{opt_f32, opt_u64};
 use super::super::error::ModelError;
 use super::super::gguf::Gguf;
-use super::{ExpertAct, ExpertWidth, FfnAct, Gating, LocalShape, Need, Recipe, RopeStyle, Routing};
-use super::{Shape, Swa};
+use super::{opt_u64_or_zero, Shape, Swa};
+use super::{ExpertAct, ExpertWidth, Gating, LocalShape, Need, Recipe, Routing};
 
 const ARCH: &str = "gemma4";
 /// The local layers' RoPE base when the file does not say (llama.cpp's default).
@@ -38,16 +38,9 @@ const DEFAULT_SOFTCAP: f32 = 30.0;
 pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
     let k = |s: &str| format!("{ARCH}.{s}");
     let bad = |key: String, why: String| ModelError::BadKey { key, why };
-    let mut r = Recipe::llama();
-    r.tensors.qkv_bias = Need::No;
-    r.tensors.out_bias = Need::No;
-    r.tensors.qk_norm = Need::Yes;
-    r.tensors.post_norms = Need::Yes;
+    let mut r = super::gemma3::gemma_layer(shape);
     r.tensors.v_proj = Need::Optional;
     r.tensors.out_scale = Need::Optional;
-    r.rope = RopeStyle::Neox;
-    r.ffn = FfnAct::GeluTanh;
-    r.embd_scale = Some((shape.n_embd as f32).sqrt());
     // `f_attention_scale = 1`: queries unscaled, a softmax of scale 1.
     r.q_scale = Some(1.0);
     r.v_norm = true;
@@ -69,7 +62,7 @@ pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
             ))
         }
     }
-    if count(g, &k("attention.shared_kv_layers"))? > 0 {
+    if opt_u64_or_zero(g, &k("attention.shared_kv_layers"))? > 0 {
         return Err(bad(
             k("attention.shared_kv_layers"),
             "is not 0: shared-KV layers (E2B/E4B) are not supported yet".into(),
@@ -190,20 +183,6 @@ fn kv_heads(g: &Gguf, key: &str, n_layer: usize) -> Result<Vec<usize>, ModelErro
     }
     let n = opt_u64(g, key)?.unwrap_or(1) as usize;
     Ok(vec![n; n_layer])
-}
-
-/// An optional non-negative integer key that may be 0 (none: 0).
-fn count(g: &Gguf, key: &str) -> Result<u64, ModelError> {
-    match g.get(key) {
-        None => Ok(0),
-        Some(v) => v.as_u64().ok_or_else(|| ModelError::BadKey {
-            key: key.into(),
-            why: format!(
-                "should be a non-negative integer but is a {}",
-                v.type_name()
-            ),
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ impl Routing {
 }
 
 /// An optional non-negative integer key that may be 0.
-fn opt_u64_or_zero(g: &Gguf, key: &str) -> Result<u64, ModelError> {
+pub(super) fn opt_u64_or_zero(g: &Gguf, key: &str) -> Result<u64, ModelError> {
     match g.get(key) {
         None => Ok(0),
         Some(v) => v.as_u64().ok_or_else(|| ModelError::BadKey {
