@@ -353,10 +353,6 @@ const RING_CELLS: usize = 768;
 /// Greedy steps compared per prompt.
 const STEPS: usize = 32;
 
-fn golden_logits(tag: &str, idx: usize, suffix: &str) -> Vec<f32> {
-    golden::read_logits(&format!("logits_{tag}_p{idx:02}{suffix}.txt.gz"))
-}
-
 fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
     let &(label, arch, window, extra) = family;
     let tag = format!("fam_{label}_{ty}");
@@ -435,7 +431,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
                 &tag,
                 &case.name,
                 &logits,
-                &golden_logits(&tag, idx, ""),
+                &golden::family_logits(&tag, idx, ""),
                 &mut failures,
             );
         }
@@ -444,7 +440,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
                 ids.len() > RING_CELLS,
                 "{tag}: prompt 12 must wrap the ring"
             );
-            let want = golden_logits(&tag, WRAP_PROMPT.0, "");
+            let want = golden::family_logits(&tag, WRAP_PROMPT.0, "");
             compare(&tag, &case.name, &logits, &want, &mut failures);
             wrapped += 1;
         }
@@ -456,7 +452,7 @@ fn check(family: &Family, ty: &str, want_fnv: u64) -> Vec<String> {
             logits = s.logits(0).to_vec();
         }
         if wraps {
-            let want = golden_logits(&tag, WRAP_PROMPT.0, &format!("_s{STEPS}"));
+            let want = golden::family_logits(&tag, WRAP_PROMPT.0, &format!("_s{STEPS}"));
             let step = format!("{} after {STEPS} tokens", case.name);
             compare(&tag, &step, &logits, &want, &mut failures);
         }

@@ -170,10 +170,6 @@ const RING_CELLS: usize = 768;
 /// Greedy steps compared per prompt.
 const STEPS: usize = 32;
 
-fn golden_logits(tag: &str, idx: usize, suffix: &str) -> Vec<f32> {
-    golden::read_logits(&format!("logits_{tag}_p{idx:02}{suffix}.txt.gz"))
-}
-
 /// Records in `failures` the logits of `got` that differ from `want`: in their bits (`tol` 0)
 /// or by more than `tol`; says how many differ at all, and by how much at most.
 fn compare(
@@ -254,7 +250,7 @@ fn check(model: &Case, shape: &[&str]) -> Vec<String> {
         let tol = if bits { 0.0 } else { model.tol };
         exact += usize::from(bits);
         if let Some(&(idx, _)) = LOGIT_PROMPTS.iter().find(|(_, n)| *n == case.name) {
-            let want = golden_logits(&tag, idx, "");
+            let want = golden::family_logits(&tag, idx, "");
             compare((&tag, &case.name), &logits, &want, tol, &mut failures);
         }
         let wraps = case.name == WRAP_PROMPT.1;
@@ -263,7 +259,7 @@ fn check(model: &Case, shape: &[&str]) -> Vec<String> {
                 ids.len() > 2 * RING_CELLS,
                 "{tag}: prompt 12 must wrap the ring twice"
             );
-            let want = golden_logits(&tag, WRAP_PROMPT.0, "");
+            let want = golden::family_logits(&tag, WRAP_PROMPT.0, "");
             compare((&tag, &case.name), &logits, &want, tol, &mut failures);
             wrapped += 1;
         }
@@ -275,7 +271,7 @@ fn check(model: &Case, shape: &[&str]) -> Vec<String> {
             logits = s.logits(0).to_vec();
         }
         if wraps {
-            let want = golden_logits(&tag, WRAP_PROMPT.0, &format!("_s{STEPS}"));
+            let want = golden::family_logits(&tag, WRAP_PROMPT.0, &format!("_s{STEPS}"));
             let step = format!("{} after {STEPS} tokens", case.name);
             compare((&tag, &step), &logits, &want, tol, &mut failures);
         }

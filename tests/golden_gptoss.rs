@@ -82,10 +82,6 @@ const MODELS: [Model; 2] = [
     ("F32", 0x3602_3c3a_b128_641f, &[], 1e-3),
 ];
 
-fn golden_logits(tag: &str, idx: usize, suffix: &str) -> Vec<f32> {
-    golden::read_logits(&format!("logits_{tag}_p{idx:02}{suffix}.txt.gz"))
-}
-
 /// How many logits differ from `want` in their bits, and the largest difference.
 fn differing(got: &[f32], want: &[f32]) -> (usize, f32) {
     assert_eq!(got.len(), want.len(), "vocabulary size");
@@ -171,7 +167,7 @@ fn check(&(ty, want_fnv, exact_prompts, tol): &Model) -> Vec<String> {
         exact_rows += 2 * usize::from(exact);
         let recorded = LOGIT_PROMPTS.iter().find(|(_, n)| *n == case.name);
         if let Some(&(idx, _)) = recorded {
-            let want = golden_logits(&tag, idx, "");
+            let want = golden::family_logits(&tag, idx, "");
             let what = format!("{tag} {}", case.name);
             compare(&what, (exact, tol), &logits, &want, &mut failures);
         }
@@ -193,7 +189,7 @@ fn check(&(ty, want_fnv, exact_prompts, tol): &Model) -> Vec<String> {
             logits = s.logits(0).to_vec();
         }
         if let Some(&(idx, _)) = recorded {
-            let want = golden_logits(&tag, idx, &format!("_s{STEPS}"));
+            let want = golden::family_logits(&tag, idx, &format!("_s{STEPS}"));
             let what = format!("{tag} {} after {STEPS} tokens", case.name);
             compare(&what, (exact, tol), &logits, &want, &mut failures);
         }

@@ -101,6 +101,12 @@ pub fn read_logits(name: &str) -> Vec<f32> {
         .collect()
 }
 
+/// The recorded logits of a family model `tag` after prompt `idx` (`suffix`: `""`, or `"_s32"`
+/// for after the decoded steps): `logits_{tag}_p{idx:02}{suffix}.txt.gz`.
+pub fn family_logits(tag: &str, idx: usize, suffix: &str) -> Vec<f32> {
+    read_logits(&format!("logits_{tag}_p{idx:02}{suffix}.txt.gz"))
+}
+
 /// Evaluates `case`'s prompt on `l` (its text through the model's tokenizer, which must give
 /// the recorded ids) and compares the logits after it with `want` bit for bit: `None` when
 /// every one is equal, else what differs, labelled `what`.
