@@ -11,11 +11,11 @@
 use super::blocks::{BlockMxfp4, KVALUES_MXFP4, QK};
 
 /// Bit position of an f32's exponent field.
-const F32_EXP_SHIFT: u32 = 23;
+pub(super) const F32_EXP_SHIFT: u32 = 23;
 /// The f32 bits of 2⁻¹²⁸ (a subnormal): the halved scale of E8M0 code 0 (code 1 doubles it).
-const E8M0_HALF_SUBNORMAL: u32 = 0x0020_0000;
+pub(super) const E8M0_HALF_SUBNORMAL: u32 = 0x0020_0000;
 /// E8M0 codes below this give subnormal halved scales.
-const E8M0_FIRST_NORMAL: u8 = 2;
+pub(super) const E8M0_FIRST_NORMAL: u8 = 2;
 /// The quantizer's scale code is `floor(log2(amax)) − 2 + 127`: the block's largest magnitude
 /// lands on the top E2M1 octave (values 4..6 after halving: table entries 8..12).
 const E8M0_TOP_OCTAVE: f32 = 2.0;

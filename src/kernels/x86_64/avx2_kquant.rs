@@ -252,6 +252,10 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
             e.tile = Some(tile_q5_0);
         }
         e.packed = super::avx2_packed::packed(e.ty);
+        if e.ty == GgmlType::Mxfp4 {
+            let token = super::Avx2::detect().expect("the AVX2 table is built where AVX2 runs");
+            e.run = Some(token.run_mxfp4());
+        }
     }
     rows
 }

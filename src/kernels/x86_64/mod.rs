@@ -19,6 +19,7 @@
 
 pub(super) mod avx2;
 pub(super) mod avx2_kquant;
+pub(super) mod avx2_mxfp4;
 pub(super) mod avx2_packed;
 pub(super) mod avx2_packed_tile;
 pub(super) mod avx2_panel;
