@@ -116,6 +116,18 @@ fn tile_q5_0(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32])
         || wide::tile_q5_0(rows, &acts[done..], variant, &mut out[done * rows.len()..])
 }
 
+/// MXFP4's prompt tile: runs of whole groups of eight rows in the repacked order through the
+/// eight-lane chain kernel (`avx2_mxfp4.rs`), everything else through the passes of
+/// `kwide_kernels.rs`.
+fn tile_mxfp4(rows: &[&[u8]], acts: &[ActRow], variant: Variant, out: &mut [f32]) -> bool {
+    if variant == Variant::Repacked && rows.len().is_multiple_of(super::super::TILE_ROWS) {
+        let token = super::Avx2::detect().expect("the AVX2 table is built where AVX2 runs");
+        token.tile_mxfp4_chain()(rows, acts, out);
+        return true;
+    }
+    wide::tile_mxfp4(rows, acts, variant, out)
+}
+
 /// This tier's kernels of Q5_0, Q5_1, IQ4_NL and MXFP4 over the primitives above.
 mod wide {
     super::super::kwide_kernels::wide_kernels!("avx2,fma,f16c");
@@ -255,6 +267,7 @@ pub(in crate::kernels) fn entries() -> [Entry; SCALAR.len()] {
         if e.ty == GgmlType::Mxfp4 {
             let token = super::Avx2::detect().expect("the AVX2 table is built where AVX2 runs");
             e.run = Some(token.run_mxfp4());
+            e.tile = Some(tile_mxfp4);
         }
     }
     rows

@@ -16,8 +16,9 @@
 //! acc[r]  = fma((f32) isum[r], e8m0_half(e[r]) · d_y, acc[r])
 //! ```
 //! against the generic pass's per-row sign trick, `maddubs`, `madd` and share of a horizontal
-//! reduction (`kwide_kernels::lookup_repacked_rows`, which still takes prompts and the rows
-//! past the last whole eight).
+//! reduction (`kwide_kernels::lookup_repacked_rows`, which still takes the other orders and
+//! runs of rows that are not whole groups of eight). Prompts take the same kernel over up to
+//! four tokens at a time, each block's codes looked up once for all of them.
 //!
 //! The kernel's `#[target_feature]` function and its safe wrapper are private to this file; the
 //! wrapper leaves it only as a function pointer from a method on the [`Avx2`] token.
@@ -79,10 +80,16 @@ impl Avx2 {
     pub(in crate::kernels) fn run_mxfp4(self) -> RunDot {
         run_mxfp4
     }
+
+    /// MXFP4's prompt tile in the repacked order over whole groups of eight rows
+    /// ([`tile_mxfp4_chain`]).
+    pub(in crate::kernels) fn tile_mxfp4_chain(self) -> fn(&[&[u8]], &[ActRow], &mut [f32]) {
+        tile_mxfp4_chain
+    }
 }
 
 /// `out[r] = dot_repacked(row r, act)` for the `out.len()` rows back to back in `rows`: whole
-/// groups of eight through [`gemv8_impl`], the rest through the scalar oracle (the rows
+/// groups of eight through [`tile8_impl`], the rest through the scalar oracle (the rows
 /// llama.cpp repacks are whole groups of eight; a thread's run of them ends on a group). Takes
 /// only the repacked order: `false` for the others, which the generic passes compute.
 fn run_mxfp4(rows: &[u8], act: &ActRow, variant: Variant, out: &mut [f32]) -> bool {
@@ -104,7 +111,7 @@ fn run_mxfp4(rows: &[u8], act: &ActRow, variant: Variant, out: &mut [f32]) -> bo
         let rows: [&[BlockMxfp4]; TILE_ROWS] = std::array::from_fn(|r| &wg[r * n..(r + 1) * n]);
         // SAFETY: `run_mxfp4` is handed out only by `Avx2::run_mxfp4`, whose token exists only
         // once AVX2, FMA and F16C were detected.
-        let got = unsafe { gemv8_impl(&rows, a) };
+        let [got] = unsafe { tile8_impl(&rows, [a]) };
         o.copy_from_slice(&got);
     }
     for (r, o) in out.iter_mut().enumerate().skip(whole) {
@@ -130,26 +137,36 @@ fn e8m0_half8(e: [u8; TILE_ROWS]) -> __m256 {
     _mm256_castsi256_ps(_mm256_blendv_epi8(sub, normal, is_normal))
 }
 
-/// Eight rows against one token's activations `a`, each row's chain in its lane.
+/// Eight rows against `T` tokens' activations `acts`: `out[t]` holds token t's eight outputs,
+/// each row's chain in its lane. Blocks outer: a block of the eight rows is transposed and
+/// looked up once for every token, then each token's block is eight broadcasts.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemv8_impl(rows: &[&[BlockMxfp4]; TILE_ROWS], a: &Q8Row) -> [f32; TILE_ROWS] {
-    let n = a.blocks.len();
+fn tile8_impl<const T: usize>(
+    rows: &[&[BlockMxfp4]; TILE_ROWS],
+    acts: [&Q8Row; T],
+) -> [[f32; TILE_ROWS]; T] {
+    let n = acts[0].blocks.len();
     assert!(
-        rows.iter().all(|r| r.len() == n) && a.sums.len() == n && a.scales.len() == n,
-        "gemv8 mxfp4: rows of other lengths than the {n}-block activation"
+        rows.iter().all(|r| r.len() == n)
+            && acts
+                .iter()
+                .all(|a| a.blocks.len() == n && a.sums.len() == n && a.scales.len() == n),
+        "mxfp4 tile: rows and activations of other lengths than {n} blocks"
     );
     let pf = Prefetch::new(rows);
     // SAFETY: SHIFTED is sixteen readable bytes; the load is unaligned.
     let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(SHIFTED.as_ptr().cast()) });
     let (low, ones) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi16(1));
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); T];
     for i in 0..n {
         pf.at(i);
         let x = transpose_qs(rows.map(|w| &w[i].qs));
         let dw = e8m0_half8(rows.map(|w| w[i].e[0]));
-        // SAFETY: every slice of `a` has exactly n elements (asserted above), and i < n.
-        let (y, sum, dy) = unsafe { q8_block(a, i) };
-        let mut p = [_mm256_setzero_si256(); NIBBLE_GROUPS / GROUPS_PER_SUM];
+        // SAFETY: every slice of every activation has exactly n elements (asserted above),
+        // and i < n.
+        let blocks = acts.map(|a| unsafe { q8_block(a, i) });
+        let mut p = [[_mm256_setzero_si256(); NIBBLE_GROUPS / GROUPS_PER_SUM]; T];
+        // Groups outer, tokens inner: the tokens' sums are independent chains.
         for k in 0..NIBBLE_GROUPS {
             let codes = if k < 4 {
                 _mm256_and_si256(x[k], low)
@@ -157,16 +174,80 @@ fn gemv8_impl(rows: &[&[BlockMxfp4]; TILE_ROWS], a: &Q8Row) -> [f32; TILE_ROWS] 
                 _mm256_and_si256(_mm256_srli_epi16::<4>(x[k - 4]), low)
             };
             let u = _mm256_shuffle_epi8(table, codes);
-            let b = _mm256_set1_epi32(group(y, y_offset(k)));
-            let s = &mut p[k / GROUPS_PER_SUM];
-            *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(u, b));
+            for (pt, (y, _, _)) in p.iter_mut().zip(&blocks) {
+                let b = _mm256_set1_epi32(group(y, y_offset(k)));
+                let s = &mut pt[k / GROUPS_PER_SUM];
+                *s = _mm256_add_epi16(*s, _mm256_maddubs_epi16(u, b));
+            }
         }
-        let isum = _mm256_add_epi32(
-            _mm256_add_epi32(_mm256_madd_epi16(p[0], ones), _mm256_madd_epi16(p[1], ones)),
-            _mm256_set1_epi32(-i32::from(OFFSET) * sum),
-        );
-        let d = _mm256_mul_ps(dw, _mm256_set1_ps(dy));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+        for ((acc, pt), (_, sum, dy)) in acc.iter_mut().zip(&p).zip(&blocks) {
+            let isum = _mm256_add_epi32(
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(pt[0], ones),
+                    _mm256_madd_epi16(pt[1], ones),
+                ),
+                _mm256_set1_epi32(-i32::from(OFFSET) * sum),
+            );
+            let d = _mm256_mul_ps(dw, _mm256_set1_ps(*dy));
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, *acc);
+        }
     }
-    lanes(acc)
+    acc.map(|v| lanes(v))
+}
+
+/// Tokens a call of [`tile8_impl`] takes at most: four tokens' two i16 sums, the looked-up
+/// codes, a broadcast and the table fill the sixteen registers.
+const TILE_TOKENS: usize = 4;
+
+/// `out[t * rows.len() + r] = dot_repacked(rows[r], acts[t])` for rows in whole groups of
+/// eight, [`TILE_TOKENS`] tokens per pass (the last pass fewer).
+///
+/// # Panics
+/// If `rows.len()` is not a multiple of eight, or the rows and activations are not all of
+/// one length in whole blocks.
+fn tile_mxfp4_chain(rows: &[&[u8]], acts: &[ActRow], out: &mut [f32]) {
+    let k = rows.len();
+    assert!(
+        k.is_multiple_of(TILE_ROWS) && out.len() == k * acts.len(),
+        "mxfp4 tile: {k} rows, {} outputs for {} tokens",
+        out.len(),
+        acts.len()
+    );
+    let Some(first) = acts.first() else {
+        return;
+    };
+    let n = first.len() / QK;
+    let a: Vec<&Q8Row> = acts.iter().map(|a| q8_0_row(a, n)).collect();
+    for (g, group) in rows.chunks_exact(TILE_ROWS).enumerate() {
+        let w: [&[BlockMxfp4]; TILE_ROWS] = std::array::from_fn(|r| checked_blocks(group[r], n));
+        for (c, chunk) in a.chunks(TILE_TOKENS).enumerate() {
+            let mut put = |t: usize, o: [f32; TILE_ROWS]| {
+                let at = (c * TILE_TOKENS + t) * k + g * TILE_ROWS;
+                out[at..at + TILE_ROWS].copy_from_slice(&o);
+            };
+            // SAFETY: `tile_mxfp4_chain` is handed out only by `Avx2::tile_mxfp4_chain`, whose
+            // token exists only once AVX2, FMA and F16C were detected.
+            unsafe {
+                match *chunk {
+                    [a0, a1, a2, a3] => {
+                        for (t, o) in tile8_impl(&w, [a0, a1, a2, a3]).into_iter().enumerate() {
+                            put(t, o);
+                        }
+                    }
+                    [a0, a1, a2] => {
+                        for (t, o) in tile8_impl(&w, [a0, a1, a2]).into_iter().enumerate() {
+                            put(t, o);
+                        }
+                    }
+                    [a0, a1] => {
+                        for (t, o) in tile8_impl(&w, [a0, a1]).into_iter().enumerate() {
+                            put(t, o);
+                        }
+                    }
+                    [a0] => put(0, tile8_impl(&w, [a0])[0]),
+                    _ => unreachable!("chunks of one to four tokens"),
+                }
+            }
+        }
+    }
 }
