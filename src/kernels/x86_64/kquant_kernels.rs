@@ -509,6 +509,53 @@ macro_rules! k_quant_kernels {
             }
             acc
         }
+        /// IQ3_S's lanes: [`iq_grid_lanes`]'s integers, with each run's eight nine-bit grid
+        /// indices formed in one vector (the ninth bits from `qh` by a variable shift, as
+        /// ggml's AVX2 kernel forms them) rather than one by one in scalar code, and the run's
+        /// 32 sign bits spread to byte masks by a shuffle (the negation `(q ^ m) − m` wraps
+        /// −128 as `vpsignb` does).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq3_s_lanes(a: &BlockIq3S, b: &BlockQ8K) -> __m256i {
+            use crate::kernels::blocks::{table_load, IQ3S_QS_BITS};
+            use crate::kernels::iq_grids::IQ3S_GRID;
+            /// Groups of four values (grid entries) a run.
+            const ENTRIES: usize = RUN / 4;
+            // Lane j: qh's bit j moved up to the index's ninth bit.
+            let shift = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);
+            let ninth = _mm256_set1_epi32(1 << IQ3S_QS_BITS);
+            // Value m of a run takes sign byte m / 8, bit m % 8.
+            let byte_of = _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+            );
+            let bit_of = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+            let mut idx = [0u32; ENTRIES];
+            let mut acc = _mm256_setzero_si256();
+            for s in 0..RUNS {
+                let qs = &a.qs[ENTRIES * s..ENTRIES * (s + 1)];
+                // SAFETY: qs is eight readable bytes; the load is unaligned.
+                let low = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(qs.as_ptr().cast()) });
+                let qh = _mm256_set1_epi32(i32::from(a.qh[s]));
+                let high = _mm256_and_si256(_mm256_sllv_epi32(qh, shift), ninth);
+                // SAFETY: idx is eight writable u32; the store is unaligned.
+                unsafe {
+                    _mm256_storeu_si256(idx.as_mut_ptr().cast(), _mm256_or_si256(low, high))
+                };
+                let g = |j: usize| table_load(&IQ3S_GRID, idx[j] as usize) as i32;
+                let v = _mm256_setr_epi32(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
+                let bits = i32::from_le_bytes(
+                    a.signs[4 * s..4 * (s + 1)].try_into().expect("four sign bytes"),
+                );
+                let picked = _mm256_shuffle_epi8(_mm256_set1_epi32(bits), byte_of);
+                let neg = _mm256_cmpeq_epi8(_mm256_and_si256(picked, bit_of), bit_of);
+                let q = load32(&b.qs[RUN * s..]);
+                let q8 = _mm256_sub_epi8(_mm256_xor_si256(q, neg), neg);
+                let ls = _mm256_set1_epi16(a.odd_scale(s) as i16);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, q8), ls));
+            }
+            acc
+        }
         #[target_feature(enable = $feat)]
         #[inline]
         fn iq_grid_tiled<B: IqGrid, const R: usize, const T: usize>(
@@ -526,7 +573,7 @@ macro_rules! k_quant_kernels {
         rows_kernel!($feat, iq3_xxs_tiled_rows, dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq3_s_rows, dot_iq3_s_q8_k, BlockIq3S, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
+            iq_grid_dot(w, y, out, |a, b| iq3_s_lanes(a, b))
         });
         rows_kernel!($feat, iq3_s_tiled_rows, dot_iq3_s_q8_k_tiled, BlockIq3S, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
