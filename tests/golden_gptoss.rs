@@ -63,6 +63,14 @@ const STEPS: usize = 32;
 /// The prompts whose full logits were recorded after the prompt and after [`STEPS`] tokens.
 const LOGIT_PROMPTS: [(usize, &str); 3] = [(1, "01.txt"), (9, "09.txt"), (12, "12.txt")];
 
+/// A text that o200k splits otherwise than gpt-2 does on this vocabulary (gpt-2 cuts `'sup`
+/// after `'s`), with llama.cpp's ids for it (`llama-tokenize`, README "gpt-oss"): none of the
+/// golden prompts has such a place, so their ids would not show a gpt-2 split.
+const O200K_PROBE: (&str, &[u32]) = (
+    "'sup, I'llx go",
+    &[42, 793, 115, 47, 35, 76, 42, 595, 123, 266, 114],
+);
+
 /// A test model: its `--type`, the FNV-1a of the file gen-model writes, the prompts whose
 /// recorded logits must equal locus's bit for bit (after the prompt and after [`STEPS`]
 /// tokens), and how far the others may be.
@@ -78,8 +86,8 @@ const LOGIT_PROMPTS: [(usize, &str); 3] = [(1, "01.txt"), (9, "09.txt"), (12, "1
 type Model = (&'static str, u64, &'static [&'static str], f32);
 
 const MODELS: [Model; 2] = [
-    ("MXFP4", 0x9e9f_83af_6a5c_767a, &["01.txt", "09.txt"], 0.25),
-    ("F32", 0x3602_3c3a_b128_641f, &[], 1e-3),
+    ("MXFP4", 0xc945_4c62_7c2f_ed7d, &["01.txt", "09.txt"], 0.25),
+    ("F32", 0x0476_82e8_c30e_82ce, &[], 1e-3),
 ];
 
 /// How many logits differ from `want` in their bits, and the largest difference.
@@ -138,7 +146,25 @@ fn check(&(ty, want_fnv, exact_prompts, tol): &Model) -> Vec<String> {
         "{tag}: gen-model's output changed (FNV {fnv:#x}); the golden data describe another model"
     );
     let file = ModelFile::open(&path).unwrap();
+    // The tokenizer keys of a real gpt-oss file (o200k's pre-tokenizer, `<|endoftext|>` as
+    // padding, no `add_bos_token`), which llama.cpp read to make the golden ids.
+    let g = file.gguf().unwrap();
+    let key = |k: &str| g.get(&format!("tokenizer.ggml.{k}"));
+    assert_eq!(key("pre").and_then(|v| v.as_str()), Some("gpt-4o"), "{tag}");
+    assert_eq!(
+        key("padding_token_id").and_then(|v| v.as_u64()),
+        Some(0),
+        "{tag}"
+    );
+    assert!(key("add_bos_token").is_none(), "{tag}: add_bos_token");
+    drop(g);
     let l = LoadedModel::load(&file, Instant::now()).unwrap();
+    let (text, want) = O200K_PROBE;
+    assert_eq!(
+        l.tokenizer.encode(text, true, true),
+        want,
+        "{tag}: o200k split"
+    );
     let c = &l.model.config;
     assert_eq!(c.arch.name(), "gpt-oss");
     let swa = c.recipe.swa.clone().expect("a sliding window");

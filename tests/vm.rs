@@ -148,9 +148,12 @@ fn gen_model(tag: &str, args: &[&str]) -> PathBuf {
 /// low-rank query, a leading dense layer, sigmoid routing over expert groups, a shared expert;
 /// every mode runs it, and its latent cache keeps a copy on each node with CPUs. An IQ2 mixture
 /// of experts (qwen3moe, every weight IQ2_XXS, rows of 256 values): the grid types' copies and
-/// expert slices, in every mode.
-fn seam_models() -> &'static [(&'static str, PathBuf); 4] {
-    static MODELS: OnceLock<[(&str, PathBuf); 4]> = OnceLock::new();
+/// expert slices, in every mode. gpt-oss, typed as it ships (MXFP4 experts, Q8_0 for the other
+/// matrices, F32 router, biases and sinks): 8 experts, 2 per token, each expert's MXFP4 rows
+/// and its row of biases split across the nodes in shard; attention sinks and a 4-token
+/// window on every other layer.
+fn seam_models() -> &'static [(&'static str, PathBuf); 5] {
+    static MODELS: OnceLock<[(&str, PathBuf); 5]> = OnceLock::new();
     MODELS.get_or_init(|| {
         let shape = [
             "--type",
@@ -210,6 +213,24 @@ fn seam_models() -> &'static [(&'static str, PathBuf); 4] {
                         "8",
                         "--expert-ffn",
                         "256",
+                    ]),
+                ),
+            ),
+            (
+                "gptoss",
+                gen_model(
+                    "gptoss",
+                    &with(&[
+                        "--type",
+                        "MXFP4",
+                        "--arch",
+                        "gpt-oss",
+                        "--experts",
+                        "8",
+                        "--expert-ffn",
+                        "128",
+                        "--window",
+                        "4",
                     ]),
                 ),
             ),
@@ -589,7 +610,7 @@ fn check_topology(name: &str, topo: &Topo) {
         check_audit(name, mode, topo, &a);
     }
 
-    // (5) the seam models (Gemma 3, Qwen3-MoE, DeepSeek): mirror and shard local, the host's
+    // (5) the seam models (Gemma 3, Qwen3-MoE, DeepSeek, IQ2, gpt-oss): mirror and shard local, the host's
     // tokens; the latent model in every mode, its cache a copy per node where threads run on
     // several.
     for (tag, path) in seam_models() {

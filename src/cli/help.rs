@@ -235,8 +235,9 @@ Options:
                       one), glm4moe (Q/K/V biases, NEOX RoPE, experts with sigmoid routing, a
                       selection bias and a shared expert), gpt-oss (attention sinks,
                       every other layer in a sliding window, YaRN, biases everywhere,
-                      experts with swiglu_oai; --type MXFP4 writes MXFP4 experts and Q8_0
-                      for the other matrices, as gpt-oss ships), gemma4 (gemma3's layer with
+                      experts with swiglu_oai, the o200k pre-tokenizer `gpt-4o`; --type
+                      MXFP4 writes MXFP4 experts and Q8_0 for the other matrices, as
+                      gpt-oss ships), gemma4 (gemma3's layer with
                       its own shape for the global layers, whose values are their keys'
                       projection; value norms, a scalar per layer, capped logits; a
                       window must be given)

@@ -208,6 +208,38 @@ mod tests {
         );
     }
 
+    /// A call to a function in the `commentary` channel (`to=functions.NAME`, JSON arguments),
+    /// as gpt-oss writes one, where the request gave no tools: read over, as llama-server's
+    /// `unsolicited` rule does, never shown as content, whole or while it streams. Its
+    /// `<|call|>` is a control token (an end of generation), never part of the text.
+    #[test]
+    fn a_function_call_is_not_content() {
+        let call = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
+                    <|message|>{\"location\":\"Paris\"}";
+        let after_analysis = format!(
+            "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant{call}"
+        );
+        let in_role = " to=functions.get_weather<|channel|>commentary <|constrain|>json\
+                       <|message|>{\"location\":\"Paris\"}";
+        for (text, reasoning) in [
+            (call.to_string(), ""),
+            (after_analysis, "Need the weather."),
+            (in_role.to_string(), ""),
+        ] {
+            assert_eq!(split(&text, false), s(reasoning, ""), "{text}");
+            let mut stream = Stream::default();
+            let cuts: Vec<usize> = text.char_indices().map(|(i, _)| i).skip(1).collect();
+            let (mut r, mut c) = (String::new(), String::new());
+            for &cut in cuts.iter().chain([text.len()].iter()) {
+                let (dr, dc) = stream.update(&text[..cut], cut == text.len());
+                r.push_str(&dr);
+                c.push_str(&dc);
+                assert!(c.is_empty(), "content {c:?} at {cut} of {text}");
+            }
+            assert_eq!(r, reasoning, "{text}");
+        }
+    }
+
     #[test]
     fn text_that_is_not_harmony_is_the_answer() {
         assert_eq!(split("plain answer", false), s("", "plain answer"));

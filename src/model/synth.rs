@@ -761,6 +761,9 @@ fn metadata(s: &SynthSpec) -> GgufWriter {
     if s.arch == Arch::Gemma4 {
         super::synth_gemma4::metadata(s, &mut w);
     }
+    if s.arch == Arch::GptOss {
+        gptoss::tokenizer_metadata(&mut w);
+    }
     w.set(
         "tokenizer.chat_template",
         MetaValue::str("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),

@@ -99,6 +99,30 @@ pub(super) fn metadata(s: &SynthSpec, w: &mut GgufWriter) {
     }
 }
 
+/// The pre-tokenizer real gpt-oss files name: o200k (`gpt-4o`, as llama.cpp's converter
+/// detects gpt-oss's tokenizer), not the `gpt-2` of the other synthetic families.
+const PRE_TOKENIZER: &str = "gpt-4o";
+
+/// The tokenizer keys in which a gpt-oss file differs from the shared synthetic ones (which it
+/// overrides where both write), as far as the synthetic vocabulary can carry them: the o200k
+/// pre-tokenizer; `<|endoftext|>` as the padding token (gpt-oss's, synthetic id 0); and no
+/// `add_bos_token` (gpt-oss's converter writes none, and `gpt-4o` adds no BOS by default in
+/// llama.cpp). The BOS and EOS ids and the template stay the synthetic vocabulary's: it has
+/// no `<|startoftext|>`, `<|return|>` or harmony tokens to point them at.
+pub(super) fn tokenizer_metadata(w: &mut GgufWriter) {
+    w.set("tokenizer.ggml.pre", MetaValue::str(PRE_TOKENIZER));
+    let pad = super::SYNTH_SPECIALS
+        .iter()
+        .position(|&t| t == "<|endoftext|>")
+        .expect("the synthetic vocabulary has <|endoftext|>");
+    w.set(
+        "tokenizer.ggml.padding_token_id",
+        MetaValue::U32(pad as u32),
+    );
+    w.metadata
+        .retain(|(k, _)| k != "tokenizer.ggml.add_bos_token");
+}
+
 impl SynthSpec {
     /// gpt-oss-120b's layer (dim 2880, 64 query heads and 8 KV heads of 64, experts of 2880 with
     /// 4 per token, every other layer local with a window of 128, RoPE base 150000 with YaRN by
