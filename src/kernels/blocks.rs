@@ -334,6 +334,16 @@ pub trait IqGrid: Block {
         (0..8).fold(0u64, |m, j| m | u64::from(self.signs(k + j)) << (8 * j))
     }
 
+    /// Whether the block stores every sign bit (IQ2_S, IQ3_S): a run's 32 are then
+    /// [`IqGrid::sign_word`]'s four bytes as stored, for a kernel to spread with a shuffle.
+    const STORED_SIGNS: bool = false;
+
+    /// The sign bits of the 32 values of groups `k..k + 4`, group `k + j`'s in byte `j`.
+    #[inline]
+    fn sign_word(&self, k: usize) -> u32 {
+        u32::from_le_bytes(std::array::from_fn(|j| self.signs(k + j)))
+    }
+
     /// The signs of group `k` as eight bytes of ±1 ([`super::iq_signs::SIGN_BYTES`]), for
     /// `vpsignb`.
     #[inline]
@@ -384,6 +394,11 @@ impl IqGrid for BlockIq3Xxs {
 }
 
 impl IqGrid for BlockIq3S {
+    const STORED_SIGNS: bool = true;
+    #[inline]
+    fn sign_word(&self, k: usize) -> u32 {
+        u32::from_le_bytes(self.signs[k..k + 4].try_into().expect("four sign bytes"))
+    }
     const SCALE_GROUP: usize = SUB32;
     const SUM_SCALE: Option<f32> = None;
     fn d(&self) -> [u8; 2] {
@@ -454,6 +469,11 @@ impl IqGrid for BlockIq2Xs {
 }
 
 impl IqGrid for BlockIq2S {
+    const STORED_SIGNS: bool = true;
+    #[inline]
+    fn sign_word(&self, k: usize) -> u32 {
+        u32::from_le_bytes(self.signs[k..k + 4].try_into().expect("four sign bytes"))
+    }
     const SCALE_GROUP: usize = SUB16;
     const SUM_SCALE: Option<f32> = Some(IQ2_SUM_SCALE);
     fn d(&self) -> [u8; 2] {

@@ -498,8 +498,13 @@ macro_rules! k_quant_kernels {
             for s in 0..RUNS {
                 let k = GROUPS * s;
                 let v = _mm256_setr_epi64x(group(k), group(k + 1), group(k + 2), group(k + 3));
-                let signs = _mm256_setr_epi64x(sign(k), sign(k + 1), sign(k + 2), sign(k + 3));
-                let q8 = _mm256_sign_epi8(load32(&b.qs[RUN * s..]), signs);
+                let q8 = if B::STORED_SIGNS {
+                    negate_by_bits(load32(&b.qs[RUN * s..]), a.sign_word(k))
+                } else {
+                    let signs =
+                        _mm256_setr_epi64x(sign(k), sign(k + 1), sign(k + 2), sign(k + 3));
+                    _mm256_sign_epi8(load32(&b.qs[RUN * s..]), signs)
+                };
                 let ls = if B::SCALE_GROUP == RUN {
                     _mm256_set1_epi16(scale(s))
                 } else {
@@ -509,11 +514,26 @@ macro_rules! k_quant_kernels {
             }
             acc
         }
+        /// A run's 32 activation quants `q`, value m negated where bit m of `bits` is set: the
+        /// bits spread to byte masks by a shuffle, as ggml's AVX2 kernels spread stored signs
+        /// (`(q ^ m) − m` wraps −128 as `vpsignb` does).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn negate_by_bits(q: __m256i, bits: u32) -> __m256i {
+            // Value m of a run takes sign byte m / 8, bit m % 8.
+            let byte_of = _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+            );
+            let bit_of = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+            let picked = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), byte_of);
+            let neg = _mm256_cmpeq_epi8(_mm256_and_si256(picked, bit_of), bit_of);
+            _mm256_sub_epi8(_mm256_xor_si256(q, neg), neg)
+        }
+
         /// IQ3_S's lanes: [`iq_grid_lanes`]'s integers, with each run's eight nine-bit grid
         /// indices formed in one vector (the ninth bits from `qh` by a variable shift, as
-        /// ggml's AVX2 kernel forms them) rather than one by one in scalar code, and the run's
-        /// 32 sign bits spread to byte masks by a shuffle (the negation `(q ^ m) − m` wraps
-        /// −128 as `vpsignb` does).
+        /// ggml's AVX2 kernel forms them) rather than one by one in scalar code.
         #[target_feature(enable = $feat)]
         #[inline]
         fn iq3_s_lanes(a: &BlockIq3S, b: &BlockQ8K) -> __m256i {
@@ -524,12 +544,6 @@ macro_rules! k_quant_kernels {
             // Lane j: qh's bit j moved up to the index's ninth bit.
             let shift = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);
             let ninth = _mm256_set1_epi32(1 << IQ3S_QS_BITS);
-            // Value m of a run takes sign byte m / 8, bit m % 8.
-            let byte_of = _mm256_setr_epi8(
-                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
-            );
-            let bit_of = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
             let mut idx = [0u32; ENTRIES];
             let mut acc = _mm256_setzero_si256();
             for s in 0..RUNS {
@@ -544,13 +558,7 @@ macro_rules! k_quant_kernels {
                 };
                 let g = |j: usize| table_load(&IQ3S_GRID, idx[j] as usize) as i32;
                 let v = _mm256_setr_epi32(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
-                let bits = i32::from_le_bytes(
-                    a.signs[4 * s..4 * (s + 1)].try_into().expect("four sign bytes"),
-                );
-                let picked = _mm256_shuffle_epi8(_mm256_set1_epi32(bits), byte_of);
-                let neg = _mm256_cmpeq_epi8(_mm256_and_si256(picked, bit_of), bit_of);
-                let q = load32(&b.qs[RUN * s..]);
-                let q8 = _mm256_sub_epi8(_mm256_xor_si256(q, neg), neg);
+                let q8 = negate_by_bits(load32(&b.qs[RUN * s..]), a.sign_word(4 * s));
                 let ls = _mm256_set1_epi16(a.odd_scale(s) as i16);
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, q8), ls));
             }
