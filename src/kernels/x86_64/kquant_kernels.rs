@@ -531,6 +531,63 @@ macro_rules! k_quant_kernels {
             _mm256_sub_epi8(_mm256_xor_si256(q, neg), neg)
         }
 
+        /// IQ2_XS's lanes: [`iq_grid_lanes`]'s integers, with the super-block's 32 stored
+        /// words split in vectors once: their nine-bit grid indices, and their seven sign bits
+        /// completed by the parity bit (`iq_signs::KSIGNS`: a nibble table looked up on the
+        /// xor of the bits' halves, as ggml's AVX2 kernel completes them) and then spread by
+        /// [`negate_by_bits`], where each group's word was read, masked and its ±1 bytes looked
+        /// up one by one.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq2_xs_lanes(a: &BlockIq2Xs, b: &BlockQ8K) -> __m256i {
+            use crate::kernels::blocks::{table_load, IQ2XS_INDEX_BITS, IQ2XS_INDEX_MASK};
+            use crate::kernels::iq_grids::IQ2XS_GRID;
+            /// Stored words (groups of eight values) a super-block.
+            const WORDS: usize = QK_K / 8;
+            /// Groups a run.
+            const GROUPS: usize = RUN / 8;
+            // 0x80 where a nibble has an odd number of bits set.
+            let odd = _mm256_setr_epi8(
+                0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+                0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+            );
+            let mut index = [0u16; WORDS];
+            let mut signs = [0u8; WORDS];
+            let mask = _mm256_set1_epi16(IQ2XS_INDEX_MASK as i16);
+            let full: [__m256i; 2] = std::array::from_fn(|h| {
+                let w = load32(&a.qs[2 * (WORDS / 2) * h..]);
+                // SAFETY: index holds 32 u16, half h's sixteen at 16h; the store is unaligned.
+                unsafe {
+                    _mm256_storeu_si256(
+                        index[WORDS / 2 * h..].as_mut_ptr().cast(),
+                        _mm256_and_si256(w, mask),
+                    )
+                };
+                let seven = _mm256_srli_epi16::<{ IQ2XS_INDEX_BITS as i32 }>(w);
+                // Seven bits' parity: that of the low nibble xor the top three.
+                let folded = _mm256_xor_si256(seven, _mm256_srli_epi16::<4>(seven));
+                _mm256_or_si256(seven, _mm256_shuffle_epi8(odd, folded))
+            });
+            // packus interleaves 128-bit halves: bytes come out as (0 2 1 3) in 64-bit units.
+            let packed = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi16(
+                full[0], full[1],
+            ));
+            // SAFETY: signs is 32 writable bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(signs.as_mut_ptr().cast(), packed) };
+            let mut acc = _mm256_setzero_si256();
+            for s in 0..RUNS {
+                let k = GROUPS * s;
+                let g = |j: usize| table_load(&IQ2XS_GRID, usize::from(index[k + j])) as i64;
+                let v = _mm256_setr_epi64x(g(0), g(1), g(2), g(3));
+                let bits = u32::from_le_bytes(signs[k..k + GROUPS].try_into().expect("four"));
+                let q8 = negate_by_bits(load32(&b.qs[RUN * s..]), bits);
+                let scale = |h: usize| a.odd_scale(2 * s + h) as i16;
+                let ls = _mm256_setr_m128i(_mm_set1_epi16(scale(0)), _mm_set1_epi16(scale(1)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, q8), ls));
+            }
+            acc
+        }
+
         /// IQ3_S's lanes: [`iq_grid_lanes`]'s integers, with each run's eight nine-bit grid
         /// indices formed in one vector (the ninth bits from `qh` by a variable shift, as
         /// ggml's AVX2 kernel forms them) rather than one by one in scalar code.
@@ -591,7 +648,7 @@ macro_rules! k_quant_kernels {
         rows_kernel!($feat, iq2_xxs_tiled_rows, dot_iq2_xxs_q8_k_tiled, BlockIq2Xxs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
         rows_kernel!($feat, iq2_xs_rows, dot_iq2_xs_q8_k, BlockIq2Xs, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
+            iq_grid_dot(w, y, out, |a, b| iq2_xs_lanes(a, b))
         });
         rows_kernel!($feat, iq2_xs_tiled_rows, dot_iq2_xs_q8_k_tiled, BlockIq2Xs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
