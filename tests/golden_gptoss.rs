@@ -86,7 +86,7 @@ const O200K_PROBE: (&str, &[u32]) = (
 type Model = (&'static str, u64, &'static [&'static str], f32);
 
 const MODELS: [Model; 2] = [
-    ("MXFP4", 0xc945_4c62_7c2f_ed7d, &["01.txt", "09.txt"], 0.25),
+    ("MXFP4", 0x3d12_2d14_0960_64bf, &["01.txt", "09.txt"], 0.25),
     ("F32", 0x0476_82e8_c30e_82ce, &[], 1e-3),
 ];
 

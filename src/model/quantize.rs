@@ -62,6 +62,8 @@ pub fn file_type_code(ty: GgmlType) -> Option<u32> {
         GgmlType::Iq4Nl => 25,
         GgmlType::Iq4Xs => 30,
         GgmlType::Bf16 => 32,
+        // llama.cpp names only the mixture-of-experts preset (`MOSTLY_MXFP4_MOE`).
+        GgmlType::Mxfp4 => 38,
         _ => return None,
     })
 }
