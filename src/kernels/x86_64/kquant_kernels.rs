@@ -588,6 +588,33 @@ macro_rules! k_quant_kernels {
             acc
         }
 
+        /// IQ3_XXS's lanes: [`iq_grid_lanes`]'s integers, each run's eight grid entries
+        /// inserted as eight 32-bit lanes (as ggml's AVX2 kernel sets them) rather than joined
+        /// in pairs into four 64-bit ones.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn iq3_xxs_lanes(a: &BlockIq3Xxs, b: &BlockQ8K) -> __m256i {
+            use crate::kernels::blocks::table_load;
+            use crate::kernels::iq_grids::IQ3XXS_GRID;
+            /// Grid entries (four values each) a run.
+            const ENTRIES: usize = RUN / 4;
+            /// Groups of eight values a run.
+            const GROUPS: usize = RUN / 8;
+            let mut acc = _mm256_setzero_si256();
+            for s in 0..RUNS {
+                let qs = &a.qs[ENTRIES * s..ENTRIES * (s + 1)];
+                let g = |j: usize| table_load(&IQ3XXS_GRID, usize::from(qs[j])) as i32;
+                let v = _mm256_setr_epi32(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
+                let k = GROUPS * s;
+                let sign = |j: usize| a.sign_bytes(k + j) as i64;
+                let signs = _mm256_setr_epi64x(sign(0), sign(1), sign(2), sign(3));
+                let q8 = _mm256_sign_epi8(load32(&b.qs[RUN * s..]), signs);
+                let ls = _mm256_set1_epi16(a.odd_scale(s) as i16);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, q8), ls));
+            }
+            acc
+        }
+
         /// IQ3_S's lanes: [`iq_grid_lanes`]'s integers, with each run's eight nine-bit grid
         /// indices formed in one vector (the ninth bits from `qh` by a variable shift, as
         /// ggml's AVX2 kernel forms them) rather than one by one in scalar code.
@@ -633,7 +660,7 @@ macro_rules! k_quant_kernels {
             tiled_rows(w, y, out, d, |a| iq_grid_row(a), lanes)
         }
         rows_kernel!($feat, iq3_xxs_rows, dot_iq3_xxs_q8_k, BlockIq3Xxs, BlockQ8K, |w, y, out| {
-            iq_grid_dot(w, y, out, |a, b| iq_grid_lanes(a, b))
+            iq_grid_dot(w, y, out, |a, b| iq3_xxs_lanes(a, b))
         });
         rows_kernel!($feat, iq3_xxs_tiled_rows, dot_iq3_xxs_q8_k_tiled, BlockIq3Xxs, BlockQ8K,
             |w, y, out| iq_grid_tiled(w, y, out));
