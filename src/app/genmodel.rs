@@ -67,8 +67,8 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
         validate_gemma4(spec)?;
     } else if spec.g4 != Default::default() {
         return bad(format!(
-            "--global-head-dim, --global-kv-heads, --global-rope-dims and --softcap are for \
-             --arch gemma4, not {}",
+            "--global-head-dim, --global-kv-heads, --global-rope-dims, --softcap, --ple, \
+             --shared-kv-layers and --double-wide-ffn are for --arch gemma4, not {}",
             spec.arch.name()
         ));
     }
@@ -253,6 +253,40 @@ fn validate_gemma4(spec: &SynthSpec) -> Result<(), AppError> {
             "--softcap {} must be a non-negative number",
             spec.g4.softcap
         ));
+    }
+    let ple = spec.g4.ple as u64;
+    if ple > 0
+        && (!spec.g4.ple.is_multiple_of(ty.block_size())
+            || ple * spec.n_layer as u64 > MAX_TENSOR_ELEMENTS / spec.n_vocab.max(1) as u64)
+    {
+        return bad(format!(
+            "--ple {ple} must be a multiple of {} for {}, and --ple × --layers × --vocab at most \
+             {MAX_TENSOR_ELEMENTS}",
+            ty.block_size(),
+            ty.name()
+        ));
+    }
+    let shared = spec.g4.shared_kv;
+    if shared > 0 {
+        // llama.cpp's reuse rule: a shared sliding-window layer reads the cached layer before
+        // last, a global one the last; both must exist and be of those kinds.
+        let local = spec.gemma4_local_layers();
+        let own = spec.n_layer.saturating_sub(shared);
+        let kinds_fit = own >= 2
+            && (own..spec.n_layer)
+                .all(|il| local[own - if local[il] { 2 } else { 1 }] == local[il]);
+        if !kinds_fit {
+            return bad(format!(
+                "--shared-kv-layers {shared} must leave at least 2 of the {} layers with a cache, \
+                 the last of them global and the one before it sliding-window (see --swa-pattern)",
+                spec.n_layer
+            ));
+        }
+    }
+    if spec.g4.double_wide && shared == 0 {
+        return bad(
+            "--double-wide-ffn widens the shared-KV layers: give --shared-kv-layers".into(),
+        );
     }
     Ok(())
 }
