@@ -325,7 +325,7 @@ impl SynthSpec {
     /// per-layer embeddings of 256; of its 35 layers the last 20 read the cache of layer 13
     /// (sliding) or 14 (global), with a double-wide MLP; logits capped at 30) with 10 layers,
     /// the last 5 shared (one period each, so the last cached layers are again one sliding and
-    /// one global) and a 32000-token vocabulary, tied: about 300 MiB at Q4_0. The RoPE bases
+    /// one global) and a 32000-token vocabulary, tied: about 350 MiB at Q4_0. The RoPE bases
     /// (1e6 global, 1e4 local) are taken as the 31B's.
     pub fn gemma4_e2b(ty: crate::kernels::GgmlType) -> SynthSpec {
         SynthSpec {
