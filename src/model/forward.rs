@@ -3,12 +3,12 @@
 //! consecutive tokens at once.
 //!
 //! `Model::forward_batch` is the driver: one stage after another, each in a file named for
-//! what it holds (`embed.rs`, then per layer `attention.rs` and `ffn.rs` with `moe.rs`, then
-//! `head.rs`), a layer's blocks of the kinds its weights say
-//! ([`Attention`](super::weights::Attention), [`Ffn`]). The stages read top to bottom as the
-//! math; how their work is shared among threads sits beside them (`parallel.rs`), and where
-//! the step's tokens sit in llama.cpp's matmuls and whose sequences they are in `step.rs` (and
-//! `mixed.rs`, for several sequences in one step).
+//! what it holds (`embed.rs` and Gemma 4 E2B/E4B's per-layer inputs in `ple.rs`, then per layer
+//! `attention.rs` and `ffn.rs` with `moe.rs` (and `ple.rs`'s per-layer block), then `head.rs`),
+//! a layer's blocks of the kinds its weights say ([`Attention`](super::weights::Attention),
+//! [`Ffn`]). The stages read top to bottom as the math; how their work is shared among threads
+//! sits beside them (`parallel.rs`), and where the step's tokens sit in llama.cpp's matmuls and
+//! whose sequences they are in `step.rs` (and `mixed.rs`, for several sequences in one step).
 //!
 //! Precision follows llama.cpp's CPU path (flash attention off): matmul inputs are quantized to
 //! the weight type's activation format, K and V are stored in the cache type (f16 by default),

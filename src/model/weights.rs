@@ -179,8 +179,8 @@ pub struct LayerPle<'a> {
     pub post_norm: Vec<f32>,
 }
 
-/// The model's per-layer embeddings (Gemma 4 E2B/E4B): a token's input to every layer is
-/// `(rms_norm(model_proj · x / √n_embd) · proj_norm + table[token] · √width) / √2`, per layer.
+/// The model's per-layer embeddings (Gemma 4 E2B/E4B): a token's input to each layer is
+/// `(rms_norm(model_proj · x / √n_embd) · proj_norm + table[token] · √width) / √2`.
 pub struct Ple<'a> {
     /// `per_layer_token_embd`: a row of `width × n_layer` values per token, read row by row as
     /// the token embedding is (never dequantized whole).
