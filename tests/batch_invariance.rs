@@ -42,6 +42,7 @@ fn spec(arch: Arch, ty: GgmlType, kv: KvType) -> SynthSpec {
             n_head_kv: 1,
             n_rot: 8,
             softcap: 0.0,
+            ..Default::default()
         };
     }
     if arch == Arch::Deepseek2 {

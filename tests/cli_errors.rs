@@ -760,3 +760,95 @@ fn bad_gpt_oss_files_are_one_line_errors() {
         }
     }
 }
+
+/// A small Gemma 4 E2B/E4B-shaped model: 6 layers (0, 2, 4 sliding-window), per-layer
+/// embeddings of 32, the last 2 layers shared-KV with a double-wide FFN.
+fn tiny_gemma4_e() -> GgufWriter {
+    synth_model(&SynthSpec {
+        arch: locus::model::arch::Arch::Gemma4,
+        n_layer: 6,
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 16,
+        sliding_window: 8,
+        swa_pattern: 2,
+        g4: locus::model::synth::SynthGemma4 {
+            head_dim: 32,
+            n_head_kv: 1,
+            n_rot: 8,
+            ple: 32,
+            shared_kv: 2,
+            double_wide: true,
+            ..Default::default()
+        },
+        ..SynthSpec::tiny(GgmlType::Q8_0)
+    })
+}
+
+#[test]
+fn bad_gemma4_e_variant_files_are_one_line_errors() {
+    let dir = common::temp_dir("cli-gemma4e");
+    // The model itself runs.
+    let ok = write(&dir, "ok.gguf", &tiny_gemma4_e());
+    let out = common::locus(&greedy_run(&ok, "2"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resize = |w: &mut GgufWriter, name: &str, dims: Vec<u64>| {
+        let t = w.tensors.iter_mut().find(|t| t.name == name).unwrap();
+        t.ty = GgmlType::F32;
+        t.data = vec![0; dims.iter().product::<u64>() as usize * 4];
+        t.dims = dims;
+    };
+    let shared = |n: u32| {
+        move |w: &mut GgufWriter| w.set("gemma4.attention.shared_kv_layers", MetaValue::U32(n))
+    };
+    type Change<'a> = Box<dyn Fn(&mut GgufWriter) + 'a>;
+    let vocab = SynthSpec::tiny(GgmlType::Q8_0).n_vocab as u64;
+    let cases: [(&str, Change, &[&str]); 6] = [
+        (
+            "a per-layer table for 5 of the 6 layers",
+            Box::new(move |w| resize(w, "per_layer_token_embd.weight", vec![32 * 5, vocab])),
+            &["per_layer_token_embd.weight", "shape"],
+        ),
+        (
+            "no per-layer projection",
+            Box::new(|w| {
+                w.tensors
+                    .retain(|t| t.name != "per_layer_model_proj.weight")
+            }),
+            &["per_layer_model_proj.weight", "missing"],
+        ),
+        (
+            "a layer without its per-layer gate",
+            Box::new(|w| w.tensors.retain(|t| t.name != "blk.3.inp_gate.weight")),
+            &["blk.3.inp_gate.weight", "missing"],
+        ),
+        (
+            "every layer shared",
+            Box::new(shared(6)),
+            &["gemma4.attention.shared_kv_layers", "fewer than 2"],
+        ),
+        (
+            "more shared layers than layers",
+            Box::new(shared(7)),
+            &["gemma4.attention.shared_kv_layers", "fewer than 2"],
+        ),
+        (
+            "a global reader of a sliding-window cache",
+            Box::new(shared(3)),
+            &["gemma4.attention.shared_kv_layers", "shared layer 3"],
+        ),
+    ];
+    for (what, change, names) in cases {
+        let mut w = tiny_gemma4_e();
+        change(&mut w);
+        let e = run_fails(&write(&dir, "bad.gguf", &w), &[]);
+        for n in names {
+            assert!(e.contains(n), "{what}: the error names {n}: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -67,8 +67,8 @@ pub fn validate(spec: &SynthSpec) -> Result<(), AppError> {
         validate_gemma4(spec)?;
     } else if spec.g4 != Default::default() {
         return bad(format!(
-            "--global-head-dim, --global-kv-heads, --global-rope-dims and --softcap are for \
-             --arch gemma4, not {}",
+            "--global-head-dim, --global-kv-heads, --global-rope-dims, --softcap, --ple, \
+             --shared-kv-layers and --double-wide-ffn are for --arch gemma4, not {}",
             spec.arch.name()
         ));
     }
@@ -254,6 +254,40 @@ fn validate_gemma4(spec: &SynthSpec) -> Result<(), AppError> {
             spec.g4.softcap
         ));
     }
+    let ple = spec.g4.ple as u64;
+    if ple > 0
+        && (!spec.g4.ple.is_multiple_of(ty.block_size())
+            || ple * spec.n_layer as u64 > MAX_TENSOR_ELEMENTS / spec.n_vocab.max(1) as u64)
+    {
+        return bad(format!(
+            "--ple {ple} must be a multiple of {} for {}, and --ple × --layers × --vocab at most \
+             {MAX_TENSOR_ELEMENTS}",
+            ty.block_size(),
+            ty.name()
+        ));
+    }
+    let shared = spec.g4.shared_kv;
+    if shared > 0 {
+        // llama.cpp's reuse rule: a shared sliding-window layer reads the cached layer before
+        // last, a global one the last; both must exist and be of those kinds.
+        let local = spec.gemma4_local_layers();
+        let own = spec.n_layer.saturating_sub(shared);
+        let kinds_fit = own >= 2
+            && (own..spec.n_layer)
+                .all(|il| local[own - if local[il] { 2 } else { 1 }] == local[il]);
+        if !kinds_fit {
+            return bad(format!(
+                "--shared-kv-layers {shared} must leave at least 2 of the {} layers with a cache, \
+                 the last of them global and the one before it sliding-window (see --swa-pattern)",
+                spec.n_layer
+            ));
+        }
+    }
+    if spec.g4.double_wide && shared == 0 {
+        return bad(
+            "--double-wide-ffn widens the shared-KV layers: give --shared-kv-layers".into(),
+        );
+    }
     Ok(())
 }
 
@@ -369,9 +403,23 @@ fn estimated_bytes(s: &SynthSpec) -> u64 {
             dense * gated(s.n_ff) + (layers as u64 - dense) * moe
         }
     };
+    // Gemma 4 E2B/E4B: the per-layer table and projections, and the double-wide FFNs' extra.
+    let (w, all) = (s.g4.ple, (s.g4.ple * s.n_layer) as u64);
+    let ple = match w {
+        0 => 0,
+        _ => (s.n_vocab as u64 * row(all as usize))
+            .saturating_add(all * row(s.n_embd))
+            .saturating_add(layers as u64 * (w as u64 * row(s.n_embd) + s.n_embd as u64 * row(w))),
+    };
+    let wide = match s.g4.double_wide {
+        true => (s.g4.shared_kv as u64).saturating_mul(gated(s.n_ff)),
+        false => 0,
+    };
     (heads * s.n_vocab as u64 * row(s.n_embd))
         .saturating_add(attn.saturating_mul(layers as u64))
         .saturating_add(ffn)
+        .saturating_add(ple)
+        .saturating_add(wide)
 }
 
 /// Refuses a model bigger than the free space where it would be written (it would fill the
@@ -445,6 +493,34 @@ mod tests {
         // About 4 GiB, almost all of it experts.
         let gib = estimated_bytes(&s) as f64 / (1u64 << 30) as f64;
         assert!((3.5..4.5).contains(&gib), "{gib} GiB");
+    }
+
+    #[test]
+    fn the_gemma4_e2b_preset_is_a_valid_gemma4_e2b_layer_set() {
+        let s = SynthSpec::gemma4_e2b(GgmlType::Q4_0);
+        assert!(validate(&s).is_ok(), "{:?}", validate(&s).err());
+        assert_eq!(
+            (s.n_embd, s.n_ff, s.n_head, s.n_head_kv),
+            (1536, 6144, 8, 1)
+        );
+        assert_eq!((s.head_dim(), s.sliding_window), (256, 512));
+        assert_eq!(s.g4.global(&s), (512, 1, 128));
+        assert_eq!((s.g4.ple, s.g4.shared_kv, s.g4.double_wide), (256, 5, true));
+        // Layers 0–3 and 5–8 local: the shared layers read layer 3 (local) and 4 (global).
+        let local = s.gemma4_local_layers();
+        assert!(local[3] && !local[4] && local[8] && !local[9]);
+        assert_eq!((s.g4.ffn_of(&s, 4), s.g4.ffn_of(&s, 5)), (6144, 12288));
+        let mib = estimated_bytes(&s) as f64 / (1u64 << 20) as f64;
+        assert!((250.0..450.0).contains(&mib), "{mib} MiB");
+        // Refused: shared layers whose last cached layers are not global after local.
+        assert!(validate(&SynthSpec {
+            g4: crate::model::synth::SynthGemma4 {
+                shared_kv: 6,
+                ..s.g4
+            },
+            ..s.clone()
+        })
+        .is_err());
     }
 
     #[test]

@@ -263,7 +263,12 @@ Options:
                       26B-A4B's layers: dim 2816, a dense FFN of 2112 beside 128 experts of
                       704, 8 per token, 16 heads; local layers 8 KV heads of 256, global
                       layers 2 KV heads of 512; 6 of its 30 layers as gemma4-31b's; about
-                      2.5 GiB at Q4_0)
+                      2.5 GiB at Q4_0) or gemma4-e2b (Gemma 4 E2B's layers: dim 1536, FFN
+                      6144, 8 heads, 1 KV head; local heads of 256, window 512; global heads
+                      of 512 with RoPE on 128; four local to one global; per-layer
+                      embeddings of 256; 10 of its 35 layers, the last 5 shared-KV with a
+                      double-wide FFN; vocabulary 32000, tied; about 350 MiB at Q4_0; its
+                      RoPE bases are taken as gemma4-31b's, not looked up)
       --type T        weight type, any locus computes: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
                       Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS,
                       IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4 (default: Q4_0;
@@ -287,6 +292,15 @@ Options:
                       (default: the local layers' --head-dim and --kv-heads, the whole head;
                       --head-dim and --kv-heads are the sliding-window layers')
       --softcap X     gemma4: final_logit_softcapping (default: not written, llama.cpp's 30)
+      --ple N         gemma4: per-layer embeddings of N values per layer (E2B/E4B; a
+                      multiple of the type's block; default 0: none)
+      --shared-kv-layers N
+                      gemma4: the last N layers reuse the cache of the last earlier layer of
+                      their kind (E2B/E4B; the last cached layer must be global, the one
+                      before it local; default 0)
+      --double-wide-ffn
+                      gemma4: the shared-KV layers' FFN twice --ffn (E2B/E4B's
+                      use_double_wide_mlp; feed_forward_length written per layer)
       --experts N     experts per layer, for qwen3moe, gpt-oss, gemma4 (beside its dense FFN,
                       as the 26B-A4B) and mixtral (default 8)
       --experts-used N

@@ -192,10 +192,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                     "gpt-oss-120b" => SynthSpec::gpt_oss_120b(ty),
                     "gemma4-31b" => SynthSpec::gemma4_31b(ty),
                     "gemma4-a4b" => SynthSpec::gemma4_a4b(ty),
+                    "gemma4-e2b" => SynthSpec::gemma4_e2b(ty),
                     other => {
                         return err(format!(
                             "--preset: unknown preset {} (tiny, 1b, a3b, glm45-air, v2-lite, v3, \
-                             gpt-oss-120b, gemma4-31b, gemma4-a4b)",
+                             gpt-oss-120b, gemma4-31b, gemma4-a4b, gemma4-e2b)",
                             super::quote(other)
                         ))
                     }
@@ -223,7 +224,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--dim" | "--layers" | "--ffn" | "--heads" | "--kv-heads" | "--vocab" | "--ctx"
             | "--head-dim" | "--window" | "--swa-pattern" | "--experts" | "--experts-used"
             | "--expert-ffn" | "--kv-lora" | "--q-lora" | "--v-head-dim" | "--global-head-dim"
-            | "--global-kv-heads" | "--global-rope-dims" => {
+            | "--global-kv-heads" | "--global-rope-dims" | "--ple" => {
                 let max = locus::app::genmodel::MAX_DIM;
                 let v = int(f, &a.value(f, inline)?, 1, max)?;
                 overrides.push((flag, v));
@@ -247,6 +248,11 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
                 }
             }
             "--seed" => seed = Some(int(f, &a.value(f, inline)?, 0, u64::MAX)?),
+            "--shared-kv-layers" => {
+                let max = locus::app::genmodel::MAX_DIM;
+                spec.g4.shared_kv = int(f, &a.value(f, inline)?, 0, max)?;
+            }
+            "--double-wide-ffn" => spec.g4.double_wide = true,
             "--untied" => untied = true,
             "--unabsorbed" => spec.mla.unabsorbed = true,
             "--shared-experts"
@@ -293,6 +299,7 @@ pub fn gen_model(mut a: Args) -> Result<(), CliError> {
             "--global-head-dim" => spec.g4.head_dim = v,
             "--global-kv-heads" => spec.g4.n_head_kv = v,
             "--global-rope-dims" => spec.g4.n_rot = v,
+            "--ple" => spec.g4.ple = v,
             _ => spec.n_ctx_train = v,
         }
     }

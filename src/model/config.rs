@@ -500,7 +500,11 @@ impl Config {
                 l.global_kv_heads
             }
         };
-        let n_ff = req_u64(g, &k("feed_forward_length"))? as usize;
+        // One width per layer (Gemma 4's double-wide MLP): the widest sizes the buffers.
+        let n_ff = match &recipe.ff_layers {
+            Some(ff) => ff.iter().copied().max().unwrap_or(0),
+            None => req_u64(g, &k("feed_forward_length"))? as usize,
+        };
         let mla = match recipe.attention {
             AttentionKind::Gqa => None,
             AttentionKind::Latent => Some(super::mla::mla_shape(
@@ -551,6 +555,14 @@ impl Config {
             n_rot: l.n_rot,
             ..self.clone()
         })
+    }
+
+    /// Layer `il`'s dense FFN width: its own where the file gives one per layer.
+    pub fn n_ff_of(&self, il: usize) -> usize {
+        self.recipe
+            .ff_layers
+            .as_ref()
+            .map_or(self.n_ff, |ff| ff[il])
     }
 
     pub fn q_dim(&self) -> usize {

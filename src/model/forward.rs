@@ -3,12 +3,12 @@
 //! consecutive tokens at once.
 //!
 //! `Model::forward_batch` is the driver: one stage after another, each in a file named for
-//! what it holds (`embed.rs`, then per layer `attention.rs` and `ffn.rs` with `moe.rs`, then
-//! `head.rs`), a layer's blocks of the kinds its weights say
-//! ([`Attention`](super::weights::Attention), [`Ffn`]). The stages read top to bottom as the
-//! math; how their work is shared among threads sits beside them (`parallel.rs`), and where
-//! the step's tokens sit in llama.cpp's matmuls and whose sequences they are in `step.rs` (and
-//! `mixed.rs`, for several sequences in one step).
+//! what it holds (`embed.rs` and Gemma 4 E2B/E4B's per-layer inputs in `ple.rs`, then per layer
+//! `attention.rs` and `ffn.rs` with `moe.rs` (and `ple.rs`'s per-layer block), then `head.rs`),
+//! a layer's blocks of the kinds its weights say ([`Attention`](super::weights::Attention),
+//! [`Ffn`]). The stages read top to bottom as the math; how their work is shared among threads
+//! sits beside them (`parallel.rs`), and where the step's tokens sit in llama.cpp's matmuls and
+//! whose sequences they are in `step.rs` (and `mixed.rs`, for several sequences in one step).
 //!
 //! Precision follows llama.cpp's CPU path (flash attention off): matmul inputs are quantized to
 //! the weight type's activation format, K and V are stored in the cache type (f16 by default),
@@ -34,6 +34,7 @@ mod latent;
 mod mixed;
 mod moe;
 mod parallel;
+mod ple;
 mod step;
 
 use super::config::Config;
@@ -130,6 +131,10 @@ pub struct State {
     gate: Vec<f32>,
     up: Vec<f32>,
     tmp: Vec<f32>,
+    /// Per-layer embeddings (Gemma 4 E2B/E4B): each token's input to every layer,
+    /// `MAX_BATCH × n_layer × width`, and a layer's gated values, `MAX_BATCH × width`.
+    ple_in: Vec<f32>,
+    ple_act: Vec<f32>,
     /// Per thread: attention scores and the rounded query row.
     scratch: Vec<f32>,
     scratch_stride: usize,
@@ -367,11 +372,14 @@ impl<'a> Model<'a> {
     }
 
     /// Cells per KV head of each layer's cache in a context of `n_ctx`: `n_ctx` for a global
-    /// layer, the sliding-window ring's size for a local one.
+    /// layer, the sliding-window ring's size for a local one, none for a shared-KV layer (it
+    /// reads an earlier layer's).
     fn layer_cells(&self, n_ctx: usize) -> impl Iterator<Item = usize> + '_ {
         let ring = self.swa_cells(n_ctx);
+        let r = &self.config.recipe;
         (0..self.config.n_layer).map(move |il| match ring {
-            Some(cells) if self.config.recipe.is_local(il) => cells,
+            _ if !r.has_kv(il) => 0,
+            Some(cells) if r.is_local(il) => cells,
             _ => n_ctx,
         })
     }
@@ -577,6 +585,8 @@ impl<'a> Model<'a> {
             gate: vec![0.0; b * ff_width],
             up: vec![0.0; b * ff_width],
             tmp: vec![0.0; b * c.n_embd],
+            ple_in: vec![0.0; b * c.n_layer * c.recipe.ple],
+            ple_act: vec![0.0; b * c.recipe.ple],
             scratch,
             scratch_stride,
             scratch_cells,
@@ -779,6 +789,7 @@ impl<'a> Model<'a> {
         }
         let mut step = Step::new(self, s, mixed, n, (micro, logits_from));
         self.embed(s, tokens);
+        self.per_layer_inputs(pool, s, &step, tokens);
         self.place(s, &mut step);
         let layers = &self.weights.layers;
         for (li, layer) in layers.iter().enumerate() {

@@ -21,6 +21,14 @@ pub struct SynthGemma4 {
     pub n_rot: usize,
     /// `final_logit_softcapping` (0: not written, llama.cpp's default of 30).
     pub softcap: f32,
+    /// E2B/E4B: `embedding_length_per_layer_input`, the per-layer embeddings' width (0: none).
+    pub ple: usize,
+    /// E2B/E4B: `attention.shared_kv_layers`, the last layers that read an earlier layer's
+    /// cache (written without keys, values or key norm, as they are unused).
+    pub shared_kv: usize,
+    /// E2B/E4B's `use_double_wide_mlp`: the shared-KV layers' FFN twice as wide
+    /// (`feed_forward_length` then one width per layer, as the converter writes it).
+    pub double_wide: bool,
 }
 
 /// The local layers' default pattern: five local layers to one global (Gemma 4's dense and
@@ -56,6 +64,14 @@ impl SynthGemma4 {
         let rot = if self.n_rot == 0 { hd } else { self.n_rot };
         (hd, kv, rot)
     }
+
+    /// Layer `l`'s FFN width in `s` (twice the spec's in a double-wide shared-KV layer).
+    pub fn ffn_of(&self, s: &SynthSpec, l: usize) -> usize {
+        match self.double_wide && l + self.shared_kv >= s.n_layer {
+            true => 2 * s.n_ff,
+            false => s.n_ff,
+        }
+    }
 }
 
 /// The tensors of a Gemma 4 model, in file order.
@@ -84,6 +100,23 @@ pub(super) fn plan(s: &SynthSpec) -> Vec<Planned> {
     if !s.tied {
         p.push(mat("output.weight".into(), s.n_vocab, s.n_embd, wscale));
     }
+    if s.g4.ple > 0 {
+        let all = s.g4.ple * s.n_layer;
+        // llama.cpp's converter writes them in this order, after the token embedding.
+        p.push(mat(
+            "per_layer_token_embd.weight".into(),
+            s.n_vocab,
+            all,
+            1.0,
+        ));
+        p.push(mat(
+            "per_layer_model_proj.weight".into(),
+            all,
+            s.n_embd,
+            wscale,
+        ));
+        p.push(norm("per_layer_proj_norm.weight".into(), s.g4.ple));
+    }
     if local.iter().any(|&l| !l) {
         p.push(Planned {
             name: "rope_freqs.weight".into(),
@@ -100,27 +133,40 @@ pub(super) fn plan(s: &SynthSpec) -> Vec<Planned> {
             false => (ghd, gkv),
         };
         let (q_dim, kv_dim) = (s.n_head * hd, kv * hd);
+        // A shared-KV layer has queries only.
+        let own_kv = l + s.g4.shared_kv < s.n_layer;
         p.push(norm(n("attn_norm"), s.n_embd));
         p.push(mat(n("attn_q"), q_dim, s.n_embd, wscale));
-        p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
+        if own_kv {
+            p.push(mat(n("attn_k"), kv_dim, s.n_embd, wscale));
+        }
         // The global layers take their values from the key projection (`attention_k_eq_v`).
-        if is_local {
+        if is_local && own_kv {
             p.push(mat(n("attn_v"), kv_dim, s.n_embd, wscale));
         }
         p.push(norm(n("attn_q_norm"), hd));
-        p.push(norm(n("attn_k_norm"), hd));
+        if own_kv {
+            p.push(norm(n("attn_k_norm"), hd));
+        }
         let oscale = 1.0 / (q_dim as f32).sqrt();
         p.push(mat(n("attn_output"), s.n_embd, q_dim, oscale));
         p.push(norm(n("post_attention_norm"), s.n_embd));
         p.push(norm(n("ffn_norm"), s.n_embd));
-        p.push(mat(n("ffn_gate"), s.n_ff, s.n_embd, wscale));
-        p.push(mat(n("ffn_up"), s.n_ff, s.n_embd, wscale));
-        let down = 1.0 / (s.n_ff as f32).sqrt();
-        p.push(mat(n("ffn_down"), s.n_embd, s.n_ff, down));
+        let ff = s.g4.ffn_of(s, l);
+        p.push(mat(n("ffn_gate"), ff, s.n_embd, wscale));
+        p.push(mat(n("ffn_up"), ff, s.n_embd, wscale));
+        let down = 1.0 / (ff as f32).sqrt();
+        p.push(mat(n("ffn_down"), s.n_embd, ff, down));
         if s.n_expert > 0 {
             p.extend(experts(s, l));
         }
         p.push(norm(n("post_ffw_norm"), s.n_embd));
+        if s.g4.ple > 0 {
+            let w = s.g4.ple;
+            p.push(mat(n("inp_gate"), w, s.n_embd, wscale));
+            p.push(mat(n("proj"), s.n_embd, w, 1.0 / (w as f32).sqrt()));
+            p.push(norm(n("post_norm"), s.n_embd));
+        }
         p.push(norm(n("layer_output_scale"), 1));
     }
     p
@@ -197,14 +243,26 @@ pub(super) fn metadata(s: &SynthSpec, w: &mut GgufWriter) {
         &k("attention.sliding_window_pattern"),
         MetaValue::Array(ValueType::Bool, pattern),
     );
-    w.set(&k("attention.shared_kv_layers"), u(0));
-    w.set(&k("embedding_length_per_layer_input"), u(0));
+    w.set(&k("attention.shared_kv_layers"), u(s.g4.shared_kv));
+    w.set(&k("embedding_length_per_layer_input"), u(s.g4.ple));
+    if s.g4.double_wide {
+        let ff = (0..s.n_layer).map(|l| u(s.g4.ffn_of(s, l))).collect();
+        w.set(
+            &k("feed_forward_length"),
+            MetaValue::Array(ValueType::U32, ff),
+        );
+    }
     if s.g4.softcap != 0.0 {
         w.set(&k("final_logit_softcapping"), MetaValue::F32(s.g4.softcap));
     }
 }
 
 impl SynthSpec {
+    /// Per layer: whether the Gemma 4 model is a sliding-window layer there.
+    pub fn gemma4_local_layers(&self) -> Vec<bool> {
+        local_layers(self)
+    }
+
     /// Gemma 4 31B's layers (dim 5376, FFN 21504, 32 query heads; sliding-window layers with
     /// 16 KV heads of 256 and a 1024-token window, global layers with 4 KV heads of 512,
     /// RoPE on a quarter of each (base 1e6), values from the keys; five local layers to one
@@ -229,6 +287,7 @@ impl SynthSpec {
                 n_head_kv: 4,
                 n_rot: 128,
                 softcap: 30.0,
+                ..SynthGemma4::default()
             },
             ..SynthSpec::one_b(ty)
         }
@@ -254,6 +313,38 @@ impl SynthSpec {
                 n_head_kv: 2,
                 n_rot: 128,
                 softcap: 30.0,
+                ..SynthGemma4::default()
+            },
+            ..SynthSpec::gemma4_31b(ty)
+        }
+    }
+
+    /// Gemma 4 E2B's layers (the public `config.json`: dim 1536, FFN 6144, 8 query heads and 1
+    /// KV head; sliding-window layers with heads of 256 and a 512-token window, global layers
+    /// with heads of 512, RoPE on a quarter of each; four local layers to one global;
+    /// per-layer embeddings of 256; of its 35 layers the last 20 read the cache of layer 13
+    /// (sliding) or 14 (global), with a double-wide MLP; logits capped at 30) with 10 layers,
+    /// the last 5 shared (one period each, so the last cached layers are again one sliding and
+    /// one global) and a 32000-token vocabulary, tied: about 350 MiB at Q4_0. The RoPE bases
+    /// (1e6 global, 1e4 local) are taken as the 31B's.
+    pub fn gemma4_e2b(ty: crate::kernels::GgmlType) -> SynthSpec {
+        SynthSpec {
+            n_embd: 1536,
+            n_layer: 10,
+            n_ff: 6144,
+            n_head: 8,
+            n_head_kv: 1,
+            head_dim: 256,
+            sliding_window: 512,
+            swa_pattern: 5,
+            g4: SynthGemma4 {
+                head_dim: 512,
+                n_head_kv: 1,
+                n_rot: 128,
+                softcap: 30.0,
+                ple: 256,
+                shared_kv: 5,
+                double_wide: true,
             },
             ..SynthSpec::gemma4_31b(ty)
         }

@@ -164,6 +164,31 @@ pub struct Layer<'a> {
     pub ffn: Ffn<'a>,
     /// `layer_output_scale`: multiplies the layer's output (Gemma 4).
     pub out_scale: Option<f32>,
+    /// The layer's use of its per-layer embedding input (Gemma 4 E2B/E4B).
+    pub ple: Option<LayerPle<'a>>,
+}
+
+/// A layer's per-layer embedding block (after its FFN): `proj · (gelu(inp_gate · x) ⊙ its
+/// per-layer input)`, RMS-normed by `post_norm`, added to the residual stream.
+pub struct LayerPle<'a> {
+    /// `blk.N.inp_gate`: `n_embd` → the per-layer width.
+    pub gate: Matrix<'a>,
+    /// `blk.N.proj`: the per-layer width → `n_embd`.
+    pub proj: Matrix<'a>,
+    /// `blk.N.post_norm`.
+    pub post_norm: Vec<f32>,
+}
+
+/// The model's per-layer embeddings (Gemma 4 E2B/E4B): a token's input to each layer is
+/// `(rms_norm(model_proj · x / √n_embd) · proj_norm + table[token] · √width) / √2`.
+pub struct Ple<'a> {
+    /// `per_layer_token_embd`: a row of `width × n_layer` values per token, read row by row as
+    /// the token embedding is (never dequantized whole).
+    pub table: Matrix<'a>,
+    /// `per_layer_model_proj`: `n_embd` → `width × n_layer`.
+    pub model_proj: Matrix<'a>,
+    /// `per_layer_proj_norm`: RMSNorm weights of each layer's `width` projected values.
+    pub proj_norm: Vec<f32>,
 }
 
 /// A layer's attention block: how it projects a token to queries, keys and values, what its
@@ -211,15 +236,19 @@ pub enum LatentQuery<'a> {
 /// Grouped-query attention's weights.
 pub struct Gqa<'a> {
     pub wq: Matrix<'a>,
-    pub wk: Matrix<'a>,
-    /// `None` where the layer's values are its key projection (Gemma 4's global layers).
+    /// `None` in a shared-KV layer, which computes queries only and attends over an earlier
+    /// layer's cache (`Recipe::kv_source`; Gemma 4 E2B/E4B).
+    pub wk: Option<Matrix<'a>>,
+    /// `None` where the layer's values are its key projection (Gemma 4's global layers), and in
+    /// a shared-KV layer.
     pub wv: Option<Matrix<'a>>,
     pub wo: Matrix<'a>,
     /// Biases of the Q, K and V projections (all three or none).
     pub qkv_bias: Option<[Vec<f32>; 3]>,
     /// Bias of the attention output projection.
     pub bo: Option<Vec<f32>>,
-    /// RMSNorm weights of every query head and every key head (`head_dim` each).
+    /// RMSNorm weights of every query head and every key head (`head_dim` each; the keys'
+    /// empty in a shared-KV layer).
     pub qk_norm: Option<[Vec<f32>; 2]>,
     /// `attn_sinks.weight`: one logit per query head joined to its softmax (gpt-oss).
     pub sinks: Option<Vec<f32>>,
@@ -230,7 +259,8 @@ impl<'a> Attention<'a> {
     pub fn matrices(&self) -> Vec<&Matrix<'a>> {
         match self {
             Attention::Gqa(a) => {
-                let mut v = vec![&a.wq, &a.wk];
+                let mut v = vec![&a.wq];
+                v.extend(&a.wk);
                 v.extend(&a.wv);
                 v.push(&a.wo);
                 v
@@ -253,7 +283,8 @@ impl<'a> Attention<'a> {
     fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
         match self {
             Attention::Gqa(a) => {
-                let mut v = vec![&mut a.wq, &mut a.wk];
+                let mut v = vec![&mut a.wq];
+                v.extend(&mut a.wk);
                 v.extend(&mut a.wv);
                 v.push(&mut a.wo);
                 v
@@ -349,6 +380,9 @@ impl<'a> Layer<'a> {
     /// of the experts `n_used` in `n_expert`.
     fn matrices_read(&self) -> Vec<(&Matrix<'a>, f64)> {
         let mut v: Vec<_> = self.attn.matrices().into_iter().map(|m| (m, 1.0)).collect();
+        if let Some(p) = &self.ple {
+            v.extend([&p.gate, &p.proj].map(|m| (m, 1.0)));
+        }
         match &self.ffn {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down].map(|m| (m, 1.0))),
             Ffn::Moe(x) => {
@@ -370,6 +404,9 @@ impl<'a> Layer<'a> {
 
     fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
         let mut v = self.attn.matrices_mut();
+        if let Some(p) = &mut self.ple {
+            v.extend([&mut p.gate, &mut p.proj]);
+        }
         match &mut self.ffn {
             Ffn::Dense { gate, up, down } => v.extend([gate, up, down]),
             Ffn::Moe(x) => {
@@ -401,6 +438,8 @@ pub struct Weights<'a> {
     pub layers: Vec<Layer<'a>>,
     /// Llama-3 RoPE frequency divisors, if present.
     pub rope_freqs: Option<Vec<f32>>,
+    /// Per-layer embeddings (Gemma 4 E2B/E4B).
+    pub ple: Option<Ple<'a>>,
 }
 
 fn tensor<'a>(
@@ -476,6 +515,9 @@ impl<'a> Weights<'a> {
     /// Every matrix, the tied output head included (it shares the embedding's name).
     pub fn matrices_mut(&mut self) -> Vec<&mut Matrix<'a>> {
         let mut v = vec![&mut self.token_embd, &mut self.output];
+        if let Some(p) = &mut self.ple {
+            v.extend([&mut p.table, &mut p.model_proj]);
+        }
         for l in &mut self.layers {
             v.extend(l.matrices_mut());
         }
@@ -489,6 +531,9 @@ impl<'a> Weights<'a> {
         if self.output.name != self.token_embd.name {
             v.push(&self.output);
         }
+        if let Some(p) = &self.ple {
+            v.extend([&p.table, &p.model_proj]);
+        }
         for l in &self.layers {
             v.extend(l.matrices());
         }
@@ -500,6 +545,10 @@ impl<'a> Weights<'a> {
     /// of which a token reads `n_used` of `n_expert` (the active bytes).
     pub fn read_per_token(&self) -> Vec<(&Matrix<'a>, f64)> {
         let mut v = vec![(&self.output, 1.0)];
+        if let Some(p) = &self.ple {
+            // Of the per-layer table a token reads one row, as of the token embedding.
+            v.push((&p.model_proj, 1.0));
+        }
         for l in &self.layers {
             v.extend(l.matrices_read());
         }
@@ -570,6 +619,14 @@ impl<'a> Weights<'a> {
                     false => None,
                     true => Some(vec("layer_output_scale.weight", 1)?[0]),
                 },
+                ple: match c.recipe.ple {
+                    0 => None,
+                    w => Some(LayerPle {
+                        gate: r.matrix(&n("inp_gate.weight"), e, w)?,
+                        proj: r.matrix(&n("proj.weight"), w, e)?,
+                        post_norm: vec("post_norm.weight", e)?,
+                    }),
+                },
             });
         }
         let freqs = "rope_freqs.weight";
@@ -577,12 +634,28 @@ impl<'a> Weights<'a> {
             false => None,
             true => Some(r.vector(freqs, c.n_rot / 2)?),
         };
+        let ple = match c.recipe.ple {
+            0 => None,
+            w => {
+                let table = "per_layer_token_embd.weight";
+                Some(Ple {
+                    // Read row by row (get_rows), so never repacked, as the token embedding.
+                    table: Matrix {
+                        gathered: true,
+                        ..Matrix::new(table, r.tensor(table, w * c.n_layer, c.n_vocab)?)
+                    },
+                    model_proj: r.matrix("per_layer_model_proj.weight", e, w * c.n_layer)?,
+                    proj_norm: r.vector("per_layer_proj_norm.weight", w)?,
+                })
+            }
+        };
         Ok(Weights {
             token_embd,
             output_norm: r.vector("output_norm.weight", c.n_embd)?,
             output,
             layers,
             rope_freqs,
+            ple,
         })
     }
 }
@@ -630,10 +703,27 @@ impl<'a> Reader<'_, 'a> {
         let mat = |s: &str, cols, rows| self.matrix(&n(s), cols, rows);
         let vec = |s: &str, len| self.vector(&n(s), len);
         let opt = |need, first: &str| self.optional(need, &n(first));
+        let own_kv = c.recipe.has_kv(i);
+        if !own_kv {
+            // A shared-KV layer: llama.cpp loads its key and value projections and key norm
+            // where the file has them (checked for shape) and never uses them.
+            for (name, cols, rows) in [
+                ("attn_k.weight", e, kvd),
+                ("attn_v.weight", e, kvd),
+                ("attn_k_norm.weight", hd, 1),
+            ] {
+                if self.has(&n(name)) {
+                    self.tensor(&n(name), cols, rows)?;
+                }
+            }
+        }
         Ok(Attention::Gqa(Gqa {
             wq: mat("attn_q.weight", e, qd)?,
-            wk: mat("attn_k.weight", e, kvd)?,
-            wv: match opt(spec.v_proj, "attn_v.weight")? {
+            wk: match own_kv {
+                true => Some(mat("attn_k.weight", e, kvd)?),
+                false => None,
+            },
+            wv: match own_kv && opt(spec.v_proj, "attn_v.weight")? {
                 false => None,
                 true => Some(mat("attn_v.weight", e, kvd)?),
             },
@@ -654,7 +744,10 @@ impl<'a> Reader<'_, 'a> {
                 false => None,
                 true => Some([
                     vec("attn_q_norm.weight", hd)?,
-                    vec("attn_k_norm.weight", hd)?,
+                    match own_kv {
+                        true => vec("attn_k_norm.weight", hd)?,
+                        false => Vec::new(),
+                    },
                 ]),
             },
             sinks: match opt(spec.sinks, "attn_sinks.weight")? {
@@ -759,7 +852,7 @@ impl<'a> Reader<'_, 'a> {
         let e = c.n_embd;
         let moe = c.moe.filter(|m| m.is_moe_layer(i));
         let Some(moe) = moe else {
-            let ff = c.n_ff;
+            let ff = c.n_ff_of(i);
             return Ok(Ffn::Dense {
                 gate: self.matrix(&n("ffn_gate"), e, ff)?,
                 up: self.matrix(&n("ffn_up"), e, ff)?,
@@ -803,9 +896,9 @@ impl<'a> Reader<'_, 'a> {
                 let down_scale = format!("blk.{i}.ffn_down_exps.scale");
                 Some(Box::new(Beside {
                     mlp: Shared {
-                        gate: self.matrix(&n("ffn_gate"), e, c.n_ff)?,
-                        up: self.matrix(&n("ffn_up"), e, c.n_ff)?,
-                        down: self.matrix(&n("ffn_down"), c.n_ff, e)?,
+                        gate: self.matrix(&n("ffn_gate"), e, c.n_ff_of(i))?,
+                        up: self.matrix(&n("ffn_up"), e, c.n_ff_of(i))?,
+                        down: self.matrix(&n("ffn_down"), c.n_ff_of(i), e)?,
                     },
                     router_scale: self.vector(&format!("blk.{i}.ffn_gate_inp.scale"), e)?,
                     pre_norm_2: self.vector(&n("pre_ffw_norm_2"), e)?,

@@ -20,8 +20,17 @@
 //! file has one) through `post_ffw_norm_2`, their sum then through `post_ffw_norm`. The fused
 //! `ffn_gate_up_exps` is not read (a file with it is refused as having a tensor not read).
 //!
-//! Not yet here (refused with a clear error): the per-layer embeddings of E2B/E4B (`embedding_length_per_layer_input` > 0) and their
-//! shared-KV layers (`attention.shared_kv_layers` > 0).
+//! E2B and E4B add
+//! - per-layer embeddings (`embedding_length_per_layer_input` > 0, [`Recipe::ple`]): a second
+//!   token table `per_layer_token_embd` of that many values per layer, mixed with a projection
+//!   of the embedding (`per_layer_model_proj`, `per_layer_proj_norm`) into one input per layer,
+//!   which each layer gates into its output after the FFN (`blk.N.inp_gate`, `blk.N.proj`,
+//!   `blk.N.post_norm`; `forward/ple.rs`);
+//! - shared-KV layers (`attention.shared_kv_layers` > 0, [`Recipe::kv_layers`]): the last
+//!   layers compute queries only and attend over the cache of the last earlier layer of their
+//!   kind ([`Recipe::kv_source`]);
+//! - a double-wide MLP in those layers: `feed_forward_length` one width per layer
+//!   ([`Recipe::ff_layers`]).
 
 use super::super::config::{opt_f32, opt_u64};
 use super::super::error::ModelError;
@@ -52,21 +61,20 @@ pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
     r.moe.act = ExpertAct::Gelu;
     r.moe.beside_mlp = true;
     let ple = k("embedding_length_per_layer_input");
-    match g.get(&ple) {
-        None => return Err(ModelError::MissingKey(ple)),
-        Some(v) if v.as_u64() == Some(0) => {}
-        Some(_) => {
-            return Err(bad(
-                ple,
-                "is not 0: per-layer embeddings (E2B/E4B) are not supported yet".into(),
-            ))
-        }
+    // Required (llama.cpp's loader reads it without a default); 0 for the 31B and 26B-A4B.
+    if g.get(&ple).is_none() {
+        return Err(ModelError::MissingKey(ple));
     }
-    if opt_u64_or_zero(g, &k("attention.shared_kv_layers"))? > 0 {
+    r.ple = opt_u64_or_zero(g, &ple)? as usize;
+    if (r.ple as u64).saturating_mul(shape.n_layer as u64) > u64::from(u32::MAX) {
         return Err(bad(
-            k("attention.shared_kv_layers"),
-            "is not 0: shared-KV layers (E2B/E4B) are not supported yet".into(),
+            ple,
+            format!("= {} is too large for {} layers", r.ple, shape.n_layer),
         ));
+    }
+    let ffl = k("feed_forward_length");
+    if g.get(&ffl).is_some_and(|v| v.as_array().is_some()) {
+        r.ff_layers = Some(per_layer_counts(g, &ffl, shape.n_layer)?);
     }
     let cap = opt_f32(g, &k("final_logit_softcapping"))?.unwrap_or(DEFAULT_SOFTCAP);
     if !cap.is_finite() || cap < 0.0 {
@@ -135,7 +143,77 @@ pub(super) fn recipe(g: &Gguf, shape: &Shape) -> Result<Recipe, ModelError> {
         freq_base: opt_f32(g, &k("rope.freq_base_swa"))?.unwrap_or(DEFAULT_SWA_FREQ_BASE),
         freq_scale: 1.0,
     });
+    let shared = opt_u64_or_zero(g, &k("attention.shared_kv_layers"))? as usize;
+    if shared > 0 {
+        r.kv_layers = Some(kv_layers(&r, shared, shape.n_layer, &k)?);
+    }
     Ok(r)
+}
+
+/// The layers that keep a cache of their own when the last `shared` of `n_layer` reuse one,
+/// checked as llama.cpp's reuse rule needs them: at least two, and the last two of them of the
+/// kinds the shared layers read (`Recipe::kv_source`: a sliding-window reader takes layer
+/// `kv_layers − 2`, a global one `kv_layers − 1`; llama.cpp aborts on a file where these
+/// differ).
+fn kv_layers(
+    r: &Recipe,
+    shared: usize,
+    n_layer: usize,
+    k: &dyn Fn(&str) -> String,
+) -> Result<usize, ModelError> {
+    let key = k("attention.shared_kv_layers");
+    let bad = |why: String| ModelError::BadKey {
+        key: key.clone(),
+        why,
+    };
+    let own = n_layer
+        .checked_sub(shared)
+        .filter(|&n| n >= 2)
+        .ok_or_else(|| {
+            bad(format!(
+                "= {shared} leaves fewer than 2 of the {n_layer} layers with a cache of their own \
+             (the shared layers read the last of each kind)"
+            ))
+        })?;
+    let kind = |il: usize| match r.is_local(il) {
+        true => "sliding-window",
+        false => "global",
+    };
+    for il in own..n_layer {
+        let src = own - if r.is_local(il) { 2 } else { 1 };
+        if r.is_local(src) != r.is_local(il) {
+            return Err(bad(format!(
+                "= {shared}: shared layer {il} ({}) would read layer {src}'s cache, which is {} \
+                 (the last cached layer must be global and the one before it sliding-window)",
+                kind(il),
+                kind(src)
+            )));
+        }
+    }
+    Ok(own)
+}
+
+/// A per-layer array of positive integers (`feed_forward_length` of a double-wide MLP).
+fn per_layer_counts(g: &Gguf, key: &str, n_layer: usize) -> Result<Vec<usize>, ModelError> {
+    let bad = |why: String| ModelError::BadKey {
+        key: key.into(),
+        why,
+    };
+    let a = g
+        .get(key)
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| bad("should be an array".into()))?;
+    if a.len() < n_layer {
+        return Err(bad(format!("has {} entries for {n_layer} layers", a.len())));
+    }
+    (0..n_layer)
+        .map(|i| {
+            a.scalar_f64(i)
+                .filter(|&x| x >= 1.0 && x.fract() == 0.0 && x <= (1u64 << 32) as f64)
+                .map(|x| x as usize)
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("should hold positive integers".into()))
 }
 
 /// A required array of one boolean per layer.
@@ -207,6 +285,7 @@ mod tests {
                 n_head_kv: 1,
                 n_rot: 8,
                 softcap,
+                ..SynthGemma4::default()
             },
             ..SynthSpec::tiny(GgmlType::F32)
         }
@@ -242,17 +321,66 @@ mod tests {
         assert_eq!(config(&spec(12.5)).recipe.logit_softcap, Some(12.5));
     }
 
+    fn e_spec() -> SynthSpec {
+        SynthSpec {
+            n_layer: 6,
+            g4: SynthGemma4 {
+                ple: 32,
+                shared_kv: 2,
+                double_wide: true,
+                ..spec(0.0).g4
+            },
+            ..spec(0.0)
+        }
+    }
+
     #[test]
-    fn the_variants_not_supported_yet_are_refused_by_name() {
-        let s = spec(0.0);
-        let mut w = synth_model(&s);
-        w.set(
-            "gemma4.embedding_length_per_layer_input",
-            crate::model::gguf_write::MetaValue::U32(256),
+    fn the_e_variant_s_per_layer_embeddings_and_shared_kv_layers_come_from_the_file() {
+        let c = config(&e_spec());
+        let r = &c.recipe;
+        assert_eq!((r.ple, r.kv_layers), (32, Some(4)));
+        // Layers 0, 2, 4 are sliding-window: 4 reads layer 2's cache, 5 (global) layer 3's.
+        let sources: Vec<usize> = (0..6).map(|il| r.kv_source(il)).collect();
+        assert_eq!(sources, [0, 1, 2, 3, 2, 3]);
+        assert_eq!((0..6).filter(|&il| r.has_kv(il)).count(), 4);
+        // The double-wide MLP: one width per layer, the widest sizes the buffers.
+        let ff: Vec<usize> = (0..6).map(|il| c.n_ff_of(il)).collect();
+        assert_eq!(ff, [96, 96, 96, 96, 192, 192]);
+        assert_eq!(c.n_ff, 192);
+        // The dense model has neither.
+        let d = config(&spec(0.0));
+        assert_eq!((d.recipe.ple, d.recipe.kv_layers), (0, None));
+        assert!(d.recipe.ff_layers.is_none());
+        assert_eq!(d.recipe.kv_source(3), 3);
+    }
+
+    #[test]
+    fn shared_kv_layers_that_llama_cpp_cannot_map_are_refused() {
+        let refused = |shared: u32| {
+            let mut w = synth_model(&e_spec());
+            w.set(
+                "gemma4.attention.shared_kv_layers",
+                crate::model::gguf_write::MetaValue::U32(shared),
+            );
+            let bytes = w.to_bytes();
+            Config::from_gguf(&Gguf::parse(&bytes).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        // All layers, or all but one: fewer than two layers keep a cache.
+        for n in [6, 5, 9] {
+            let e = refused(n);
+            assert!(
+                e.contains("shared_kv_layers") && e.contains("fewer than 2"),
+                "{e}"
+            );
+        }
+        // 3 shared: layer 3 (global) would read layer 2 (sliding-window).
+        let e = refused(3);
+        assert!(
+            e.contains("shared layer 3 (global)") && e.contains("sliding-window"),
+            "{e}"
         );
-        let bytes = w.to_bytes();
-        let e = Config::from_gguf(&Gguf::parse(&bytes).unwrap()).unwrap_err();
-        assert!(e.to_string().contains("per-layer embeddings"), "{e}");
     }
 
     #[test]

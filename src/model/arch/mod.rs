@@ -372,6 +372,17 @@ pub struct Recipe {
     /// with logits (llama.cpp's
     /// `inp_out_ids` before the last FFN), which changes the last FFN's matmul shapes.
     pub full_last_layer: bool,
+    /// Gemma 4 E2B/E4B's per-layer embeddings (`embedding_length_per_layer_input`): values per
+    /// layer and token (0: none). See `Weights::ple` and `forward/ple.rs`.
+    pub ple: usize,
+    /// Where the last layers reuse an earlier layer's cache (Gemma 4 E2B/E4B,
+    /// `attention.shared_kv_layers`): the layers `0..kv_layers` that keep their own keys and
+    /// values (llama.cpp's `n_layer_kv_from_start`); `None`: every layer does.
+    pub kv_layers: Option<usize>,
+    /// The FFN width of each layer where the file gives one per layer (`feed_forward_length`
+    /// as an array: Gemma 4's double-wide MLP of the shared-KV layers); `None`: the config's
+    /// `n_ff` for every layer.
+    pub ff_layers: Option<Vec<usize>>,
 }
 
 /// A family whose sliding-window layers attend with other head sizes than its global layers
@@ -424,12 +435,31 @@ impl Recipe {
             v_norm: false,
             logit_softcap: None,
             full_last_layer: false,
+            ple: 0,
+            kv_layers: None,
+            ff_layers: None,
         }
     }
 
     /// Whether layer `il` attends only within the sliding window.
     pub fn is_local(&self, il: usize) -> bool {
         self.swa.as_ref().is_some_and(|s| s.local[il])
+    }
+
+    /// The layer whose cache layer `il` attends over: its own, or for a shared-KV layer
+    /// (`il >= kv_layers`) llama.cpp's reuse rule, the last layer with a cache of its kind: a
+    /// sliding-window layer reads layer `kv_layers − 2`, a global one `kv_layers − 1` (the
+    /// recipe checks those are of the reader's kind).
+    pub fn kv_source(&self, il: usize) -> usize {
+        match self.kv_layers {
+            Some(n) if il >= n => n - if self.is_local(il) { 2 } else { 1 },
+            _ => il,
+        }
+    }
+
+    /// Whether layer `il` keeps keys and values of its own (not a shared-KV layer).
+    pub fn has_kv(&self, il: usize) -> bool {
+        self.kv_layers.is_none_or(|n| il < n)
     }
 }
 

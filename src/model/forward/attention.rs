@@ -192,30 +192,41 @@ impl Model<'_> {
     fn gqa(&self, pool: &Pool, s: &mut State, step: &mut Step, (li, a): (usize, &Gqa)) {
         let n = step.n;
         let local = self.config.recipe.is_local(li);
-        match &a.wv {
-            Some(wv) => self.matmuls(
+        match (&a.wk, &a.wv) {
+            (Some(wk), Some(wv)) => self.matmuls(
                 pool,
                 &mut s.acts,
                 &s.xn,
                 (n, step.at()),
-                [(&a.wq, &mut s.q), (&a.wk, &mut s.kcur), (wv, &mut s.vcur)],
+                [(&a.wq, &mut s.q), (wk, &mut s.kcur), (wv, &mut s.vcur)],
             ),
-            None => {
+            (Some(wk), None) => {
                 // The values are the key projection (Gemma 4's global layers).
                 self.matmuls(
                     pool,
                     &mut s.acts,
                     &s.xn,
                     (n, step.at()),
-                    [(&a.wq, &mut s.q), (&a.wk, &mut s.kcur)],
+                    [(&a.wq, &mut s.q), (wk, &mut s.kcur)],
                 );
                 let kvd = self.lc(local).kv_dim();
                 s.vcur[..n * kvd].copy_from_slice(&s.kcur[..n * kvd]);
             }
+            // A shared-KV layer: queries only; its keys and values are an earlier layer's.
+            (None, _) => self.matmuls(
+                pool,
+                &mut s.acts,
+                &s.xn,
+                (n, step.at()),
+                [(&a.wq, &mut s.q)],
+            ),
         }
-        self.qkv_steps(pool, s, a, local, n);
+        let own_kv = a.wk.is_some();
+        self.qkv_steps(pool, s, a, (local, own_kv), n);
         step.per_sequence(s, |s, rows, micro| {
-            self.store_kv(pool, s, li, rows, local);
+            if own_kv {
+                self.store_kv(pool, s, li, rows, local);
+            }
             self.attention(pool, s, li, rows, micro.arith, local);
         });
         if s.check_stop() {
@@ -232,7 +243,15 @@ impl Model<'_> {
 
     /// What the family does to each token's fresh queries and keys before attention: biases,
     /// per-head RMSNorm, RoPE (the layer's: local layers have their own base), query scaling.
-    fn qkv_steps(&self, pool: &Pool, s: &mut State, a: &Gqa, local: bool, n: usize) {
+    /// A shared-KV layer (not `own_kv`) has fresh queries only.
+    fn qkv_steps(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        a: &Gqa,
+        (local, own_kv): (bool, bool),
+        n: usize,
+    ) {
         let c = self.lc(local);
         let (qd, kvd, hd, half) = (c.q_dim(), c.kv_dim(), c.head_dim, c.n_rot / 2);
         let kernels = &self.kernels;
@@ -263,14 +282,17 @@ impl Model<'_> {
             }
             if let Some([qn, kn]) = &a.qk_norm {
                 let mut head = vec![0f32; hd];
-                for (x, w) in [(&mut *q, qn), (&mut *k, kn)] {
+                for (x, w) in [(&mut *q, qn), (&mut *k, kn)]
+                    .into_iter()
+                    .take(1 + usize::from(own_kv))
+                {
                     for h in x.chunks_exact_mut(hd) {
                         head.copy_from_slice(h);
                         ops::rms_norm(&head, w, c.rms_eps, h);
                     }
                 }
             }
-            if c.recipe.v_norm {
+            if c.recipe.v_norm && own_kv {
                 // ggml's rms_norm without a weight: times 1.0, exactly.
                 let (mut head, ones) = (vec![0f32; hd], vec![1f32; hd]);
                 for h in v.chunks_exact_mut(hd) {
@@ -278,14 +300,11 @@ impl Model<'_> {
                     ops::rms_norm(&head, &ones, c.rms_eps, h);
                 }
             }
-            match c.recipe.rope {
-                RopeStyle::Normal => {
-                    kernels.rope(rc, q, hd);
-                    kernels.rope(rc, k, hd);
-                }
-                RopeStyle::Neox => {
-                    kernels.rope_neox(rc, q, hd);
-                    kernels.rope_neox(rc, k, hd);
+            let fresh = [&mut *q, &mut *k];
+            for x in fresh.into_iter().take(1 + usize::from(own_kv)) {
+                match c.recipe.rope {
+                    RopeStyle::Normal => kernels.rope(rc, x, hd),
+                    RopeStyle::Neox => kernels.rope_neox(rc, x, hd),
                 }
             }
             if let Some(scale) = c.recipe.q_scale {
@@ -458,7 +477,9 @@ impl Model<'_> {
         let sinks = self.sinks(layer);
         let rows = &s.rows[usize::from(local)];
         let cap = rows.cap;
-        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
+        // A shared-KV layer reads an earlier layer's cache.
+        let kl = self.config.recipe.kv_source(layer);
+        let (kc, vc, q) = (&s.k[kl], &s.v[kl], &s.q);
         let stride = s.scratch_stride;
         let att = Out::new(&mut s.att);
         let scratch = Out::new(&mut s.scratch);
@@ -518,7 +539,9 @@ impl Model<'_> {
         let (q_dim, att_dim) = (c.q_dim(), c.att_dim());
         let rows = &s.rows[usize::from(local)];
         let (cap, kv_pad, reach) = (rows.cap, rows.kv_pad, rows.reach);
-        let (kc, vc, q) = (&s.k[layer], &s.v[layer], &s.q);
+        // A shared-KV layer reads an earlier layer's cache.
+        let kl = self.config.recipe.kv_source(layer);
+        let (kc, vc, q) = (&s.k[kl], &s.v[kl], &s.q);
         let sinks = self.sinks(layer);
         // tinyBLAS needs rows of whole 16-lane steps; otherwise ggml falls back to vector dots.
         let kq_arith = if hd.is_multiple_of(16) {

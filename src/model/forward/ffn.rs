@@ -24,7 +24,8 @@ impl Model<'_> {
         }
         match &layer.ffn {
             Ffn::Dense { gate, up, down } => {
-                let dense = ([gate, up, down], self.config.n_ff, self.config.recipe.ffn);
+                // The layer's own width (Gemma 4's double-wide MLP): its gate's rows.
+                let dense = ([gate, up, down], gate.rows(), self.config.recipe.ffn);
                 self.gated_ffn(pool, s, dense, (b0, nf, at))
             }
             Ffn::Moe(x) => match &x.beside {
@@ -36,6 +37,12 @@ impl Model<'_> {
             return;
         }
         self.ffn_residual(pool, s, layer, b0, nf, n);
+        if let Some(p) = &layer.ple {
+            self.per_layer_block(pool, s, (li, p), (b0, nf, at));
+            if s.stopped {
+                return;
+            }
+        }
         if let Some(scale) = layer.out_scale {
             // Gemma 4's `layer_output_scale`: ggml_mul by a one-value tensor.
             let e = self.config.n_embd;

@@ -167,7 +167,8 @@ impl Model<'_> {
         let c = &self.config;
         let (e, eps) = (c.n_embd, c.rms_eps);
         let mats = [&b.mlp.gate, &b.mlp.up, &b.mlp.down];
-        self.gated_ffn(pool, s, (mats, c.n_ff, FfnAct::GeluTanh), (b0, n, at));
+        let ff = b.mlp.gate.rows();
+        self.gated_ffn(pool, s, (mats, ff, FfnAct::GeluTanh), (b0, n, at));
         if s.stopped {
             return;
         }
