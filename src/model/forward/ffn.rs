@@ -88,6 +88,32 @@ impl Model<'_> {
         self.matmuls(pool, &mut s.acts, &s.gate, (nf, at), [(w_down, &mut s.tmp)]);
     }
 
+    /// `s.x[b0 + b] += rms_norm(s.tmp[b]) · weight` for the `nf` tokens b (the normed rows left
+    /// in `s.xn`), a token per call: Gemma's post-norms before the residual add.
+    pub(super) fn add_post_normed(
+        &self,
+        pool: &Pool,
+        s: &mut State,
+        weight: &[f32],
+        b0: usize,
+        nf: usize,
+    ) {
+        let (e, eps) = (self.config.n_embd, self.config.rms_eps);
+        let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
+        per_token(pool, nf, &|b| {
+            let bb = b0 + b;
+            // SAFETY: token bb's rows of x and xn are touched by this call alone.
+            let (x, xn) = unsafe {
+                (
+                    x.slice(bb * e, (bb + 1) * e),
+                    xn.slice(bb * e, (bb + 1) * e),
+                )
+            };
+            ops::rms_norm(&tmp[b * e..(b + 1) * e], weight, eps, xn);
+            add_into(x, xn);
+        });
+    }
+
     /// Adds the FFN's outputs `s.tmp[..nf]` to the residual stream of tokens `b0..n` (through
     /// the post-FFN norm where the family has one).
     fn ffn_residual(
@@ -102,21 +128,7 @@ impl Model<'_> {
         let c = &self.config;
         let e = c.n_embd;
         match &layer.post_norms {
-            Some([_, post_ffn]) => {
-                let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
-                per_token(pool, nf, &|b| {
-                    let bb = b0 + b;
-                    // SAFETY: token bb's rows of x and xn are touched by this call alone.
-                    let (x, xn) = unsafe {
-                        (
-                            x.slice(bb * e, (bb + 1) * e),
-                            xn.slice(bb * e, (bb + 1) * e),
-                        )
-                    };
-                    ops::rms_norm(&tmp[b * e..(b + 1) * e], post_ffn, c.rms_eps, xn);
-                    add_into(x, xn);
-                });
-            }
+            Some([_, post_ffn]) => self.add_post_normed(pool, s, post_ffn, b0, nf),
             None => add_into(&mut s.x[b0 * e..n * e], &s.tmp[..nf * e]),
         }
     }

@@ -12,7 +12,7 @@
 
 use super::parallel::{per_token, At, Out};
 use super::step::Step;
-use super::{add_into, Model, State};
+use super::{Model, State};
 use crate::kernels::ops;
 use crate::model::weights::LayerPle;
 use crate::pool::Pool;
@@ -101,19 +101,7 @@ impl Model<'_> {
             (nf, at),
             [(&p.proj, &mut s.tmp)],
         );
-        let (tmp, x, xn) = (&s.tmp, Out::new(&mut s.x), Out::new(&mut s.xn));
-        per_token(pool, nf, &|b| {
-            let bb = b0 + b;
-            // SAFETY: token bb's rows of x and xn are touched by this call alone.
-            let (x, xn) = unsafe {
-                (
-                    x.slice(bb * e, (bb + 1) * e),
-                    xn.slice(bb * e, (bb + 1) * e),
-                )
-            };
-            ops::rms_norm(&tmp[b * e..(b + 1) * e], &p.post_norm, c.rms_eps, xn);
-            add_into(x, xn);
-        });
+        self.add_post_normed(pool, s, &p.post_norm, b0, nf);
         s.check_stop();
     }
 }
