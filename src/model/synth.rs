@@ -414,6 +414,36 @@ pub(super) struct Planned {
 }
 
 impl Planned {
+    /// A matrix of `rows × cols` drawn at `scale`, `slabs` experts deep (1: a 2-D matrix).
+    pub(super) fn matrix(
+        name: String,
+        rows: usize,
+        cols: usize,
+        scale: f32,
+        slabs: usize,
+    ) -> Planned {
+        let kind = Kind::Matrix(scale);
+        Planned {
+            name,
+            rows,
+            cols,
+            kind,
+            slabs,
+        }
+    }
+
+    /// A norm's vector of `n` weights.
+    pub(super) fn norm(name: String, n: usize) -> Planned {
+        let kind = Kind::Norm;
+        Planned {
+            name,
+            rows: 1,
+            cols: n,
+            kind,
+            slabs: 1,
+        }
+    }
+
     fn ty(&self, spec: &SynthSpec) -> GgmlType {
         match self.kind {
             // Rows that are not whole blocks of the type take llama-quantize's fallback (only
@@ -494,27 +524,9 @@ fn plan(s: &SynthSpec) -> Vec<Planned> {
     let head_dim = s.head_dim();
     let (q_dim, kv_dim) = (s.n_head * head_dim, s.n_head_kv * head_dim);
     let wscale = 1.0 / (s.n_embd as f32).sqrt();
-    let mat = |name: String, rows, cols, scale| Planned {
-        name,
-        rows,
-        cols,
-        kind: Kind::Matrix(scale),
-        slabs: 1,
-    };
-    let experts = |name: String, rows, cols, scale| Planned {
-        name,
-        rows,
-        cols,
-        kind: Kind::Matrix(scale),
-        slabs: s.n_expert,
-    };
-    let norm = |name: String, n| Planned {
-        name,
-        rows: 1,
-        cols: n,
-        kind: Kind::Norm,
-        slabs: 1,
-    };
+    let mat = |name, rows, cols, scale| Planned::matrix(name, rows, cols, scale, 1);
+    let experts = |name, rows, cols, scale| Planned::matrix(name, rows, cols, scale, s.n_expert);
+    let norm = Planned::norm;
     let bias = |name: String, n| Planned {
         name,
         rows: 1,
@@ -623,20 +635,10 @@ fn latent_attention(s: &SynthSpec, l: usize) -> Vec<Planned> {
     let n = |t: &str| format!("blk.{l}.{t}.weight");
     let (e, h, qh) = (s.n_embd, s.n_head, s.head_dim());
     let nope = qh - m.rope;
-    let mat = |name: String, rows: usize, cols: usize, slabs: usize| Planned {
-        name,
-        rows,
-        cols,
-        kind: Kind::Matrix(1.0 / (cols as f32).sqrt()),
-        slabs,
+    let mat = |name, rows, cols: usize, slabs| {
+        Planned::matrix(name, rows, cols, 1.0 / (cols as f32).sqrt(), slabs)
     };
-    let norm = |name: String, cols| Planned {
-        name,
-        rows: 1,
-        cols,
-        kind: Kind::Norm,
-        slabs: 1,
-    };
+    let norm = Planned::norm;
     let mut p = Vec::new();
     if m.q_lora > 0 {
         p.push(mat(n("attn_q_a"), m.q_lora, e, 1));

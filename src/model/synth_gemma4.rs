@@ -79,20 +79,8 @@ pub(super) fn plan(s: &SynthSpec) -> Vec<Planned> {
     let local = local_layers(s);
     let (ghd, gkv, grot) = s.g4.global(s);
     let wscale = 1.0 / (s.n_embd as f32).sqrt();
-    let mat = |name: String, rows, cols, scale| Planned {
-        name,
-        rows,
-        cols,
-        kind: Kind::Matrix(scale),
-        slabs: 1,
-    };
-    let norm = |name: String, n| Planned {
-        name,
-        rows: 1,
-        cols: n,
-        kind: Kind::Norm,
-        slabs: 1,
-    };
+    let mat = |name, rows, cols, scale| Planned::matrix(name, rows, cols, scale, 1);
+    let norm = Planned::norm;
     let mut p = vec![
         mat("token_embd.weight".into(), s.n_vocab, s.n_embd, 1.0),
         norm("output_norm.weight".into(), s.n_embd),
@@ -177,20 +165,8 @@ pub(super) fn plan(s: &SynthSpec) -> Vec<Planned> {
 /// them unless fused) and a scale per expert of their down projection's output.
 fn experts(s: &SynthSpec, l: usize) -> Vec<Planned> {
     let n = |t: &str| format!("blk.{l}.{t}.weight");
-    let vector = |name: String, n| Planned {
-        name,
-        rows: 1,
-        cols: n,
-        kind: Kind::Norm,
-        slabs: 1,
-    };
-    let experts = |name: String, rows, cols, scale| Planned {
-        name,
-        rows,
-        cols,
-        kind: Kind::Matrix(scale),
-        slabs: s.n_expert,
-    };
+    let vector = Planned::norm;
+    let experts = |name, rows, cols, scale| Planned::matrix(name, rows, cols, scale, s.n_expert);
     let (e, ff) = (s.n_embd, s.n_ff_exp);
     let wscale = 1.0 / (e as f32).sqrt();
     vec![
