@@ -177,15 +177,6 @@ impl Piece<'_> {
             }
             return Some(end - at);
         }
-        let n_ws = self.whitespace_run(at);
-        if let Some(last) = (at..at + n_ws).rev().find(|&i| is_newline(self.cpts[i])) {
-            return Some(last + 1 - at);
-        }
-        match n_ws {
-            0 => None,
-            1 => Some(1),
-            n if at + n < self.end => Some(n - 1),
-            n => Some(n),
-        }
+        self.space_tail(at, self.whitespace_run(at))
     }
 }

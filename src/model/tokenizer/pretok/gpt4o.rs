@@ -123,16 +123,7 @@ impl Piece<'_> {
             return Some(end - at);
         }
         // `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`
-        let n_ws = run(at, &|i| self.o200k_space(i)) - at;
-        if let Some(last) = (at..at + n_ws).rev().find(|&i| self.is_newline(i)) {
-            return Some(last + 1 - at);
-        }
-        match n_ws {
-            0 => None,
-            1 => Some(1),
-            n if at + n < self.end => Some(n - 1),
-            n => Some(n),
-        }
+        self.space_tail(at, run(at, &|i| self.o200k_space(i)) - at)
     }
 }
 

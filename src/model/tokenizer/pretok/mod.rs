@@ -500,6 +500,21 @@ impl Piece<'_> {
         pos
     }
 
+    /// What `\s*[\r\n]+|\s+(?!\S)|\s+` matches of a run of `n_ws` white-space code points
+    /// at `at`: through its last newline; else all of it but the last where text follows (the
+    /// last then leads the next piece), all of it at the end, one alone; `None` for no run.
+    fn space_tail(&self, at: usize, n_ws: usize) -> Option<usize> {
+        if let Some(last) = (at..at + n_ws).rev().find(|&i| self.is_newline(i)) {
+            return Some(last + 1 - at);
+        }
+        match n_ws {
+            0 => None,
+            1 => Some(1),
+            n if at + n < self.end => Some(n - 1),
+            n => Some(n),
+        }
+    }
+
     fn whitespace_run(&self, at: usize) -> usize {
         let mut n = 0;
         while self.class(at + n).is_whitespace() {
